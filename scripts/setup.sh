@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ddpsim builds against; safe to run again (asks dpkg first,
+# calls apt-get only for what is missing). Works as root or through sudo.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config           # toolchain: a fresh Debian may have none of it
+  libsimgrid-dev                             # network simulation (pkg-config: simgrid)
+  nlohmann-json3-dev                         # config, histogram and summary JSON
+  libboost-program-options-dev               # command-line parsing
+  doctest-dev                                # unit tests
+  libutf8proc-dev                            # Unicode NFD, categories, lower-casing for the tokenizer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if ((EUID == 0)); then
+  as_root=()
+elif command -v sudo >/dev/null; then
+  as_root=(sudo)
+else
+  echo "setup: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -q
+"${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

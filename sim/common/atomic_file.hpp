@@ -1,0 +1,33 @@
+// Output files appear whole or not at all: content goes to a temporary file beside the
+// target, which is renamed over it only on commit(). A writer destroyed before commit()
+// (an exception, an early return) removes its temporary file.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace ddpsim {
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path target);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  std::ostream& stream() { return out_; }
+  // Flushes, checks for write errors, renames into place. Throws InputError on failure.
+  void commit();
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+// Writes a whole file atomically.
+void write_file_atomically(const std::filesystem::path& target, const std::string& content);
+
+}  // namespace ddpsim

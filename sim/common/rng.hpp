@@ -1,0 +1,50 @@
+// Seeded randomness with results fixed by this code alone: std::mt19937_64 is specified
+// bit for bit by the standard, but std::*_distribution and std::shuffle are not, and
+// ddpsim promises byte-identical outputs for the same seed on every standard library.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <random>
+#include <span>
+#include <utility>
+
+namespace ddpsim {
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : engine_(seed) {}
+
+  std::uint64_t bits() { return engine_(); }
+
+  // Uniform integer in [0, n), n > 0, without modulo bias (rejection on the low range).
+  std::uint64_t below(std::uint64_t n) {
+    const std::uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    std::uint64_t x;
+    do x = engine_();
+    while (x >= limit);
+    return x % n;
+  }
+
+  // Uniform double in [0, 1) with 53 random bits.
+  double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+  // Standard normal by Box–Muller (one value per call; simplicity over speed).
+  double normal() {
+    const double u1 = 1.0 - uniform();  // (0, 1]: log stays finite
+    const double u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  }
+
+  // Fisher–Yates, the same permutation for the same seed everywhere.
+  template <class T>
+  void shuffle(std::span<T> items) {
+    for (std::size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[below(i)]);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+}  // namespace ddpsim

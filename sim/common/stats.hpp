@@ -1,0 +1,14 @@
+// Summary statistics as method.md §4 defines them.
+#pragma once
+
+#include <span>
+
+namespace ddpsim {
+
+double mean(std::span<const double> values);
+// Population standard deviation (divides by n), as the study reports cross-rank spread.
+double population_std(std::span<const double> values);
+// Percentile q in [0, 100] with linear interpolation between order statistics (NumPy's default).
+double percentile(std::span<const double> values, double q);
+
+}  // namespace ddpsim
