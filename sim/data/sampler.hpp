@@ -1,0 +1,68 @@
+// PyTorch DistributedSampler semantics over a dataset of lengths, plus the per-rank prefetch
+// buffers the schedulers read. Epoch e shuffles all N indices with seed + e, drops the tail
+// so every shard has N/G samples (drop_last), and shard g takes every G-th index from g.
+// Ranks consume at their own pace, so each rank rolls over into its next epoch on its own.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace ddpsim {
+
+// One sample as the schedulers see it: where it came from and how long it is.
+struct Sample {
+  std::int64_t index = 0;  // dataset index
+  std::int32_t epoch = 0;  // epoch of the rank's shard it was drawn in
+  std::int32_t len = 0;    // tokens incl. [CLS]/[SEP], truncated
+};
+
+class DistributedSampler {
+ public:
+  // `lengths` must outlive the sampler. Throws InputError when N < G.
+  DistributedSampler(std::span<const int> lengths, int G, std::uint64_t seed);
+
+  Sample next(int rank);
+  int ranks() const { return G_; }
+  // Samples handed to rank g so far, over all epochs.
+  std::int64_t drawn(int rank) const;
+  std::int64_t shard_size() const { return shard_size_; }
+
+ private:
+  const std::vector<std::int64_t>& permutation(std::int32_t epoch);
+
+  std::span<const int> lengths_;
+  int G_;
+  std::uint64_t seed_;
+  std::int64_t shard_size_;
+  struct Cursor {
+    std::int32_t epoch = 0;
+    std::int64_t position = 0;  // within the shard
+  };
+  std::vector<Cursor> cursors_;
+  // Epoch → permutation; computed once and shared by all ranks, dropped when no rank needs it.
+  std::map<std::int32_t, std::vector<std::int64_t>> permutations_;
+};
+
+// Each rank's next samples in arrival order: the sampler feeds the back, schedulers take
+// from the front (any sample they do not take stays for a later step).
+class RankBuffers {
+ public:
+  explicit RankBuffers(DistributedSampler& sampler);
+
+  int ranks() const { return static_cast<int>(buffers_.size()); }
+  // Tops rank g's buffer up to `count` samples.
+  void fill(int g, std::size_t count);
+  void fill_all(std::size_t count);
+  const std::deque<Sample>& buffer(int g) const { return buffers_[static_cast<std::size_t>(g)]; }
+  // Moves the first n samples of rank g's buffer to `out` (appending); n ≤ buffer size.
+  void take(int g, std::size_t n, std::vector<Sample>& out);
+
+ private:
+  DistributedSampler& sampler_;
+  std::vector<std::deque<Sample>> buffers_;
+};
+
+}  // namespace ddpsim

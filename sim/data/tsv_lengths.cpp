@@ -1,0 +1,42 @@
+// Lengths straight from text: a GLUE TSV through the BERT tokenizer.
+#include "common/error.hpp"
+#include "data/glue_tsv.hpp"
+#include "data/lengths.hpp"
+#include "data/tokenizer.hpp"
+
+namespace ddpsim {
+
+std::vector<int> tokenized_lengths(const std::string& tsv, const std::string& vocab, int max_length) {
+  if (max_length < 2) throw InputError("max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(max_length));
+  Tokenizer tokenizer = Tokenizer::from_vocab_file(vocab);
+  std::vector<int> lengths;
+  read_glue_tsv(tsv, [&](std::string_view sentence, int, std::int64_t) {
+    lengths.push_back(static_cast<int>(tokenizer.count_tokens(sentence, static_cast<std::size_t>(max_length))));
+  }, {.require_label = false});
+  if (lengths.empty()) throw InputError(tsv + ": no rows");
+  return lengths;
+}
+
+namespace {
+
+class TsvSource final : public LengthSource {
+ public:
+  TsvSource(std::string tsv, const std::string& vocab, int max_length)
+      : tsv_(std::move(tsv)), lengths_(tokenized_lengths(tsv_, vocab, max_length)) {}
+  std::vector<int> dataset(std::uint64_t) const override { return lengths_; }
+  std::string describe() const override {
+    return "GLUE TSV " + tsv_ + ": " + std::to_string(lengths_.size()) + " sentences";
+  }
+
+ private:
+  std::string tsv_;
+  std::vector<int> lengths_;
+};
+
+}  // namespace
+
+std::unique_ptr<LengthSource> tsv_source(const std::string& tsv, const std::string& vocab, int max_length) {
+  return std::make_unique<TsvSource>(tsv, vocab, max_length);
+}
+
+}  // namespace ddpsim
