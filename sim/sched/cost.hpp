@@ -1,0 +1,61 @@
+// What a scheduler balances: the predicted cost of a micro-batch of b samples padded to
+// length L on rank g. Pluggable so that later layers add predicted time from a calibrated
+// model, or per-rank speed factors, without touching the policies. Every model must be
+// non-decreasing in b and in L: the min-max solver relies on it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddpsim {
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string name() const = 0;
+  virtual double cost(int rank, int batch, int max_len) const = 0;
+  // out[k-1] = cost(rank, k, running_max[k-1]) for k = 1..out.size(); one virtual call per
+  // rank keeps the per-step cost curves cheap at G = 1024.
+  virtual void curve(int rank, std::span<const int> running_max, std::span<double> out) const;
+};
+
+// Padded tokens b·L (the study's proxy).
+class TokensCost final : public CostModel {
+ public:
+  std::string name() const override { return "tokens"; }
+  double cost(int, int batch, int max_len) const override { return double(batch) * max_len; }
+  void curve(int rank, std::span<const int> running_max, std::span<double> out) const override;
+};
+
+// (b·L)², the study's second proxy (a negative result worth reproducing).
+class TokensSqCost final : public CostModel {
+ public:
+  std::string name() const override { return "tokens_sq"; }
+  double cost(int, int batch, int max_len) const override {
+    const double t = double(batch) * max_len;
+    return t * t;
+  }
+  void curve(int rank, std::span<const int> running_max, std::span<double> out) const override;
+};
+
+// Another cost scaled per rank: a rank with factor 1.3 is 30% slower (heterogeneous GPUs,
+// stragglers).
+class RankScaledCost final : public CostModel {
+ public:
+  RankScaledCost(std::unique_ptr<CostModel> base, std::vector<double> factors);
+  std::string name() const override { return base_->name(); }
+  double cost(int rank, int batch, int max_len) const override;
+  void curve(int rank, std::span<const int> running_max, std::span<double> out) const override;
+
+ private:
+  std::unique_ptr<CostModel> base_;
+  std::vector<double> factors_;
+};
+
+// "tokens" or "tokens_sq"; throws InputError naming the known costs otherwise.
+std::unique_ptr<CostModel> make_token_cost(std::string_view name);
+
+}  // namespace ddpsim

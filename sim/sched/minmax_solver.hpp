@@ -1,0 +1,58 @@
+// The min-max allocation of method.md §3 as a pure function of per-rank cost curves:
+// choose b_g in [1, size_g] with Σ b_g = B minimising max_g c_g(b_g), ties broken by the
+// smallest population variance of the costs c_g(b_g).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ddpsim {
+
+// c_g(k) for k = 1..size(g) of every rank g, flattened with a fixed row width so one
+// allocation serves every step. Each curve must be non-decreasing in k; size(g) ≥ 1 is
+// min(K, b_g^max).
+class CostCurves {
+ public:
+  void reset(int ranks, int width);
+  int ranks() const { return ranks_; }
+  int width() const { return width_; }
+  // Writable row of `width()` entries; entry k-1 holds c_g(k).
+  std::span<double> row(int g) { return {values_.data() + static_cast<std::size_t>(g) * width_, static_cast<std::size_t>(width_)}; }
+  void set_size(int g, int size) { sizes_[static_cast<std::size_t>(g)] = size; }
+  int size(int g) const { return sizes_[static_cast<std::size_t>(g)]; }
+  std::span<const double> curve(int g) const {
+    return {values_.data() + static_cast<std::size_t>(g) * width_, static_cast<std::size_t>(size(g))};
+  }
+
+ private:
+  int ranks_ = 0;
+  int width_ = 0;
+  std::vector<double> values_;
+  std::vector<int> sizes_;
+};
+
+struct MinMaxAllocation {
+  std::vector<int> batch;     // b_g per rank
+  double max_cost = 0.0;      // max_g c_g(b_g)
+  double cost_variance = 0.0; // population variance of c_g(b_g)
+};
+
+// Throws InputError naming the violated bound when B < G or B > Σ size(g).
+void check_minmax_feasible(const CostCurves& costs, int B);
+
+// The study's reference: tries every allocation. Exponential in G; only for small inputs.
+// Among allocations of equal maximum and variance it keeps the lexicographically smallest.
+MinMaxAllocation solve_minmax_enumerate(const CostCurves& costs, int B);
+
+// Same optimum at any G, fast; keeps scratch space between calls, so reuse one instance.
+class ExactMinMaxSolver {
+ public:
+  const MinMaxAllocation& solve(const CostCurves& costs, int B);
+
+ private:
+  MinMaxAllocation result_;
+  std::vector<double> scratch_;
+};
+
+}  // namespace ddpsim

@@ -1,0 +1,234 @@
+// The five policies of design.md §3.3 behind the Scheduler interface, and the factory that
+// validates a run's shape against each one's constraints before the first step.
+#include <algorithm>
+#include <deque>
+#include <set>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "sched/cost.hpp"
+#include "sched/karmarkar_karp.hpp"
+#include "sched/minmax_solver.hpp"
+#include "sched/policy_options.hpp"
+#include "sched/scheduler.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+// Sizes the plan for G ranks and sets B_t and the loss weights from what was chosen.
+void finish_plan(StepPlan& plan) {
+  const auto G = plan.batches.size();
+  std::size_t total = 0;
+  for (const auto& batch : plan.batches) total += batch.size();
+  plan.global_batch = static_cast<int>(total);
+  plan.loss_weights.resize(G);
+  for (std::size_t g = 0; g < G; ++g)
+    plan.loss_weights[g] = double(G) * double(plan.batches[g].size()) / double(total);
+}
+
+void reset_plan(StepPlan& plan, int G) {
+  plan.batches.resize(static_cast<std::size_t>(G));
+  for (auto& batch : plan.batches) batch.clear();
+}
+
+std::string shape_text(const StepShape& s) { return "G=" + std::to_string(s.G) + ", B=" + std::to_string(s.B); }
+
+void require_divisible(const std::string& policy, const StepShape& s) {
+  if (s.B % s.G != 0)
+    throw InputError(policy + ": global batch B=" + std::to_string(s.B) + " is not divisible by G=" +
+                     std::to_string(s.G) + " ranks (it gives every rank B/G samples)");
+  for (int g = 0; g < s.G; ++g)
+    if (s.B / s.G > s.cap(g))
+      throw InputError(policy + ": B/G=" + std::to_string(s.B / s.G) + " samples exceed b_max=" +
+                       std::to_string(s.cap(g)) + " of rank " + std::to_string(g));
+}
+
+// Every rank takes its next B/G samples: PyTorch DDP with a DistributedSampler.
+class StaticPolicy final : public Scheduler {
+ public:
+  explicit StaticPolicy(const StepShape& s) : shape_(s) { require_divisible("static", s); }
+  std::size_t buffer_size() const override { return static_cast<std::size_t>(shape_.B / shape_.G); }
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    reset_plan(out, shape_.G);
+    for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), out.batches[static_cast<std::size_t>(g)]);
+    finish_plan(out);
+  }
+
+ private:
+  StepShape shape_;
+};
+
+// The study's method (method.md §3): each rank offers the first k of its K buffered samples
+// at cost c_g(k); the solver picks b_g minimising the largest cost.
+class MinMaxPolicy final : public Scheduler {
+ public:
+  MinMaxPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
+    cost_ = make_token_cost(options.text("cost", "tokens"));
+    K_ = options.integer("buffer", 64, 1);
+    solver_ = options.text("solver", "exact");
+    if (solver_ != "exact" && solver_ != "enumerate")
+      throw InputError("minmax: unknown solver \"" + solver_ + "\" (known: exact, enumerate)");
+    curves_.reset(s.G, K_);
+    for (int g = 0; g < s.G; ++g) curves_.set_size(g, std::min(K_, s.cap(g)));
+    check_minmax_feasible(curves_, s.B);
+    running_max_.resize(static_cast<std::size_t>(K_));
+  }
+  std::size_t buffer_size() const override { return static_cast<std::size_t>(K_); }
+  std::string solver() const override { return solver_; }
+
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    for (int g = 0; g < shape_.G; ++g) {
+      const auto& buffer = buffers.buffer(g);
+      const int n = std::min({K_, shape_.cap(g), static_cast<int>(buffer.size())});
+      int longest = 0;
+      for (int k = 0; k < n; ++k) running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, buffer[k].len);
+      cost_->curve(g, {running_max_.data(), static_cast<std::size_t>(n)}, curves_.row(g).first(static_cast<std::size_t>(n)));
+      curves_.set_size(g, n);
+    }
+    if (solver_ == "exact") {
+      take(buffers, exact_.solve(curves_, shape_.B).batch, out);
+    } else {
+      take(buffers, solve_minmax_enumerate(curves_, shape_.B).batch, out);
+    }
+  }
+
+ private:
+  void take(RankBuffers& buffers, const std::vector<int>& batch, StepPlan& out) const {
+    reset_plan(out, shape_.G);
+    for (int g = 0; g < shape_.G; ++g)
+      buffers.take(g, static_cast<std::size_t>(batch[static_cast<std::size_t>(g)]), out.batches[static_cast<std::size_t>(g)]);
+    finish_plan(out);
+  }
+
+  StepShape shape_;
+  std::unique_ptr<CostModel> cost_;
+  int K_ = 64;
+  std::string solver_;
+  CostCurves curves_;
+  std::vector<int> running_max_;
+  ExactMinMaxSolver exact_;
+};
+
+// VeRL's balance_batch: draw the global batch as static would, then re-partition it into
+// G equal-count parts whose per-sample cost sums are as even as largest differencing gets.
+class KarmarkarKarpPolicy final : public Scheduler {
+ public:
+  KarmarkarKarpPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
+    require_divisible("kk", s);
+    const std::string cost = options.text("cost", "tokens");
+    if (cost != "tokens" && cost != "tokens_sq")
+      throw InputError("kk: unknown cost \"" + cost + "\" (known: tokens = Σ length, tokens_sq = Σ length²)");
+    squared_ = cost == "tokens_sq";
+  }
+  std::size_t buffer_size() const override { return static_cast<std::size_t>(shape_.B / shape_.G); }
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    pool_.clear();
+    for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool_);
+    weights_.resize(pool_.size());
+    for (std::size_t i = 0; i < pool_.size(); ++i)
+      weights_[i] = squared_ ? double(pool_[i].len) * pool_[i].len : double(pool_[i].len);
+    const auto parts = karmarkar_karp_equal(weights_, shape_.G);
+    reset_plan(out, shape_.G);
+    for (std::size_t g = 0; g < parts.size(); ++g)
+      for (int i : parts[g]) out.batches[g].push_back(pool_[static_cast<std::size_t>(i)]);
+    finish_plan(out);
+  }
+
+ private:
+  StepShape shape_;
+  bool squared_ = false;
+  std::vector<Sample> pool_;
+  std::vector<double> weights_;
+};
+
+// Hugging Face group_by_length: draw `mega` global batches at once, sort them longest first,
+// cut into global batches, and deal each out as G contiguous slices of similar lengths.
+class SortedPolicy final : public Scheduler {
+ public:
+  SortedPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
+    require_divisible("sorted", s);
+    mega_ = options.integer("mega", 50, 1);
+  }
+  std::size_t buffer_size() const override { return static_cast<std::size_t>(mega_) * (shape_.B / shape_.G); }
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    if (pending_.empty()) draw_mega_batch(buffers);
+    const std::size_t per_rank = static_cast<std::size_t>(shape_.B / shape_.G);
+    reset_plan(out, shape_.G);
+    for (std::size_t g = 0; g < out.batches.size(); ++g)
+      for (std::size_t i = 0; i < per_rank; ++i) out.batches[g].push_back(pending_.front()), pending_.pop_front();
+    finish_plan(out);
+  }
+
+ private:
+  void draw_mega_batch(RankBuffers& buffers) {
+    std::vector<Sample> pool;
+    for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool);
+    std::stable_sort(pool.begin(), pool.end(), [](const Sample& a, const Sample& b) { return a.len > b.len; });
+    pending_.assign(pool.begin(), pool.end());
+  }
+
+  StepShape shape_;
+  int mega_ = 50;
+  std::deque<Sample> pending_;  // sorted mega-batch still to deal out, B samples per step
+};
+
+// fairseq's max_tokens: each rank takes buffered samples in arrival order while its padded
+// tokens k·max_len stay within the budget, so the global batch varies per step.
+class TokenBudgetPolicy final : public Scheduler {
+ public:
+  TokenBudgetPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
+    max_tokens_ = options.integer("max_tokens", 512, 1);
+    K_ = options.integer("buffer", 64, 1);
+    if (max_tokens_ < s.max_length)
+      throw InputError("token_budget: max_tokens=" + std::to_string(max_tokens_) + " is below max_length=" +
+                       std::to_string(s.max_length) + ", so a longest sample could never be scheduled");
+  }
+  std::size_t buffer_size() const override { return static_cast<std::size_t>(K_); }
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    reset_plan(out, shape_.G);
+    for (int g = 0; g < shape_.G; ++g) {
+      const auto& buffer = buffers.buffer(g);
+      const int limit = std::min({K_, shape_.cap(g), static_cast<int>(buffer.size())});
+      int k = 0, longest = 0;
+      while (k < limit && (k + 1) * std::max(longest, buffer[static_cast<std::size_t>(k)].len) <= max_tokens_)
+        longest = std::max(longest, buffer[static_cast<std::size_t>(k++)].len);
+      buffers.take(g, static_cast<std::size_t>(std::max(k, 1)), out.batches[static_cast<std::size_t>(g)]);
+    }
+    finish_plan(out);
+  }
+
+ private:
+  StepShape shape_;
+  int max_tokens_ = 512;
+  int K_ = 64;
+};
+
+}  // namespace
+
+std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
+  if (shape.G < 1) throw InputError("world size G must be ≥ 1, got " + std::to_string(shape.G));
+  if (!shape.b_max.empty() && static_cast<int>(shape.b_max.size()) != shape.G)
+    throw InputError("b_max lists " + std::to_string(shape.b_max.size()) + " ranks, the run has G=" +
+                     std::to_string(shape.G));
+  if (spec.name != "token_budget" && shape.B < shape.G)
+    throw InputError(spec.name + ": infeasible: global batch B=" + std::to_string(shape.B) +
+                     " is smaller than G=" + std::to_string(shape.G) + " (" + shape_text(shape) + ")");
+  PolicyOptions options(spec);
+  std::unique_ptr<Scheduler> policy;
+  if (spec.name == "static") policy = std::make_unique<StaticPolicy>(shape);
+  else if (spec.name == "minmax") policy = std::make_unique<MinMaxPolicy>(shape, options);
+  else if (spec.name == "kk") policy = std::make_unique<KarmarkarKarpPolicy>(shape, options);
+  else if (spec.name == "sorted") policy = std::make_unique<SortedPolicy>(shape, options);
+  else if (spec.name == "token_budget") policy = std::make_unique<TokenBudgetPolicy>(shape, options);
+  else {
+    std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
+    const std::string hint = closest_key(spec.name, known);
+    throw InputError("unknown policy \"" + spec.name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                     "; known: static, minmax, kk, sorted, token_budget");
+  }
+  options.reject_unknown();
+  return policy;
+}
+
+}  // namespace ddpsim

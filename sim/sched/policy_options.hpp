@@ -1,0 +1,26 @@
+// Typed access to a policy's string options with the same strictness as config keys:
+// every option a policy does not read is an error that suggests the closest known one.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "sched/scheduler.hpp"
+
+namespace ddpsim {
+
+class PolicyOptions {
+ public:
+  explicit PolicyOptions(const PolicySpec& spec) : spec_(spec) {}
+
+  std::string text(const std::string& key, const std::string& fallback);
+  // An integer ≥ minimum.
+  int integer(const std::string& key, int fallback, int minimum);
+  void reject_unknown() const;
+
+ private:
+  const PolicySpec& spec_;
+  std::set<std::string, std::less<>> known_;
+};
+
+}  // namespace ddpsim

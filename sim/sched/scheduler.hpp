@@ -1,0 +1,63 @@
+// The one interface every batch-scheduling policy implements (design.md §3.3): given the
+// step's per-rank prefetch buffers, decide which samples each rank trains on and the weight
+// G·b_g/B that scales its mean loss so the averaged gradient equals the global-batch mean.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/sampler.hpp"
+
+namespace ddpsim {
+
+// A policy as a user names it: "minmax:cost=tokens_sq:buffer=32" is minmax with two options.
+struct PolicySpec {
+  std::string name;
+  std::map<std::string, std::string> options;
+
+  // The canonical spelling, used as the policy's column and key in every output.
+  std::string label() const;
+};
+
+// Parses "name[:key=value]..."; throws UsageError on a malformed spec.
+PolicySpec parse_policy_spec(std::string_view text);
+// Policy names in the order outputs list them.
+const std::vector<std::string>& policy_names();
+
+// What every policy needs to know about the run.
+struct StepShape {
+  int G = 4;                  // ranks
+  int B = 48;                 // global batch (token_budget: ignored, the budget decides)
+  int max_length = 256;       // longest sample after truncation
+  std::vector<int> b_max;     // per-rank batch cap b_g^max; empty = no cap
+  std::uint64_t seed = 0;
+
+  int cap(int g) const { return b_max.empty() ? INT32_MAX : b_max[static_cast<std::size_t>(g)]; }
+};
+
+struct StepPlan {
+  std::vector<std::vector<Sample>> batches;  // per rank, in training order
+  std::vector<double> loss_weights;          // G·b_g/B_t; they average to 1
+  int global_batch = 0;                      // B_t = Σ b_g (varies per step for token_budget)
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // Samples each rank's buffer must hold when plan() is called (the prefetch depth).
+  virtual std::size_t buffer_size() const = 0;
+  // Decides one step and takes the chosen samples out of the buffers; the rest stay.
+  virtual void plan(RankBuffers& buffers, StepPlan& out) = 0;
+  // Which solver decided, for reports ("exact", "enumerate"); empty where there is no choice.
+  virtual std::string solver() const { return ""; }
+};
+
+// Builds a policy; unknown names, unknown options and impossible shapes (B < G, B not
+// divisible by G where a policy needs it, B > Σ min(K, b_max)) throw InputError.
+std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape);
+
+}  // namespace ddpsim
