@@ -1,0 +1,122 @@
+// `ddpsim balance`: token-level comparison of policies on one config.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli/options.hpp"
+#include "common/error.hpp"
+#include "eval/balance.hpp"
+#include "eval/config.hpp"
+#include "eval/outputs.hpp"
+
+namespace ddpsim::cli {
+
+namespace {
+
+constexpr const char* USAGE = R"(usage: ddpsim balance [CONFIG] [options]
+
+Runs each policy for the configured number of steps on the same seeded sample stream and
+prints, per policy: the per-step maximum padded tokens over ranks (mean, P95), the mean
+cross-rank standard deviation of padded tokens, padding waste (padded - real) / padded, the
+mean global batch, samples consumed and the mean decision time. Changes are against the
+first policy. No timing model is involved: padded tokens are the study's proxy.
+
+CONFIG is a JSON file with sections data, training and policies (see the README); without
+one, the study's setting: SST-2 train lengths (embedded), G=4, B=48, K=64, 800 steps, max
+length 256, comparing static, minmax (tokens and tokens_sq), kk, sorted and token_budget.
+
+policies: static | minmax[:cost=tokens|tokens_sq][:buffer=K][:solver=exact|enumerate]
+          | kk[:cost=tokens|tokens_sq] | sorted[:mega=M] | token_budget[:max_tokens=N][:buffer=K]
+
+examples:
+  ddpsim balance
+  ddpsim balance --policies static,minmax:buffer=16,minmax:buffer=64 --out runs/k
+  ddpsim balance my.json --set training.world_size=8 --set training.global_batch=256
+)";
+
+std::vector<PolicySpec> parse_policy_list(const std::string& list) {
+  std::vector<PolicySpec> specs;
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    const auto comma = std::min(list.find(',', begin), list.size());
+    const std::string item = list.substr(begin, comma - begin);
+    if (item.empty()) throw UsageError("--policies \"" + list + "\": empty policy name");
+    specs.push_back(parse_policy_spec(item));
+    begin = comma + 1;
+  }
+  return specs;
+}
+
+}  // namespace
+
+int balance(const Args& args) {
+  po::options_description visible("options");
+  visible.add_options()
+      ("set", po::value<std::vector<std::string>>()->composing(), "KEY=VALUE: override a config value (repeatable)")
+      ("policies", po::value<std::string>(), "comma-separated policies replacing the config's")
+      ("steps", po::value<int>(), "steps per policy (same as --set training.steps=N)")
+      ("out", po::value<std::string>(), "write DIR/steps.csv and DIR/summary.json")
+      ("print-config", "print the resolved config as JSON and exit")
+      ("help,h", "this help");
+  po::options_description hidden;
+  hidden.add_options()("config", po::value<std::string>());
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  po::variables_map vm;
+  if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
+
+  const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
+  nlohmann::json doc = read_config_json(path);
+  if (vm.count("set"))
+    for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) apply_override(doc, assignment);
+  if (vm.count("steps")) apply_override(doc, "training.steps=" + std::to_string(vm["steps"].as<int>()));
+  if (vm.count("policies")) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& spec : parse_policy_list(vm["policies"].as<std::string>())) list.push_back(spec.label());
+    doc["policies"] = std::move(list);
+  }
+  const std::string base_dir = path.empty() ? "" : std::filesystem::path(path).parent_path().string();
+  const Config config = parse_config(doc, path.empty() ? "embedded default config" : path, base_dir);
+  if (vm.count("print-config")) {
+    std::cout << config.resolved.dump(2) << "\n";
+    return 0;
+  }
+
+  const StepShape shape = config.shape();
+  // Validate every policy against the shape before spending time on any of them.
+  for (const auto& spec : config.policies) make_scheduler(spec, shape);
+  const auto source = make_length_source(config.data, config.training.max_length);
+  const std::vector<int> dataset = source->dataset(config.training.seed);
+
+  std::cout << "ddpsim balance: " << config.origin << "\n  data: " << source->describe()
+            << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps
+            << " steps, max_length " << shape.max_length << ", seed " << shape.seed << "\n\n";
+  const bool show_progress = ::isatty(STDERR_FILENO);
+  std::vector<PolicyRun> runs;
+  std::vector<TokenSummary> summaries;
+  for (const auto& spec : config.policies) {
+    if (show_progress)
+      std::cerr << "  [" << runs.size() + 1 << "/" << config.policies.size() << "] " << spec.label() << "\r" << std::flush;
+    runs.push_back(run_policy(spec, shape, config.training.steps, dataset));
+    summaries.push_back(summarize(runs.back()));
+  }
+  if (show_progress) std::cerr << std::string(60, ' ') << "\r";
+  std::cout << balance_table(runs, summaries);
+
+  if (vm.count("out")) {
+    const std::filesystem::path dir = vm["out"].as<std::string>();
+    const Metadata metadata = {{"tool", "ddpsim balance"},
+                               {"config", config.origin},
+                               {"data", source->describe()},
+                               {"world_size", std::to_string(shape.G)},
+                               {"global_batch", std::to_string(shape.B)},
+                               {"seed", std::to_string(shape.seed)}};
+    write_outputs(dir, {{"steps.csv", balance_trace_csv(runs, metadata)},
+                        {"summary.json", balance_summary_json(config, runs, summaries)}});
+    std::cout << "\nwrote " << (dir / "steps.csv").string() << " and " << (dir / "summary.json").string() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ddpsim::cli

@@ -1,0 +1,16 @@
+// The ddpsim verbs. Each takes its own arguments (argv after the verb), returns the exit
+// code, and throws InputError / UsageError for main to report.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddpsim::cli {
+
+using Args = std::vector<std::string>;
+
+int balance(const Args& args);
+int bench(const Args& args);
+int lengths(const Args& args);
+
+}  // namespace ddpsim::cli

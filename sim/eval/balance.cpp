@@ -1,0 +1,71 @@
+#include "eval/balance.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/stats.hpp"
+
+namespace ddpsim {
+
+PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset) {
+  auto policy = make_scheduler(spec, shape);
+  DistributedSampler sampler(dataset, shape.G, shape.seed);
+  RankBuffers buffers(sampler);
+  PolicyRun run{spec.label(), policy->solver(), shape.G, {}, {}};
+  run.rows.reserve(static_cast<std::size_t>(steps) * static_cast<std::size_t>(shape.G));
+  run.decision_us.reserve(static_cast<std::size_t>(steps));
+  StepPlan plan;
+  for (int step = 0; step < steps; ++step) {
+    buffers.fill_all(policy->buffer_size());
+    const auto start = std::chrono::steady_clock::now();
+    policy->plan(buffers, plan);
+    const auto stop = std::chrono::steady_clock::now();
+    run.decision_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    for (int g = 0; g < shape.G; ++g) {
+      const auto& batch = plan.batches[static_cast<std::size_t>(g)];
+      RankStep row;
+      row.step = step;
+      row.rank = g;
+      row.batch_size = static_cast<int>(batch.size());
+      for (const Sample& s : batch) {
+        row.max_len = std::max(row.max_len, s.len);
+        row.real_tokens += s.len;
+      }
+      row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
+      row.global_batch = plan.global_batch;
+      row.loss_weight = plan.loss_weights[static_cast<std::size_t>(g)];
+      run.rows.push_back(row);
+    }
+  }
+  return run;
+}
+
+TokenSummary summarize(const PolicyRun& run) {
+  TokenSummary s;
+  const std::size_t G = static_cast<std::size_t>(run.G);
+  s.steps = G ? static_cast<int>(run.rows.size() / G) : 0;
+  std::vector<double> max_padded, std_padded, global_batch, per_rank(G);
+  std::int64_t padded = 0, real = 0;
+  for (std::size_t i = 0; i < run.rows.size(); i += G) {
+    for (std::size_t g = 0; g < G; ++g) {
+      const RankStep& row = run.rows[i + g];
+      per_rank[g] = static_cast<double>(row.padded_tokens);
+      padded += row.padded_tokens;
+      real += row.real_tokens;
+      s.samples += row.batch_size;
+    }
+    max_padded.push_back(*std::max_element(per_rank.begin(), per_rank.end()));
+    std_padded.push_back(population_std(per_rank));
+    global_batch.push_back(run.rows[i].global_batch);
+  }
+  s.mean_max_padded_tokens = mean(max_padded);
+  s.p95_max_padded_tokens = percentile(max_padded, 95);
+  s.mean_std_padded_tokens = mean(std_padded);
+  s.padding_waste = padded ? double(padded - real) / double(padded) : 0.0;
+  s.mean_global_batch = mean(global_batch);
+  s.mean_sched_us = mean(run.decision_us);
+  s.p95_sched_us = percentile(run.decision_us, 95);
+  return s;
+}
+
+}  // namespace ddpsim

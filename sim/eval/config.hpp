@@ -1,0 +1,62 @@
+// An experiment config (design.md §3.5), parsed and validated once. Sections: data (where
+// lengths come from), training (the run's shape), policies (what to compare). Unknown keys
+// are errors that name the key and the one probably meant. Relative paths resolve against
+// the config file's folder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/lengths.hpp"
+#include "sched/scheduler.hpp"
+
+namespace ddpsim {
+
+struct DataConfig {
+  std::string source = "sst2";  // sst2 (embedded) | histogram | trace | tsv | lognormal
+  std::string path;             // histogram JSON, length trace or GLUE TSV
+  std::string vocab;            // WordPiece vocab for tsv
+  double mean = 13.3;           // lognormal: mean and std of the length
+  double std = 7.0;
+  int min = 3;                  // lognormal: clip range
+  int max = 66;
+  std::int64_t samples = 67349; // lognormal: dataset size
+};
+
+struct TrainingConfig {
+  int world_size = 4;       // G
+  int global_batch = 48;    // B
+  int steps = 800;
+  int max_length = 256;     // truncation, tokens
+  std::uint64_t seed = 0;
+  std::vector<int> b_max;   // per-rank cap; empty = none
+};
+
+struct Config {
+  std::string origin;  // file name, or "embedded default"
+  DataConfig data;
+  TrainingConfig training;
+  std::vector<PolicySpec> policies;
+  nlohmann::json resolved;  // every value in force, defaults included, for summary.json
+
+  StepShape shape() const;
+};
+
+// The embedded default (configs/default.json): the study's setting.
+nlohmann::json default_config_json();
+// Reads a config file; "" gives the embedded default.
+nlohmann::json read_config_json(const std::string& path);
+// Applies "--set training.global_batch=64": the value is JSON if it parses, else a string.
+void apply_override(nlohmann::json& doc, std::string_view assignment);
+// Validates and fills defaults; `base_dir` anchors relative paths.
+Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir);
+
+// The data section as a length source.
+std::unique_ptr<LengthSource> make_length_source(const DataConfig& data, int max_length);
+
+}  // namespace ddpsim

@@ -1,0 +1,14 @@
+# Every verb explains itself; bad usage exits 2.
+source "$(dirname "$0")/lib.sh"
+expect_ok "$DDPSIM" --help
+grep -q "balance" "$WORK/out" || fail "--help does not list balance"
+for verb in balance bench lengths; do
+  expect_ok "$DDPSIM" "$verb" --help
+  grep -q "usage: ddpsim $verb" "$WORK/out" || fail "$verb --help lacks its usage line"
+done
+expect_exit 2 "missing command" "$DDPSIM"
+expect_exit 2 'unknown command "simulate"' "$DDPSIM" simulate
+expect_exit 2 "unrecognised option|unrecognized option" "$DDPSIM" balance --bogus
+expect_exit 2 "expected key=value" "$DDPSIM" balance --set training.steps
+expect_exit 2 "vocab.*required|required.*vocab" "$DDPSIM" lengths x.tsv --out h.json
+finish

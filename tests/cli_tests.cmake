@@ -1,0 +1,9 @@
+# End-to-end tests of the ddpsim binary: each tests/cli/*.sh is one ctest test; exit 77 skips.
+file(GLOB cli_scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cli/*.sh)
+list(FILTER cli_scripts EXCLUDE REGEX "/lib\\.sh$")
+foreach(script IN LISTS cli_scripts)
+  get_filename_component(name ${script} NAME_WE)
+  add_test(NAME cli_${name}
+           COMMAND bash ${script} $<TARGET_FILE:ddpsim> ${PROJECT_SOURCE_DIR} ${DDPSIM_SHARED_DATA})
+  set_tests_properties(cli_${name} PROPERTIES SKIP_RETURN_CODE 77)
+endforeach()

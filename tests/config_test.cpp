@@ -1,0 +1,69 @@
+// Config parsing: defaults, overrides and the errors users will meet.
+#include <doctest/doctest.h>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "eval/config.hpp"
+
+using namespace ddpsim;
+
+namespace {
+Config parse(const std::string& text) { return parse_config(parse_json(text, "c.json"), "c.json", "/base"); }
+void fails(const std::string& text, const std::string& expected) {
+  CAPTURE(text);
+  CHECK_THROWS_WITH_AS(parse(text), doctest::Contains(expected.c_str()), InputError);
+}
+}  // namespace
+
+TEST_CASE("the embedded default is the study's setting") {
+  const Config c = parse_config(default_config_json(), "default", "");
+  CHECK(c.training.world_size == 4);
+  CHECK(c.training.global_batch == 48);
+  CHECK(c.training.steps == 800);
+  CHECK(c.training.max_length == 256);
+  CHECK(c.data.source == "sst2");
+  REQUIRE(c.policies.size() >= 2);
+  CHECK(c.policies[0].label() == "static");
+  CHECK(c.policies[1].label() == "minmax:buffer=64:cost=tokens");
+}
+
+TEST_CASE("unknown keys name the key and the one meant") {
+  fails(R"({"training": {"world_sise": 8}})", "c.json: training: unknown key \"world_sise\" (did you mean \"world_size\"?");
+  fails(R"({"trainig": {}})", "did you mean \"training\"");
+  fails(R"({"data": {"source": "sst2", "path": "x"}})", "data: unknown key \"path\"");
+}
+
+TEST_CASE("wrong types and impossible values are named") {
+  fails(R"({"training": {"global_batch": "48"}})", "key \"global_batch\" has the wrong type (string): expected an integer");
+  fails(R"({"training": {"steps": 0}})", "steps must be ≥ 1");
+  fails(R"({"training": {"max_length": 1}})", "max_length must be ≥ 2");
+  fails(R"({"training": {"world_size": 2, "b_max": [4, 4, 4]}})", "b_max lists 3 ranks, world_size is 2");
+  fails(R"({"data": {"source": "csv"}})", "unknown source \"csv\"");
+  fails(R"({"data": {"source": "tsv", "path": "a.tsv"}})", "missing key \"vocab\"");
+  fails(R"({"policies": []})", "non-empty array");
+  fails(R"({"policies": [{"cost": "tokens"}]})", "needs a \"name\"");
+}
+
+TEST_CASE("policies come as spec strings or objects") {
+  const Config c = parse(R"({"policies": ["kk", {"name": "minmax", "cost": "tokens_sq", "buffer": 32}]})");
+  REQUIRE(c.policies.size() == 2);
+  CHECK(c.policies[1].label() == "minmax:buffer=32:cost=tokens_sq");
+}
+
+TEST_CASE("relative paths resolve against the config's folder") {
+  const Config c = parse(R"({"data": {"source": "histogram", "path": "h/lengths.json"}})");
+  CHECK(c.data.path == "/base/h/lengths.json");
+}
+
+TEST_CASE("--set overrides nested keys with JSON values or strings") {
+  nlohmann::json doc = default_config_json();
+  apply_override(doc, "training.global_batch=64");
+  apply_override(doc, "data.source=lognormal");
+  apply_override(doc, "training.b_max=[20,20,20,20]");
+  const Config c = parse_config(doc, "d", "");
+  CHECK(c.training.global_batch == 64);
+  CHECK(c.data.source == "lognormal");
+  CHECK(c.training.b_max == std::vector<int>{20, 20, 20, 20});
+  CHECK_THROWS_AS(apply_override(doc, "training.steps"), UsageError);
+  CHECK_THROWS_AS(apply_override(doc, "training..steps=3"), UsageError);
+}
