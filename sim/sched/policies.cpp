@@ -128,10 +128,11 @@ class KarmarkarKarpPolicy final : public Scheduler {
     weights_.resize(pool_.size());
     for (std::size_t i = 0; i < pool_.size(); ++i)
       weights_[i] = squared_ ? double(pool_[i].len) * pool_[i].len : double(pool_[i].len);
-    const auto parts = karmarkar_karp_equal(weights_, shape_.G);
+    const std::span<const int> parts = kk_.partition(weights_, shape_.G);
+    const std::size_t per_rank = buffer_size();
     reset_plan(out, shape_.G);
-    for (std::size_t g = 0; g < parts.size(); ++g)
-      for (int i : parts[g]) out.batches[g].push_back(pool_[static_cast<std::size_t>(i)]);
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      out.batches[i / per_rank].push_back(pool_[static_cast<std::size_t>(parts[i])]);
     finish_plan(out);
   }
 
@@ -140,6 +141,7 @@ class KarmarkarKarpPolicy final : public Scheduler {
   bool squared_ = false;
   std::vector<Sample> pool_;
   std::vector<double> weights_;
+  KarmarkarKarp kk_;
 };
 
 // Hugging Face group_by_length: draw `mega` global batches at once, sort them longest first,
