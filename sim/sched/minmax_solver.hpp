@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sched/minmax_tiebreak.hpp"
+
 namespace ddpsim {
 
 // c_g(k) for k = 1..size(g) of every rank g, flattened with a fixed row width so one
@@ -45,7 +47,10 @@ void check_minmax_feasible(const CostCurves& costs, int B);
 // Among allocations of equal maximum and variance it keeps the lexicographically smallest.
 MinMaxAllocation solve_minmax_enumerate(const CostCurves& costs, int B);
 
-// Same optimum at any G, fast; keeps scratch space between calls, so reuse one instance.
+// Same optimum at any G, fast: T* = max(B-th smallest of all curve values, max_g c_g(1)) by
+// one selection, caps by binary search, then VarianceTieBreak hands the surplus back (exact
+// variance rule; see minmax_tiebreak.hpp for its one bounded fallback). Keeps scratch space
+// between calls, so reuse one instance.
 class ExactMinMaxSolver {
  public:
   const MinMaxAllocation& solve(const CostCurves& costs, int B);
@@ -53,6 +58,7 @@ class ExactMinMaxSolver {
  private:
   MinMaxAllocation result_;
   std::vector<double> scratch_;
+  VarianceTieBreak tie_break_;
 };
 
 }  // namespace ddpsim
