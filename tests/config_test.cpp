@@ -8,7 +8,9 @@
 using namespace ddpsim;
 
 namespace {
-Config parse(const std::string& text) { return parse_config(parse_json(text, "c.json"), "c.json", "/base"); }
+Config parse(const std::string& text) {
+  return parse_config(parse_json(text, "c.json"), "c.json", "/base");
+}
 void fails(const std::string& text, const std::string& expected) {
   CAPTURE(text);
   CHECK_THROWS_WITH_AS(parse(text), doctest::Contains(expected.c_str()), InputError);
@@ -28,13 +30,15 @@ TEST_CASE("the embedded default is the study's setting") {
 }
 
 TEST_CASE("unknown keys name the key and the one meant") {
-  fails(R"({"training": {"world_sise": 8}})", "c.json: training: unknown key \"world_sise\" (did you mean \"world_size\"?");
+  fails(R"({"training": {"world_sise": 8}})",
+        "c.json: training: unknown key \"world_sise\" (did you mean \"world_size\"?");
   fails(R"({"trainig": {}})", "did you mean \"training\"");
   fails(R"({"data": {"source": "sst2", "path": "x"}})", "data: unknown key \"path\"");
 }
 
 TEST_CASE("wrong types and impossible values are named") {
-  fails(R"({"training": {"global_batch": "48"}})", "key \"global_batch\" has the wrong type (string): expected an integer");
+  fails(R"({"training": {"global_batch": "48"}})",
+        "key \"global_batch\" has the wrong type (string): expected an integer");
   fails(R"({"training": {"steps": 0}})", "steps must be ≥ 1");
   fails(R"({"training": {"max_length": 1}})", "max_length must be ≥ 2");
   fails(R"({"training": {"world_size": 2, "b_max": [4, 4, 4]}})", "b_max lists 3 ranks, world_size is 2");

@@ -62,30 +62,25 @@ TEST_CASE("CRLF line ends and a missing final newline are accepted") {
 
 TEST_CASE("a header without the label column is an error unless labels are optional") {
   const auto path = write_fixture("test_split.tsv", "index\tsentence\n0\tno label here\n");
-  CHECK_THROWS_WITH_AS(
-      read_rows(path),
-      doctest::Contains("test_split.tsv:1: no 'label' column in header 'index<TAB>sentence'"),
-      ddpsim::InputError);
-  CHECK(read_rows(path, {.require_label = false}) ==
-        std::vector<Row>{{"no label here", ddpsim::NO_LABEL, 2}});
+  CHECK_THROWS_WITH_AS(read_rows(path),
+                       doctest::Contains("test_split.tsv:1: no 'label' column in header 'index<TAB>sentence'"),
+                       ddpsim::InputError);
+  CHECK(read_rows(path, {.require_label = false}) == std::vector<Row>{{"no label here", ddpsim::NO_LABEL, 2}});
 }
 
 TEST_CASE("a header without the sentence column is an error naming the header") {
   const auto path = write_fixture("no_sentence.tsv", "text\tlabel\nhi\t1\n");
-  CHECK_THROWS_WITH_AS(
-      read_rows(path, {.require_label = false}),
-      doctest::Contains("no_sentence.tsv:1: no 'sentence' column in header 'text<TAB>label'"),
-      ddpsim::InputError);
+  CHECK_THROWS_WITH_AS(read_rows(path, {.require_label = false}),
+                       doctest::Contains("no_sentence.tsv:1: no 'sentence' column in header 'text<TAB>label'"),
+                       ddpsim::InputError);
 }
 
 TEST_CASE("a wrong field count names the line") {
   const auto path = write_fixture("fields.tsv", "sentence\tlabel\na\t1\nb\t0\nno tab here\nc\t1\n");
-  CHECK_THROWS_WITH_AS(read_rows(path),
-                       doctest::Contains("fields.tsv:4: expected 2 tab-separated fields, found 1"),
+  CHECK_THROWS_WITH_AS(read_rows(path), doctest::Contains("fields.tsv:4: expected 2 tab-separated fields, found 1"),
                        ddpsim::InputError);
   const auto extra = write_fixture("extra.tsv", "sentence\tlabel\na\t1\tx\n");
-  CHECK_THROWS_WITH_AS(read_rows(extra),
-                       doctest::Contains("extra.tsv:2: expected 2 tab-separated fields, found 3"),
+  CHECK_THROWS_WITH_AS(read_rows(extra), doctest::Contains("extra.tsv:2: expected 2 tab-separated fields, found 3"),
                        ddpsim::InputError);
   const auto blank = write_fixture("blank.tsv", "sentence\tlabel\na\t1\n\nb\t0\n");
   CHECK_THROWS_WITH_AS(read_rows(blank), doctest::Contains("blank.tsv:3: expected 2"), ddpsim::InputError);
@@ -103,19 +98,16 @@ TEST_CASE("a label that is not an integer names the line and the value") {
 }
 
 TEST_CASE("an empty file, a header-only file and a missing file") {
-  CHECK_THROWS_WITH_AS(read_rows(write_fixture("empty.tsv", "")),
-                       doctest::Contains("empty.tsv:1: empty file"), ddpsim::InputError);
+  CHECK_THROWS_WITH_AS(read_rows(write_fixture("empty.tsv", "")), doctest::Contains("empty.tsv:1: empty file"),
+                       ddpsim::InputError);
   CHECK(read_rows(write_fixture("header_only.tsv", "sentence\tlabel\n")).empty());
   CHECK_THROWS_WITH_AS(read_rows(fs::temp_directory_path() / "ddpsim_glue_tsv_test" / "absent.tsv"),
                        doctest::Contains("absent.tsv: cannot open"), ddpsim::InputError);
 }
 
-TEST_CASE("the real SST-2 splits have 67,349 and 872 rows" *
-          doctest::skip(!ddpsim::test::have_shared_data())) {
+TEST_CASE("the real SST-2 splits have 67,349 and 872 rows" * doctest::skip(!ddpsim::test::have_shared_data())) {
   std::int64_t positive = 0;
-  const auto count_positive = [&](std::string_view, int label, std::int64_t) {
-    positive += label == 1 ? 1 : 0;
-  };
+  const auto count_positive = [&](std::string_view, int label, std::int64_t) { positive += label == 1 ? 1 : 0; };
   CHECK(ddpsim::read_glue_tsv(ddpsim::test::shared_data("sst2/train.tsv"), count_positive) == 67349);
   CHECK(positive > 0);
   CHECK(ddpsim::read_glue_tsv(ddpsim::test::shared_data("sst2/dev.tsv"), count_positive) == 872);

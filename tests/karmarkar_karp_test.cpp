@@ -60,7 +60,8 @@ TEST_CASE("every item lands in exactly one part of n/G items, and beats the naiv
     std::stable_sort(by_weight.begin(), by_weight.end(), [&](int a, int b) { return w[a] > w[b]; });
     std::vector<int> round_robin;
     for (int g = 0; g < G; ++g)
-      for (int i = g; i < static_cast<int>(w.size()); i += G) round_robin.push_back(by_weight[static_cast<std::size_t>(i)]);
+      for (int i = g; i < static_cast<int>(w.size()); i += G)
+        round_robin.push_back(by_weight[static_cast<std::size_t>(i)]);
     const double kk_spread = spread(part_sums(items, w, G));
     CHECK(kk_spread <= spread(part_sums(round_robin, w, G)));
     CHECK(kk_spread <= spread(part_sums(by_weight, w, G)));

@@ -48,8 +48,8 @@ TEST_CASE("malformed histograms name the entry at fault") {
   fails(R"({"counts": [[3, 0]]})", "holds no samples");
   fails(R"({"count": [[3, 1]]})", "missing key \"counts\"");
   fails(R"({"counts": [[3, 1]], "sorce": "x"})", "did you mean \"source\"");
-  CHECK_THROWS_WITH_AS(parse_json("{\n  \"counts\": [1,,]\n}", "h.json"), doctest::Contains("h.json:2:16: invalid JSON"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(parse_json("{\n  \"counts\": [1,,]\n}", "h.json"),
+                       doctest::Contains("h.json:2:16: invalid JSON"), InputError);
 }
 
 TEST_CASE("a histogram source reproduces the counts exactly, shuffled by the seed") {
@@ -102,7 +102,7 @@ TEST_CASE("the embedded SST-2 histogram is the committed file") {
 }
 
 TEST_CASE("tokenized SST-2 lengths reproduce the committed histogram" * doctest::skip(!test::have_shared_data())) {
-  const auto lengths = tokenized_lengths(test::shared_data("sst2/train.tsv"),
-                                         test::shared_data("bert-base-uncased/vocab.txt"), 256);
+  const auto lengths =
+      tokenized_lengths(test::shared_data("sst2/train.tsv"), test::shared_data("bert-base-uncased/vocab.txt"), 256);
   CHECK(histogram_from_lengths(lengths).counts == sst2_train_histogram().counts);
 }

@@ -28,10 +28,14 @@ CostCurves random_curves(std::mt19937_64& rng, int G, int max_size) {
     for (int k = 1; k <= size; ++k) {
       longest = std::max(longest, 3 + static_cast<int>(rng() % 64));
       const double tokens = double(k) * longest;
-      if (kind == 0) row[static_cast<std::size_t>(k - 1)] = tokens;
-      else if (kind == 1) row[static_cast<std::size_t>(k - 1)] = tokens * tokens;
-      else if (kind == 2) row[static_cast<std::size_t>(k - 1)] = level += static_cast<double>(rng() % 3) * 0.5;
-      else row[static_cast<std::size_t>(k - 1)] = level += static_cast<double>(rng() % 2) * (1 + g);
+      if (kind == 0)
+        row[static_cast<std::size_t>(k - 1)] = tokens;
+      else if (kind == 1)
+        row[static_cast<std::size_t>(k - 1)] = tokens * tokens;
+      else if (kind == 2)
+        row[static_cast<std::size_t>(k - 1)] = level += static_cast<double>(rng() % 3) * 0.5;
+      else
+        row[static_cast<std::size_t>(k - 1)] = level += static_cast<double>(rng() % 2) * (1 + g);
     }
     curves.set_size(g, size);
   }
@@ -121,7 +125,8 @@ TEST_CASE("exact matches enumeration at the study's shape (G=4, B=48, K=64) on t
     for (int g = 0; g < 4; ++g) {
       int longest = 0;
       for (int k = 1; k <= 64; ++k) {
-        longest = std::max(longest, 3 + static_cast<int>(std::lround(std::exp(2.3 + 0.5 * std::normal_distribution<>()(rng)))));
+        longest = std::max(longest,
+                           3 + static_cast<int>(std::lround(std::exp(2.3 + 0.5 * std::normal_distribution<>()(rng)))));
         c.row(g)[static_cast<std::size_t>(k - 1)] = double(k) * longest;
       }
       c.set_size(g, 64);

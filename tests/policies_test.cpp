@@ -27,8 +27,14 @@ StepShape shape(int G, int B, std::uint64_t seed = 1) {
   return s;
 }
 
-const char* const ALL_POLICIES[] = {"static", "minmax", "minmax:cost=tokens_sq", "minmax:solver=enumerate:buffer=24",
-                                    "kk", "kk:cost=tokens_sq", "sorted:mega=5", "token_budget:max_tokens=400"};
+const char* const ALL_POLICIES[] = {"static",
+                                    "minmax",
+                                    "minmax:cost=tokens_sq",
+                                    "minmax:solver=enumerate:buffer=24",
+                                    "kk",
+                                    "kk:cost=tokens_sq",
+                                    "sorted:mega=5",
+                                    "token_budget:max_tokens=400"};
 
 // Runs `steps` steps by hand so the test sees the buffers and the sampler.
 struct Harness {

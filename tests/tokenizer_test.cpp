@@ -51,8 +51,7 @@ TEST_CASE("a vocabulary file with CRLF line ends loads; a missing file is an inp
   CHECK(tokenizer.size() == 5);
   CHECK(tokenizer.encode("Hello", 8) == Ids{2, 4, 3});
   std::filesystem::remove(path);
-  CHECK_THROWS_WITH_AS(Tokenizer::from_vocab_file(path), doctest::Contains("cannot open"),
-                       ddpsim::InputError);
+  CHECK_THROWS_WITH_AS(Tokenizer::from_vocab_file(path), doctest::Contains("cannot open"), ddpsim::InputError);
 }
 
 TEST_CASE("basic tokenization lower-cases and strips accents") {
@@ -140,8 +139,7 @@ TEST_CASE("truncation keeps [CLS] and the final [SEP]") {
   CHECK_THROWS_AS(tokenizer.count_tokens(text, 0), ddpsim::InputError);
 }
 
-TEST_CASE("bert-base-uncased ids match the reference tokenizer" *
-          doctest::skip(!ddpsim::test::have_shared_data())) {
+TEST_CASE("bert-base-uncased ids match the reference tokenizer" * doctest::skip(!ddpsim::test::have_shared_data())) {
   Tokenizer tokenizer = Tokenizer::from_vocab_file(ddpsim::test::shared_data("bert-base-uncased/vocab.txt"));
   CHECK(tokenizer.size() == 30522);
   CHECK(tokenizer.pad_id() == 0);
@@ -167,13 +165,13 @@ TEST_CASE("SST-2 train lengths run 3 to 66 tokens with mean about 13.3" *
   std::size_t min_tokens = 1000;
   std::size_t max_tokens = 0;
   double total_tokens = 0;
-  const std::int64_t rows = ddpsim::read_glue_tsv(
-      ddpsim::test::shared_data("sst2/train.tsv"), [&](std::string_view sentence, int, std::int64_t) {
-        const std::size_t tokens = tokenizer.count_tokens(sentence, 256);
-        min_tokens = std::min(min_tokens, tokens);
-        max_tokens = std::max(max_tokens, tokens);
-        total_tokens += static_cast<double>(tokens);
-      });
+  const std::int64_t rows = ddpsim::read_glue_tsv(ddpsim::test::shared_data("sst2/train.tsv"),
+                                                  [&](std::string_view sentence, int, std::int64_t) {
+                                                    const std::size_t tokens = tokenizer.count_tokens(sentence, 256);
+                                                    min_tokens = std::min(min_tokens, tokens);
+                                                    max_tokens = std::max(max_tokens, tokens);
+                                                    total_tokens += static_cast<double>(tokens);
+                                                  });
   REQUIRE(rows == 67349);
   CHECK(min_tokens == 3);
   CHECK(max_tokens == 66);

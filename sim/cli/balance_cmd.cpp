@@ -52,13 +52,12 @@ std::vector<PolicySpec> parse_policy_list(const std::string& list) {
 
 int balance(const Args& args) {
   po::options_description visible("options");
-  visible.add_options()
-      ("set", po::value<std::vector<std::string>>()->composing(), "KEY=VALUE: override a config value (repeatable)")
-      ("policies", po::value<std::string>(), "comma-separated policies replacing the config's")
-      ("steps", po::value<int>(), "steps per policy (same as --set training.steps=N)")
-      ("out", po::value<std::string>(), "write DIR/steps.csv and DIR/summary.json")
-      ("print-config", "print the resolved config as JSON and exit")
-      ("help,h", "this help");
+  visible.add_options()("set", po::value<std::vector<std::string>>()->composing(),
+                        "KEY=VALUE: override a config value (repeatable)")(
+      "policies", po::value<std::string>(), "comma-separated policies replacing the config's")(
+      "steps", po::value<int>(), "steps per policy (same as --set training.steps=N)")(
+      "out", po::value<std::string>(), "write DIR/steps.csv and DIR/summary.json")(
+      "print-config", "print the resolved config as JSON and exit")("help,h", "this help");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>());
   po::positional_options_description positional;
@@ -89,15 +88,16 @@ int balance(const Args& args) {
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = source->dataset(config.training.seed);
 
-  std::cout << "ddpsim balance: " << config.origin << "\n  data: " << source->describe()
-            << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps
-            << " steps, max_length " << shape.max_length << ", seed " << shape.seed << "\n\n";
+  std::cout << "ddpsim balance: " << config.origin << "\n  data: " << source->describe() << "\n  G=" << shape.G
+            << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length " << shape.max_length
+            << ", seed " << shape.seed << "\n\n";
   const bool show_progress = ::isatty(STDERR_FILENO);
   std::vector<PolicyRun> runs;
   std::vector<TokenSummary> summaries;
   for (const auto& spec : config.policies) {
     if (show_progress)
-      std::cerr << "  [" << runs.size() + 1 << "/" << config.policies.size() << "] " << spec.label() << "\r" << std::flush;
+      std::cerr << "  [" << runs.size() + 1 << "/" << config.policies.size() << "] " << spec.label() << "\r"
+                << std::flush;
     runs.push_back(run_policy(spec, shape, config.training.steps, dataset));
     summaries.push_back(summarize(runs.back()));
   }

@@ -26,11 +26,9 @@ example:
 
 int lengths(const Args& args) {
   po::options_description visible("options");
-  visible.add_options()
-      ("vocab", po::value<std::string>()->required(), "WordPiece vocabulary, one token a line")
-      ("out", po::value<std::string>()->required(), "histogram JSON to write")
-      ("max-length", po::value<int>()->default_value(256), "truncation length in tokens")
-      ("help,h", "this help");
+  visible.add_options()("vocab", po::value<std::string>()->required(), "WordPiece vocabulary, one token a line")(
+      "out", po::value<std::string>()->required(), "histogram JSON to write")(
+      "max-length", po::value<int>()->default_value(256), "truncation length in tokens")("help,h", "this help");
   po::options_description hidden;
   hidden.add_options()("tsv", po::value<std::string>()->required());
   po::positional_options_description positional;
@@ -44,7 +42,8 @@ int lengths(const Args& args) {
   histogram.source = std::filesystem::path(tsv).filename().string();
   if (const auto parent = std::filesystem::path(tsv).parent_path().filename(); !parent.empty())
     histogram.source = (parent / histogram.source).string();
-  histogram.tokenizer = "BERT uncased WordPiece (" + std::filesystem::path(vm["vocab"].as<std::string>()).filename().string() +
+  histogram.tokenizer = "BERT uncased WordPiece (" +
+                        std::filesystem::path(vm["vocab"].as<std::string>()).filename().string() +
                         "), [CLS]/[SEP] counted";
   histogram.max_length = max_length;
   write_file_atomically(vm["out"].as<std::string>(), histogram_to_json(histogram));

@@ -74,8 +74,7 @@ std::string closest_key(std::string_view key, const std::set<std::string, std::l
   return best;
 }
 
-JsonFields::JsonFields(const nlohmann::json& object, std::string where)
-    : object_(object), where_(std::move(where)) {
+JsonFields::JsonFields(const nlohmann::json& object, std::string where) : object_(object), where_(std::move(where)) {
   if (!object_.is_object()) throw InputError(where_ + ": expected a JSON object, got " + object_.type_name());
 }
 

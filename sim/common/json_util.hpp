@@ -54,8 +54,8 @@ class JsonFields {
     try {
       return value.get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw InputError(where_ + ": key \"" + std::string(key) + "\" has the wrong type (" +
-                       value.type_name() + "): expected " + expected_name<T>());
+      throw InputError(where_ + ": key \"" + std::string(key) + "\" has the wrong type (" + value.type_name() +
+                       "): expected " + expected_name<T>());
     }
   }
   template <class T>
@@ -68,11 +68,16 @@ class JsonFields {
 
 template <class T>
 const char* JsonFields::expected_name() {
-  if constexpr (std::is_same_v<T, bool>) return "a boolean";
-  else if constexpr (std::is_integral_v<T>) return "an integer";
-  else if constexpr (std::is_floating_point_v<T>) return "a number";
-  else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else return "another type";
+  if constexpr (std::is_same_v<T, bool>)
+    return "a boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return "an integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else
+    return "another type";
 }
 
 }  // namespace ddpsim

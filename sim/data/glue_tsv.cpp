@@ -58,8 +58,7 @@ bool read_line(std::ifstream& in, std::string& line) {
 
 }  // namespace
 
-std::int64_t read_glue_tsv(const std::filesystem::path& path, const GlueRowFn& on_row,
-                           const GlueTsvOptions& options) {
+std::int64_t read_glue_tsv(const std::filesystem::path& path, const GlueRowFn& on_row, const GlueTsvOptions& options) {
   const std::string file = path.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -94,8 +93,8 @@ std::int64_t read_glue_tsv(const std::filesystem::path& path, const GlueRowFn& o
     ++line_number;
     split_tabs(line, fields);
     if (fields.size() != field_count) {
-      fail(line_number, "expected " + std::to_string(field_count) + " tab-separated fields, found " +
-                            std::to_string(fields.size()));
+      fail(line_number,
+           "expected " + std::to_string(field_count) + " tab-separated fields, found " + std::to_string(fields.size()));
     }
     int label = NO_LABEL;
     if (label_column != NOT_FOUND) {

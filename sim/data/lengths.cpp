@@ -86,7 +86,9 @@ std::string histogram_to_json(const LengthHistogram& h) {
 
 namespace {
 
-int truncate(int len, int max_length) { return max_length > 0 ? std::min(len, max_length) : len; }
+int truncate(int len, int max_length) {
+  return max_length > 0 ? std::min(len, max_length) : len;
+}
 
 class HistogramSource final : public LengthSource {
  public:
@@ -175,8 +177,8 @@ class LogNormalSource final : public LengthSource {
   }
   std::string describe() const override {
     std::ostringstream s;
-    s << "lognormal lengths: mean " << mean_ << ", std " << std_ << ", clipped to [" << min_ << ", " << max_
-      << "], " << samples_ << " samples";
+    s << "lognormal lengths: mean " << mean_ << ", std " << std_ << ", clipped to [" << min_ << ", " << max_ << "], "
+      << samples_ << " samples";
     return s.str();
   }
 

@@ -45,8 +45,8 @@ std::unique_ptr<LengthSource> trace_source(const std::string& path, int max_leng
 // Tokenizes a GLUE TSV's `sentence` column with a WordPiece vocab; the seed is unused.
 std::unique_ptr<LengthSource> tsv_source(const std::string& tsv, const std::string& vocab, int max_length);
 // `samples` draws of round(LogNormal) with the given mean and std, clipped to [min, max].
-std::unique_ptr<LengthSource> lognormal_source(double mean, double std, int min, int max,
-                                               std::int64_t samples, int max_length);
+std::unique_ptr<LengthSource> lognormal_source(double mean, double std, int min, int max, std::int64_t samples,
+                                               int max_length);
 
 // Tokenizes every sentence of a GLUE TSV; the lengths in file order.
 std::vector<int> tokenized_lengths(const std::string& tsv, const std::string& vocab, int max_length);

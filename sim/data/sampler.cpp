@@ -14,16 +14,15 @@ DistributedSampler::DistributedSampler(std::span<const int> lengths, int G, std:
   if (G < 1) throw InputError("sampler: world size G must be ≥ 1, got " + std::to_string(G));
   shard_size_ = static_cast<std::int64_t>(lengths.size()) / G;
   if (shard_size_ < 1)
-    throw InputError("sampler: dataset of " + std::to_string(lengths.size()) + " samples is smaller than G=" +
-                     std::to_string(G) + " ranks");
+    throw InputError("sampler: dataset of " + std::to_string(lengths.size()) +
+                     " samples is smaller than G=" + std::to_string(G) + " ranks");
 }
 
 const std::vector<std::int64_t>& DistributedSampler::permutation(std::int32_t epoch) {
   auto it = permutations_.find(epoch);
   if (it != permutations_.end()) return it->second;
-  const std::int32_t oldest = std::min_element(cursors_.begin(), cursors_.end(), [](auto& a, auto& b) {
-                                return a.epoch < b.epoch;
-                              })->epoch;
+  const std::int32_t oldest =
+      std::min_element(cursors_.begin(), cursors_.end(), [](auto& a, auto& b) { return a.epoch < b.epoch; })->epoch;
   permutations_.erase(permutations_.begin(), permutations_.lower_bound(oldest));
   std::vector<std::int64_t> order(lengths_.size());
   std::iota(order.begin(), order.end(), std::int64_t{0});

@@ -6,9 +6,8 @@
 namespace ddpsim {
 
 const LengthHistogram& sst2_train_histogram() {
-  static const LengthHistogram histogram =
-      histogram_from_json(parse_json(embedded::sst2_train_lengths, "embedded sst2-train-lengths.json"),
-                          "embedded sst2-train-lengths.json");
+  static const LengthHistogram histogram = histogram_from_json(
+      parse_json(embedded::sst2_train_lengths, "embedded sst2-train-lengths.json"), "embedded sst2-train-lengths.json");
   return histogram;
 }
 

@@ -25,10 +25,9 @@ constexpr std::int32_t FINAL_SIGMA = 0x03C2;
 // Cased: Lu, Ll, Lt, anything with a case mapping, and the Other_Lowercase / Other_Uppercase
 // characters that have neither (ª, º, squared / circled / negative Latin capitals).
 bool is_cased(std::int32_t cp, utf8proc_category_t category) {
-  return category == UTF8PROC_CATEGORY_LU || category == UTF8PROC_CATEGORY_LL ||
-         category == UTF8PROC_CATEGORY_LT || utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp ||
-         cp == 0xAA || cp == 0xBA || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
-         (cp >= 0x1F170 && cp <= 0x1F189);
+  return category == UTF8PROC_CATEGORY_LU || category == UTF8PROC_CATEGORY_LL || category == UTF8PROC_CATEGORY_LT ||
+         utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp || cp == 0xAA || cp == 0xBA ||
+         (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189);
 }
 
 // Case_Ignorable: Mn, Me, Cf, Lm, Sk and the Word_Break MidLetter / MidNumLet / Single_Quote marks.
@@ -36,9 +35,9 @@ bool is_case_ignorable(std::int32_t cp, utf8proc_category_t category) {
   static constexpr std::array<std::int32_t, 17> MID_WORD = {0x27,   0x2E,   0x3A,   0xB7,   0x387,  0x55F,
                                                             0x5F4,  0x2018, 0x2019, 0x2024, 0x2027, 0xFE13,
                                                             0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
-  return category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_ME ||
-         category == UTF8PROC_CATEGORY_CF || category == UTF8PROC_CATEGORY_LM ||
-         category == UTF8PROC_CATEGORY_SK || std::ranges::find(MID_WORD, cp) != MID_WORD.end();
+  return category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_ME || category == UTF8PROC_CATEGORY_CF ||
+         category == UTF8PROC_CATEGORY_LM || category == UTF8PROC_CATEGORY_SK ||
+         std::ranges::find(MID_WORD, cp) != MID_WORD.end();
 }
 
 // BERT's _is_whitespace, plus Zl/Zp which Python's str.split() also splits on.
@@ -49,15 +48,13 @@ bool is_whitespace(std::int32_t cp, utf8proc_category_t category) {
 
 // BERT's _is_control: any C* category (unassigned included) except tab, newline, return.
 bool is_control(utf8proc_category_t category) {
-  return category == UTF8PROC_CATEGORY_CN || category == UTF8PROC_CATEGORY_CC ||
-         category == UTF8PROC_CATEGORY_CF || category == UTF8PROC_CATEGORY_CS ||
-         category == UTF8PROC_CATEGORY_CO;
+  return category == UTF8PROC_CATEGORY_CN || category == UTF8PROC_CATEGORY_CC || category == UTF8PROC_CATEGORY_CF ||
+         category == UTF8PROC_CATEGORY_CS || category == UTF8PROC_CATEGORY_CO;
 }
 
 // BERT's _is_punctuation: all non-alphanumeric ASCII printables, plus Unicode P*.
 bool is_punctuation(std::int32_t cp) {
-  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-      (cp >= 123 && cp <= 126)) {
+  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126)) {
     return true;
   }
   const utf8proc_category_t category = utf8proc_category(cp);
@@ -66,9 +63,8 @@ bool is_punctuation(std::int32_t cp) {
 
 // BERT's _is_chinese_char: the CJK Unified Ideographs blocks and their compatibility blocks.
 bool is_cjk(std::int32_t cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
-         (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
-         (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
@@ -77,8 +73,7 @@ bool is_cjk(std::int32_t cp) {
 std::int32_t next_code_point(std::string_view text, std::size_t& pos) {
   utf8proc_int32_t cp = -1;
   const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data() + pos);
-  const utf8proc_ssize_t length =
-      utf8proc_iterate(bytes, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
+  const utf8proc_ssize_t length = utf8proc_iterate(bytes, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
   if (length <= 0) {
     ++pos;
     return -1;
@@ -149,8 +144,8 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::string source_name) :
   const auto special = [&](const char* name) {
     const std::int32_t id = token_id(name);
     if (id < 0) {
-      throw InputError(source_name + ": vocabulary has no " + name + " token (" +
-                       std::to_string(tokens_.size()) + " tokens read)");
+      throw InputError(source_name + ": vocabulary has no " + name + " token (" + std::to_string(tokens_.size()) +
+                       " tokens read)");
     }
     return id;
   };

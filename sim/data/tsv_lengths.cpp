@@ -10,9 +10,12 @@ std::vector<int> tokenized_lengths(const std::string& tsv, const std::string& vo
   if (max_length < 2) throw InputError("max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(max_length));
   Tokenizer tokenizer = Tokenizer::from_vocab_file(vocab);
   std::vector<int> lengths;
-  read_glue_tsv(tsv, [&](std::string_view sentence, int, std::int64_t) {
-    lengths.push_back(static_cast<int>(tokenizer.count_tokens(sentence, static_cast<std::size_t>(max_length))));
-  }, {.require_label = false});
+  read_glue_tsv(
+      tsv,
+      [&](std::string_view sentence, int, std::int64_t) {
+        lengths.push_back(static_cast<int>(tokenizer.count_tokens(sentence, static_cast<std::size_t>(max_length))));
+      },
+      {.require_label = false});
   if (lengths.empty()) throw InputError(tsv + ": no rows");
   return lengths;
 }

@@ -16,7 +16,9 @@ struct Shape {
 };
 
 // Enumeration tries ~B^(G-1)/(G-1)! allocations: only the study's own shape finishes.
-bool enumeration_feasible(const Shape& s) { return s.G <= 4 && s.B <= 64; }
+bool enumeration_feasible(const Shape& s) {
+  return s.G <= 4 && s.B <= 64;
+}
 
 }  // namespace
 
@@ -41,8 +43,8 @@ std::vector<SchedBenchResult> run_sched_bench(double scale, const std::function<
       step_shape.seed = 1;
       const PolicyRun run = run_policy(spec, step_shape, warmup + decisions, dataset);
       const std::span<const double> timed(run.decision_us.data() + warmup, static_cast<std::size_t>(decisions));
-      results.push_back({spec.name, run.solver, shape.G, shape.B, shape.K, decisions, mean(timed),
-                         percentile(timed, 95)});
+      results.push_back(
+          {spec.name, run.solver, shape.G, shape.B, shape.K, decisions, mean(timed), percentile(timed, 95)});
     }
   }
   return results;

@@ -20,7 +20,9 @@ StepShape Config::shape() const {
   return s;
 }
 
-nlohmann::json default_config_json() { return parse_json(embedded::default_config, "embedded default config"); }
+nlohmann::json default_config_json() {
+  return parse_json(embedded::default_config, "embedded default config");
+}
 
 nlohmann::json read_config_json(const std::string& path) {
   return path.empty() ? default_config_json() : read_json_file(path);
@@ -101,8 +103,8 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   positive("world_size", t.world_size);
   positive("global_batch", t.global_batch);
   positive("steps", t.steps);
-  if (t.max_length < 2) throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " +
-                                         std::to_string(t.max_length));
+  if (t.max_length < 2)
+    throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(t.max_length));
   for (int cap : t.b_max) positive("b_max", cap);
   return t;
 }
@@ -113,8 +115,10 @@ PolicySpec parse_policy(const nlohmann::json& item, const std::string& where) {
   PolicySpec spec;
   for (const auto& [key, value] : item.items()) {
     const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    if (key == "name") spec.name = text;
-    else spec.options[key] = text;
+    if (key == "name")
+      spec.name = text;
+    else
+      spec.options[key] = text;
   }
   if (spec.name.empty()) throw InputError(where + ": policy object needs a \"name\"");
   return spec;
@@ -146,7 +150,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (!c.data.path.empty()) data["path"] = c.data.path;
   if (!c.data.vocab.empty()) data["vocab"] = c.data.vocab;
   if (c.data.source == "lognormal")
-    data.update({{"mean", c.data.mean}, {"std", c.data.std}, {"min", c.data.min}, {"max", c.data.max},
+    data.update({{"mean", c.data.mean},
+                 {"std", c.data.std},
+                 {"min", c.data.min},
+                 {"max", c.data.max},
                  {"samples", c.data.samples}});
   nlohmann::json policies = nlohmann::json::array();
   for (const auto& p : c.policies) policies.push_back(p.label());

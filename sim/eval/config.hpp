@@ -23,18 +23,18 @@ struct DataConfig {
   std::string vocab;            // WordPiece vocab for tsv
   double mean = 13.3;           // lognormal: mean and std of the length
   double std = 7.0;
-  int min = 3;                  // lognormal: clip range
+  int min = 3;  // lognormal: clip range
   int max = 66;
-  std::int64_t samples = 67349; // lognormal: dataset size
+  std::int64_t samples = 67349;  // lognormal: dataset size
 };
 
 struct TrainingConfig {
-  int world_size = 4;       // G
-  int global_batch = 48;    // B
+  int world_size = 4;     // G
+  int global_batch = 48;  // B
   int steps = 800;
-  int max_length = 256;     // truncation, tokens
+  int max_length = 256;  // truncation, tokens
   std::uint64_t seed = 0;
-  std::vector<int> b_max;   // per-rank cap; empty = none
+  std::vector<int> b_max;  // per-rank cap; empty = none
 };
 
 struct Config {

@@ -14,9 +14,8 @@ namespace ddpsim {
 
 const std::vector<std::string>& trace_columns() {
   static const std::vector<std::string> columns = {
-      "step",   "rank",   "policy",      "batch_size",   "max_len", "real_tokens",  "padded_tokens",
-      "fwd_ms", "bwd_ms", "comm_wait_ms", "opt_ms",      "step_ms", "peak_mem_mib", "loss",
-      "global_batch", "loss_weight"};
+      "step",   "rank",         "policy", "batch_size", "max_len",      "real_tokens", "padded_tokens", "fwd_ms",
+      "bwd_ms", "comm_wait_ms", "opt_ms", "step_ms",    "peak_mem_mib", "loss",        "global_batch",  "loss_weight"};
   return columns;
 }
 

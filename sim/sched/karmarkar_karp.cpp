@@ -23,9 +23,7 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
       [](const std::pair<double, int>& x, unsigned offset) {
         return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(x.first) >> offset;
       },
-      [](const std::pair<double, int>& x, const std::pair<double, int>& y) {
-        return x.first < y.first;
-      });
+      [](const std::pair<double, int>& x, const std::pair<double, int>& y) { return x.first < y.first; });
 
   // State s owns parts [s·G, (s+1)·G), sorted by sum, largest first. Initially each state
   // holds G consecutive items of the sorted order, one per part.

@@ -20,8 +20,8 @@ void check_minmax_feasible(const CostCurves& costs, int B) {
   long long offered = 0;
   for (int g = 0; g < costs.ranks(); ++g) offered += costs.size(g);
   if (B < costs.ranks())
-    throw InputError("minmax: infeasible: global batch B=" + std::to_string(B) + " is smaller than G=" +
-                     std::to_string(costs.ranks()) + " (every rank takes at least one sample)");
+    throw InputError("minmax: infeasible: global batch B=" + std::to_string(B) +
+                     " is smaller than G=" + std::to_string(costs.ranks()) + " (every rank takes at least one sample)");
   if (B > offered)
     throw InputError("minmax: infeasible: B=" + std::to_string(B) + " exceeds the " + std::to_string(offered) +
                      " samples the ranks can take (Σ min(K, b_max))");
@@ -92,7 +92,8 @@ MinMaxAllocation solve_minmax_enumerate(const CostCurves& costs, int B) {
   const int G = costs.ranks();
   Enumeration e{costs, std::vector<int>(static_cast<std::size_t>(G), 0), variance_tolerance(costs), {}, {}};
   for (int g = G - 2; g >= 0; --g)
-    e.capacity_after[static_cast<std::size_t>(g)] = e.capacity_after[static_cast<std::size_t>(g + 1)] + costs.size(g + 1);
+    e.capacity_after[static_cast<std::size_t>(g)] =
+        e.capacity_after[static_cast<std::size_t>(g + 1)] + costs.size(g + 1);
   e.current.batch.assign(static_cast<std::size_t>(G), 1);
   e.visit(0, B);
   return e.best;
@@ -118,7 +119,8 @@ const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B)
   long long slack = -B;
   for (int g = 0; g < G; ++g) {
     const auto curve = costs.curve(g);
-    caps[static_cast<std::size_t>(g)] = static_cast<int>(std::upper_bound(curve.begin(), curve.end(), T) - curve.begin());
+    caps[static_cast<std::size_t>(g)] =
+        static_cast<int>(std::upper_bound(curve.begin(), curve.end(), T) - curve.begin());
     slack += caps[static_cast<std::size_t>(g)];
   }
   if (slack > 0) tie_break_.reduce(costs, T, static_cast<int>(slack), caps);

@@ -20,7 +20,9 @@ class CostCurves {
   int ranks() const { return ranks_; }
   int width() const { return width_; }
   // Writable row of `width()` entries; entry k-1 holds c_g(k).
-  std::span<double> row(int g) { return {values_.data() + static_cast<std::size_t>(g) * width_, static_cast<std::size_t>(width_)}; }
+  std::span<double> row(int g) {
+    return {values_.data() + static_cast<std::size_t>(g) * width_, static_cast<std::size_t>(width_)};
+  }
   void set_size(int g, int size) { sizes_[static_cast<std::size_t>(g)] = size; }
   int size(int g) const { return sizes_[static_cast<std::size_t>(g)]; }
   std::span<const double> curve(int g) const {
@@ -35,9 +37,9 @@ class CostCurves {
 };
 
 struct MinMaxAllocation {
-  std::vector<int> batch;     // b_g per rank
-  double max_cost = 0.0;      // max_g c_g(b_g)
-  double cost_variance = 0.0; // population variance of c_g(b_g)
+  std::vector<int> batch;      // b_g per rank
+  double max_cost = 0.0;       // max_g c_g(b_g)
+  double cost_variance = 0.0;  // population variance of c_g(b_g)
 };
 
 // Throws InputError naming the violated bound when B < G or B > Σ size(g).

@@ -55,7 +55,8 @@ bool VarianceTieBreak::exact(const CostCurves& costs, double T, int slack, std::
         }
         const std::size_t before = static_cast<std::size_t>(g - 1) * states + static_cast<std::size_t>(u - r);
         for (std::int32_t i = begin_[before]; i < end_[before]; ++i)
-          candidates_.push_back({points_[static_cast<std::size_t>(i)].S + d, points_[static_cast<std::size_t>(i)].Q + d * d, i, r});
+          candidates_.push_back(
+              {points_[static_cast<std::size_t>(i)].S + d, points_[static_cast<std::size_t>(i)].Q + d * d, i, r});
       }
       const std::size_t state = static_cast<std::size_t>(g) * states + static_cast<std::size_t>(u);
       begin_[state] = static_cast<std::int32_t>(points_.size());

@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <vector>
 
-
 namespace ddpsim {
 
 class CostCurves;
@@ -36,8 +35,8 @@ class VarianceTieBreak {
 
  private:
   struct Point {
-    long double S, Q;  // Σ d and Σ d² over ranks so far, d = c − T (the shift keeps Q small)
-    std::int32_t prev;  // index of the predecessor point in points_, -1 for the origin
+    long double S, Q;          // Σ d and Σ d² over ranks so far, d = c − T (the shift keeps Q small)
+    std::int32_t prev;         // index of the predecessor point in points_, -1 for the origin
     std::int32_t handed_back;  // samples this rank gives back
   };
 
@@ -47,8 +46,8 @@ class VarianceTieBreak {
   // Appends the lower hull of candidates_ to points_.
   void append_lower_hull();
 
-  std::vector<Point> points_;         // every kept hull vertex, layer by layer
-  std::vector<std::int32_t> begin_;   // per (rank, handed back so far): first vertex in points_
+  std::vector<Point> points_;        // every kept hull vertex, layer by layer
+  std::vector<std::int32_t> begin_;  // per (rank, handed back so far): first vertex in points_
   std::vector<std::int32_t> end_;
   std::vector<Point> candidates_;
 };

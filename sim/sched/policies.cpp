@@ -23,8 +23,7 @@ void finish_plan(StepPlan& plan) {
   for (const auto& batch : plan.batches) total += batch.size();
   plan.global_batch = static_cast<int>(total);
   plan.loss_weights.resize(G);
-  for (std::size_t g = 0; g < G; ++g)
-    plan.loss_weights[g] = double(G) * double(plan.batches[g].size()) / double(total);
+  for (std::size_t g = 0; g < G; ++g) plan.loss_weights[g] = double(G) * double(plan.batches[g].size()) / double(total);
 }
 
 void reset_plan(StepPlan& plan, int G) {
@@ -32,16 +31,18 @@ void reset_plan(StepPlan& plan, int G) {
   for (auto& batch : plan.batches) batch.clear();
 }
 
-std::string shape_text(const StepShape& s) { return "G=" + std::to_string(s.G) + ", B=" + std::to_string(s.B); }
+std::string shape_text(const StepShape& s) {
+  return "G=" + std::to_string(s.G) + ", B=" + std::to_string(s.B);
+}
 
 void require_divisible(const std::string& policy, const StepShape& s) {
   if (s.B % s.G != 0)
-    throw InputError(policy + ": global batch B=" + std::to_string(s.B) + " is not divisible by G=" +
-                     std::to_string(s.G) + " ranks (it gives every rank B/G samples)");
+    throw InputError(policy + ": global batch B=" + std::to_string(s.B) +
+                     " is not divisible by G=" + std::to_string(s.G) + " ranks (it gives every rank B/G samples)");
   for (int g = 0; g < s.G; ++g)
     if (s.B / s.G > s.cap(g))
-      throw InputError(policy + ": B/G=" + std::to_string(s.B / s.G) + " samples exceed b_max=" +
-                       std::to_string(s.cap(g)) + " of rank " + std::to_string(g));
+      throw InputError(policy + ": B/G=" + std::to_string(s.B / s.G) +
+                       " samples exceed b_max=" + std::to_string(s.cap(g)) + " of rank " + std::to_string(g));
 }
 
 // Every rank takes its next B/G samples: PyTorch DDP with a DistributedSampler.
@@ -82,8 +83,10 @@ class MinMaxPolicy final : public Scheduler {
       const auto& buffer = buffers.buffer(g);
       const int n = std::min({K_, shape_.cap(g), static_cast<int>(buffer.size())});
       int longest = 0;
-      for (int k = 0; k < n; ++k) running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, buffer[k].len);
-      cost_->curve(g, {running_max_.data(), static_cast<std::size_t>(n)}, curves_.row(g).first(static_cast<std::size_t>(n)));
+      for (int k = 0; k < n; ++k)
+        running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, buffer[k].len);
+      cost_->curve(g, {running_max_.data(), static_cast<std::size_t>(n)},
+                   curves_.row(g).first(static_cast<std::size_t>(n)));
       curves_.set_size(g, n);
     }
     if (solver_ == "exact") {
@@ -97,7 +100,8 @@ class MinMaxPolicy final : public Scheduler {
   void take(RankBuffers& buffers, const std::vector<int>& batch, StepPlan& out) const {
     reset_plan(out, shape_.G);
     for (int g = 0; g < shape_.G; ++g)
-      buffers.take(g, static_cast<std::size_t>(batch[static_cast<std::size_t>(g)]), out.batches[static_cast<std::size_t>(g)]);
+      buffers.take(g, static_cast<std::size_t>(batch[static_cast<std::size_t>(g)]),
+                   out.batches[static_cast<std::size_t>(g)]);
     finish_plan(out);
   }
 
@@ -211,22 +215,28 @@ class TokenBudgetPolicy final : public Scheduler {
 std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
   if (shape.G < 1) throw InputError("world size G must be ≥ 1, got " + std::to_string(shape.G));
   if (!shape.b_max.empty() && static_cast<int>(shape.b_max.size()) != shape.G)
-    throw InputError("b_max lists " + std::to_string(shape.b_max.size()) + " ranks, the run has G=" +
-                     std::to_string(shape.G));
+    throw InputError("b_max lists " + std::to_string(shape.b_max.size()) +
+                     " ranks, the run has G=" + std::to_string(shape.G));
   if (spec.name != "token_budget" && shape.B < shape.G)
     throw InputError(spec.name + ": infeasible: global batch B=" + std::to_string(shape.B) +
                      " is smaller than G=" + std::to_string(shape.G) + " (" + shape_text(shape) + ")");
   PolicyOptions options(spec);
   std::unique_ptr<Scheduler> policy;
-  if (spec.name == "static") policy = std::make_unique<StaticPolicy>(shape);
-  else if (spec.name == "minmax") policy = std::make_unique<MinMaxPolicy>(shape, options);
-  else if (spec.name == "kk") policy = std::make_unique<KarmarkarKarpPolicy>(shape, options);
-  else if (spec.name == "sorted") policy = std::make_unique<SortedPolicy>(shape, options);
-  else if (spec.name == "token_budget") policy = std::make_unique<TokenBudgetPolicy>(shape, options);
+  if (spec.name == "static")
+    policy = std::make_unique<StaticPolicy>(shape);
+  else if (spec.name == "minmax")
+    policy = std::make_unique<MinMaxPolicy>(shape, options);
+  else if (spec.name == "kk")
+    policy = std::make_unique<KarmarkarKarpPolicy>(shape, options);
+  else if (spec.name == "sorted")
+    policy = std::make_unique<SortedPolicy>(shape, options);
+  else if (spec.name == "token_budget")
+    policy = std::make_unique<TokenBudgetPolicy>(shape, options);
   else {
     std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
     const std::string hint = closest_key(spec.name, known);
-    throw InputError("unknown policy \"" + spec.name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+    throw InputError("unknown policy \"" + spec.name + "\"" +
+                     (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                      "; known: static, minmax, kk, sorted, token_budget");
   }
   options.reject_unknown();

@@ -30,10 +30,10 @@ const std::vector<std::string>& policy_names();
 
 // What every policy needs to know about the run.
 struct StepShape {
-  int G = 4;                  // ranks
-  int B = 48;                 // global batch (token_budget: ignored, the budget decides)
-  int max_length = 256;       // longest sample after truncation
-  std::vector<int> b_max;     // per-rank batch cap b_g^max; empty = no cap
+  int G = 4;               // ranks
+  int B = 48;              // global batch (token_budget: ignored, the budget decides)
+  int max_length = 256;    // longest sample after truncation
+  std::vector<int> b_max;  // per-rank batch cap b_g^max; empty = no cap
   std::uint64_t seed = 0;
 
   int cap(int g) const { return b_max.empty() ? INT32_MAX : b_max[static_cast<std::size_t>(g)]; }
