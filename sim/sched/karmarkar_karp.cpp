@@ -1,73 +1,137 @@
+// Largest differencing (Karmarkar–Karp) with equal part sizes, following VeRL's
+// seqlen_balancing.karmarkar_karp step by step, on flat arrays and radix sorts so that one call
+// at n = 16384, G = 1024 stays well under a millisecond.
 #include "sched/karmarkar_karp.hpp"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
 #include <string>
-
-#include <boost/sort/spreadsort/float_sort.hpp>
+#include <utility>
 
 #include "common/error.hpp"
 
 namespace ddpsim {
+
+namespace {
+
+// Unsigned keys in the order of the doubles (IEEE order: flip every bit of negatives, only the
+// sign bit of the rest; −0 becomes +0 so that equal weights get equal keys). Callers have
+// excluded NaN.
+std::uint64_t ascending_key(double x) {
+  const auto bits = std::bit_cast<std::uint64_t>(x + 0.0);
+  return bits >> 63 ? ~bits : bits | (std::uint64_t{1} << 63);
+}
+
+}  // namespace
+
+void KarmarkarKarp::radix_sort(std::size_t n) {
+  constexpr int DIGIT_BITS = 8;
+  constexpr std::uint64_t MASK = (1u << DIGIT_BITS) - 1;
+  std::uint64_t* keys = keys_.data();
+  std::uint64_t* keys_out = keys_scratch_.data();
+  int* order = order_.data();
+  int* order_out = order_scratch_.data();
+  std::uint64_t all = ~std::uint64_t{0}, any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    all &= keys[i];
+    any |= keys[i];
+  }
+  for (int shift = 0; shift < 64; shift += DIGIT_BITS) {
+    // A digit that every key shares cannot reorder anything (integer weights leave most zero).
+    if ((((all ^ any) >> shift) & MASK) == 0) continue;
+    std::array<std::uint32_t, MASK + 1> start{};
+    for (std::size_t i = 0; i < n; ++i) ++start[(keys[i] >> shift) & MASK];
+    std::uint32_t sum = 0;
+    for (auto& s : start) sum += std::exchange(s, sum);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t at = start[(keys[i] >> shift) & MASK]++;
+      keys_out[at] = keys[i];
+      order_out[at] = order[i];
+    }
+    std::swap(keys, keys_out);
+    std::swap(order, order_out);
+  }
+  if (keys != keys_.data()) {
+    std::swap(keys_, keys_scratch_);
+    std::swap(order_, order_scratch_);
+  }
+}
 
 std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, int G) {
   const int n = static_cast<int>(weights.size());
   if (G < 1 || n % G != 0)
     throw InputError("kk: " + std::to_string(n) + " items cannot form G=" + std::to_string(G) +
                      " parts of equal count");
-  const int states = n / G;
-  order_.resize(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) order_[static_cast<std::size_t>(i)] = {weights[static_cast<std::size_t>(i)], i};
-  // Boost's radix-based float_sort: a comparison sort of 16k items costs more than all the merges.
-  boost::sort::spreadsort::float_sort(
-      order_.begin(), order_.end(),
-      [](const std::pair<double, int>& x, unsigned offset) {
-        return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(x.first) >> offset;
-      },
-      [](const std::pair<double, int>& x, const std::pair<double, int>& y) { return x.first < y.first; });
+  result_.clear();
+  if (n == 0) return result_;
+  for (auto* v : {&keys_, &keys_scratch_}) v->resize(static_cast<std::size_t>(n));
+  for (auto* v : {&order_, &order_scratch_}) v->resize(static_cast<std::size_t>(n));
 
-  // State s owns parts [s·G, (s+1)·G), sorted by sum, largest first. Initially each state
-  // holds G consecutive items of the sorted order, one per part.
+  // Items by (weight, index), like VeRL's sorted((seqlen, i)): the sort is stable.
+  for (int i = 0; i < n; ++i) {
+    const double w = weights[static_cast<std::size_t>(i)];
+    if (!std::isfinite(w)) throw InputError("kk: the weight of item " + std::to_string(i) + " is not a finite number");
+    keys_[static_cast<std::size_t>(i)] = ascending_key(w);
+    order_[static_cast<std::size_t>(i)] = i;
+  }
+  radix_sort(static_cast<std::size_t>(n));
+
+  // State s owns parts [s·G, (s+1)·G), sorted largest first. Initially state s holds the G items
+  // at sorted positions [s·G, (s+1)·G), one per part.
+  const int states = n / G;
   parts_.resize(static_cast<std::size_t>(n));
   next_.assign(static_cast<std::size_t>(n), -1);
   for (int s = 0; s < states; ++s)
     for (int i = 0; i < G; ++i) {
-      const auto [weight, item] = order_[static_cast<std::size_t>(s * G + (G - 1 - i))];
-      parts_[static_cast<std::size_t>(s * G + i)] = {weight, item, item};
+      const int item = order_[static_cast<std::size_t>(s * G + (G - 1 - i))];
+      parts_[static_cast<std::size_t>(s * G + i)] = {weights[static_cast<std::size_t>(item)], item, item, 1};
     }
   auto part = [&](int s, int i) -> Part& { return parts_[static_cast<std::size_t>(s) * G + i]; };
+  // VeRL's Set order: by sum, then item count, then item list, which distinct first items decide.
+  auto larger = [](const Part& x, const Part& y) {
+    if (x.sum != y.sum) return x.sum > y.sum;
+    return x.count != y.count ? x.count > y.count : x.head > y.head;
+  };
   auto spread = [&](int s) { return part(s, 0).sum - part(s, G - 1).sum; };
-  // Heap order: largest spread on top; ties by largest part, then lower state id.
+  // Heap order (a below b): the largest spread on top, then the state whose largest part is larger.
   auto below = [&](int a, int b) {
-    if (spread(a) != spread(b)) return spread(a) < spread(b);
-    if (part(a, 0).sum != part(b, 0).sum) return part(a, 0).sum < part(b, 0).sum;
-    return a > b;
+    return spread(a) != spread(b) ? spread(a) < spread(b) : larger(part(b, 0), part(a, 0));
   };
   heap_.resize(static_cast<std::size_t>(states));
   for (int s = 0; s < states; ++s) heap_[static_cast<std::size_t>(s)] = s;
   std::make_heap(heap_.begin(), heap_.end(), below);
 
   merged_.resize(static_cast<std::size_t>(G));
+  const auto g = static_cast<std::size_t>(G);
   while (heap_.size() > 1) {
     std::pop_heap(heap_.begin(), heap_.end(), below);
     const int a = heap_.back();
     heap_.pop_back();
     std::pop_heap(heap_.begin(), heap_.end(), below);
     const int b = heap_.back();
-    // Largest differencing: a's largest part takes b's smallest, and so on.
+    // Largest differencing: a's largest part takes b's smallest, and so on; b's items follow a's.
     for (int i = 0; i < G; ++i) {
       const Part& x = part(a, i);
       const Part& y = part(b, G - 1 - i);
       next_[static_cast<std::size_t>(x.tail)] = y.head;
-      merged_[static_cast<std::size_t>(i)] = {x.sum + y.sum, x.head, y.tail};
+      merged_[static_cast<std::size_t>(i)] = {x.sum + y.sum, x.head, y.tail, x.count + y.count};
     }
-    std::sort(merged_.begin(), merged_.end(),
-              [](const Part& x, const Part& y) { return x.sum != y.sum ? x.sum > y.sum : x.head < y.head; });
-    std::copy(merged_.begin(), merged_.end(), parts_.begin() + static_cast<std::ptrdiff_t>(a) * G);
+    // Largest first: by sum, then (all counts being equal here) by first item. Two stable passes,
+    // the minor key first; complemented keys sort descending.
+    for (std::size_t i = 0; i < g; ++i) {
+      keys_[i] = ~static_cast<std::uint64_t>(static_cast<std::uint32_t>(merged_[i].head));
+      order_[i] = static_cast<int>(i);
+    }
+    radix_sort(g);
+    for (std::size_t i = 0; i < g; ++i) keys_[i] = ~ascending_key(merged_[static_cast<std::size_t>(order_[i])].sum);
+    radix_sort(g);
+    for (std::size_t i = 0; i < g; ++i) part(a, static_cast<int>(i)) = merged_[static_cast<std::size_t>(order_[i])];
     heap_.back() = a;
     std::push_heap(heap_.begin(), heap_.end(), below);
   }
 
-  result_.clear();
   for (int i = 0; i < G; ++i)
     for (int item = part(heap_.front(), i).head; item != -1; item = next_[static_cast<std::size_t>(item)])
       result_.push_back(item);

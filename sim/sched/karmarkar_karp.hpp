@@ -2,6 +2,7 @@
 // balance_batch partitions a global batch so that per-rank weight sums are close.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -11,21 +12,30 @@ namespace ddpsim {
 // one instance per policy.
 class KarmarkarKarp {
  public:
-  // Splits items 0..n-1 (n = weights.size(), a multiple of G, else InputError) into G parts of
-  // n/G items. Returns the item indices part by part: part g is [g·n/G, (g+1)·n/G). Parts come
-  // largest weight sum first. Deterministic: equal inputs give equal outputs.
+  // Splits items 0..n-1 (n = weights.size(), a multiple of G, else InputError; weights finite,
+  // else InputError) into G parts of n/G items. Returns the item indices part by part: part g is
+  // [g·n/G, (g+1)·n/G). Parts come largest weight sum first. Ties break as in VeRL's
+  // karmarkar_karp(equal_size=True): items by (weight, index); parts, and states of equal spread,
+  // by sum, then item count, then first item (higher first). So integer weights give VeRL's
+  // output item for item.
   std::span<const int> partition(std::span<const double> weights, int G);
 
  private:
   // A part under construction: its weight sum and its items as a linked list through next_,
-  // so merging two parts is O(1).
+  // so merging two parts is O(1). `count` only breaks ties between states of unequal depth.
   struct Part {
     double sum = 0.0;
     int head = -1;
     int tail = -1;
+    int count = 0;
   };
 
-  std::vector<std::pair<double, int>> order_;
+  // Stable LSD radix sort of order_[0, n) by keys_[0, n) (the keys move along). Comparison
+  // sorts of the 16k items and of every merged state cost several times the merges themselves.
+  void radix_sort(std::size_t n);
+
+  std::vector<std::uint64_t> keys_, keys_scratch_;
+  std::vector<int> order_, order_scratch_;
   std::vector<Part> parts_;
   std::vector<Part> merged_;
   std::vector<int> next_;

@@ -1,8 +1,9 @@
+// The min-max allocation: the study's enumeration (the oracle) and the exact solver that
+// replaces it at any G (T* by selection, caps by binary search, slack by VarianceTieBreak).
 #include "sched/minmax_solver.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <queue>
 #include <string>
 
 #include "common/error.hpp"
@@ -17,11 +18,18 @@ void CostCurves::reset(int ranks, int width) {
 }
 
 void check_minmax_feasible(const CostCurves& costs, int B) {
+  const int G = costs.ranks();
+  if (G < 1) throw InputError("minmax: infeasible: there are no ranks (G=" + std::to_string(G) + ")");
   long long offered = 0;
-  for (int g = 0; g < costs.ranks(); ++g) offered += costs.size(g);
-  if (B < costs.ranks())
+  for (int g = 0; g < G; ++g) {
+    if (costs.size(g) < 1 || costs.size(g) > costs.width())
+      throw InputError("minmax: infeasible: rank " + std::to_string(g) + " offers " + std::to_string(costs.size(g)) +
+                       " samples; every rank must offer between 1 and K=" + std::to_string(costs.width()));
+    offered += costs.size(g);
+  }
+  if (B < G)
     throw InputError("minmax: infeasible: global batch B=" + std::to_string(B) +
-                     " is smaller than G=" + std::to_string(costs.ranks()) + " (every rank takes at least one sample)");
+                     " is smaller than the number of ranks G=" + std::to_string(G));
   if (B > offered)
     throw InputError("minmax: infeasible: B=" + std::to_string(B) + " exceeds the " + std::to_string(offered) +
                      " samples the ranks can take (Σ min(K, b_max))");
@@ -51,7 +59,8 @@ void score(const CostCurves& costs, MinMaxAllocation& a) {
 // Variances closer than this are equal: float noise must not decide a tie.
 double variance_tolerance(const CostCurves& costs) {
   double scale = 0.0;
-  for (int g = 0; g < costs.ranks(); ++g) scale = std::max(scale, std::abs(costs.curve(g).back()));
+  for (int g = 0; g < costs.ranks(); ++g)
+    scale = std::max({scale, std::abs(costs.curve(g).front()), std::abs(costs.curve(g).back())});
   return 1e-12 * scale * scale;
 }
 
@@ -102,18 +111,7 @@ MinMaxAllocation solve_minmax_enumerate(const CostCurves& costs, int B) {
 const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B) {
   check_minmax_feasible(costs, B);
   const int G = costs.ranks();
-  // T* = max(B-th smallest curve value, max_g c_g(1)): under a threshold T the ranks can take
-  // as many samples as there are curve values ≤ T, and every rank needs one.
-  scratch_.clear();
-  double floor = -INFINITY;
-  for (int g = 0; g < G; ++g) {
-    const auto curve = costs.curve(g);
-    scratch_.insert(scratch_.end(), curve.begin(), curve.end());
-    floor = std::max(floor, curve.front());
-  }
-  std::nth_element(scratch_.begin(), scratch_.begin() + (B - 1), scratch_.end());
-  const double T = std::max(floor, scratch_[static_cast<std::size_t>(B - 1)]);
-
+  const double T = optimal_max(costs, B);
   auto& caps = result_.batch;
   caps.resize(static_cast<std::size_t>(G));
   long long slack = -B;
@@ -123,9 +121,49 @@ const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B)
         static_cast<int>(std::upper_bound(curve.begin(), curve.end(), T) - curve.begin());
     slack += caps[static_cast<std::size_t>(g)];
   }
-  if (slack > 0) tie_break_.reduce(costs, T, static_cast<int>(slack), caps);
+  last_slack_ = static_cast<int>(slack);
+  last_exact_ = tie_break_.reduce(costs, T, last_slack_, variance_tolerance(costs), caps);
   score(costs, result_);
   return result_;
+}
+
+// Under a threshold T the ranks can take cap_g(T) = #{k : c_g(k) ≤ T} samples each, and
+// (curves being non-decreasing) Σ_g cap_g(T) is the number of curve values ≤ T. So the least
+// feasible T is the B-th smallest curve value, raised to max_g c_g(1) since every rank takes one.
+// Only values in a bracket [low, high] known to hold T* are selected among:
+//  - q = ⌊B/G⌋: below low = min over ranks of size ≥ q of c_g(q), every cap is ≤ q − 1, so
+//    Σ caps ≤ G(q − 1) < B;
+//  - q' = ⌈B/G⌉: at high = max_g c_g(min(q', size_g)) every cap is ≥ min(q', size_g), which is
+//    feasible when those minima sum to ≥ B (else high = ∞).
+double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
+  const int G = costs.ranks();
+  const int q_low = B / G, q_high = (B + G - 1) / G;
+  double floor = -INFINITY, low = INFINITY, high = -INFINITY;
+  long long at_high = 0;
+  for (int g = 0; g < G; ++g) {
+    const auto curve = costs.curve(g);
+    floor = std::max(floor, curve.front());
+    if (costs.size(g) >= q_low) low = std::min(low, curve[static_cast<std::size_t>(q_low - 1)]);
+    const int k = std::min(q_high, costs.size(g));
+    high = std::max(high, curve[static_cast<std::size_t>(k - 1)]);
+    at_high += k;
+  }
+  if (at_high < B) high = INFINITY;
+  low = std::max(low, floor);  // below max_g c_g(1) nothing is feasible either
+
+  scratch_.clear();
+  long long below = 0;  // curve values < low
+  for (int g = 0; g < G; ++g) {
+    const auto curve = costs.curve(g);
+    const auto first = std::lower_bound(curve.begin(), curve.end(), low);
+    below += first - curve.begin();
+    scratch_.insert(scratch_.end(), first, std::upper_bound(first, curve.end(), high));
+  }
+  // B values lie below max_g c_g(1): the floor decides.
+  if (below >= B) return floor;
+  const auto nth = scratch_.begin() + (B - 1 - below);
+  std::nth_element(scratch_.begin(), nth, scratch_.end());
+  return std::max(floor, *nth);
 }
 
 }  // namespace ddpsim
