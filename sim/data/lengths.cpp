@@ -113,42 +113,46 @@ class HistogramSource final : public LengthSource {
   int max_length_;
 };
 
-class TraceSource final : public LengthSource {
+// Lengths known up front, in dataset order: the seed has nothing to decide.
+class FixedSource final : public LengthSource {
  public:
-  TraceSource(std::string path, int max_length) : path_(std::move(path)) {
-    std::ifstream in(path_);
-    if (!in) throw InputError(path_ + ": cannot open length trace");
-    std::string line;
-    for (std::size_t number = 1; std::getline(in, line); ++number) {
-      const auto hash = line.find('#');
-      if (hash != std::string::npos) line.erase(hash);
-      std::istringstream fields(line);
-      std::string word;
-      if (!(fields >> word)) continue;
-      std::size_t used = 0;
-      int len = 0;
-      try {
-        len = std::stoi(word, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      std::string extra;
-      if (used != word.size() || len < 1 || (fields >> extra))
-        throw InputError(path_ + ":" + std::to_string(number) + ": expected one positive integer length, got \"" +
-                         line + "\"");
-      lengths_.push_back(truncate(len, max_length));
-    }
-    if (lengths_.empty()) throw InputError(path_ + ": length trace holds no lengths");
-  }
+  FixedSource(std::vector<int> lengths, std::string description)
+      : lengths_(std::move(lengths)), description_(std::move(description)) {}
   std::vector<int> dataset(std::uint64_t) const override { return lengths_; }
-  std::string describe() const override {
-    return "length trace " + path_ + ": " + std::to_string(lengths_.size()) + " samples";
-  }
+  std::string describe() const override { return description_; }
 
  private:
-  std::string path_;
   std::vector<int> lengths_;
+  std::string description_;
 };
+
+std::vector<int> read_length_trace(const std::string& path, int max_length) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open length trace");
+  std::vector<int> lengths;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    const auto hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    std::istringstream fields(line);
+    std::string word;
+    if (!(fields >> word)) continue;
+    std::size_t used = 0;
+    int len = 0;
+    try {
+      len = std::stoi(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    std::string extra;
+    if (used != word.size() || len < 1 || (fields >> extra))
+      throw InputError(path + ":" + std::to_string(number) + ": expected one positive integer length, got \"" + line +
+                       "\"");
+    lengths.push_back(truncate(len, max_length));
+  }
+  if (lengths.empty()) throw InputError(path + ": length trace holds no lengths");
+  return lengths;
+}
 
 class LogNormalSource final : public LengthSource {
  public:
@@ -195,7 +199,15 @@ std::unique_ptr<LengthSource> histogram_source(LengthHistogram histogram, int ma
 }
 
 std::unique_ptr<LengthSource> trace_source(const std::string& path, int max_length) {
-  return std::make_unique<TraceSource>(path, max_length);
+  std::vector<int> lengths = read_length_trace(path, max_length);
+  const std::string description = "length trace " + path + ": " + std::to_string(lengths.size()) + " samples";
+  return std::make_unique<FixedSource>(std::move(lengths), description);
+}
+
+std::unique_ptr<LengthSource> tsv_source(const std::string& tsv, const std::string& vocab, int max_length) {
+  std::vector<int> lengths = tokenized_lengths(tsv, vocab, max_length);
+  const std::string description = "GLUE TSV " + tsv + ": " + std::to_string(lengths.size()) + " sentences";
+  return std::make_unique<FixedSource>(std::move(lengths), description);
 }
 
 std::unique_ptr<LengthSource> lognormal_source(double mean, double std, int min, int max, std::int64_t samples,

@@ -20,26 +20,4 @@ std::vector<int> tokenized_lengths(const std::string& tsv, const std::string& vo
   return lengths;
 }
 
-namespace {
-
-class TsvSource final : public LengthSource {
- public:
-  TsvSource(std::string tsv, const std::string& vocab, int max_length)
-      : tsv_(std::move(tsv)), lengths_(tokenized_lengths(tsv_, vocab, max_length)) {}
-  std::vector<int> dataset(std::uint64_t) const override { return lengths_; }
-  std::string describe() const override {
-    return "GLUE TSV " + tsv_ + ": " + std::to_string(lengths_.size()) + " sentences";
-  }
-
- private:
-  std::string tsv_;
-  std::vector<int> lengths_;
-};
-
-}  // namespace
-
-std::unique_ptr<LengthSource> tsv_source(const std::string& tsv, const std::string& vocab, int max_length) {
-  return std::make_unique<TsvSource>(tsv, vocab, max_length);
-}
-
 }  // namespace ddpsim
