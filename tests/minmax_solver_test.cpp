@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
 
 #include "common/error.hpp"
 #include "sched/minmax_solver.hpp"
@@ -146,6 +147,21 @@ void check_invariants(const CostCurves& c, int B, const MinMaxAllocation& a) {
   REQUIRE(max == a.max_cost);
 }
 
+// Solves with both solvers and requires the exact one to reach the enumeration's optimum by
+// the exact rule: same maximum, same least variance. Returns (enumeration, exact).
+std::pair<MinMaxAllocation, MinMaxAllocation> require_enumeration_optimum(ExactMinMaxSolver& exact, const CostCurves& c,
+                                                                          int B) {
+  const MinMaxAllocation reference = solve_minmax_enumerate(c, B);
+  const MinMaxAllocation fast = exact.solve(c, B);
+  check_invariants(c, B, reference);
+  check_invariants(c, B, fast);
+  REQUIRE(exact.last_exact());
+  REQUIRE(fast.max_cost == reference.max_cost);
+  // The least variance is reached even where several allocations share it.
+  CHECK(std::abs(fast.cost_variance - reference.cost_variance) <= check_tolerance(c));
+  return {reference, fast};
+}
+
 int feasible_batch(std::mt19937_64& rng, const CostCurves& c) {
   int offered = 0;
   for (int g = 0; g < c.ranks(); ++g) offered += c.size(g);
@@ -164,14 +180,7 @@ TEST_CASE("exact reaches the enumeration optimum on 10,000 random small instance
     const CostCurves c = random_curves(rng, G, 12);
     const int B = feasible_batch(rng, c);
     CAPTURE(trial);
-    const MinMaxAllocation reference = solve_minmax_enumerate(c, B);
-    const MinMaxAllocation& fast = exact.solve(c, B);
-    check_invariants(c, B, reference);
-    check_invariants(c, B, fast);
-    REQUIRE(exact.last_exact());
-    REQUIRE(fast.max_cost == reference.max_cost);
-    // The least variance is reached even where several allocations share it.
-    CHECK(std::abs(fast.cost_variance - reference.cost_variance) <= check_tolerance(c));
+    const auto [reference, fast] = require_enumeration_optimum(exact, c, B);
     const Census n = census(c, B, reference);
     if (n.at_max < 2) continue;
     ++variance_chose;
@@ -196,11 +205,7 @@ TEST_CASE("exact matches enumeration at the study's shape (G=4, B=48, K=64) on t
   ExactMinMaxSolver exact;
   for (int trial = 0; trial < 30; ++trial) {
     const CostCurves c = token_curves(rng, 4, 64);
-    const MinMaxAllocation reference = solve_minmax_enumerate(c, 48);
-    const MinMaxAllocation& fast = exact.solve(c, 48);
-    check_invariants(c, 48, fast);
-    CHECK(fast.max_cost == reference.max_cost);
-    CHECK(std::abs(fast.cost_variance - reference.cost_variance) <= check_tolerance(c));
+    require_enumeration_optimum(exact, c, 48);
   }
 }
 
@@ -212,12 +217,7 @@ TEST_CASE("up to EXACT_RANKS = 8 ranks the exact variance rule always decides an
     const CostCurves c = random_curves(rng, G, 4);
     const int B = feasible_batch(rng, c);
     CAPTURE(trial);
-    const MinMaxAllocation reference = solve_minmax_enumerate(c, B);
-    const MinMaxAllocation& fast = exact.solve(c, B);
-    check_invariants(c, B, fast);
-    CHECK(exact.last_exact());
-    CHECK(fast.max_cost == reference.max_cost);
-    CHECK(std::abs(fast.cost_variance - reference.cost_variance) <= check_tolerance(c));
+    require_enumeration_optimum(exact, c, B);
   }
 }
 
