@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cli/options.hpp"
+#include "cli/config_args.hpp"
 #include "common/error.hpp"
 #include "eval/balance.hpp"
 #include "eval/config.hpp"
@@ -35,48 +35,17 @@ examples:
   ddpsim balance my.json --set training.world_size=8 --set training.global_batch=256
 )";
 
-std::vector<PolicySpec> parse_policy_list(const std::string& list) {
-  std::vector<PolicySpec> specs;
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const auto comma = std::min(list.find(',', begin), list.size());
-    const std::string item = list.substr(begin, comma - begin);
-    if (item.empty()) throw UsageError("--policies \"" + list + "\": empty policy name");
-    specs.push_back(parse_policy_spec(item));
-    begin = comma + 1;
-  }
-  return specs;
-}
-
 }  // namespace
 
 int balance(const Args& args) {
-  po::options_description visible("options");
-  visible.add_options()("set", po::value<std::vector<std::string>>()->composing(),
-                        "KEY=VALUE: override a config value (repeatable)")(
-      "policies", po::value<std::string>(), "comma-separated policies replacing the config's")(
-      "steps", po::value<int>(), "steps per policy (same as --set training.steps=N)")(
-      "out", po::value<std::string>(), "write DIR/steps.csv and DIR/summary.json")(
-      "print-config", "print the resolved config as JSON and exit")("help,h", "this help");
-  po::options_description hidden;
-  hidden.add_options()("config", po::value<std::string>());
+  po::options_description visible("options"), hidden;
   po::positional_options_description positional;
-  positional.add("config", 1);
+  add_config_options(visible, hidden, positional);
+  visible.add_options()("out", po::value<std::string>(), "write DIR/steps.csv and DIR/summary.json")("help,h",
+                                                                                                      "this help");
   po::variables_map vm;
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
-
-  const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
-  nlohmann::json doc = read_config_json(path);
-  if (vm.count("set"))
-    for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) apply_override(doc, assignment);
-  if (vm.count("steps")) apply_override(doc, "training.steps=" + std::to_string(vm["steps"].as<int>()));
-  if (vm.count("policies")) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& spec : parse_policy_list(vm["policies"].as<std::string>())) list.push_back(spec.label());
-    doc["policies"] = std::move(list);
-  }
-  const std::string base_dir = path.empty() ? "" : std::filesystem::path(path).parent_path().string();
-  const Config config = parse_config(doc, path.empty() ? "embedded default config" : path, base_dir);
+  const Config config = load_config(vm);
   if (vm.count("print-config")) {
     std::cout << config.resolved.dump(2) << "\n";
     return 0;
@@ -112,8 +81,8 @@ int balance(const Args& args) {
                                {"world_size", std::to_string(shape.G)},
                                {"global_batch", std::to_string(shape.B)},
                                {"seed", std::to_string(shape.seed)}};
-    write_outputs(dir, {{"steps.csv", balance_trace_csv(runs, metadata)},
-                        {"summary.json", balance_summary_json(config, runs, summaries)}});
+    write_outputs(dir, {{"steps.csv", trace_csv(runs, metadata)},
+                        {"summary.json", summary_json(config.resolved, runs, summaries)}});
     std::cout << "\nwrote " << (dir / "steps.csv").string() << " and " << (dir / "summary.json").string() << "\n";
   }
   return 0;

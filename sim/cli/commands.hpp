@@ -10,6 +10,8 @@ namespace ddpsim::cli {
 using Args = std::vector<std::string>;
 
 int balance(const Args& args);
+int run(const Args& args);
+int compare(const Args& args);
 int bench(const Args& args);
 int lengths(const Args& args);
 

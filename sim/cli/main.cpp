@@ -15,6 +15,11 @@ constexpr const char* USAGE = R"(ddpsim — what-if evaluation of batch schedule
 usage: ddpsim <command> [options]        ddpsim <command> --help  explains one command
 
 commands:
+  run [CONFIG]              simulate DDP training steps on SimGrid (compute from a performance
+                            model, bucketed allreduce overlapping backward); no CONFIG = the
+                            study's setting on 4x RTX 3090 over PCIe
+  compare [CONFIG] --policies a,b,...
+                            the same, one column per policy with changes against the first
   balance [CONFIG]          run batch policies over N steps and compare the per-rank padded
                             tokens (the study's proxy for step time); no CONFIG = the study's
                             setting: SST-2 lengths, G=4 ranks, B=48, K=64, 800 steps
@@ -29,7 +34,7 @@ exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "ddpsim: missing command (balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr << "ddpsim: missing command (run, compare, balance, bench, lengths; see ddpsim --help)\n";
     return 2;
   }
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
@@ -39,10 +44,12 @@ int main(int argc, char** argv) {
   const std::string verb = argv[1];
   const ddpsim::cli::Args args(argv + 2, argv + argc);
   try {
+    if (verb == "run") return ddpsim::cli::run(args);
+    if (verb == "compare") return ddpsim::cli::compare(args);
     if (verb == "balance") return ddpsim::cli::balance(args);
     if (verb == "bench") return ddpsim::cli::bench(args);
     if (verb == "lengths") return ddpsim::cli::lengths(args);
-    std::cerr << "ddpsim: unknown command \"" << verb << "\" (commands: balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr << "ddpsim: unknown command \"" << verb << "\" (commands: run, compare, balance, bench, lengths; see ddpsim --help)\n";
     return 2;
   } catch (const ddpsim::UsageError& e) {
     std::cerr << "ddpsim " << verb << ": " << e.what() << " (see ddpsim " << verb << " --help)\n";

@@ -65,6 +65,43 @@ TokenSummary summarize(const PolicyRun& run) {
   s.mean_global_batch = mean(global_batch);
   s.mean_sched_us = mean(run.decision_us);
   s.p95_sched_us = percentile(run.decision_us, 95);
+  if (run.rows.empty() || std::isnan(run.rows.front().step_ms)) return s;
+
+  std::vector<double> max_step, samples_per_s, tokens_per_s, std_step, std_compute, max_compute, max_mem, std_mem;
+  std::vector<double> step(G), compute(G), mem(G);
+  double comm_wait = 0;
+  for (std::size_t i = 0; i < run.rows.size(); i += G) {
+    std::int64_t padded_step = 0;
+    for (std::size_t g = 0; g < G; ++g) {
+      const RankStep& row = run.rows[i + g];
+      step[g] = row.step_ms;
+      compute[g] = row.fwd_ms + row.bwd_ms;
+      mem[g] = row.peak_mem_mib;
+      comm_wait += row.comm_wait_ms;
+      padded_step += row.padded_tokens;
+    }
+    const double m = *std::max_element(step.begin(), step.end());
+    max_step.push_back(m);
+    samples_per_s.push_back(run.rows[i].global_batch / (m * 1e-3));
+    tokens_per_s.push_back(double(padded_step) / (m * 1e-3));
+    std_step.push_back(population_std(step));
+    std_compute.push_back(population_std(compute));
+    max_compute.push_back(*std::max_element(compute.begin(), compute.end()));
+    max_mem.push_back(*std::max_element(mem.begin(), mem.end()));
+    std_mem.push_back(population_std(mem));
+  }
+  s.mean_max_step_ms = mean(max_step);
+  s.p95_max_step_ms = percentile(max_step, 95);
+  s.mean_samples_per_s = mean(samples_per_s);
+  s.p95_samples_per_s = percentile(samples_per_s, 95);
+  s.mean_tokens_per_s = mean(tokens_per_s);
+  s.p95_tokens_per_s = percentile(tokens_per_s, 95);
+  s.mean_std_step_ms = mean(std_step);
+  s.mean_std_compute_ms = mean(std_compute);
+  s.mean_max_compute_ms = mean(max_compute);
+  s.mean_comm_wait_ms = comm_wait / double(run.rows.size());
+  s.mean_max_peak_mem_mib = mean(max_mem);
+  s.mean_std_peak_mem_mib = mean(std_mem);
   return s;
 }
 

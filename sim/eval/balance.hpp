@@ -1,8 +1,10 @@
 // Token-level evaluation of a policy: run it for N steps over a dataset's lengths and record
-// what each rank got. No timing model: padded tokens are the study's proxy for step time.
+// what each rank got. Timing columns stay NaN (written empty) until the simulator fills them.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,7 +13,9 @@
 
 namespace ddpsim {
 
-// One rank in one step; the token-level columns of the trace schema (design.md §3.1).
+inline constexpr double NOT_MEASURED = std::numeric_limits<double>::quiet_NaN();
+
+// One rank in one step: the columns of the trace schema (design.md §3.1).
 struct RankStep {
   int step = 0;
   int rank = 0;
@@ -21,6 +25,9 @@ struct RankStep {
   std::int64_t padded_tokens = 0;  // batch_size · max_len
   int global_batch = 0;            // B_t, the same for every rank of the step
   double loss_weight = 0.0;        // G·b_g/B_t
+  double fwd_ms = NOT_MEASURED, bwd_ms = NOT_MEASURED, comm_wait_ms = NOT_MEASURED, opt_ms = NOT_MEASURED;
+  double step_ms = NOT_MEASURED;  // wall time from the rank's previous step end, waiting included
+  double peak_mem_mib = NOT_MEASURED;
 };
 
 struct PolicyRun {
@@ -35,7 +42,8 @@ struct PolicyRun {
 // policy sees the same sample stream.
 PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset);
 
-// The token-level figures `ddpsim balance` prints and summary.json carries.
+// The figures the tables print and summary.json carries (method.md §4); the timed ones are
+// NaN for a token-level run.
 struct TokenSummary {
   int steps = 0;
   double mean_max_padded_tokens = 0;  // mean over steps of max_g padded tokens
@@ -46,6 +54,15 @@ struct TokenSummary {
   double mean_global_batch = 0;
   double mean_sched_us = 0;
   double p95_sched_us = 0;
+  double mean_max_step_ms = NOT_MEASURED, p95_max_step_ms = NOT_MEASURED;
+  double mean_samples_per_s = NOT_MEASURED, p95_samples_per_s = NOT_MEASURED;
+  double mean_tokens_per_s = NOT_MEASURED, p95_tokens_per_s = NOT_MEASURED;
+  double mean_std_step_ms = NOT_MEASURED, mean_std_compute_ms = NOT_MEASURED;
+  double mean_max_compute_ms = NOT_MEASURED;  // the straggler's forward + backward
+  double mean_comm_wait_ms = NOT_MEASURED;    // exposed communication, mean over ranks and steps
+  double mean_max_peak_mem_mib = NOT_MEASURED, mean_std_peak_mem_mib = NOT_MEASURED;
+
+  bool timed() const { return !std::isnan(mean_max_step_ms); }
 };
 
 TokenSummary summarize(const PolicyRun& run);

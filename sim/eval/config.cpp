@@ -1,9 +1,11 @@
 #include "eval/config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "engine/collective.hpp"
 #include "embedded_default_config.hpp"
 
 namespace ddpsim {
@@ -17,7 +19,20 @@ StepShape Config::shape() const {
   s.max_length = training.max_length;
   s.b_max = training.b_max;
   s.seed = training.seed;
+  if (model) {
+    std::shared_ptr<const CostModel> time = std::make_shared<ModelTimeCost>(model);
+    if (!simulation.rank_speed.empty())
+      time = std::make_shared<RankScaledCost>(std::make_unique<ModelTimeCost>(model), simulation.rank_speed);
+    s.time_cost = std::move(time);
+  }
   return s;
+}
+
+double SimulationConfig::speed_factor(int rank, int step) const {
+  double f = rank_speed.empty() ? 1.0 : rank_speed[static_cast<std::size_t>(rank)];
+  for (const Straggler& s : stragglers)
+    if (s.rank == rank && step >= s.from_step && (s.to_step < 0 || step < s.to_step)) f *= s.factor;
+  return f;
 }
 
 nlohmann::json default_config_json() {
@@ -42,6 +57,7 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
     const auto dot = key.find('.', begin);
     const std::string part = key.substr(begin, dot == std::string::npos ? dot : dot - begin);
     if (part.empty()) throw UsageError("--set " + key + ": empty key segment");
+    if (node->is_null()) *node = nlohmann::json::object();  // a section the config leaves out
     if (!node->is_object()) throw UsageError("--set " + key + ": \"" + part + "\" is inside a non-object value");
     node = &(*node)[part];
     if (dot == std::string::npos) break;
@@ -87,9 +103,18 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.steps = f.get<int>("steps", t.steps);
   t.max_length = f.get<int>("max_length", t.max_length);
   t.seed = f.get<std::uint64_t>("seed", t.seed);
+  t.bucket_mb = f.get<double>("bucket_mb", t.bucket_mb);
+  t.first_bucket_mb = f.get<double>("first_bucket_mb", t.first_bucket_mb);
+  t.overlap = f.get<bool>("overlap", t.overlap);
+  if (!(t.bucket_mb > 0) || !(t.first_bucket_mb > 0))
+    throw InputError(where + ": bucket_mb and first_bucket_mb must be > 0");
   if (f.has("b_max")) {
     const auto& b = f.raw("b_max");
-    if (b.is_number_integer()) {
+    if (b.is_string()) {
+      if (b.get<std::string>() != "model")
+        throw InputError(where + ": b_max is an integer, a list of integers, or \"model\" (from the memory model)");
+      t.b_max_from_model = true;
+    } else if (b.is_number_integer()) {
       const int cap = b.get<int>();
       if (cap > 0) t.b_max.assign(static_cast<std::size_t>(std::max(t.world_size, 0)), cap);
     } else {
@@ -124,6 +149,51 @@ PolicySpec parse_policy(const nlohmann::json& item, const std::string& where) {
   return spec;
 }
 
+SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& where, int G) {
+  JsonFields f(doc, where);
+  SimulationConfig s;
+  s.mode = f.get<std::string>("mode", s.mode);
+  if (s.mode != "fast" && s.mode != "full") throw InputError(where + ": mode is \"fast\" or \"full\", got \"" + s.mode + "\"");
+  s.algorithm = f.get<std::string>("algorithm", s.algorithm);
+  if (std::find(allreduce_algorithms().begin(), allreduce_algorithms().end(), s.algorithm) == allreduce_algorithms().end())
+    throw InputError(where + ": unknown algorithm \"" + s.algorithm + "\" (known: ring, tree, hierarchical)");
+  if (f.has("sched_ms")) {
+    const auto& v = f.raw("sched_ms");
+    if (v.is_string() && v.get<std::string>() == "measured")
+      s.sched_measured = true;
+    else if (v.is_number() && v.get<double>() >= 0)
+      s.sched_ms = v.get<double>();
+    else
+      throw InputError(where + ": sched_ms is a number of ms ≥ 0 or \"measured\"");
+  }
+  s.noise_sigma = f.get<double>("noise_sigma", s.noise_sigma);
+  s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
+  if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
+    throw InputError(where + ": rank_speed lists " + std::to_string(s.rank_speed.size()) + " ranks, world_size is " +
+                     std::to_string(G));
+  for (std::size_t g = 0; g < s.rank_speed.size(); ++g)
+    if (!(s.rank_speed[g] > 0)) throw InputError(where + ": rank_speed[" + std::to_string(g) + "] must be > 0");
+  if (f.has("stragglers")) {
+    const auto& list = f.raw("stragglers");
+    if (!list.is_array()) throw InputError(where + ": stragglers is an array of {rank, factor, from_step, to_step}");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      JsonFields item(list[i], where + ": stragglers[" + std::to_string(i) + "]");
+      Straggler st;
+      st.rank = item.require<int>("rank");
+      st.factor = item.require<double>("factor");
+      st.from_step = item.get<int>("from_step", 0);
+      st.to_step = item.get<int>("to_step", -1);
+      item.reject_unknown();
+      if (st.rank < 0 || st.rank >= G)
+        throw InputError(item.where() + ": rank " + std::to_string(st.rank) + " is outside 0.." + std::to_string(G - 1));
+      if (!(st.factor > 0)) throw InputError(item.where() + ": factor must be > 0");
+      s.stragglers.push_back(st);
+    }
+  }
+  f.reject_unknown();
+  return s;
+}
+
 }  // namespace
 
 Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir) {
@@ -141,7 +211,22 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   } else {
     c.policies.push_back(parse_policy_spec("static"));
   }
+  std::string model = top.get<std::string>("model", "rtx3090-distilbert");
+  const auto& builtin = builtin_model_names();
+  if (std::find(builtin.begin(), builtin.end(), model) == builtin.end()) model = resolve(model, base_dir);
+  c.model = std::make_shared<const PerfModel>(load_perf_model(model));
+  c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), origin + ": platform",
+                              c.training.world_size, base_dir);
+  if (top.has("simulation"))
+    c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
   top.reject_unknown();
+  if (c.training.b_max_from_model) {
+    const int cap = c.model->max_batch(c.training.max_length);
+    if (cap < 1)
+      throw InputError(origin + ": training.b_max=\"model\": not one sample of length " +
+                       std::to_string(c.training.max_length) + " fits the " + c.model->name + " memory capacity");
+    c.training.b_max.assign(static_cast<std::size_t>(c.training.world_size), cap);
+  }
   if (!c.training.b_max.empty() && static_cast<int>(c.training.b_max.size()) != c.training.world_size)
     throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) +
                      " ranks, world_size is " + std::to_string(c.training.world_size));
@@ -164,8 +249,23 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"steps", c.training.steps},
                   {"max_length", c.training.max_length},
                   {"seed", c.training.seed},
-                  {"b_max", c.training.b_max}}},
-                {"policies", policies}};
+                  {"b_max", c.training.b_max},
+                  {"bucket_mb", c.training.bucket_mb},
+                  {"first_bucket_mb", c.training.first_bucket_mb},
+                  {"overlap", c.training.overlap}}},
+                {"policies", policies},
+                {"model", c.model->origin},
+                {"platform", c.platform.to_json()}};
+  nlohmann::json stragglers = nlohmann::json::array();
+  for (const Straggler& s : c.simulation.stragglers)
+    stragglers.push_back({{"rank", s.rank}, {"factor", s.factor}, {"from_step", s.from_step}, {"to_step", s.to_step}});
+  c.resolved["simulation"] = {
+      {"mode", c.simulation.mode},
+      {"algorithm", c.simulation.algorithm},
+      {"sched_ms", c.simulation.sched_measured ? nlohmann::json("measured") : nlohmann::json(c.simulation.sched_ms)},
+      {"noise_sigma", c.simulation.noise_sigma < 0 ? c.model->noise_sigma : c.simulation.noise_sigma},
+      {"rank_speed", c.simulation.rank_speed},
+      {"stragglers", stragglers}};
   return c;
 }
 

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/lengths.hpp"
+#include "engine/platform.hpp"
+#include "model/perf_model.hpp"
 #include "sched/scheduler.hpp"
 
 namespace ddpsim {
@@ -35,6 +37,30 @@ struct TrainingConfig {
   int max_length = 256;  // truncation, tokens
   std::uint64_t seed = 0;
   std::vector<int> b_max;  // per-rank cap; empty = none
+  bool b_max_from_model = false;  // "b_max": "model": the largest b that fits at max_length
+  double bucket_mb = 25;          // DDP bucket_cap_mb (MiB)
+  double first_bucket_mb = 1;     // DDP's smaller first bucket (MiB)
+  bool overlap = true;            // start each bucket's allreduce during backward
+};
+
+// Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).
+struct Straggler {
+  int rank = 0;
+  double factor = 1;
+  int from_step = 0;
+  int to_step = -1;
+};
+
+struct SimulationConfig {
+  std::string mode = "fast";       // fast (memoised collectives) | full (every collective in SimGrid)
+  std::string algorithm = "ring";  // allreduce: ring | tree | hierarchical
+  double sched_ms = 0;             // scheduling decision + cost all-gather, per step
+  bool sched_measured = false;     // "sched_ms": "measured": the decision's measured time (not reproducible)
+  double noise_sigma = -1;         // < 0: the model's
+  std::vector<double> rank_speed;  // per-rank compute time factor (1.2 = 20% slower); empty = all 1
+  std::vector<Straggler> stragglers;
+
+  double speed_factor(int rank, int step) const;
 };
 
 struct Config {
@@ -42,6 +68,9 @@ struct Config {
   DataConfig data;
   TrainingConfig training;
   std::vector<PolicySpec> policies;
+  std::shared_ptr<const PerfModel> model;
+  PlatformConfig platform;
+  SimulationConfig simulation;
   nlohmann::json resolved;  // every value in force, defaults included, for summary.json
 
   StepShape shape() const;

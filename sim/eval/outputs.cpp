@@ -29,35 +29,44 @@ std::string format(const char* spec, double value) {
 
 }  // namespace
 
-std::string balance_trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata) {
+std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata) {
   std::string out;
   for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
   for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
   out += "\n";
+  // A missing measurement is an empty field, never 0; loss is not modelled.
+  auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
   for (const auto& run : runs) {
     for (const RankStep& r : run.rows) {
-      // Timing, memory and loss are not modelled at token level: empty, never 0.
       out += std::to_string(r.step) + "," + std::to_string(r.rank) + "," + run.label + "," +
              std::to_string(r.batch_size) + "," + std::to_string(r.max_len) + "," + std::to_string(r.real_tokens) +
-             "," + std::to_string(r.padded_tokens) + ",,,,,,,," + std::to_string(r.global_batch) + "," +
-             format("%.6f", r.loss_weight) + "\n";
+             "," + std::to_string(r.padded_tokens) + "," + ms(r.fwd_ms) + "," + ms(r.bwd_ms) + "," +
+             ms(r.comm_wait_ms) + "," + ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
+             (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + ",," +
+             std::to_string(r.global_batch) + "," + format("%.6f", r.loss_weight) + "\n";
     }
   }
   return out;
 }
 
-std::string balance_summary_json(const Config& config, const std::vector<PolicyRun>& runs,
-                                 const std::vector<TokenSummary>& summaries) {
+std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
+                         const std::vector<TokenSummary>& summaries) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const TokenSummary& s = summaries[i];
     nlohmann::ordered_json p;
+    auto number = [](double v) { return std::isnan(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
     p["steps"] = s.steps;
-    for (const char* timed : {"mean_max_step_ms", "p95_max_step_ms", "mean_samples_per_s", "p95_samples_per_s",
-                              "mean_tokens_per_s", "p95_tokens_per_s", "mean_std_step_ms", "mean_std_compute_ms"})
-      p[timed] = nullptr;
+    p["mean_max_step_ms"] = number(s.mean_max_step_ms);
+    p["p95_max_step_ms"] = number(s.p95_max_step_ms);
+    p["mean_samples_per_s"] = number(s.mean_samples_per_s);
+    p["p95_samples_per_s"] = number(s.p95_samples_per_s);
+    p["mean_tokens_per_s"] = number(s.mean_tokens_per_s);
+    p["p95_tokens_per_s"] = number(s.p95_tokens_per_s);
+    p["mean_std_step_ms"] = number(s.mean_std_step_ms);
+    p["mean_std_compute_ms"] = number(s.mean_std_compute_ms);
     p["mean_std_padded_tokens"] = s.mean_std_padded_tokens;
-    p["mean_std_peak_mem_mib"] = nullptr;
+    p["mean_std_peak_mem_mib"] = number(s.mean_std_peak_mem_mib);
     p["mean_sched_us"] = s.mean_sched_us;
     p["p95_sched_us"] = s.p95_sched_us;
     p["solver"] = runs[i].solver.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(runs[i].solver);
@@ -66,10 +75,15 @@ std::string balance_summary_json(const Config& config, const std::vector<PolicyR
     p["padding_waste"] = s.padding_waste;
     p["samples_consumed"] = s.samples;
     p["mean_global_batch"] = s.mean_global_batch;
+    if (s.timed()) {
+      p["mean_max_compute_ms"] = s.mean_max_compute_ms;
+      p["mean_comm_wait_ms"] = s.mean_comm_wait_ms;
+      p["mean_max_peak_mem_mib"] = s.mean_max_peak_mem_mib;
+    }
     policies[runs[i].label] = std::move(p);
   }
   nlohmann::ordered_json doc;
-  doc["config"] = config.resolved;
+  doc["config"] = config;
   doc["policies"] = std::move(policies);
   return doc.dump(2) + "\n";
 }
@@ -101,6 +115,54 @@ std::string balance_table(const std::vector<PolicyRun>& runs, const std::vector<
     line += cell(format("%.1f", 100.0 * s.padding_waste), 9) + cell(format("%.1f", s.mean_global_batch), 8) +
             cell(std::to_string(s.samples), 9) + cell(format("%.2f", s.mean_sched_us), 11);
     out += line + "\n";
+  }
+  return out;
+}
+
+std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<TokenSummary>& summaries, bool changes) {
+  struct Row {
+    const char* name;
+    double TokenSummary::*field;
+    const char* spec;
+  };
+  static const Row rows[] = {
+      {"max step time, mean (ms)", &TokenSummary::mean_max_step_ms, "%.2f"},
+      {"max step time, P95 (ms)", &TokenSummary::p95_max_step_ms, "%.2f"},
+      {"samples/s, mean", &TokenSummary::mean_samples_per_s, "%.1f"},
+      {"samples/s, P95", &TokenSummary::p95_samples_per_s, "%.1f"},
+      {"tokens/s, mean", &TokenSummary::mean_tokens_per_s, "%.0f"},
+      {"tokens/s, P95", &TokenSummary::p95_tokens_per_s, "%.0f"},
+      {"std of step time, mean (ms)", &TokenSummary::mean_std_step_ms, "%.3f"},
+      {"max compute (fwd+bwd), mean (ms)", &TokenSummary::mean_max_compute_ms, "%.2f"},
+      {"std of compute, mean (ms)", &TokenSummary::mean_std_compute_ms, "%.3f"},
+      {"exposed comm wait, mean (ms)", &TokenSummary::mean_comm_wait_ms, "%.2f"},
+      {"max padded tokens, mean", &TokenSummary::mean_max_padded_tokens, "%.1f"},
+      {"std of padded tokens, mean", &TokenSummary::mean_std_padded_tokens, "%.1f"},
+      {"max peak memory, mean (MiB)", &TokenSummary::mean_max_peak_mem_mib, "%.0f"},
+      {"std of peak memory, mean (MiB)", &TokenSummary::mean_std_peak_mem_mib, "%.1f"},
+  };
+  std::vector<std::vector<std::string>> cells(std::size(rows) + 1);
+  cells[0].push_back("");
+  for (const auto& r : rows) cells[static_cast<std::size_t>(&r - rows) + 1].push_back(r.name);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    cells[0].push_back(runs[i].label);
+    for (std::size_t r = 0; r < std::size(rows); ++r) {
+      const double v = summaries[i].*rows[r].field, base = summaries[0].*rows[r].field;
+      std::string text = format(rows[r].spec, v);
+      if (changes && i > 0 && base != 0) text += " (" + format("%+.1f", 100.0 * (v - base) / base) + "%)";
+      cells[r + 1].push_back(text);
+    }
+  }
+  std::vector<std::size_t> width(runs.size() + 1, 0);
+  for (const auto& line : cells)
+    for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  std::string out;
+  for (const auto& line : cells) {
+    for (std::size_t c = 0; c < line.size(); ++c) {
+      const std::string pad(width[c] - line[c].size(), ' ');
+      out += c == 0 ? line[c] + pad : "  " + pad + line[c];
+    }
+    out += "\n";
   }
   return out;
 }

@@ -55,7 +55,8 @@ class RankScaledCost final : public CostModel {
   std::vector<double> factors_;
 };
 
-// "tokens" or "tokens_sq"; throws InputError naming the known costs otherwise.
+// "tokens" or "tokens_sq"; throws InputError naming the known costs otherwise. (The third
+// cost, "model", is predicted time from a performance model: see model/perf_model.hpp.)
 std::unique_ptr<CostModel> make_token_cost(std::string_view name);
 
 }  // namespace ddpsim

@@ -65,7 +65,14 @@ class StaticPolicy final : public Scheduler {
 class MinMaxPolicy final : public Scheduler {
  public:
   MinMaxPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
-    cost_ = make_token_cost(options.text("cost", "tokens"));
+    const std::string cost = options.text("cost", "tokens");
+    if (cost == "model") {
+      if (!s.time_cost)
+        throw InputError("minmax: cost=model needs a performance model: use ddpsim run or compare (config key \"model\")");
+      cost_ = s.time_cost;
+    } else {
+      cost_ = make_token_cost(cost);
+    }
     K_ = options.integer("buffer", 64, 1);
     solver_ = options.text("solver", "exact");
     if (solver_ != "exact" && solver_ != "enumerate")
@@ -106,7 +113,7 @@ class MinMaxPolicy final : public Scheduler {
   }
 
   StepShape shape_;
-  std::unique_ptr<CostModel> cost_;
+  std::shared_ptr<const CostModel> cost_;
   int K_ = 64;
   std::string solver_;
   CostCurves curves_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/sampler.hpp"
+#include "sched/cost.hpp"
 
 namespace ddpsim {
 
@@ -35,6 +36,8 @@ struct StepShape {
   int max_length = 256;    // longest sample after truncation
   std::vector<int> b_max;  // per-rank batch cap b_g^max; empty = no cap
   std::uint64_t seed = 0;
+  // Predicted compute time per rank, for cost=model; null when no performance model is in force.
+  std::shared_ptr<const CostModel> time_cost;
 
   int cap(int g) const { return b_max.empty() ? INT32_MAX : b_max[static_cast<std::size_t>(g)]; }
 };

@@ -1,0 +1,15 @@
+// The options every config-driven verb shares (CONFIG, --set, --policies, --steps,
+// --print-config) and the one way they turn into a validated Config.
+#pragma once
+
+#include "cli/options.hpp"
+#include "eval/config.hpp"
+
+namespace ddpsim::cli {
+
+void add_config_options(po::options_description& visible, po::options_description& hidden,
+                        po::positional_options_description& positional);
+// The config named on the command line (or the embedded default) with the overrides applied.
+Config load_config(const po::variables_map& vm);
+
+}  // namespace ddpsim::cli

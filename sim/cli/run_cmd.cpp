@@ -1,0 +1,182 @@
+// `ddpsim run` and `ddpsim compare`: the SimGrid step simulation of a config's policies.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/config_args.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "eval/outputs.hpp"
+#include "eval/simulate.hpp"
+
+namespace ddpsim::cli {
+
+namespace {
+
+constexpr const char* RUN_USAGE = R"(usage: ddpsim run [CONFIG] [options]
+
+Simulates synchronous DDP training steps on SimGrid: per rank, the scheduling decision,
+forward, backward in gradient buckets whose allreduce overlaps the rest of backward, then the
+optimizer once every bucket is reduced. Compute times come from a performance model (with
+log-normal noise and per-rank speed factors), communication from SimGrid's network model on
+the configured platform. Prints, per policy: mean and P95 of the per-step maximum step time,
+samples/s and tokens/s (mean and P95 of the per-step values), the mean cross-rank std of step
+time, compute, padded tokens and peak memory, and the exposed communication wait.
+
+Without CONFIG: the study's setting (SST-2 lengths, G=4, B=48, 800 steps) on `pcie`
+(4x RTX 3090 through the CPU root complex) with the rtx3090-distilbert model, ring allreduce,
+25 MiB buckets (first 1 MiB), overlap on, fast mode.
+
+config sections (see the README): data, training (world_size, global_batch, steps,
+max_length, seed, b_max, bucket_mb, first_bucket_mb, overlap), policies, model (a built-in
+name or a JSON file), platform (topology pcie | nvlink | cluster | xml, bandwidths in GB/s,
+latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarchical,
+sched_ms, noise_sigma, rank_speed, stragglers).
+
+examples:
+  ddpsim run
+  ddpsim run --policies minmax --set platform.topology=nvlink --set model=h100-distilbert
+  ddpsim run --set simulation.mode=full --timeline t.json --timeline-steps 10:12 --out runs/a
+  ddpsim run --set 'simulation.stragglers=[{"rank":2,"factor":1.3,"from_step":200}]'
+)";
+
+constexpr const char* COMPARE_USAGE = R"(usage: ddpsim compare [CONFIG] [--policies a,b,...] [options]
+
+The simulation of `ddpsim run`, printed as one column per policy with each figure's change
+against the first policy. Every policy sees the same sample stream and the same compute noise,
+so differences come from the policies alone. Without --policies, the config's policies (the
+embedded default compares static, minmax with tokens and tokens_sq, kk, sorted, token_budget).
+
+examples:
+  ddpsim compare
+  ddpsim compare --policies static,minmax,minmax:cost=model
+  ddpsim compare my.json --policies static,minmax --set simulation.algorithm=tree
+)";
+
+std::pair<int, int> parse_range(const std::string& text) {
+  const auto colon = text.find(':');
+  try {
+    if (colon != std::string::npos) {
+      std::size_t used = 0;
+      const int a = std::stoi(text.substr(0, colon), &used);
+      if (used == colon) {
+        const std::string rest = text.substr(colon + 1);
+        const int b = std::stoi(rest, &used);
+        if (used == rest.size() && 0 <= a && a < b) return {a, b};
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");
+}
+
+// A progress line on stderr, only on a terminal and only once the run has taken 2 s.
+class Progress {
+ public:
+  Progress() : terminal_(::isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()) {}
+  void operator()(long done, long total) {
+    if (!terminal_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed < 2.0) return;
+    const int width = 30, filled = static_cast<int>(width * done / std::max(total, 1L));
+    std::fprintf(stderr, "\r  simulating [%s%s] %ld/%ld steps, %.0f s", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done, total, elapsed);
+    shown_ = true;
+  }
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\r%70s\r", "");
+  }
+
+ private:
+  bool terminal_, shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int simulate_verb(const Args& args, bool compare) {
+  po::options_description visible("options"), hidden;
+  po::positional_options_description positional;
+  add_config_options(visible, hidden, positional);
+  visible.add_options()("out", po::value<std::string>(), "write DIR/steps.csv (trace schema) and DIR/summary.json")(
+      "timeline", po::value<std::string>(), "write a Chrome trace JSON (Perfetto, chrome://tracing) of some steps")(
+      "timeline-steps", po::value<std::string>()->default_value("0:3"), "FROM:TO, the steps the timeline shows")(
+      "help,h", "this help");
+  po::variables_map vm;
+  if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
+  const Config config = load_config(vm);
+  if (vm.count("print-config")) {
+    std::cout << config.resolved.dump(2) << "\n";
+    return 0;
+  }
+  std::pair<int, int> timeline{0, 0};
+  if (vm.count("timeline")) timeline = parse_range(vm["timeline-steps"].as<std::string>());
+
+  const StepShape shape = config.shape();
+  for (const auto& spec : config.policies) make_scheduler(spec, shape);  // refuse bad shapes before any work
+  const auto source = make_length_source(config.data, config.training.max_length);
+  const std::vector<int> dataset = source->dataset(config.training.seed);
+  const auto buckets = config_buckets(config);
+  std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  data: " << source->describe()
+            << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length "
+            << shape.max_length << ", seed " << shape.seed << "\n  model: " << config.model->name << " ("
+            << config.model->origin << ")\n  platform: " << config.platform.to_json().dump() << "\n  allreduce: "
+            << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
+            << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n\n";
+
+  const auto start = std::chrono::steady_clock::now();
+  SimulationRun sim;
+  {
+    Progress progress;
+    sim = simulate(config, dataset, timeline, std::ref(progress));
+  }
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<TokenSummary> summaries;
+  for (const auto& run : sim.runs) summaries.push_back(summarize(run));
+  std::cout << step_table(sim.runs, summaries, /*changes=*/compare);
+  std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
+               static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
+
+  std::vector<std::string> wrote;
+  std::unique_ptr<AtomicFile> timeline_file;
+  if (vm.count("timeline")) {
+    timeline_file = std::make_unique<AtomicFile>(vm["timeline"].as<std::string>());
+    timeline_file->stream() << chrome_trace(sim);
+  }
+  if (vm.count("out")) {
+    const std::filesystem::path dir = vm["out"].as<std::string>();
+    const Metadata metadata = {{"tool", compare ? "ddpsim compare" : "ddpsim run"},
+                               {"config", config.origin},
+                               {"data", source->describe()},
+                               {"world_size", std::to_string(shape.G)},
+                               {"global_batch", std::to_string(shape.B)},
+                               {"seed", std::to_string(shape.seed)},
+                               {"model", config.model->origin},
+                               {"platform", config.platform.topology},
+                               {"algorithm", config.simulation.algorithm},
+                               {"mode", config.simulation.mode}};
+    write_outputs(dir, {{"steps.csv", trace_csv(sim.runs, metadata)},
+                        {"summary.json", summary_json(config.resolved, sim.runs, summaries)}});
+    wrote.push_back((dir / "steps.csv").string());
+    wrote.push_back((dir / "summary.json").string());
+  }
+  if (timeline_file) {
+    timeline_file->commit();
+    wrote.push_back(vm["timeline"].as<std::string>());
+  }
+  if (!wrote.empty()) {
+    std::cout << "wrote";
+    for (const auto& w : wrote) std::cout << " " << w;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run(const Args& args) { return simulate_verb(args, false); }
+int compare(const Args& args) { return simulate_verb(args, true); }
+
+}  // namespace ddpsim::cli

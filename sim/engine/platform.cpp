@@ -1,0 +1,172 @@
+#include "engine/platform.hpp"
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <simgrid/s4u.hpp>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace ddpsim {
+
+nlohmann::json PlatformConfig::to_json() const {
+  nlohmann::json j = {{"topology", topology}};
+  if (topology == "xml") {
+    j["file"] = file;
+    j["hosts"] = hosts;
+    j["gpus_per_node"] = gpus_per_node;
+    return j;
+  }
+  j["link_GBps"] = link_GBps;
+  j["latency_us"] = latency_us;
+  if (topology == "pcie") j["host_GBps"] = host_GBps;
+  if (topology == "cluster")
+    j.update({{"gpus_per_node", gpus_per_node},
+              {"nic_GBps", nic_GBps},
+              {"nic_latency_us", nic_latency_us},
+              {"nodes_per_leaf", nodes_per_leaf},
+              {"oversubscription", oversubscription}});
+  return j;
+}
+
+namespace {
+
+double positive(const JsonFields& f, const char* key, double fallback) {
+  const double v = f.get<double>(key, fallback);
+  if (!(v > 0)) throw InputError(f.where() + ": " + key + " must be > 0, got " + std::to_string(v));
+  return v;
+}
+
+}  // namespace
+
+PlatformConfig parse_platform(const nlohmann::json& doc, const std::string& where, int G, const std::string& base_dir) {
+  if (doc.is_string()) return parse_platform(nlohmann::json{{"topology", doc}}, where, G, base_dir);
+  JsonFields f(doc, where);
+  PlatformConfig p;
+  p.topology = f.get<std::string>("topology", p.topology);
+  if (p.topology == "nvlink" || p.topology == "cluster") p.link_GBps = 450, p.latency_us = 2;
+  if (p.topology == "xml") {
+    p.file = f.require<std::string>("file");
+    if (!base_dir.empty() && !std::filesystem::path(p.file).is_absolute())
+      p.file = (std::filesystem::path(base_dir) / p.file).lexically_normal().string();
+    p.hosts = f.require<std::vector<std::string>>("hosts");
+    if (static_cast<int>(p.hosts.size()) != G)
+      throw InputError(where + ": hosts maps " + std::to_string(p.hosts.size()) + " ranks, world_size is " +
+                       std::to_string(G) + " (one host name per rank)");
+    p.gpus_per_node = f.get<int>("gpus_per_node", G);
+  } else if (p.topology == "pcie" || p.topology == "nvlink" || p.topology == "cluster") {
+    p.link_GBps = positive(f, "link_GBps", p.link_GBps);
+    p.latency_us = f.get<double>("latency_us", p.latency_us);
+    if (p.latency_us < 0) throw InputError(where + ": latency_us must be ≥ 0");
+    if (p.topology == "pcie") {
+      p.host_GBps = f.get<double>("host_GBps", p.host_GBps);
+      if (p.host_GBps < 0) throw InputError(where + ": host_GBps must be ≥ 0 (0 = unlimited)");
+    }
+    if (p.topology == "cluster") {
+      p.gpus_per_node = f.get<int>("gpus_per_node", p.gpus_per_node);
+      p.nic_GBps = positive(f, "nic_GBps", p.nic_GBps);
+      p.nic_latency_us = f.get<double>("nic_latency_us", p.nic_latency_us);
+      p.nodes_per_leaf = f.get<int>("nodes_per_leaf", p.nodes_per_leaf);
+      p.oversubscription = positive(f, "oversubscription", p.oversubscription);
+      if (p.gpus_per_node < 1 || p.nodes_per_leaf < 1)
+        throw InputError(where + ": gpus_per_node and nodes_per_leaf must be ≥ 1");
+      if (G % p.gpus_per_node != 0)
+        throw InputError(where + ": world_size " + std::to_string(G) + " is not a whole number of nodes of " +
+                         std::to_string(p.gpus_per_node) + " GPUs (gpus_per_node)");
+    }
+  } else {
+    throw InputError(where + ": unknown topology \"" + p.topology + "\" (known: pcie, nvlink, cluster, xml)");
+  }
+  if (p.gpus_per_node < 1) throw InputError(where + ": gpus_per_node must be ≥ 1");
+  f.reject_unknown();
+  return p;
+}
+
+std::vector<int> node_of_ranks(const PlatformConfig& config, int G) {
+  std::vector<int> node(static_cast<std::size_t>(G), 0);
+  if (config.topology == "cluster" || config.topology == "xml")
+    for (int g = 0; g < G; ++g) node[static_cast<std::size_t>(g)] = g / config.gpus_per_node;
+  return node;
+}
+
+namespace {
+
+using Direction = sg4::LinkInRoute::Direction;
+
+std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
+  if (!std::filesystem::is_regular_file(config.file))
+    throw InputError(config.file + ": cannot open platform file");
+  try {
+    sg4::Engine::get_instance()->load_platform(config.file);
+  } catch (const std::exception& e) {
+    throw InputError(config.file + ": invalid SimGrid platform: " + e.what());
+  }
+  std::vector<sg4::Host*> hosts;
+  for (std::size_t g = 0; g < config.hosts.size(); ++g) {
+    sg4::Host* h = sg4::Engine::get_instance()->host_by_name_or_null(config.hosts[g]);
+    if (!h)
+      throw InputError(config.file + ": no host \"" + config.hosts[g] + "\" for rank " + std::to_string(g) +
+                       " (platform.hosts[" + std::to_string(g) + "])");
+    hosts.push_back(h);
+  }
+  return hosts;
+}
+
+}  // namespace
+
+std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
+                                       const std::vector<std::pair<int, int>>& pairs) {
+  if (config.topology == "xml") return build_xml(config);
+  auto* zone = sg4::create_full_zone(config.topology);
+  const double lat = config.latency_us * 1e-6;
+  std::vector<sg4::Host*> hosts;
+  std::vector<sg4::Link*> gpu_link, nic, leaf_up;
+  for (int g = 0; g < G; ++g) {
+    const std::string id = std::to_string(g);
+    hosts.push_back(zone->create_host("gpu" + id, 1e12));
+    gpu_link.push_back(zone->create_split_duplex_link("gpulink" + id, config.link_GBps * 1e9)->set_latency(lat));
+    if (config.topology == "cluster")
+      nic.push_back(zone->create_split_duplex_link("nic" + id, config.nic_GBps * 1e9)
+                        ->set_latency(config.nic_latency_us * 1e-6));
+  }
+  const auto node = node_of_ranks(config, G);
+  const int per_leaf = config.nodes_per_leaf;
+  if (config.topology == "cluster") {
+    const int leaves = (node.back() + per_leaf) / per_leaf;
+    const double uplink = per_leaf * config.gpus_per_node * config.nic_GBps * 1e9 / config.oversubscription;
+    for (int l = 0; l < leaves; ++l)
+      leaf_up.push_back(zone->create_split_duplex_link("leaf" + std::to_string(l) + "-spine", uplink)
+                            ->set_latency(config.nic_latency_us * 1e-6));
+  }
+  sg4::Link* root = nullptr;
+  if (config.topology == "pcie" && config.host_GBps > 0) root = zone->create_link("root-complex", config.host_GBps * 1e9);
+
+  std::set<std::pair<int, int>> done;
+  for (const auto& [a, b] : pairs) {
+    if (a == b || !done.insert({a, b}).second) continue;
+    const auto A = static_cast<std::size_t>(a), Bi = static_cast<std::size_t>(b);
+    std::vector<sg4::LinkInRoute> route;
+    if (node[A] == node[Bi]) {
+      route.emplace_back(gpu_link[A], Direction::UP);
+      if (root) route.emplace_back(root);
+      route.emplace_back(gpu_link[Bi], Direction::DOWN);
+    } else {
+      route.emplace_back(nic[A], Direction::UP);
+      const int la = node[A] / per_leaf, lb = node[Bi] / per_leaf;
+      if (la != lb) {
+        route.emplace_back(leaf_up[static_cast<std::size_t>(la)], Direction::UP);
+        route.emplace_back(leaf_up[static_cast<std::size_t>(lb)], Direction::DOWN);
+      }
+      route.emplace_back(nic[Bi], Direction::DOWN);
+    }
+    zone->add_route(hosts[A]->get_netpoint(), hosts[Bi]->get_netpoint(), nullptr, nullptr, route, false);
+  }
+  zone->seal();
+  return hosts;
+}
+
+}  // namespace ddpsim

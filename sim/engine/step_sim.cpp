@@ -1,0 +1,225 @@
+#include "engine/step_sim.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "engine/collective.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace ddpsim {
+
+namespace {
+
+// A SimGrid engine configured for ddpsim: the CM02 network model (time = latency +
+// size / bandwidth, bandwidth shared max-min between flows) without TCP window or
+// cross-traffic corrections, so configured figures mean what they say. The configuration
+// is process-wide in SimGrid and may be set only once.
+std::unique_ptr<sg4::Engine> make_engine() {
+  static bool configured = false;
+  auto engine = std::make_unique<sg4::Engine>("ddpsim");
+  if (!configured) {
+    xbt_log_control_set("root.thresh:critical");
+    sg4::Engine::set_config("network/model:CM02");
+    sg4::Engine::set_config("network/crosstraffic:0");
+    sg4::Engine::set_config("network/TCP-gamma:0");
+    configured = true;
+  }
+  return engine;
+}
+
+std::size_t at(int step, int G, int g) { return static_cast<std::size_t>(step) * G + g; }
+
+bool in_timeline(const EngineSetup& s, int step) { return step >= s.timeline_from && step < s.timeline_to; }
+
+std::string bucket_name(std::size_t k) { return "allreduce bucket " + std::to_string(k); }
+
+// Every rank's step with real SimGrid communication: a compute actor and a communication
+// actor per rank, handing buckets over through semaphores.
+EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& policies,
+                      const std::function<void(long, long)>& progress) {
+  auto engine = make_engine();
+  const int G = s.G;
+  const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, G));
+  const auto hosts = build_platform(s.platform, G, plan.pairs());
+  const CollectiveRunner runner(plan, hosts);
+  auto barrier = sg4::Barrier::create(static_cast<unsigned>(G));
+  // A collective makes progress only once every rank has joined it (each ring or tree step
+  // needs a peer's previous step), so a rank that arrives early waits for the last one.
+  auto joined = sg4::Barrier::create(static_cast<unsigned>(G));
+  std::vector<sg4::SemaphorePtr> ready, reduced;
+  for (int g = 0; g < G; ++g) {
+    ready.push_back(sg4::Semaphore::create(0));
+    reduced.push_back(sg4::Semaphore::create(0));
+  }
+  EngineResult result;
+  result.policies.resize(policies.size());
+  for (std::size_t p = 0; p < policies.size(); ++p)
+    result.policies[p].timing.resize(policies[p].work.size());
+  long total = 0;
+  for (const auto& p : policies) total += p.steps;
+  std::vector<double> origin(policies.size(), 0.0);
+  const std::size_t K = s.buckets.size();
+
+  for (int g = 0; g < G; ++g) {
+    sg4::Actor::create("rank" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
+      long done = 0;
+      for (std::size_t p = 0; p < policies.size(); ++p) {
+        const PolicyWork& pw = policies[p];
+        PolicyTimes& out = result.policies[p];
+        barrier->wait();
+        origin[p] = sg4::Engine::get_clock();
+        double prev_end = origin[p];
+        for (int t = 0; t < pw.steps; ++t) {
+          const RankWork& w = pw.work[at(t, G, g)];
+          const bool traced = in_timeline(s, t);
+          auto span = [&](const char* name, double start) {
+            if (traced)
+              out.spans.push_back({t, g, false, name, (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
+          };
+          if (pw.synchronized) barrier->wait();
+          double t0 = sg4::Engine::get_clock();
+          sg4::this_actor::sleep_for(w.sched_ms * 1e-3);
+          if (w.sched_ms > 0) span("schedule", t0);
+          t0 = sg4::Engine::get_clock();
+          sg4::this_actor::sleep_for(w.fwd_ms * 1e-3);
+          span("forward", t0);
+          const double bwd_start = sg4::Engine::get_clock();
+          double elapsed = 0;
+          for (const Bucket& b : s.buckets) {
+            sg4::this_actor::sleep_for(w.bwd_ms * (b.ready_fraction - elapsed) * 1e-3);
+            elapsed = b.ready_fraction;
+            if (s.overlap) ready[static_cast<std::size_t>(g)]->release();
+          }
+          span("backward", bwd_start);
+          const double bwd_end = sg4::Engine::get_clock();
+          if (!s.overlap)
+            for (std::size_t k = 0; k < K; ++k) ready[static_cast<std::size_t>(g)]->release();
+          reduced[static_cast<std::size_t>(g)]->acquire();
+          const double comm_end = sg4::Engine::get_clock();
+          sg4::this_actor::sleep_for(w.opt_ms * 1e-3);
+          span("optimizer", comm_end);
+          const double end = sg4::Engine::get_clock();
+          out.timing[at(t, G, g)] = {(bwd_start - t0) * 1e3, (bwd_end - bwd_start) * 1e3, (comm_end - bwd_end) * 1e3,
+                                     (end - comm_end) * 1e3, (end - prev_end) * 1e3};
+          prev_end = end;
+          if (g == 0 && progress && (++done % 16 == 0 || t + 1 == pw.steps)) progress(done, total);
+        }
+      }
+    });
+    sg4::Actor::create("comm" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
+      for (std::size_t p = 0; p < policies.size(); ++p) {
+        for (int t = 0; t < policies[p].steps; ++t) {
+          for (std::size_t k = 0; k < K; ++k) {
+            ready[static_cast<std::size_t>(g)]->acquire();
+            joined->wait();
+            const double start = sg4::Engine::get_clock();
+            runner.run(g, s.buckets[k].bytes);
+            if (in_timeline(s, t))
+              result.policies[p].spans.push_back({t, g, true, bucket_name(k), (start - origin[p]) * 1e3,
+                                                  (sg4::Engine::get_clock() - start) * 1e3});
+          }
+          reduced[static_cast<std::size_t>(g)]->release();
+        }
+      }
+    });
+  }
+  engine->run();
+  return result;
+}
+
+// Steps composed from memoised allreduce times. Exact for this engine's model wherever
+// nothing else shares the links during a collective, which holds because buckets are
+// reduced one after another; what it drops is the per-rank skew inside one collective.
+EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& policies,
+                      const std::function<void(long, long)>& progress) {
+  std::vector<double> sizes;
+  for (const Bucket& b : s.buckets) sizes.push_back(b.bytes);
+  EngineResult result;
+  result.allreduce_ms = measure_allreduce_ms(s, sizes);
+  const int G = s.G;
+  const auto Gs = static_cast<std::size_t>(G);
+  std::vector<double> prev_end(Gs), fwd_end(Gs), bwd_end(Gs);
+  long done = 0, total = 0;
+  for (const auto& p : policies) total += p.steps;
+  for (const PolicyWork& pw : policies) {
+    PolicyTimes out;
+    out.timing.resize(pw.work.size());
+    std::fill(prev_end.begin(), prev_end.end(), 0.0);
+    for (int t = 0; t < pw.steps; ++t) {
+      const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
+      for (std::size_t g = 0; g < Gs; ++g) {
+        const RankWork& w = pw.work[at(t, G, static_cast<int>(g))];
+        fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.fwd_ms;
+        bwd_end[g] = fwd_end[g] + w.bwd_ms;
+      }
+      double end_of_comm = 0;
+      for (std::size_t k = 0; k < s.buckets.size(); ++k) {
+        double ready = 0;
+        for (std::size_t g = 0; g < Gs; ++g) {
+          const double bwd = pw.work[at(t, G, static_cast<int>(g))].bwd_ms;
+          ready = std::max(ready, s.overlap ? fwd_end[g] + bwd * s.buckets[k].ready_fraction : bwd_end[g]);
+        }
+        const double start = std::max(end_of_comm, ready);
+        end_of_comm = start + result.allreduce_ms.at(s.buckets[k].bytes);
+        if (in_timeline(s, t))
+          for (int g = 0; g < G; ++g) out.spans.push_back({t, g, true, bucket_name(k), start, end_of_comm - start});
+      }
+      for (std::size_t g = 0; g < Gs; ++g) {
+        const RankWork& w = pw.work[at(t, G, static_cast<int>(g))];
+        const double start = std::max(prev_end[g], sync);
+        const double end = end_of_comm + w.opt_ms;
+        out.timing[at(t, G, static_cast<int>(g))] = {w.fwd_ms, w.bwd_ms, end_of_comm - bwd_end[g], w.opt_ms,
+                                                      end - prev_end[g]};
+        if (in_timeline(s, t)) {
+          const int r = static_cast<int>(g);
+          if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
+          out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
+          out.spans.push_back({t, r, false, "backward", fwd_end[g], w.bwd_ms});
+          out.spans.push_back({t, r, false, "optimizer", end_of_comm, w.opt_ms});
+        }
+        prev_end[g] = end;
+      }
+      if (progress && (++done % 256 == 0 || done == total)) progress(done, total);
+    }
+    result.policies.push_back(std::move(out));
+  }
+  return result;
+}
+
+}  // namespace
+
+std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::vector<double>& sizes) {
+  std::vector<double> distinct(sizes);
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  auto engine = make_engine();
+  const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, s.G));
+  const auto hosts = build_platform(s.platform, s.G, plan.pairs());
+  const CollectiveRunner runner(plan, hosts);
+  auto barrier = sg4::Barrier::create(static_cast<unsigned>(s.G));
+  std::vector<double> longest(distinct.size(), 0.0);
+  for (int g = 0; g < s.G; ++g)
+    sg4::Actor::create("rank" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
+      for (std::size_t i = 0; i < distinct.size(); ++i) {
+        barrier->wait();
+        const double start = sg4::Engine::get_clock();
+        runner.run(g, distinct[i]);
+        longest[i] = std::max(longest[i], (sg4::Engine::get_clock() - start) * 1e3);
+      }
+    });
+  engine->run();
+  std::map<double, double> ms;
+  for (std::size_t i = 0; i < distinct.size(); ++i) ms[distinct[i]] = longest[i];
+  return ms;
+}
+
+EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,
+                            const std::function<void(long, long)>& progress) {
+  return setup.mode == "full" ? run_full(setup, policies, progress) : run_fast(setup, policies, progress);
+}
+
+}  // namespace ddpsim

@@ -1,0 +1,74 @@
+// The SimGrid DDP step engine. Each rank runs its step as DDP does: the scheduling decision,
+// forward, backward in gradient buckets (reverse layer order), each bucket's allreduce
+// started once its gradients exist on that rank and the previous bucket is reduced (one
+// communication stream, as in NCCL), overlapping the rest of backward; then the optimizer
+// once the last bucket is reduced. Compute durations come in precomputed (model, noise,
+// speed factors); the engine decides when things happen and how long communication takes.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/platform.hpp"
+#include "model/buckets.hpp"
+
+namespace ddpsim {
+
+// What one rank computes in one step, in ms.
+struct RankWork {
+  double sched_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+};
+
+// What the simulation says it took, in ms. step_ms runs from the end of the rank's previous
+// step (waiting included) to the end of its optimizer step.
+struct RankTiming {
+  double fwd_ms = 0, bwd_ms = 0, comm_wait_ms = 0, opt_ms = 0, step_ms = 0;
+};
+
+// One box of the timeline: a compute phase or a bucket's allreduce on one rank.
+struct Span {
+  int step = 0, rank = 0;
+  bool comm = false;  // track: compute or communication
+  std::string name;
+  double start_ms = 0, dur_ms = 0;  // start from the policy's first step
+};
+
+struct PolicyWork {
+  int steps = 0;
+  // Ranks all-gather costs before deciding (every policy but static), which synchronises
+  // the step start.
+  bool synchronized = false;
+  std::vector<RankWork> work;  // step-major, then rank
+};
+
+struct PolicyTimes {
+  std::vector<RankTiming> timing;  // step-major, then rank
+  std::vector<Span> spans;         // only steps in the timeline range
+};
+
+struct EngineSetup {
+  int G = 4;
+  PlatformConfig platform;
+  std::string algorithm = "ring";
+  std::vector<Bucket> buckets;
+  bool overlap = true;
+  std::string mode = "fast";        // fast | full
+  int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
+};
+
+struct EngineResult {
+  std::vector<PolicyTimes> policies;
+  std::map<double, double> allreduce_ms;  // fast mode: bytes → isolated allreduce time
+};
+
+// Simulates every policy in turn (each from time 0, with the ranks idle). `progress` gets
+// (steps done, steps in all) now and then.
+EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,
+                            const std::function<void(long, long)>& progress = {});
+
+// Time of one allreduce of each size on an idle platform, all ranks starting together.
+std::map<double, double> measure_allreduce_ms(const EngineSetup& setup, const std::vector<double>& sizes);
+
+}  // namespace ddpsim

@@ -1,0 +1,99 @@
+#include "eval/simulate.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "common/rng.hpp"
+
+namespace ddpsim {
+
+std::vector<Bucket> config_buckets(const Config& config) {
+  constexpr double MiB = 1024.0 * 1024.0;
+  return make_buckets(*config.model, config.training.bucket_mb * MiB, config.training.first_bucket_mb * MiB);
+}
+
+PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
+  const PerfModel& m = *config.model;
+  const double sigma = config.simulation.noise_sigma < 0 ? m.noise_sigma : config.simulation.noise_sigma;
+  Rng noise(config.training.seed ^ 0x9e3779b97f4a7c15ULL);
+  PolicyWork pw;
+  pw.steps = run.G ? static_cast<int>(run.rows.size()) / run.G : 0;
+  pw.synchronized = run.label.rfind("static", 0) != 0;
+  pw.work.reserve(run.rows.size());
+  for (const RankStep& r : run.rows) {
+    // Mean-one log-normal factor: E[exp(σz − σ²/2)] = 1, so noise leaves mean compute as modelled.
+    const double z = noise.normal();
+    const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config.simulation.speed_factor(r.rank, r.step);
+    RankWork w;
+    w.fwd_ms = m.fwd_ms(r.batch_size, r.max_len) * factor;
+    w.bwd_ms = m.bwd_ms(r.batch_size, r.max_len) * factor;
+    w.opt_ms = m.optimizer_ms * factor;
+    w.sched_ms = config.simulation.sched_measured ? run.decision_us[static_cast<std::size_t>(r.step)] * 1e-3
+                                                  : config.simulation.sched_ms;
+    pw.work.push_back(w);
+  }
+  return pw;
+}
+
+SimulationRun simulate(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
+                       const std::function<void(long, long)>& progress) {
+  SimulationRun sim;
+  const StepShape shape = config.shape();
+  std::vector<PolicyWork> work;
+  for (const auto& spec : config.policies) {
+    sim.runs.push_back(run_policy(spec, shape, config.training.steps, dataset));
+    work.push_back(charge_compute(config, sim.runs.back()));
+  }
+  sim.setup.G = shape.G;
+  sim.setup.platform = config.platform;
+  sim.setup.algorithm = config.simulation.algorithm;
+  sim.setup.buckets = config_buckets(config);
+  sim.setup.overlap = config.training.overlap;
+  sim.setup.mode = config.simulation.mode;
+  sim.setup.timeline_from = timeline.first;
+  sim.setup.timeline_to = timeline.second;
+  sim.engine = simulate_steps(sim.setup, work, progress);
+  for (std::size_t p = 0; p < sim.runs.size(); ++p) {
+    auto& rows = sim.runs[p].rows;
+    const auto& timing = sim.engine.policies[p].timing;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      rows[i].fwd_ms = timing[i].fwd_ms;
+      rows[i].bwd_ms = timing[i].bwd_ms;
+      rows[i].comm_wait_ms = timing[i].comm_wait_ms;
+      rows[i].opt_ms = timing[i].opt_ms;
+      rows[i].step_ms = timing[i].step_ms;
+      rows[i].peak_mem_mib = config.model->peak_mem_mib(rows[i].batch_size, rows[i].max_len);
+    }
+  }
+  return sim;
+}
+
+std::string chrome_trace(const SimulationRun& sim) {
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (std::size_t p = 0; p < sim.runs.size(); ++p) {
+    // One process per (policy, rank); thread 0 computes, thread 1 communicates.
+    for (int g = 0; g < sim.setup.G; ++g) {
+      const auto pid = static_cast<long>(p) * sim.setup.G + g;
+      events.push_back({{"ph", "M"},
+                        {"name", "process_name"},
+                        {"pid", pid},
+                        {"args", {{"name", sim.runs[p].label + " rank " + std::to_string(g)}}}});
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+      events.push_back(
+          {{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", "communication"}}}});
+    }
+    for (const Span& s : sim.engine.policies[p].spans)
+      events.push_back({{"ph", "X"},
+                        {"name", s.name},
+                        {"cat", s.comm ? "comm" : "compute"},
+                        {"pid", static_cast<long>(p) * sim.setup.G + s.rank},
+                        {"tid", s.comm ? 1 : 0},
+                        {"ts", std::round(s.start_ms * 1e6) / 1e3},  // µs, ns resolution
+                        {"dur", std::round(s.dur_ms * 1e6) / 1e3},
+                        {"args", {{"step", s.step}}}});
+  }
+  return nlohmann::ordered_json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(1) + "\n";
+}
+
+}  // namespace ddpsim

@@ -1,0 +1,21 @@
+// PyTorch DDP's gradient bucketing: parameters in reverse registration order fill buckets of
+// about `cap` bytes (the first one `first_cap`, so communication starts early); a bucket can
+// be reduced once backward has produced all its gradients.
+#pragma once
+
+#include <vector>
+
+#include "model/perf_model.hpp"
+
+namespace ddpsim {
+
+struct Bucket {
+  double bytes = 0;
+  double ready_fraction = 0;  // share of backward elapsed when its last gradient exists
+};
+
+// In reduction order (the first bucket is the last layers'). Like DDP, a bucket closes once
+// it reaches its cap, so one big tensor (the word embeddings) makes a bucket of its own.
+std::vector<Bucket> make_buckets(const PerfModel& model, double cap_bytes, double first_cap_bytes);
+
+}  // namespace ddpsim

@@ -1,0 +1,115 @@
+#include "model/perf_model.hpp"
+
+#include <cmath>
+
+#include "common/json_util.hpp"
+#include "embedded_h100_distilbert.hpp"
+#include "embedded_rtx3090_distilbert.hpp"
+
+namespace ddpsim {
+
+int PerfModel::max_batch(int L) const {
+  if (mem_capacity_mib <= 0) return 0;
+  int lo = 0, hi = 1;
+  while (hi < (1 << 24) && peak_mem_mib(hi, L) <= mem_capacity_mib) lo = hi, hi *= 2;
+  while (hi - lo > 1) {  // peak memory is non-decreasing in b: the fitting b form a prefix
+    const int mid = lo + (hi - lo) / 2;
+    (peak_mem_mib(mid, L) <= mem_capacity_mib ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+long long PerfModel::total_params() const {
+  long long n = 0;
+  for (const auto& l : layers) n += l.params;
+  return n;
+}
+
+namespace {
+
+double non_negative(const JsonFields& f, const char* key, double fallback) {
+  const double v = f.get<double>(key, fallback);
+  if (!(v >= 0) || !std::isfinite(v))
+    throw InputError(f.where() + ": " + key + " must be a finite number ≥ 0, got " + std::to_string(v));
+  return v;
+}
+
+PhaseTime parse_phase(const nlohmann::json& doc, const std::string& where) {
+  if (!doc.is_object()) throw InputError(where + ": expected an object {\"a\", \"beta\", \"gamma\"} (ms)");
+  JsonFields f(doc, where);
+  PhaseTime p;
+  p.a_ms = non_negative(f, "a", 0);
+  p.beta_ms = non_negative(f, "beta", 0);
+  p.gamma_ms = non_negative(f, "gamma", 0);
+  f.reject_unknown();
+  return p;
+}
+
+}  // namespace
+
+PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin) {
+  if (!doc.is_object()) throw InputError(origin + ": a performance model is a JSON object");
+  JsonFields f(doc, origin);
+  PerfModel m;
+  m.origin = origin;
+  m.name = f.require<std::string>("name");
+  m.gpu = f.get<std::string>("gpu", "");
+  m.source = f.require<std::string>("source");
+  m.forward = parse_phase(f.raw("forward_ms"), origin + ": forward_ms");
+  m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
+  m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
+  if (f.has("noise")) {
+    JsonFields n(f.raw("noise"), origin + ": noise");
+    m.noise_sigma = non_negative(n, "sigma", 0);
+    n.reject_unknown();
+  }
+  if (f.has("memory_mib")) {
+    JsonFields mem(f.raw("memory_mib"), origin + ": memory_mib");
+    m.mem_m0_mib = non_negative(mem, "m0", 0);
+    m.mem_mu_mib = non_negative(mem, "mu", 0);
+    m.mem_nu_mib = non_negative(mem, "nu", 0);
+    m.mem_capacity_mib = non_negative(mem, "capacity", 0);
+    mem.reject_unknown();
+  }
+  m.bytes_per_param = f.get<int>("gradient_bytes_per_param", 4);
+  if (m.bytes_per_param < 1) throw InputError(origin + ": gradient_bytes_per_param must be ≥ 1");
+  const auto& layers = f.raw("layers");
+  if (!layers.is_array() || layers.empty())
+    throw InputError(origin + ": layers must be a non-empty array of {name, params, bwd_fraction}");
+  double fraction_sum = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    JsonFields l(layers[i], origin + ": layers[" + std::to_string(i) + "]");
+    LayerSpec spec;
+    spec.name = l.require<std::string>("name");
+    spec.params = l.require<long long>("params");
+    if (spec.params < 1) throw InputError(l.where() + ": params must be ≥ 1");
+    spec.bwd_fraction = non_negative(l, "bwd_fraction", 0);
+    l.reject_unknown();
+    fraction_sum += spec.bwd_fraction;
+    m.layers.push_back(std::move(spec));
+  }
+  if (!(fraction_sum > 0)) throw InputError(origin + ": layers: the bwd_fraction values must not all be 0");
+  for (auto& l : m.layers) l.bwd_fraction /= fraction_sum;  // relative weights; normalised here
+  f.reject_unknown({"$comment"});
+  return m;
+}
+
+const std::vector<std::string>& builtin_model_names() {
+  static const std::vector<std::string> names = {"rtx3090-distilbert", "h100-distilbert"};
+  return names;
+}
+
+PerfModel load_perf_model(const std::string& name_or_path) {
+  if (name_or_path == "rtx3090-distilbert")
+    return parse_perf_model(parse_json(embedded::rtx3090_distilbert, "built-in rtx3090-distilbert"),
+                            "built-in rtx3090-distilbert");
+  if (name_or_path == "h100-distilbert")
+    return parse_perf_model(parse_json(embedded::h100_distilbert, "built-in h100-distilbert"),
+                            "built-in h100-distilbert");
+  if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
+    throw InputError("model \"" + name_or_path +
+                     "\": not a built-in model (rtx3090-distilbert, h100-distilbert) nor a .json file path");
+  return parse_perf_model(read_json_file(name_or_path), name_or_path);
+}
+
+}  // namespace ddpsim

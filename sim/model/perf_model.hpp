@@ -1,0 +1,70 @@
+// A GPU performance model (models/*.json): per-phase compute time and peak memory of one
+// rank's micro-batch of b samples padded to length L, the per-step noise, and the parameter
+// layout that sets the gradient buckets. The simulator charges these times; the `model`
+// cost lets a policy balance on them. Every coefficient is ≥ 0, so times and memory never
+// decrease in b or L (the min-max solver relies on it).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sched/cost.hpp"
+
+namespace ddpsim {
+
+// t(b, L) = a + β·b·L + γ·b·L², in ms.
+struct PhaseTime {
+  double a_ms = 0, beta_ms = 0, gamma_ms = 0;
+  double at(int b, int L) const { return a_ms + beta_ms * b * L + gamma_ms * double(b) * L * L; }
+};
+
+// One parameter tensor group, in registration (forward) order.
+struct LayerSpec {
+  std::string name;
+  long long params = 0;        // elements
+  double bwd_fraction = 0;     // share of backward time spent producing this layer's gradients
+};
+
+struct PerfModel {
+  std::string name;    // "rtx3090-distilbert"
+  std::string origin;  // file it came from, or "built-in NAME"
+  std::string gpu;
+  std::string source;  // how the figures were obtained, honestly
+  PhaseTime forward, backward;
+  double optimizer_ms = 0;
+  double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
+  // m(b, L) = m0 + μ·b·L + ν·b·L², in MiB; capacity bounds b_g^max.
+  double mem_m0_mib = 0, mem_mu_mib = 0, mem_nu_mib = 0, mem_capacity_mib = 0;
+  int bytes_per_param = 4;  // gradient element size
+  std::vector<LayerSpec> layers;
+
+  double fwd_ms(int b, int L) const { return forward.at(b, L); }
+  double bwd_ms(int b, int L) const { return backward.at(b, L); }
+  double compute_ms(int b, int L) const { return fwd_ms(b, L) + bwd_ms(b, L); }
+  double peak_mem_mib(int b, int L) const { return mem_m0_mib + mem_mu_mib * b * L + mem_nu_mib * double(b) * L * L; }
+  // Largest b whose peak memory at length L fits the capacity; 0 when not even one fits.
+  int max_batch(int L) const;
+  long long total_params() const;
+};
+
+// Parses and validates a model document; `origin` names it in errors.
+PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin);
+// A built-in name (rtx3090-distilbert, h100-distilbert) or a path to a model JSON file.
+PerfModel load_perf_model(const std::string& name_or_path);
+const std::vector<std::string>& builtin_model_names();
+
+// The `model` cost of the scheduler library: predicted forward + backward time (ms).
+class ModelTimeCost final : public CostModel {
+ public:
+  explicit ModelTimeCost(std::shared_ptr<const PerfModel> model) : model_(std::move(model)) {}
+  std::string name() const override { return "model"; }
+  double cost(int, int batch, int max_len) const override { return model_->compute_ms(batch, max_len); }
+
+ private:
+  std::shared_ptr<const PerfModel> model_;
+};
+
+}  // namespace ddpsim
