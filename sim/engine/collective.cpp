@@ -95,9 +95,10 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
 CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector<sg4::Host*>& hosts) {
   const std::size_t G = hosts.size();
   ranks_.assign(G, std::vector<RankPhase>(plan.phases.size()));
+  phase_done_ = sg4::Barrier::create(static_cast<unsigned>(G));
   for (std::size_t p = 0; p < plan.phases.size(); ++p) {
     const Phase& phase = plan.phases[p];
-    std::vector<double> latency(G, 0.0);
+    double latency = 0;
     for (std::size_t g = 0; g < G; ++g)
       ranks_[g][p].inbox = sg4::Mailbox::by_name("allreduce/phase" + std::to_string(p) + "/rank" + std::to_string(g));
     for (const Flow& f : phase.flows) {
@@ -107,10 +108,9 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
       std::vector<sg4::Link*> links;
       double route_latency = 0;
       hosts[src]->route_to(hosts[dst], links, &route_latency);
-      latency[src] = std::max(latency[src], route_latency);
-      latency[dst] = std::max(latency[dst], route_latency);
+      latency = std::max(latency, route_latency);
     }
-    for (std::size_t g = 0; g < G; ++g) ranks_[g][p].extra_latency_s = (phase.hops - 1) * latency[g];
+    for (std::size_t g = 0; g < G; ++g) ranks_[g][p].extra_latency_s = (phase.hops - 1) * latency;
   }
 }
 
@@ -125,6 +125,7 @@ void CollectiveRunner::run(int g, double bytes) const {
       comms.push_back(inbox->put_async(&token, static_cast<std::uint64_t>(std::llround(fraction * bytes))));
     for (int*& slot : received) comms.push_back(phase.inbox->get_async<int>(&slot));
     sg4::Comm::wait_all(comms);
+    phase_done_->wait();
     if (phase.extra_latency_s > 0) sg4::this_actor::sleep_for(phase.extra_latency_s);
   }
 }

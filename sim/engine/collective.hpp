@@ -5,14 +5,12 @@
 // and a phase of h sequential algorithm steps pays its route latency h times.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace simgrid::s4u {
-class Host;
-class Mailbox;
-}  // namespace simgrid::s4u
+#include <simgrid/forward.h>
 
 namespace ddpsim {
 
@@ -56,9 +54,10 @@ class CollectiveRunner {
     std::vector<std::pair<simgrid::s4u::Mailbox*, double>> sends;  // destination inbox, fraction
     int receives = 0;
     simgrid::s4u::Mailbox* inbox = nullptr;
-    double extra_latency_s = 0;  // (hops − 1) × the longest route latency of its flows
+    double extra_latency_s = 0;  // (hops − 1) × the phase's longest route latency
   };
   std::vector<std::vector<RankPhase>> ranks_;  // [rank][phase]
+  simgrid::s4u::BarrierPtr phase_done_;
 };
 
 }  // namespace ddpsim

@@ -1,11 +1,14 @@
 #include "eval/bench.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "common/stats.hpp"
 #include "data/lengths.hpp"
 #include "eval/balance.hpp"
+#include "eval/config.hpp"
+#include "eval/simulate.hpp"
 
 namespace ddpsim {
 
@@ -46,6 +49,51 @@ std::vector<SchedBenchResult> run_sched_bench(double scale, const std::function<
       results.push_back(
           {spec.name, run.solver, shape.G, shape.B, shape.K, decisions, mean(timed), percentile(timed, 95)});
     }
+  }
+  return results;
+}
+
+}  // namespace ddpsim
+
+namespace ddpsim {
+
+std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    const char* name;
+    int G, B, steps;
+    const char* topology;
+    const char* mode;
+    const char* algorithm;
+    double target_s;
+  };
+  static const Case cases[] = {
+      {"study (4x RTX 3090, PCIe)", 4, 48, 800, "pcie", "fast", "ring", 1.0},
+      {"study, every collective in SimGrid", 4, 48, 800, "pcie", "full", "ring", 0},
+      {"64 GPUs (8 nodes x 8)", 64, 768, 800, "cluster", "full", "ring", 30.0},
+      {"1024 GPUs (128 nodes x 8)", 1024, 16384, 200, "cluster", "fast", "hierarchical", 60.0},
+  };
+  std::vector<SimBenchResult> results;
+  for (const Case& c : cases) {
+    const int steps = std::max(2, static_cast<int>(std::lround(c.steps * scale)));
+    nlohmann::json doc = default_config_json();
+    doc["training"]["world_size"] = c.G;
+    doc["training"]["global_batch"] = c.B;
+    doc["training"]["steps"] = steps;
+    doc["platform"] = {{"topology", c.topology}};
+    doc["simulation"] = {{"mode", c.mode}, {"algorithm", c.algorithm}};
+    if (c.G > 4) doc["model"] = "h100-distilbert";
+    const Config config = parse_config(doc, std::string("bench case ") + c.name, "");
+    progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) + " policies x " +
+             std::to_string(steps) + " steps, " + c.mode + " mode");
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<int> dataset = make_length_source(config.data, config.training.max_length)->dataset(0);
+    const SimulationRun sim = simulate(config, dataset);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const auto& run : sim.runs) summarize(run);  // part of a run's cost, as `compare` pays it
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double rank_steps = double(config.policies.size()) * steps * c.G;
+    results.push_back({c.name, c.mode, c.topology, c.algorithm, c.G, steps, static_cast<int>(config.policies.size()),
+                       wall, rank_steps / wall, scale == 1.0 ? c.target_s : 0.0});
   }
   return results;
 }

@@ -1,0 +1,45 @@
+# `ddpsim run` and `compare`: the study's table, trace and summary contracts with every timed
+# column filled, byte-identical reruns, the timeline.
+source "$(dirname "$0")/lib.sh"
+expect_ok "$DDPSIM" run --steps 40 --out "$WORK/a" --timeline "$WORK/a.json" --timeline-steps 2:4
+for row in "max step time, mean (ms)" "max step time, P95 (ms)" "samples/s, mean" "samples/s, P95" "tokens/s, mean" \
+           "tokens/s, P95" "std of step time" "std of compute" "std of padded tokens" "peak memory"; do
+  grep -q "$row" "$WORK/out" || fail "run table lacks \"$row\""
+done
+grep -q "static.*minmax:buffer=64:cost=tokens" "$WORK/out" || fail "run table lacks a column per policy"
+grep -q "(-[0-9.]*%)" "$WORK/out" && fail "run shows changes; only compare should"
+expect_ok "$DDPSIM" run --steps 40 --out "$WORK/b" --timeline "$WORK/b.json" --timeline-steps 2:4
+cmp -s "$WORK/a/steps.csv" "$WORK/b/steps.csv" || fail "steps.csv differs between identical runs"
+cmp -s "$WORK/a.json" "$WORK/b.json" || fail "the timeline differs between identical runs"
+diff <(grep -v sched_us "$WORK/a/summary.json") <(grep -v sched_us "$WORK/b/summary.json") >/dev/null ||
+  fail "summary.json differs between identical runs beyond decision times"
+
+# Every column of the trace schema is filled except loss (not modelled).
+header=$(grep -v '^#' "$WORK/a/steps.csv" | head -1)
+IFS=, read -ra columns <<<"$header"
+row=$(grep -v '^#' "$WORK/a/steps.csv" | sed -n 2p)
+IFS=, read -ra values <<<"$row,"
+for i in "${!columns[@]}"; do
+  [[ ${columns[$i]} == loss ]] && continue
+  [[ -n ${values[$i]} ]] || fail "steps.csv column ${columns[$i]} is empty in: $row"
+done
+rows=$(grep -vc '^#' "$WORK/a/steps.csv")
+[[ $rows == $((1 + 40 * 4 * 6)) ]] || fail "steps.csv has $rows lines, expected header + 40 steps x 4 ranks x 6 policies"
+grep -q '^# model=built-in rtx3090-distilbert$' "$WORK/a/steps.csv" || fail "steps.csv lacks its model metadata"
+for key in mean_max_step_ms p95_max_step_ms mean_samples_per_s p95_samples_per_s mean_tokens_per_s p95_tokens_per_s \
+           mean_std_step_ms mean_std_compute_ms mean_std_padded_tokens mean_std_peak_mem_mib mean_sched_us; do
+  grep -qE "\"$key\": [0-9]" "$WORK/a/summary.json" || fail "summary.json lacks a number for $key"
+done
+grep -q '"platform"' "$WORK/a/summary.json" || fail "summary.json config lacks the platform"
+grep -q '"traceEvents"' "$WORK/a.json" || fail "timeline is not a Chrome trace"
+grep -q '"name": "allreduce bucket 0"' "$WORK/a.json" || fail "timeline lacks bucket allreduce spans"
+grep -q '"step": 1' "$WORK/a.json" && fail "timeline holds step 1, outside 2:4"
+
+expect_ok "$DDPSIM" compare --steps 40 --policies static,minmax
+grep -qE "minmax +$" "$WORK/out" || true
+grep -qE "\((\+|-)[0-9.]+%\)" "$WORK/out" || fail "compare shows no change against the first policy"
+expect_ok "$DDPSIM" run --steps 40 --set training.overlap=false --policies static --out "$WORK/c"
+a=$(grep -o '"mean_max_step_ms": [0-9.]*' "$WORK/a/summary.json" | head -1 | grep -o '[0-9.]*$')
+c=$(grep -o '"mean_max_step_ms": [0-9.]*' "$WORK/c/summary.json" | head -1 | grep -o '[0-9.]*$')
+awk -v a="$a" -v c="$c" 'BEGIN { exit !(c > a) }' || fail "overlap off ($c ms) is not slower than on ($a ms)"
+finish

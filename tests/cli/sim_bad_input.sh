@@ -1,0 +1,24 @@
+# Bad simulator input: one clear line naming the file and field, exit 1 or 2, no output left.
+source "$(dirname "$0")/lib.sh"
+out="$WORK/out_dir"
+no_output() { [[ -z $(ls -A "$out" 2>/dev/null) ]] || fail "output left behind after: $*: $(ls -A "$out")"; }
+run_bad() { expect_exit "$@" --steps 3 --out "$out" --timeline "$out/t.json"; no_output "${@:3}"; }
+
+printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1">\n<zone id="z" routing="Full">\n<host id="a" speed="1Gf"\n</zone>\n</platform>\n' >"$WORK/bad.xml"
+run_bad 1 "bad.xml: invalid SimGrid platform: .*bad.xml:6" "$DDPSIM" run \
+  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/bad.xml\",\"hosts\":[\"a\",\"a\",\"a\",\"a\"]}"
+run_bad 1 'pcie-4x-rtx3090.xml: no host "gpu9" for rank 2 \(platform.hosts\[2\]\)' "$DDPSIM" run \
+  --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\",\"gpu9\",\"gpu3\"]}"
+run_bad 1 "platform: hosts maps 2 ranks, world_size is 4" "$DDPSIM" run \
+  --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\"]}"
+run_bad 1 "missing.xml: cannot open platform file" "$DDPSIM" run \
+  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"a\",\"a\",\"a\"]}"
+printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": -2}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"
+run_bad 1 "m.json: forward_ms: beta must be a finite number ≥ 0" "$DDPSIM" run --set "model=$WORK/m.json"
+printf '{"name": "m", "source": "test",\n "forward_ms": {"a": 1,}}' >"$WORK/broken.json"
+run_bad 1 "broken.json:2:[0-9]+: invalid JSON" "$DDPSIM" run --set "model=$WORK/broken.json"
+run_bad 1 'platform: unknown key "link_gbps" \(did you mean "link_GBps"' "$DDPSIM" run --set platform.link_gbps=10
+run_bad 1 'unknown algorithm "butterfly"' "$DDPSIM" run --set simulation.algorithm=butterfly
+run_bad 1 "stragglers\[0\]: rank 7 is outside 0..3" "$DDPSIM" run --set 'simulation.stragglers=[{"rank":7,"factor":2}]'
+run_bad 2 'timeline-steps "5:2": expected FROM:TO' "$DDPSIM" run --timeline-steps 5:2
+finish

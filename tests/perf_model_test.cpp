@@ -1,0 +1,73 @@
+// Performance model files and DDP bucketing.
+#include <doctest/doctest.h>
+
+#include "common/error.hpp"
+#include "model/buckets.hpp"
+#include "model/perf_model.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+nlohmann::json minimal() {
+  return {{"name", "m"},
+          {"source", "test"},
+          {"forward_ms", {{"a", 1.0}, {"beta", 0.01}, {"gamma", 0.001}}},
+          {"backward_ms", {{"a", 2.0}, {"beta", 0.02}}},
+          {"optimizer_ms", 3.0},
+          {"layers",
+           {{{"name", "a"}, {"params", 1000}, {"bwd_fraction", 1}}, {{"name", "b"}, {"params", 3000}, {"bwd_fraction", 3}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("phase times follow a + beta b L + gamma b L^2") {
+  const PerfModel m = parse_perf_model(minimal(), "m.json");
+  CHECK(m.fwd_ms(4, 10) == doctest::Approx(1.0 + 0.01 * 40 + 0.001 * 400));
+  CHECK(m.bwd_ms(4, 10) == doctest::Approx(2.0 + 0.02 * 40));
+  CHECK(m.layers[1].bwd_fraction == doctest::Approx(0.75));  // weights are normalised
+}
+
+TEST_CASE("the built-in models load and describe DistilBERT") {
+  for (const auto& name : builtin_model_names()) {
+    const PerfModel m = load_perf_model(name);
+    CHECK(m.total_params() == 66955010);  // distilbert-base-uncased + sequence-classification head
+    CHECK(m.source.find("not profiled") != std::string::npos);
+    CHECK(m.max_batch(256) > 64);
+  }
+}
+
+TEST_CASE("DDP buckets: reverse layer order, a small first bucket, caps close a bucket") {
+  const PerfModel m = load_perf_model("rtx3090-distilbert");
+  constexpr double MiB = 1024.0 * 1024.0;
+  const auto buckets = make_buckets(m, 25 * MiB, 1 * MiB);
+  double total = 0, previous = 0;
+  for (const Bucket& b : buckets) {
+    total += b.bytes;
+    CHECK(b.ready_fraction > previous);
+    previous = b.ready_fraction;
+  }
+  CHECK(total == doctest::Approx(66955010.0 * 4));
+  CHECK(buckets.front().bytes >= 1 * MiB);
+  CHECK(buckets.front().bytes < 25 * MiB);
+  CHECK(buckets.back().bytes > 89 * MiB);  // the word embeddings, the last gradient, alone
+  CHECK(buckets.back().ready_fraction == 1.0);
+  CHECK(make_buckets(m, 1e12, 1e12).size() == 1);
+}
+
+TEST_CASE("malformed model files are named with the field at fault") {
+  auto broken = minimal();
+  broken["forward_ms"]["beta"] = -1;
+  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("m.json: forward_ms: beta must be"),
+                       InputError);
+  broken = minimal();
+  broken["forward_ms"]["delta"] = 1;
+  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("unknown key \"delta\""), InputError);
+  broken = minimal();
+  broken.erase("source");
+  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("missing key \"source\""), InputError);
+  broken = minimal();
+  broken["layers"][1]["params"] = "many";
+  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("m.json: layers[1]"), InputError);
+  CHECK_THROWS_WITH_AS(load_perf_model("/nonexistent/model.json"), doctest::Contains("cannot open"), InputError);
+}

@@ -1,0 +1,152 @@
+// The SimGrid step engine against hand-computed step times, in both modes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "engine/collective.hpp"
+#include "engine/step_sim.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+constexpr double GBps = 24, LATENCY_US = 5;
+const std::vector<Bucket> BUCKETS = {{4e6, 0.25}, {20e6, 0.6}, {100e6, 1.0}};
+
+EngineSetup pcie_setup(const std::string& mode, bool overlap) {
+  EngineSetup s;
+  s.G = 4;
+  s.platform.topology = "pcie";
+  s.platform.link_GBps = GBps;
+  s.platform.latency_us = LATENCY_US;
+  s.platform.host_GBps = 0;  // no shared root complex: each ring flow has its links to itself
+  s.buckets = BUCKETS;
+  s.overlap = overlap;
+  s.mode = mode;
+  return s;
+}
+
+// The α–β ring: 2(G−1) steps, each one route latency (two links), moving 2(G−1)/G of S.
+double ring_ms(int G, double bytes) {
+  const double route_latency_s = 2 * LATENCY_US * 1e-6;
+  return (2.0 * (G - 1) * route_latency_s + 2.0 * (G - 1) / G * bytes / (GBps * 1e9)) * 1e3;
+}
+
+PolicyWork equal_work(int G, int steps, RankWork w) {
+  PolicyWork p;
+  p.steps = steps;
+  p.work.assign(static_cast<std::size_t>(G * steps), w);
+  return p;
+}
+
+const RankWork WORK{0.0, /*fwd_ms=*/10.0, /*bwd_ms=*/30.0, /*opt_ms=*/2.0};
+
+}  // namespace
+
+TEST_CASE("an allreduce alone takes the ring's alpha-beta time") {
+  for (const char* mode : {"fast", "full"}) {
+    const auto ms = measure_allreduce_ms(pcie_setup(mode, true), {4e6, 100e6});
+    CHECK(ms.at(4e6) == doctest::Approx(ring_ms(4, 4e6)).epsilon(1e-9));
+    CHECK(ms.at(100e6) == doctest::Approx(ring_ms(4, 100e6)).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("without overlap a step is forward + backward + every bucket's allreduce + optimizer") {
+  double all_buckets = 0;
+  for (const Bucket& b : BUCKETS) all_buckets += ring_ms(4, b.bytes);
+  for (const char* mode : {"fast", "full"}) {
+    CAPTURE(mode);
+    const auto result = simulate_steps(pcie_setup(mode, false), {equal_work(4, 3, WORK)});
+    for (const RankTiming& t : result.policies[0].timing) {
+      CHECK(t.step_ms == doctest::Approx(10.0 + 30.0 + all_buckets + 2.0).epsilon(1e-9));
+      CHECK(t.comm_wait_ms == doctest::Approx(all_buckets).epsilon(1e-9));
+      CHECK(t.fwd_ms == doctest::Approx(10.0));
+      CHECK(t.bwd_ms == doctest::Approx(30.0));
+    }
+  }
+}
+
+TEST_CASE("overlap hides the early buckets behind backward but never the last one") {
+  double serial = 10.0 + 30.0 + 2.0;
+  for (const Bucket& b : BUCKETS) serial += ring_ms(4, b.bytes);
+  const double floor = 10.0 + 30.0 + ring_ms(4, BUCKETS.back().bytes) + 2.0;
+  SUBCASE("backward long enough to hide the early buckets: exactly the floor") {
+    for (const char* mode : {"fast", "full"}) {
+      const auto result = simulate_steps(pcie_setup(mode, true), {equal_work(4, 3, WORK)});
+      for (const RankTiming& t : result.policies[0].timing) {
+        CHECK(t.step_ms < serial);
+        CHECK(t.step_ms == doctest::Approx(floor).epsilon(1e-9));
+      }
+    }
+  }
+  SUBCASE("short backward: the buckets queue behind each other") {
+    RankWork quick = WORK;
+    quick.bwd_ms = 1.0;
+    double queued = 10.0 + 0.6 * 1.0;  // bucket 1 is the first whose start is its own ready time...
+    queued = std::max(10.0 + 0.25 + ring_ms(4, 4e6), queued) + ring_ms(4, 20e6);  // ...after bucket 0 ends
+    queued = std::max(queued, 10.0 + 1.0) + ring_ms(4, 100e6) + 2.0;
+    for (const char* mode : {"fast", "full"}) {
+      const auto result = simulate_steps(pcie_setup(mode, true), {equal_work(4, 2, quick)});
+      for (const RankTiming& t : result.policies[0].timing) {
+        CHECK(t.step_ms >= 10.0 + 1.0 + ring_ms(4, 100e6) + 2.0);
+        CHECK(t.step_ms == doctest::Approx(queued).epsilon(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("a slow rank holds every rank's step while only its compute grows") {
+  PolicyWork p = equal_work(4, 4, WORK);
+  for (int t = 0; t < 4; ++t) {
+    p.work[static_cast<std::size_t>(t * 4 + 2)].fwd_ms *= 1.5;
+    p.work[static_cast<std::size_t>(t * 4 + 2)].bwd_ms *= 1.5;
+  }
+  for (const char* mode : {"fast", "full"}) {
+    CAPTURE(mode);
+    const auto timing = simulate_steps(pcie_setup(mode, true), {p}).policies[0].timing;
+    for (int t = 0; t < 4; ++t) {
+      const auto& slow = timing[static_cast<std::size_t>(t * 4 + 2)];
+      CHECK(slow.fwd_ms + slow.bwd_ms == doctest::Approx(60.0));
+      for (int g : {0, 1, 3}) {
+        const auto& r = timing[static_cast<std::size_t>(t * 4 + g)];
+        CHECK(r.fwd_ms + r.bwd_ms == doctest::Approx(40.0));
+        CHECK(r.step_ms == doctest::Approx(slow.step_ms).epsilon(1e-9));  // the wait hides the straggler
+        CHECK(r.comm_wait_ms > slow.comm_wait_ms + 19.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("tree and hierarchical allreduce agree between fast and full mode") {
+  EngineSetup s;
+  s.G = 16;
+  s.platform.topology = "cluster";
+  s.platform.gpus_per_node = 4;
+  s.platform.nodes_per_leaf = 2;
+  s.platform.link_GBps = 450;
+  s.platform.latency_us = 2;
+  s.buckets = BUCKETS;
+  for (const char* algorithm : {"ring", "tree", "hierarchical"}) {
+    CAPTURE(std::string(algorithm));
+    s.algorithm = algorithm;
+    PolicyWork p = equal_work(16, 3, WORK);
+    for (std::size_t i = 0; i < p.work.size(); ++i) p.work[i].bwd_ms += double(i % 7);  // uneven ranks
+    s.mode = "fast";
+    const auto fast = simulate_steps(s, {p}).policies[0].timing;
+    s.mode = "full";
+    const auto full = simulate_steps(s, {p}).policies[0].timing;
+    for (std::size_t i = 0; i < fast.size(); ++i) CHECK(full[i].step_ms == doctest::Approx(fast[i].step_ms).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("hierarchical allreduce: reduce-scatter, across nodes on every rail, all-gather") {
+  const auto plan = make_allreduce("hierarchical", {0, 0, 0, 1, 1, 1});
+  REQUIRE(plan.phases.size() == 3);
+  CHECK(plan.phases[0].flows.size() == 6);  // two rings of three inside the nodes
+  CHECK(plan.phases[0].flows[0].fraction == doctest::Approx(2.0 / 3));
+  CHECK(plan.phases[1].flows.size() == 6);  // three rails of two nodes
+  CHECK(plan.phases[1].flows[0].fraction == doctest::Approx(2.0 * 1 / 2 / 3));
+  CHECK(plan.phases[1].hops == 2);
+  CHECK_THROWS(make_allreduce("hierarchical", {0, 1, 0, 1}));
+  CHECK_THROWS(make_allreduce("butterfly", {0, 0}));
+}
