@@ -7,7 +7,7 @@
 
 #include "common/error.hpp"
 #include "data/lengths.hpp"
-#include "eval/balance.hpp"
+#include "report/policy_run.hpp"
 #include "sched/scheduler.hpp"
 
 using namespace ddpsim;

@@ -6,9 +6,9 @@
 
 #include "cli/config_args.hpp"
 #include "common/error.hpp"
-#include "eval/balance.hpp"
+#include "report/policy_run.hpp"
 #include "eval/config.hpp"
-#include "eval/outputs.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim::cli {
 

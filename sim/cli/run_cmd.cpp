@@ -10,7 +10,7 @@
 #include "cli/config_args.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "eval/outputs.hpp"
+#include "report/outputs.hpp"
 #include "eval/simulate.hpp"
 
 namespace ddpsim::cli {

@@ -6,7 +6,7 @@
 
 #include "common/stats.hpp"
 #include "data/lengths.hpp"
-#include "eval/balance.hpp"
+#include "report/policy_run.hpp"
 #include "eval/config.hpp"
 #include "eval/simulate.hpp"
 

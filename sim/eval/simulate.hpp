@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/step_sim.hpp"
-#include "eval/balance.hpp"
+#include "report/policy_run.hpp"
 #include "eval/config.hpp"
 
 namespace ddpsim {

@@ -1,4 +1,4 @@
-#include "eval/outputs.hpp"
+#include "report/outputs.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "eval/balance.hpp"
+#include "report/policy_run.hpp"
 
 #include <algorithm>
 #include <chrono>

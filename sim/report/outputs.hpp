@@ -8,8 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "eval/balance.hpp"
-#include "eval/config.hpp"
+#include <nlohmann/json.hpp>
+
+#include "report/policy_run.hpp"
 
 namespace ddpsim {
 

@@ -1,4 +1,4 @@
-// Token-level evaluation of a policy: run it for N steps over a dataset's lengths and record
+// Token-level run of a policy: run it for N steps over a dataset's lengths and record
 // what each rank got. Timing columns stay NaN (written empty) until the simulator fills them.
 #pragma once
 
