@@ -34,7 +34,7 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
   for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
   for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
   out += "\n";
-  // A missing measurement is an empty field, never 0; loss is not modelled.
+  // A missing measurement is an empty field, never 0.
   auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
   for (const auto& run : runs) {
     for (const RankStep& r : run.rows) {
@@ -42,7 +42,8 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
              std::to_string(r.batch_size) + "," + std::to_string(r.max_len) + "," + std::to_string(r.real_tokens) +
              "," + std::to_string(r.padded_tokens) + "," + ms(r.fwd_ms) + "," + ms(r.bwd_ms) + "," +
              ms(r.comm_wait_ms) + "," + ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
-             (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + ",," +
+             (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + "," +
+             (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," +
              std::to_string(r.global_batch) + "," + format("%.6f", r.loss_weight) + "\n";
     }
   }

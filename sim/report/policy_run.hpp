@@ -28,6 +28,7 @@ struct RankStep {
   double fwd_ms = NOT_MEASURED, bwd_ms = NOT_MEASURED, comm_wait_ms = NOT_MEASURED, opt_ms = NOT_MEASURED;
   double step_ms = NOT_MEASURED;  // wall time from the rank's previous step end, waiting included
   double peak_mem_mib = NOT_MEASURED;
+  double loss = NOT_MEASURED;  // the rank's mean loss (measured runs only)
 };
 
 struct PolicyRun {

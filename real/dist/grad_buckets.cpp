@@ -1,0 +1,95 @@
+#include "dist/grad_buckets.hpp"
+
+namespace ddptrain {
+
+GradBuckets::GradBuckets(std::vector<torch::Tensor> params, Communicator& comm, double cap_bytes,
+                         double first_cap_bytes)
+    : params_(std::move(params)), comm_(comm), slots_(params_.size()), seen_(params_.size(), false) {
+  std::vector<std::size_t> current;
+  double bytes = 0;
+  std::int64_t numel = 0;
+  auto close = [&] {
+    Bucket b;
+    b.params = current;
+    b.flat = torch::zeros({numel}, params_[current.front()].options());
+    buckets_.push_back(std::move(b));
+    current.clear();
+    bytes = 0;
+    numel = 0;
+  };
+  for (std::size_t i = params_.size(); i-- > 0;) {
+    slots_[i] = {buckets_.size(), static_cast<std::size_t>(numel)};
+    current.push_back(i);
+    numel += params_[i].numel();
+    bytes += double(params_[i].numel()) * double(params_[i].element_size());
+    if (bytes >= (buckets_.empty() ? first_cap_bytes : cap_bytes)) close();
+  }
+  if (!current.empty()) close();
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    params_[i].register_hook([this, i](torch::Tensor grad) { on_gradient(i, grad); });
+}
+
+std::vector<double> GradBuckets::plan_bytes(const std::vector<torch::Tensor>& params, double cap_bytes,
+                                            double first_cap_bytes) {
+  std::vector<double> sizes;
+  double bytes = 0;
+  for (std::size_t i = params.size(); i-- > 0;) {
+    bytes += double(params[i].numel()) * double(params[i].element_size());
+    if (bytes >= (sizes.empty() ? first_cap_bytes : cap_bytes)) sizes.push_back(bytes), bytes = 0;
+  }
+  if (bytes > 0) sizes.push_back(bytes);
+  return sizes;
+}
+
+double GradBuckets::bucket_bytes(std::size_t b) const {
+  return double(buckets_[b].flat.numel()) * double(buckets_[b].flat.element_size());
+}
+
+void GradBuckets::prepare() {
+  for (auto& b : buckets_) {
+    b.flat.zero_();
+    b.ready = 0;
+    b.work.reset();
+  }
+  std::fill(seen_.begin(), seen_.end(), false);
+  next_launch_ = 0;
+}
+
+void GradBuckets::on_gradient(std::size_t param, const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Slot& slot = slots_[param];
+  Bucket& bucket = buckets_[slot.bucket];
+  bucket.flat.narrow(0, static_cast<std::int64_t>(slot.offset), grad.numel()).add_(grad.reshape({-1}));
+  if (!seen_[param]) {
+    seen_[param] = true;
+    bucket.ready++;
+  }
+  launch_ready();
+}
+
+void GradBuckets::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    Bucket& b = buckets_[next_launch_++];
+    if (comm_.size() > 1) b.work = comm_.allreduce_sum(b.flat);
+  }
+}
+
+void GradBuckets::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& b : buckets_) b.ready = b.params.size();  // parameters without gradients stay zero
+    launch_ready();
+  }
+  const double scale = 1.0 / comm_.size();
+  for (auto& b : buckets_) {
+    if (b.work) b.work->wait();
+    if (comm_.size() > 1) b.flat.mul_(scale);
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Slot& slot = slots_[i];
+    auto reduced = buckets_[slot.bucket].flat.narrow(0, static_cast<std::int64_t>(slot.offset), params_[i].numel());
+    params_[i].mutable_grad() = reduced.view(params_[i].sizes()).clone();
+  }
+}
+
+}  // namespace ddptrain

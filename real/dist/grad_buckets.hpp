@@ -1,0 +1,59 @@
+// Gradient synchronisation as PyTorch DDP does it, small enough to read: parameters in reverse
+// registration order fill buckets (first one 1 MiB, then 25 MiB by default); an autograd hook
+// on each parameter copies its gradient into its bucket's flat buffer, and once a bucket is
+// full its allreduce starts — in bucket order, as DDP requires — while backward goes on.
+// finish() waits, averages over the ranks and hands each parameter its reduced gradient.
+// (LibTorch's own Reducer has no stable C++ API across 1.13 and 2.x, hence this class.)
+#pragma once
+
+#include <mutex>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "dist/comm.hpp"
+
+namespace ddptrain {
+
+class GradBuckets {
+ public:
+  // Registers one hook per parameter; `comm` must outlive this object.
+  GradBuckets(std::vector<torch::Tensor> params, Communicator& comm, double cap_bytes, double first_cap_bytes);
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
+
+  // Call before each backward: clears the buffers and readiness.
+  void prepare();
+  // Call after backward: launches buckets that never filled (unused parameters count as zero),
+  // waits for all, and sets each parameter's .grad to the mean over ranks.
+  void finish();
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+  // The bucket sizes (bytes) DDP's assignment gives these parameters, in reduction order.
+  static std::vector<double> plan_bytes(const std::vector<torch::Tensor>& params, double cap_bytes,
+                                        double first_cap_bytes);
+  double bucket_bytes(std::size_t b) const;
+
+ private:
+  struct Slot {
+    std::size_t bucket, offset;  // where this parameter's gradient lives
+  };
+  struct Bucket {
+    torch::Tensor flat;
+    std::vector<std::size_t> params;
+    std::size_t ready = 0;
+    WorkPtr work;
+  };
+  void on_gradient(std::size_t param, const torch::Tensor& grad);
+  void launch_ready();
+
+  std::vector<torch::Tensor> params_;
+  Communicator& comm_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::vector<bool> seen_;
+  std::size_t next_launch_ = 0;
+  std::mutex mutex_;  // hooks may run on autograd's device threads
+};
+
+}  // namespace ddptrain

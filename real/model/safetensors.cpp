@@ -1,0 +1,134 @@
+#include "model/safetensors.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace ddptrain {
+
+namespace {
+
+struct DType {
+  const char* name;
+  torch::ScalarType type;
+  std::size_t bytes;
+};
+constexpr DType DTYPES[] = {{"F32", torch::kFloat32, 4}, {"F16", torch::kFloat16, 2}, {"BF16", torch::kBFloat16, 2},
+                            {"F64", torch::kFloat64, 8}, {"I64", torch::kInt64, 8},     {"I32", torch::kInt32, 4}};
+
+const DType& dtype_named(const std::string& name, const std::string& where) {
+  for (const auto& d : DTYPES)
+    if (name == d.name) return d;
+  throw std::runtime_error(where + ": unsupported dtype \"" + name + "\" (supported: F32, F16, BF16, F64, I64, I32)");
+}
+
+const DType& dtype_of(torch::ScalarType type) {
+  for (const auto& d : DTYPES)
+    if (type == d.type) return d;
+  throw std::runtime_error(std::string("safetensors: cannot write dtype ") + c10::toString(type));
+}
+
+std::string shape_text(c10::IntArrayRef shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open safetensors file");
+  const auto file_size = std::filesystem::file_size(path);
+  unsigned char size_bytes[8];
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) throw std::runtime_error(path + ": shorter than 8 bytes");
+  std::uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | size_bytes[i];
+  if (header_size > file_size - 8) throw std::runtime_error(path + ": header size " + std::to_string(header_size) + " exceeds the file");
+  std::string header(header_size, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_size));
+  nlohmann::json doc = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) throw std::runtime_error(path + ": header is not a JSON object");
+  const std::uint64_t data_start = 8 + header_size, data_size = file_size - data_start;
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& [name, entry] : doc.items()) {
+    if (name == "__metadata__") continue;
+    const std::string where = path + ": tensor \"" + name + "\"";
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+      throw std::runtime_error(where + ": expected {dtype, shape, data_offsets}");
+    const DType& dtype = dtype_named(entry["dtype"].get<std::string>(), where);
+    const auto shape = entry["shape"].get<std::vector<std::int64_t>>();
+    const auto offsets = entry["data_offsets"].get<std::vector<std::uint64_t>>();
+    std::uint64_t count = 1;
+    for (auto d : shape) count *= static_cast<std::uint64_t>(d);
+    if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+        offsets[1] - offsets[0] != count * dtype.bytes)
+      throw std::runtime_error(where + ": data_offsets do not match its shape " + shape_text(shape) + " and dtype");
+    auto t = torch::empty(shape, torch::TensorOptions().dtype(dtype.type));
+    in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(offsets[1] - offsets[0]));
+    if (!in) throw std::runtime_error(where + ": file ends inside its data");
+    tensors.emplace(name, std::move(t));  // safetensors is little-endian, like every host LibTorch runs on
+  }
+  return tensors;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  std::uint64_t offset = 0;
+  std::vector<torch::Tensor> data;
+  for (const auto& [name, tensor] : tensors) {
+    const auto t = tensor.detach().to(torch::kCPU).contiguous();
+    const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * dtype_of(t.scalar_type()).bytes;
+    header[name] = {{"dtype", dtype_of(t.scalar_type()).name}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(t);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned, as the reference writer does
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    unsigned char size_bytes[8];
+    std::uint64_t n = text.size();
+    for (int i = 0; i < 8; ++i, n >>= 8) size_bytes[i] = static_cast<unsigned char>(n & 0xff);
+    out.write(reinterpret_cast<const char*>(size_bytes), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& t : data)
+      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+    if (!out.flush()) {
+      std::filesystem::remove(temp);
+      throw std::runtime_error(path + ": write failed");
+    }
+  }
+  std::filesystem::rename(temp, path);
+}
+
+LoadReport load_parameters(torch::nn::Module& module, const std::string& path) {
+  const auto tensors = read_safetensors(path);
+  LoadReport report;
+  torch::NoGradGuard no_grad;
+  auto params = module.named_parameters();
+  for (auto& p : params) {
+    const auto it = tensors.find(p.key());
+    if (it == tensors.end()) {
+      report.absent.push_back(p.key());
+      continue;
+    }
+    if (it->second.sizes() != p.value().sizes())
+      throw std::runtime_error(path + ": tensor \"" + p.key() + "\" has shape " + shape_text(it->second.sizes()) +
+                               ", the model expects " + shape_text(p.value().sizes()));
+    p.value().copy_(it->second.to(p.value().dtype()));
+    report.loaded++;
+  }
+  report.unused = static_cast<int>(tensors.size()) - report.loaded;
+  return report;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,298 @@
+#include "train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "model/safetensors.hpp"
+#include "report/outputs.hpp"
+#include "train/step_timer.hpp"
+
+namespace ddptrain {
+
+namespace {
+
+torch::Device pick_device(const std::string& wanted, int rank) {
+  if (wanted == "cpu") return torch::kCPU;
+  const bool cuda = torch::cuda::is_available();
+  if (wanted == "cuda" && !cuda) throw ddpsim::InputError("--device cuda: no CUDA device is visible to this LibTorch");
+  if (wanted != "auto" && wanted != "cuda") throw ddpsim::UsageError("--device is auto, cpu or cuda, got \"" + wanted + "\"");
+  if (!cuda) return torch::kCPU;
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % static_cast<int>(torch::cuda::device_count())));
+}
+
+// A 64-bit digest of a step's allocation: ranks whose plans differ get different digests.
+std::int64_t plan_digest(const ddpsim::StepPlan& plan) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+  for (const auto& batch : plan.batches) {
+    mix(batch.size());
+    for (const auto& s : batch) mix(static_cast<std::uint64_t>(s.index) * 31 + static_cast<std::uint64_t>(s.epoch));
+  }
+  return static_cast<std::int64_t>(h >> 1);
+}
+
+// The α–β ring allreduce time of every bucket, back to back (no overlap): what --emulate-ranks
+// charges for communication it cannot run.
+double modelled_allreduce_ms(const std::vector<double>& bucket_bytes, int G, double GBps, double latency_us) {
+  if (G < 2) return 0.0;
+  double ms = 0;
+  for (double bytes : bucket_bytes)
+    ms += (2.0 * (G - 1) * latency_us * 1e-6 + 2.0 * (G - 1) / G * bytes / (GBps * 1e9)) * 1e3;
+  return ms;
+}
+
+constexpr int METRICS = 11;  // per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, spare
+
+}  // namespace
+
+Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::ostream& log)
+    : opt_(std::move(options)), comm_(std::move(comm)), log_(log), device_(torch::kCPU) {
+  rank_ = comm_ ? comm_->rank() : 0;
+  G_ = comm_ ? comm_->size() : std::max(1, opt_.emulate_ranks);
+  if (comm_ && opt_.emulate_ranks > 0) throw ddpsim::UsageError("--emulate-ranks runs in one process: start one rank only");
+  device_ = pick_device(opt_.device, rank_);
+
+  if (!opt_.synthetic_lengths.empty()) {
+    data_ = synthetic_data(opt_.synthetic_lengths, opt_.synthetic_samples, 30522, opt_.max_length, opt_.seed);
+    dev_ = synthetic_data(opt_.synthetic_lengths, 256, 30522, opt_.max_length, opt_.seed + 1);
+  } else {
+    if (opt_.data.empty() || opt_.vocab.empty())
+      throw ddpsim::UsageError("give --data TSV and --vocab VOCAB, or --synthetic-lengths HIST");
+    data_ = load_glue(opt_.data, opt_.vocab, opt_.max_length);
+    if (!opt_.dev.empty()) dev_ = load_glue(opt_.dev, opt_.vocab, opt_.max_length);
+  }
+  lengths_ = data_.lengths;
+  shape_.G = G_;
+  shape_.B = opt_.global_batch;
+  shape_.max_length = opt_.max_length;
+  shape_.b_max = opt_.b_max;
+  shape_.seed = opt_.seed;
+  policy_ = ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_);
+  sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
+  buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
+
+  auto config = DistilBertConfig::named(opt_.model_size);
+  if (opt_.dropout >= 0) config.dropout = config.attention_dropout = config.classifier_dropout = opt_.dropout;
+  if (opt_.max_length > config.max_positions)
+    throw ddpsim::InputError("--max-length " + std::to_string(opt_.max_length) + " exceeds the model's " +
+                             std::to_string(config.max_positions) + " positions");
+  model_ = DistilBertForSequenceClassification(config, opt_.seed);
+  if (!opt_.weights.empty()) {
+    const auto report = load_parameters(*model_, opt_.weights);
+    log_ << "weights: " << report.loaded << " tensors from " << opt_.weights << ", " << report.absent.size()
+         << " model tensors not in the file (random init)";
+    if (report.unused) log_ << ", " << report.unused << " file tensors unused";
+    log_ << "\n";
+  } else {
+    log_ << "weights: none given, random initialisation (N(0, 0.02))\n";
+  }
+  model_->to(device_);
+  if (comm_ && G_ > 1) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters()) comm_->broadcast(p, /*root=*/0);  // every rank starts from rank 0's weights
+    std::vector<torch::Tensor> params = model_->parameters();
+    constexpr double MiB = 1024.0 * 1024.0;
+    buckets_ = std::make_unique<GradBuckets>(params, *comm_, opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
+  }
+  if (opt_.emulate_ranks > 0) {
+    constexpr double MiB = 1024.0 * 1024.0;
+    const auto sizes = GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
+    emulated_allreduce_ms_ = modelled_allreduce_ms(sizes, G_, opt_.emulate_link_GBps, opt_.emulate_latency_us);
+  }
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      model_->parameters(), torch::optim::AdamWOptions(opt_.lr).weight_decay(opt_.weight_decay));
+  torch::manual_seed(opt_.seed + 1000 + static_cast<std::uint64_t>(rank_));  // each rank its own dropout stream
+  if (!opt_.resume.empty()) load_checkpoint(opt_.resume);
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::lr_at(int step) const {
+  const int warmup = static_cast<int>(std::ceil(opt_.warmup * opt_.steps));
+  if (step < warmup) return opt_.lr * (step + 1) / warmup;
+  return opt_.lr * std::max(0.0, double(opt_.steps - step) / std::max(1, opt_.steps - warmup));
+}
+
+void Trainer::plan_next(ddpsim::StepPlan& plan) {
+  buffers_->fill_all(policy_->buffer_size());
+  const auto start = std::chrono::steady_clock::now();
+  policy_->plan(*buffers_, plan);
+  decision_us_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+}
+
+double Trainer::step() {
+  StepTimer timer(device_);
+  timer.reset_peak_memory();
+  timer.mark(0);
+  ddpsim::StepPlan plan;
+  plan_next(plan);
+  if (comm_ && G_ > 1) {  // all ranks decided alone; prove they decided alike
+    const auto digests = comm_->allgather(torch::tensor({plan_digest(plan)}, torch::kInt64));
+    if (!digests.eq(digests[0]).all().item<bool>())
+      throw std::runtime_error("step " + std::to_string(step_) + ": ranks reached different batch allocations");
+  }
+  for (auto& group : optimizer_->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(step_));
+  optimizer_->zero_grad();
+  model_->train();
+
+  // This process's ranks: its own, or all G when emulating.
+  const int first = comm_ ? rank_ : 0, last = comm_ ? rank_ + 1 : G_;
+  std::vector<double> fwd(G_, 0), bwd(G_, 0), loss(G_, 0), mem(G_, 0);
+  std::vector<Batch> batches(static_cast<std::size_t>(G_));
+  if (buckets_) buckets_->prepare();
+  for (int g = first; g < last; ++g) {
+    const auto gi = static_cast<std::size_t>(g);
+    batches[gi] = collate(data_, plan.batches[gi], device_);
+    const std::size_t m = 1 + 3 * gi;
+    timer.reset_peak_memory();
+    timer.mark(m);
+    const auto logits = model_(batches[gi].ids, batches[gi].mask);
+    const auto mean_loss = torch::nn::functional::cross_entropy(logits, batches[gi].labels);
+    timer.mark(m + 1);
+    // L̃_g = L_g · G·b_g/B_t; the allreduce averages over G (emulation divides by G itself).
+    const double weight = plan.loss_weights[gi] / (comm_ ? 1.0 : G_);
+    (mean_loss * weight).backward();
+    timer.mark(m + 2);
+    fwd[gi] = timer.ms(m, m + 1);
+    bwd[gi] = timer.ms(m + 1, m + 2);
+    loss[gi] = mean_loss.item<double>();
+    mem[gi] = timer.peak_memory_mib();
+  }
+  const std::size_t wait_start = 1 + 3 * static_cast<std::size_t>(last), wait_end = wait_start + 1, opt_end = wait_start + 2;
+  timer.mark(wait_start);
+  if (buckets_) buckets_->finish();
+  timer.mark(wait_end);
+  if (opt_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), opt_.clip_norm);
+  optimizer_->step();
+  timer.mark(opt_end);
+  const double opt_ms = timer.ms(wait_end, opt_end);
+
+  // Every rank's row: gathered from the ranks, or all computed here when emulating.
+  torch::Tensor metrics = torch::zeros({G_, METRICS}, torch::kFloat64);
+  auto put = [&](int g, double comm_wait, double step_ms) {
+    const auto gi = static_cast<std::size_t>(g);
+    const double values[METRICS] = {fwd[gi], bwd[gi], comm_wait, opt_ms, step_ms, mem[gi], loss[gi], 0, 0, 0, 0};
+    for (int k = 0; k < METRICS; ++k) metrics[g][k] = values[k];
+  };
+  if (comm_) {
+    const std::size_t my_bwd_end = 3 + 3 * static_cast<std::size_t>(rank_);
+    put(rank_, timer.ms(my_bwd_end, wait_end), timer.ms(0, opt_end));
+    metrics = comm_->allgather(metrics[rank_]);
+  } else if (opt_.emulate_ranks > 0) {
+    double slowest = 0;
+    for (int g = 0; g < G_; ++g) slowest = std::max(slowest, fwd[static_cast<std::size_t>(g)] + bwd[static_cast<std::size_t>(g)]);
+    const double step_ms = slowest + emulated_allreduce_ms_ + opt_ms;
+    for (int g = 0; g < G_; ++g)
+      put(g, step_ms - fwd[static_cast<std::size_t>(g)] - bwd[static_cast<std::size_t>(g)] - opt_ms, step_ms);
+  } else {
+    put(0, timer.ms(3, wait_end), timer.ms(0, opt_end));
+  }
+  const auto m = metrics.to(torch::kCPU);
+  for (int g = 0; g < G_; ++g) {
+    const auto gi = static_cast<std::size_t>(g);
+    ddpsim::RankStep row;
+    row.step = step_;
+    row.rank = g;
+    row.batch_size = static_cast<int>(plan.batches[gi].size());
+    for (const auto& s : plan.batches[gi]) {
+      row.max_len = std::max(row.max_len, s.len);
+      row.real_tokens += s.len;
+    }
+    row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
+    row.global_batch = plan.global_batch;
+    row.loss_weight = plan.loss_weights[gi];
+    row.fwd_ms = m[g][0].item<double>();
+    row.bwd_ms = m[g][1].item<double>();
+    row.comm_wait_ms = m[g][2].item<double>();
+    row.opt_ms = m[g][3].item<double>();
+    row.step_ms = m[g][4].item<double>();
+    row.peak_mem_mib = m[g][5].item<double>();
+    row.loss = m[g][6].item<double>();
+    rows_.push_back(row);
+  }
+  losses_.push_back(loss[static_cast<std::size_t>(first)]);
+  step_++;
+  return loss[static_cast<std::size_t>(first)];
+}
+
+double Trainer::evaluate() {
+  torch::Tensor accuracy = torch::zeros({1}, torch::kFloat64);
+  if (rank_ == 0 && !dev_.ids.empty()) {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    std::int64_t correct = 0;
+    std::vector<ddpsim::Sample> chunk;
+    for (std::size_t i = 0; i < dev_.ids.size(); i += 64) {
+      chunk.clear();
+      for (std::size_t j = i; j < std::min(dev_.ids.size(), i + 64); ++j)
+        chunk.push_back({static_cast<std::int64_t>(j), 0, dev_.lengths[j]});
+      const Batch b = collate(dev_, chunk, device_);
+      correct += model_(b.ids, b.mask).argmax(1).eq(b.labels).sum().item<std::int64_t>();
+    }
+    accuracy[0] = double(correct) / double(dev_.ids.size());
+  }
+  if (comm_ && G_ > 1) comm_->broadcast(accuracy, /*root=*/0);
+  const double value = accuracy[0].item<double>();
+  accuracy_.emplace_back(step_, value);
+  return value;
+}
+
+void Trainer::run() {
+  const auto start = std::chrono::steady_clock::now();
+  while (step_ < opt_.steps) {
+    const double loss = step();
+    if (rank_ == 0 && (step_ % std::max(1, opt_.log_every) == 0 || step_ == opt_.steps)) {
+      const auto& r = rows_.back();
+      log_ << "step " << step_ << "/" << opt_.steps << "  loss " << loss << "  lr " << lr_at(step_ - 1) << "  step "
+           << r.step_ms << " ms  "
+           << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
+    }
+    if (opt_.eval_every > 0 && step_ % opt_.eval_every == 0 && step_ < opt_.steps && !dev_.ids.empty()) {
+      const double acc = evaluate();
+      if (rank_ == 0) log_ << "step " << step_ << "  dev accuracy " << acc << "\n";
+    }
+    if (opt_.ckpt_every > 0 && step_ % opt_.ckpt_every == 0 && !opt_.out.empty())
+      save_checkpoint((std::filesystem::path(opt_.out) / "checkpoint.pt").string());
+  }
+  if (!dev_.ids.empty()) {
+    const double acc = evaluate();
+    if (rank_ == 0) log_ << "final dev accuracy " << acc << " (" << dev_.ids.size() << " samples)\n";
+  }
+  if (rank_ == 0 && !opt_.out.empty()) write_outputs();
+}
+
+std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
+  std::string device = device_.is_cuda() ? "cuda" : "cpu";
+#ifdef DDPTRAIN_CUDA
+  if (device_.is_cuda()) device = torch::cuda::is_available() ? at::cuda::getDeviceProperties(device_.index())->name : device;
+#endif
+  std::vector<std::pair<std::string, std::string>> m = {
+      {"tool", "ddptrain"},
+      {"device", device},
+      {"world_size", std::to_string(comm_ ? comm_->size() : 1)},
+      {"emulated_ranks", std::to_string(opt_.emulate_ranks)},
+      {"backend", comm_ ? comm_->backend() : "none"},
+      {"libtorch", TORCH_VERSION},
+      {"attention", attention_kind()},
+      {"seed", std::to_string(opt_.seed)},
+      {"policy", policy_label()},
+      {"global_batch", std::to_string(opt_.global_batch)},
+      {"model", opt_.model_size},
+      {"data", data_.description}};
+  if (opt_.emulate_ranks > 0)
+    m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +
+                                    std::to_string(opt_.emulate_latency_us) + " us per step, buckets back to back "
+                                    "after the slowest rank (no overlap); NOT a real " + std::to_string(G_) + "-GPU run");
+  else
+    m.emplace_back("allreduce", comm_ && G_ > 1 ? "measured: bucketed, overlapped with backward" : "none (one rank)");
+  return m;
+}
+
+}  // namespace ddptrain

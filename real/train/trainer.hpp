@@ -1,0 +1,102 @@
+// ddptrain's training loop: every rank runs the same seeded sampler and batch policy as the
+// simulator (so all ranks reach the same decision without a broadcast, which a per-step
+// all-gather of the decision's hash verifies), trains on its own samples with the loss
+// scaled by G·b_g/B_t, synchronises gradients through GradBuckets, and writes the trace and
+// summary of design.md §3 (rank 0). --emulate-ranks N plays N ranks one after another in one
+// process: the same update as N-rank DDP, with a modelled allreduce time.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "data/text_data.hpp"
+#include "dist/comm.hpp"
+#include "dist/grad_buckets.hpp"
+#include "model/distilbert.hpp"
+#include "report/policy_run.hpp"
+#include "sched/scheduler.hpp"
+
+namespace ddptrain {
+
+struct TrainOptions {
+  // Data: a GLUE TSV + vocab, or synthetic lengths ("sst2" or a histogram file).
+  std::string data, vocab, dev, synthetic_lengths;
+  std::int64_t synthetic_samples = 20000;
+  int max_length = 128;
+  // Model.
+  std::string model_size = "base";
+  std::string weights;      // a model.safetensors to load by name
+  double dropout = -1;      // < 0: the model's (0.1); 0 makes steps deterministic across ranks
+  // Schedule.
+  std::string policy = "static";
+  int global_batch = 48;
+  int steps = 100;
+  std::vector<int> b_max;  // one per rank, or empty
+  std::uint64_t seed = 0;
+  // Optimisation: AdamW with linear warm-up then linear decay to zero.
+  double lr = 5e-5, weight_decay = 0.01, warmup = 0.1, clip_norm = 0;
+  // Distribution.
+  int emulate_ranks = 0;
+  double bucket_mb = 25, first_bucket_mb = 1;
+  double emulate_link_GBps = 10, emulate_latency_us = 10;  // the modelled ring allreduce of --emulate-ranks
+  std::string device = "auto";
+  // Outputs.
+  std::string out;  // folder for steps.csv, summary.json, checkpoints
+  int eval_every = 0, ckpt_every = 0, log_every = 10;
+  std::string resume;  // a checkpoint file
+};
+
+class Trainer {
+ public:
+  // `comm` null: a single process (world size 1, or --emulate-ranks).
+  Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::ostream& log);
+  ~Trainer();
+
+  // All remaining steps, evaluations, checkpoints and the outputs.
+  void run();
+  // One step; returns this rank's mean loss (unscaled).
+  double step();
+  // Dev-set accuracy (rank 0 evaluates, every rank returns it).
+  double evaluate();
+  void save_checkpoint(const std::string& path);
+
+  int steps_done() const { return step_; }
+  int ranks() const { return G_; }
+  DistilBertForSequenceClassification& model() { return model_; }
+  const std::vector<ddpsim::RankStep>& rows() const { return rows_; }
+
+ private:
+  void load_checkpoint(const std::string& path);
+  void plan_next(ddpsim::StepPlan& plan);
+  double lr_at(int step) const;
+  std::vector<std::pair<std::string, std::string>> metadata() const;
+  std::string policy_label() const { return ddpsim::parse_policy_spec(opt_.policy).label(); }
+  void write_outputs();
+
+  TrainOptions opt_;
+  std::unique_ptr<Communicator> comm_;
+  std::ostream& log_;
+  torch::Device device_;
+  int G_ = 1, rank_ = 0;
+  TextData data_, dev_;
+  std::vector<int> lengths_;
+  std::unique_ptr<ddpsim::DistributedSampler> sampler_;
+  std::unique_ptr<ddpsim::RankBuffers> buffers_;
+  std::unique_ptr<ddpsim::Scheduler> policy_;
+  ddpsim::StepShape shape_;
+  DistilBertForSequenceClassification model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<GradBuckets> buckets_;
+  int step_ = 0;
+  double emulated_allreduce_ms_ = 0;
+  std::vector<ddpsim::RankStep> rows_;
+  std::vector<double> decision_us_, losses_;
+  std::vector<std::pair<int, double>> accuracy_;  // (step, dev accuracy)
+};
+
+}  // namespace ddptrain

@@ -1,0 +1,117 @@
+// The trainer's files: the trace and summary of design.md §3 (rank 0), and checkpoints that
+// resume the same sample stream (model, optimizer, step, every rank's RNG; the sampler, its
+// buffers and the policy's state are rebuilt by replaying the seeded decisions, which are
+// deterministic and cost microseconds a step).
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "report/outputs.hpp"
+#include "train/trainer.hpp"
+
+namespace ddptrain {
+
+void Trainer::write_outputs() {
+  ddpsim::PolicyRun run{policy_label(), policy_->solver(), G_, rows_, decision_us_};
+  const std::vector<ddpsim::TokenSummary> summaries = {ddpsim::summarize(run)};
+  nlohmann::json config = {{"tool", "ddptrain"},
+                           {"data", data_.description},
+                           {"world_size", comm_ ? comm_->size() : 1},
+                           {"emulated_ranks", opt_.emulate_ranks},
+                           {"ranks", G_},
+                           {"global_batch", opt_.global_batch},
+                           {"steps", opt_.steps},
+                           {"max_length", opt_.max_length},
+                           {"seed", opt_.seed},
+                           {"policy", policy_label()},
+                           {"model", opt_.model_size},
+                           {"lr", opt_.lr},
+                           {"bucket_mb", opt_.bucket_mb},
+                           {"first_bucket_mb", opt_.first_bucket_mb}};
+  nlohmann::json accuracy = nlohmann::json::array();
+  for (const auto& [step, acc] : accuracy_) accuracy.push_back({{"step", step}, {"accuracy", acc}});
+  config["dev_accuracy"] = accuracy;
+  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, metadata())},
+                                   {"summary.json", ddpsim::summary_json(config, {run}, summaries)}});
+  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " and summary.json\n";
+}
+
+namespace {
+
+torch::Tensor rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_rng_state(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& path) {
+  // Every rank's dropout stream, so that a resumed run draws what the straight run drew.
+  torch::Tensor rng = rng_state().unsqueeze(0);
+  if (comm_ && G_ > 1) rng = comm_->allgather(rng[0]);
+  if (rank_ != 0) return;
+  torch::serialize::OutputArchive archive, model, optimizer;
+  model_->save(model);
+  optimizer_->save(optimizer);
+  archive.write("model", model);
+  archive.write("optimizer", optimizer);
+  archive.write("step", torch::tensor({static_cast<std::int64_t>(step_)}));
+  archive.write("ranks", torch::tensor({static_cast<std::int64_t>(G_)}));
+  archive.write("rng", rng);
+  archive.write("policy", c10::IValue(policy_label()));
+  archive.write("global_batch", torch::tensor({static_cast<std::int64_t>(opt_.global_batch)}));
+  archive.write("seed", torch::tensor({static_cast<std::int64_t>(opt_.seed)}));
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string temp = path + ".tmp";
+  archive.save_to(temp);
+  std::filesystem::rename(temp, path);
+  log_ << "checkpoint: step " << step_ << " → " << path << "\n";
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) throw ddpsim::InputError(path + ": no such checkpoint");
+  torch::serialize::InputArchive archive, model, optimizer;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw ddpsim::InputError(path + ": not a ddptrain checkpoint (" + e.what_without_backtrace() + ")");
+  }
+  auto scalar = [&](const char* key) {
+    torch::Tensor t;
+    archive.read(key, t);
+    return t.item<std::int64_t>();
+  };
+  c10::IValue policy;
+  archive.read("policy", policy);
+  const auto ranks = scalar("ranks"), batch = scalar("global_batch"), seed = scalar("seed");
+  if (ranks != G_)
+    throw ddpsim::InputError(path + ": saved with " + std::to_string(ranks) + " ranks, this run has " + std::to_string(G_) +
+                             " (world size mismatch)");
+  if (policy.toStringRef() != policy_label() || batch != opt_.global_batch || seed != static_cast<std::int64_t>(opt_.seed))
+    throw ddpsim::InputError(path + ": saved with policy " + policy.toStringRef() + ", B=" + std::to_string(batch) +
+                             ", seed " + std::to_string(seed) + "; resume with the same ones");
+  archive.read("model", model);
+  archive.read("optimizer", optimizer);
+  model_->load(model);
+  model_->to(device_);  // loading may leave parameters where the archive had them
+  optimizer_->load(optimizer);
+  torch::Tensor rng;
+  archive.read("rng", rng);
+  set_rng_state(rng[rank_]);
+  const int target = static_cast<int>(scalar("step"));
+  ddpsim::StepPlan plan;
+  for (int s = 0; s < target; ++s) plan_next(plan);  // same seed, same decisions: the same buffers
+  decision_us_.clear();
+  step_ = target;
+  log_ << "resumed from " << path << " at step " << step_ << "\n";
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,26 @@
+# Bad input and failed rendezvous end in one clear message and exit 1 or 2, never a hang.
+source "$(dirname "$0")/lib.sh"
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\n' >"$WORK/vocab.txt"
+printf 'sentence\tlabel\ngood\t1\ngood good\n' >"$WORK/bad.tsv"
+expect_exit 1 "missing.txt" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/missing.txt" --model tiny
+expect_exit 1 "bad.tsv:3" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/vocab.txt" --model tiny
+expect_exit 2 "give --data TSV and --vocab" "$DDPTRAIN" --model tiny
+expect_exit 2 "unrecognised|unrecognized" "$DDPTRAIN" --model tiny --bogus
+expect_exit 1 "RANK=3 is not below WORLD_SIZE=2" env RANK=3 WORLD_SIZE=2 "$DDPTRAIN" --synthetic-lengths sst2 --model tiny
+
+port=$(( (RANDOM % 20000) + 30000 ))
+start=$SECONDS
+expect_exit 1 "rendezvous at 127.0.0.1:$port failed within 3 s" env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+  MASTER_PORT=$port "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --timeout-s 3
+(( SECONDS - start < 60 )) || fail "the unreachable rendezvous took $((SECONDS - start)) s"
+
+# Two ranks that disagree on the world size.
+port=$((port + 1))
+env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$DDPTRAIN" --synthetic-lengths sst2 \
+  --model tiny --timeout-s 10 >/dev/null 2>"$WORK/rank0.err" &
+# Rank 0 serves the store and sees the mismatch; rank 1 sees it too unless rank 0 was faster to quit.
+expect_exit 1 "world size mismatch|rendezvous at 127.0.0.1:$port failed" env RANK=1 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --timeout-s 10
+wait
+grep -q "world size mismatch" "$WORK/rank0.err" || fail "rank 0 did not report the mismatch: $(cat "$WORK/rank0.err")"
+finish

@@ -1,0 +1,26 @@
+# Two real Gloo ranks started by --nproc-per-node, and --emulate-ranks: traces in the shared
+# schema, with what was measured and what was modelled said in the metadata.
+source "$(dirname "$0")/lib.sh"
+expect_ok "$DDPTRAIN" --help
+grep -q "usage: ddptrain" "$WORK/out" || fail "--help lacks its usage line"
+
+common=(--synthetic-lengths sst2 --synthetic-samples 800 --model tiny --max-length 64 --global-batch 16 --steps 6)
+expect_ok "$DDPTRAIN" "${common[@]}" --policy minmax:buffer=16 --nproc-per-node 2 --out "$WORK/real"
+csv="$WORK/real/steps.csv"
+grep -q '^# world_size=2$' "$csv" || fail "trace metadata lacks world_size=2"
+grep -q '^# backend=gloo$' "$csv" || fail "trace metadata lacks backend=gloo"
+grep -q '^# allreduce=measured' "$csv" || fail "trace metadata does not say the allreduce was measured"
+[[ $(grep -vc '^#' "$csv") == $((1 + 6 * 2)) ]] || fail "steps.csv should hold 6 steps x 2 ranks"
+row=$(grep -v '^#' "$csv" | sed -n 2p)
+IFS=, read -ra v <<<"$row,"
+for i in 7 8 9 10 11 13; do [[ -n ${v[$i]} ]] || fail "column $i is empty in: $row"; done
+[[ -z ${v[12]} ]] || fail "peak_mem_mib should be empty on CPU: $row"
+for key in mean_max_step_ms p95_max_step_ms mean_std_compute_ms mean_std_padded_tokens dev_accuracy; do
+  grep -q "\"$key\"" "$WORK/real/summary.json" || fail "summary.json lacks $key"
+done
+
+expect_ok "$DDPTRAIN" "${common[@]}" --emulate-ranks 4 --out "$WORK/emu"
+grep -q '^# emulated_ranks=4$' "$WORK/emu/steps.csv" || fail "trace metadata lacks emulated_ranks=4"
+grep -q "^# allreduce=modelled.*NOT a real 4-GPU run" "$WORK/emu/steps.csv" || fail "emulation is not labelled as such"
+[[ $(grep -vc '^#' "$WORK/emu/steps.csv") == $((1 + 6 * 4)) ]] || fail "emulated steps.csv should hold 6 steps x 4 ranks"
+finish

@@ -1,0 +1,169 @@
+// Data parallelism on CPU with Gloo, ranks as threads of this process (an in-memory store):
+// the DDP gradient equals the single-process gradient of the whole global batch, bucketed
+// overlapped allreduce equals one flat allreduce, and --emulate-ranks makes the same update.
+#include <functional>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "train/trainer.hpp"
+
+// Last: LibTorch brings glog, whose CHECK macros doctest must override.
+#include <doctest/doctest.h>
+
+using namespace ddptrain;
+
+namespace {
+
+// Runs body(rank, comm) on G threads with a Gloo group over one in-memory store; the body may
+// take the communicator over.
+void on_ranks(int G, const std::function<void(int, std::unique_ptr<Communicator>&)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<std::size_t>(G));
+  for (int r = 0; r < G; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = connect_gloo(store, r, G);
+        body(r, comm);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+}
+
+DistilBertConfig no_dropout() {
+  auto c = DistilBertConfig::tiny();
+  c.dropout = c.attention_dropout = c.classifier_dropout = 0;
+  return c;
+}
+
+const TextData& data() {
+  static const TextData d = synthetic_data("sst2", 600, 30522, 64, 5);
+  return d;
+}
+
+ddpsim::StepPlan plan_step(const std::string& policy, int G, int B, int skip) {
+  ddpsim::StepShape shape;
+  shape.G = G;
+  shape.B = B;
+  shape.max_length = 64;
+  shape.seed = 3;
+  auto scheduler = ddpsim::make_scheduler(ddpsim::parse_policy_spec(policy), shape);
+  ddpsim::DistributedSampler sampler(data().lengths, G, 3);
+  ddpsim::RankBuffers buffers(sampler);
+  ddpsim::StepPlan plan;
+  for (int s = 0; s <= skip; ++s) {
+    buffers.fill_all(scheduler->buffer_size());
+    scheduler->plan(buffers, plan);
+  }
+  return plan;
+}
+
+double relative_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, (a[i] - b[i]).abs().max().item<double>());
+    scale = std::max(scale, b[i].abs().max().item<double>());
+  }
+  return diff / scale;
+}
+
+std::vector<torch::Tensor> gradients(DistilBertForSequenceClassification& m) {
+  std::vector<torch::Tensor> g;
+  for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the DDP gradient equals the single-process gradient of the global batch") {
+  for (const char* policy : {"static", "minmax:buffer=8"}) {
+    for (int G : {2, 3}) {
+      CAPTURE(std::string(policy));
+      CAPTURE(G);
+      const auto plan = plan_step(policy, G, 12, /*skip=*/2);
+      if (std::string(policy) != "static") CHECK(plan.batches[0].size() != plan.batches[1].size());  // unequal b_g
+      std::vector<ddpsim::Sample> all;
+      for (const auto& b : plan.batches) all.insert(all.end(), b.begin(), b.end());
+      DistilBertForSequenceClassification reference(no_dropout(), 7);
+      const Batch whole = collate(data(), all, torch::kCPU);
+      torch::nn::functional::cross_entropy(reference(whole.ids, whole.mask), whole.labels).backward();
+      const auto expected = gradients(reference);
+
+      on_ranks(G, [&](int r, std::unique_ptr<Communicator>& comm) {
+        DistilBertForSequenceClassification model(no_dropout(), 7);
+        GradBuckets buckets(model->parameters(), *comm, /*cap_bytes=*/64e3, /*first_cap_bytes=*/16e3);
+        CHECK(buckets.bucket_count() >= 3);  // the word embeddings alone fill one
+        buckets.prepare();
+        const Batch mine = collate(data(), plan.batches[static_cast<std::size_t>(r)], torch::kCPU);
+        (torch::nn::functional::cross_entropy(model(mine.ids, mine.mask), mine.labels) *
+         plan.loss_weights[static_cast<std::size_t>(r)])
+            .backward();
+        buckets.finish();
+        CHECK(relative_difference(gradients(model), expected) <= 1e-5);
+      });
+    }
+  }
+}
+
+TEST_CASE("bucketed, overlapped allreduce gives the gradients of one flat allreduce") {
+  const auto plan = plan_step("minmax:buffer=8", 3, 12, 0);
+  on_ranks(3, [&](int r, std::unique_ptr<Communicator>& comm) {
+    const Batch mine = collate(data(), plan.batches[static_cast<std::size_t>(r)], torch::kCPU);
+    auto loss_of = [&](DistilBertForSequenceClassification& m) {
+      return torch::nn::functional::cross_entropy(m(mine.ids, mine.mask), mine.labels) *
+             plan.loss_weights[static_cast<std::size_t>(r)];
+    };
+    DistilBertForSequenceClassification flat_model(no_dropout(), 9), bucket_model(no_dropout(), 9);
+    loss_of(flat_model).backward();
+    std::vector<torch::Tensor> grads = gradients(flat_model);
+    std::vector<torch::Tensor> views;
+    for (auto& g : grads) views.push_back(g.reshape({-1}));
+    auto flat = torch::cat(views);
+    comm->allreduce_sum(flat)->wait();
+    flat.div_(3);
+    std::vector<torch::Tensor> expected;
+    std::int64_t offset = 0;
+    for (auto& g : grads) expected.push_back(flat.narrow(0, offset, g.numel()).view(g.sizes())), offset += g.numel();
+
+    GradBuckets buckets(bucket_model->parameters(), *comm, 32e3, 4e3);
+    buckets.prepare();
+    loss_of(bucket_model).backward();
+    buckets.finish();
+    CHECK(relative_difference(gradients(bucket_model), expected) <= 1e-6);
+  });
+}
+
+TEST_CASE("--emulate-ranks makes the same updates as real ranks") {
+  TrainOptions o;
+  o.synthetic_lengths = "sst2";
+  o.synthetic_samples = 600;
+  o.max_length = 64;
+  o.model_size = "tiny";
+  o.dropout = 0;
+  o.policy = "minmax:buffer=8";
+  o.global_batch = 12;
+  o.steps = 3;
+  o.lr = 1e-3;
+  std::ostream quiet(nullptr);
+  TrainOptions emulated = o;
+  emulated.emulate_ranks = 3;
+  Trainer single(emulated, nullptr, quiet);
+  for (int s = 0; s < 3; ++s) single.step();
+  CHECK(single.rows().size() == 9);
+  on_ranks(3, [&](int r, std::unique_ptr<Communicator>& comm) {
+    Trainer trainer(o, std::move(comm), quiet);
+    for (int s = 0; s < 3; ++s) trainer.step();
+    if (r == 0) {
+      std::vector<torch::Tensor> real, emu;
+      for (const auto& p : trainer.model()->parameters()) real.push_back(p.detach());
+      for (const auto& p : single.model()->parameters()) emu.push_back(p.detach());
+      CHECK(relative_difference(real, emu) <= 1e-5);
+      for (std::size_t i = 0; i < trainer.rows().size(); ++i)
+        CHECK(trainer.rows()[i].batch_size == single.rows()[i].batch_size);
+    }
+  });
+}

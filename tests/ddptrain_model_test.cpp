@@ -1,0 +1,81 @@
+// ddptrain's DistilBERT: Hugging Face names and sizes, the attention paths, safetensors.
+#include <filesystem>
+#include <set>
+#include <fstream>
+
+#include "model/distilbert.hpp"
+#include "model/safetensors.hpp"
+
+// Last: LibTorch brings glog, whose CHECK macros doctest must override.
+#include <doctest/doctest.h>
+
+using namespace ddptrain;
+
+TEST_CASE("the base model has distilbert-base-uncased's parameter names and count") {
+  DistilBertForSequenceClassification model(DistilBertConfig::base(), 0);
+  std::int64_t count = 0;
+  std::set<std::string> names;
+  for (const auto& p : model->named_parameters()) {
+    count += p.value().numel();
+    names.insert(p.key());
+  }
+  CHECK(count == 66955010);
+  for (const char* name : {"distilbert.embeddings.word_embeddings.weight", "distilbert.embeddings.position_embeddings.weight",
+                           "distilbert.embeddings.LayerNorm.weight", "distilbert.transformer.layer.0.attention.q_lin.weight",
+                           "distilbert.transformer.layer.5.attention.out_lin.bias",
+                           "distilbert.transformer.layer.3.sa_layer_norm.bias", "distilbert.transformer.layer.2.ffn.lin1.weight",
+                           "distilbert.transformer.layer.4.output_layer_norm.weight", "pre_classifier.weight",
+                           "classifier.bias"})
+    CHECK_MESSAGE(names.count(name), name);
+}
+
+TEST_CASE("attention() matches the explicit form, padding masked") {
+  torch::manual_seed(3);
+  const auto q = torch::randn({2, 4, 7, 8}), k = torch::randn({2, 4, 7, 8}), v = torch::randn({2, 4, 7, 8});
+  auto mask = torch::ones({2, 7}, torch::kBool);
+  mask[1].narrow(0, 4, 3).fill_(false);
+  const auto fast = attention(q, k, v, mask, 0.0, false), reference = attention_reference(q, k, v, mask, 0.0, false);
+  CHECK(torch::allclose(fast, reference, /*rtol=*/1e-5, /*atol=*/1e-6));
+  // A padded key changes nothing: sample 1 with its padding cut off gives the same outputs.
+  const auto cut = attention_reference(q[1].narrow(1, 0, 4).unsqueeze(0), k[1].narrow(1, 0, 4).unsqueeze(0),
+                                       v[1].narrow(1, 0, 4).unsqueeze(0), torch::ones({1, 4}, torch::kBool), 0.0, false);
+  CHECK(torch::allclose(cut[0], reference[1].narrow(1, 0, 4), 1e-5, 1e-6));
+  MESSAGE("attention compiled as ", attention_kind());
+}
+
+TEST_CASE("a classification logit does not depend on how much padding follows") {
+  DistilBertForSequenceClassification model(DistilBertConfig::tiny(), 1);
+  model->eval();
+  const auto ids = torch::tensor({101, 2000, 2001, 2002, 102}, torch::kInt64).unsqueeze(0);
+  const auto padded = torch::cat({ids, torch::zeros({1, 6}, torch::kInt64)}, 1);
+  auto mask = torch::zeros({1, 11}, torch::kBool);
+  mask.narrow(1, 0, 5).fill_(true);
+  CHECK(torch::allclose(model(ids, torch::ones({1, 5}, torch::kBool)), model(padded, mask), 1e-5, 1e-6));
+}
+
+TEST_CASE("safetensors: a round trip loads by name; a shape mismatch names the tensor") {
+  const auto dir = std::filesystem::temp_directory_path() / "ddptrain_safetensors_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "model.safetensors").string();
+  DistilBertForSequenceClassification a(DistilBertConfig::tiny(), 1), b(DistilBertConfig::tiny(), 2);
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& p : a->named_parameters()) tensors[p.key()] = p.value();
+  tensors["vocab_projector.bias"] = torch::zeros({5}, torch::kFloat16);  // a head the model lacks
+  tensors.erase("classifier.weight");                                  // a head the file lacks
+  write_safetensors(path, tensors);
+  const auto report = load_parameters(*b, path);
+  CHECK(report.unused == 1);
+  CHECK(report.absent == std::vector<std::string>{"classifier.weight"});
+  for (const auto& p : b->named_parameters())
+    if (p.key() != "classifier.weight") CHECK_MESSAGE(torch::equal(p.value(), a->named_parameters()[p.key()]), p.key());
+
+  tensors["pre_classifier.weight"] = torch::zeros({3, 3});
+  write_safetensors(path, tensors);
+  CHECK_THROWS_WITH(load_parameters(*b, path),
+                    doctest::Contains("tensor \"pre_classifier.weight\" has shape [3, 3], the model expects [32, 32]"));
+
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << std::string("\x10\0\0\0\0\0\0\0{\"x\":1}", 15);
+  CHECK_THROWS_WITH(read_safetensors(path), doctest::Contains("exceeds the file"));
+  CHECK_THROWS_WITH(read_safetensors((dir / "missing.safetensors").string()), doctest::Contains("cannot open"));
+  std::filesystem::remove_all(dir);
+}

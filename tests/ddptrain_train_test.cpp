@@ -1,0 +1,127 @@
+// The training loop: it learns, resumes to the same parameters, and refuses bad input clearly.
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "common/rng.hpp"
+#include "train/trainer.hpp"
+
+// Last: LibTorch brings glog, whose CHECK macros doctest must override.
+#include <doctest/doctest.h>
+
+using namespace ddptrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("ddptrain_test_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// A task a tiny model can learn quickly: the label says whether "good" or "bad" appears.
+void write_task(const TempDir& dir, int rows) {
+  std::ofstream vocab(dir / "vocab.txt");
+  for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "movie", "film", "the", "a", "plot", "was",
+                        "acting", "and", "very", "story"})
+    vocab << t << "\n";
+  std::ofstream tsv(dir / "train.tsv");
+  tsv << "sentence\tlabel\n";
+  ddpsim::Rng rng(11);
+  const char* filler[] = {"movie", "film", "the", "a", "plot", "was", "acting", "and", "very", "story"};
+  for (int i = 0; i < rows; ++i) {
+    const int label = static_cast<int>(rng.below(2));
+    std::string sentence;
+    const auto words = 2 + rng.below(8), where = rng.below(words);
+    for (std::uint64_t w = 0; w < words; ++w) {
+      sentence += w ? " " : "";
+      sentence += w == where ? (label ? "good" : "bad") : filler[rng.below(10)];
+    }
+    tsv << sentence << "\t" << label << "\n";
+  }
+}
+
+TrainOptions task_options(const TempDir& dir) {
+  TrainOptions o;
+  o.data = dir / "train.tsv";
+  o.dev = dir / "train.tsv";
+  o.vocab = dir / "vocab.txt";
+  o.model_size = "tiny";
+  o.max_length = 16;
+  o.global_batch = 16;
+  o.lr = 2e-3;
+  o.log_every = 1000;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("training learns a small learnable task within 200 steps") {
+  TempDir dir;
+  write_task(dir, 2000);
+  TrainOptions o = task_options(dir);
+  o.steps = 200;
+  o.emulate_ranks = 2;
+  o.policy = "minmax:buffer=16";
+  std::ostream quiet(nullptr);
+  Trainer trainer(o, nullptr, quiet);
+  std::vector<double> losses;
+  for (int s = 0; s < 200; ++s) losses.push_back(trainer.step());
+  const double first = std::accumulate(losses.begin(), losses.begin() + 20, 0.0) / 20;
+  const double last = std::accumulate(losses.end() - 20, losses.end(), 0.0) / 20;
+  MESSAGE("mean loss: first 20 steps ", first, ", last 20 steps ", last);
+  CHECK(first > 0.6);
+  CHECK(last < 0.25);
+  CHECK(trainer.evaluate() > 0.9);
+}
+
+TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
+  TempDir dir;
+  write_task(dir, 400);
+  TrainOptions o = task_options(dir);
+  o.steps = 20;
+  o.policy = "sorted:mega=4";  // a policy with internal state the resume must rebuild
+  o.emulate_ranks = 2;         // dropout stays on: the RNG state must be restored too
+  std::ostream quiet(nullptr);
+  Trainer straight(o, nullptr, quiet);
+  for (int s = 0; s < 20; ++s) straight.step();
+
+  Trainer first_half(o, nullptr, quiet);
+  for (int s = 0; s < 10; ++s) first_half.step();
+  first_half.save_checkpoint(dir / "ckpt.pt");
+  TrainOptions resumed_options = o;
+  resumed_options.resume = dir / "ckpt.pt";
+  Trainer resumed(resumed_options, nullptr, quiet);
+  CHECK(resumed.steps_done() == 10);
+  for (int s = 10; s < 20; ++s) resumed.step();
+  const auto a = straight.model()->named_parameters(), b = resumed.model()->named_parameters();
+  for (const auto& p : a) CHECK_MESSAGE(torch::equal(p.value(), b[p.key()]), p.key());
+  for (std::size_t i = 0; i < resumed.rows().size(); ++i)
+    CHECK(resumed.rows()[i].real_tokens == straight.rows()[20 + i].real_tokens);
+
+  TrainOptions other = resumed_options;
+  other.emulate_ranks = 3;
+  other.global_batch = 18;
+  CHECK_THROWS_WITH_AS(Trainer(other, nullptr, quiet), doctest::Contains("saved with 2 ranks, this run has 3"),
+                       ddpsim::InputError);
+}
+
+TEST_CASE("bad input is named: missing vocab, malformed TSV, impossible batch") {
+  TempDir dir;
+  write_task(dir, 50);
+  std::ostream quiet(nullptr);
+  TrainOptions o = task_options(dir);
+  o.vocab = dir / "nope.txt";
+  CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet), doctest::Contains("nope.txt"), ddpsim::InputError);
+  std::ofstream(dir / "bad.tsv") << "sentence\tlabel\ngood film\t1\nno label\n";
+  o = task_options(dir);
+  o.data = dir / "bad.tsv";
+  CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet), doctest::Contains("bad.tsv:3"), ddpsim::InputError);
+  o = task_options(dir);
+  o.emulate_ranks = 4;
+  o.global_batch = 3;
+  CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet), doctest::Contains("B=3 is smaller than G=4"), ddpsim::InputError);
+}
