@@ -10,6 +10,8 @@ packages=(
   libboost-program-options-dev               # command-line parsing
   doctest-dev                                # unit tests
   libutf8proc-dev                            # Unicode NFD, categories, lower-casing for the tokenizer
+  libtorch-dev libgloo-dev                   # ddptrain: LibTorch 1.13 (CPU) with c10d's Gloo backend
+  libeigen3-dev                              # least squares for ddpsim calibrate
 )
 
 missing=()

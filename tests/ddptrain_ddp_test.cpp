@@ -167,3 +167,21 @@ TEST_CASE("--emulate-ranks makes the same updates as real ranks") {
     }
   });
 }
+
+TEST_CASE("ranks decide alone and a per-step check proves they agree") {
+  TrainOptions o;
+  o.synthetic_lengths = "sst2";
+  o.synthetic_samples = 300;
+  o.max_length = 64;
+  o.model_size = "tiny";
+  o.policy = "minmax:buffer=8";
+  o.global_batch = 8;
+  o.steps = 2;
+  std::ostream quiet(nullptr);
+  on_ranks(2, [&](int r, std::unique_ptr<Communicator>& comm) {
+    TrainOptions mine = o;
+    mine.seed = static_cast<std::uint64_t>(r);  // a misconfigured launch: rank 1 samples another stream
+    Trainer trainer(mine, std::move(comm), quiet);
+    CHECK_THROWS_WITH(trainer.step(), doctest::Contains("ranks reached different batch allocations"));
+  });
+}

@@ -54,10 +54,25 @@ std::vector<int> parse_bmax(const std::string& text, int ranks, int max_length) 
   return std::vector<int>(static_cast<std::size_t>(ranks), cap);
 }
 
+std::vector<int> parse_list(const std::string& text, const char* option) {
+  std::vector<int> values;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const auto comma = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, comma - begin);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || std::stoi(item) < 1)
+      throw ddpsim::UsageError(std::string(option) + " \"" + text + "\": expected positive integers separated by commas");
+    values.push_back(std::stoi(item));
+    begin = comma + 1;
+  }
+  return values;
+}
+
 int run(int argc, char** argv) {
   ddptrain::TrainOptions o;
   std::string bmax, backend = "auto";
-  int nproc = 0, timeout_s = 120;
+  int nproc = 0, timeout_s = 120, profile_warmup = 3, profile_reps = 5;
+  std::string profile_batches = "1,2,4,8,16,32,64", profile_lengths = "16,32,64,128,256";
   po::options_description data("data"), model("model"), sched("batch policy"), optim("optimisation"),
       dist("distribution"), out("outputs");
   data.add_options()("data", po::value(&o.data), "GLUE TSV to train on (sentence, label)")(
@@ -75,6 +90,8 @@ int run(int argc, char** argv) {
       "global-batch", po::value(&o.global_batch)->default_value(o.global_batch), "B, samples per step over all ranks")(
       "steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
       "bmax", po::value(&bmax), "per-rank batch cap: N, or a ddpsim model JSON whose memory model gives it")(
+      "perf-model", po::value(&o.perf_model),
+      "ddpsim performance model (built-in name or JSON) that minmax:cost=model balances predicted time with")(
       "seed", po::value(&o.seed)->default_value(o.seed), "data order, sampling, initialisation, dropout");
   optim.add_options()("lr", po::value(&o.lr)->default_value(o.lr), "AdamW peak learning rate")(
       "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay")(
@@ -96,8 +113,14 @@ int run(int argc, char** argv) {
       "ckpt-every", po::value(&o.ckpt_every)->default_value(0), "checkpoint every N steps (atomic)")(
       "resume", po::value(&o.resume), "continue from a checkpoint: the same sample stream")(
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "progress line every N steps")("help,h", "this help");
+  po::options_description profiling("calibration sweep (for ddpsim calibrate)");
+  profiling.add_options()("profile", "instead of training: time forward, backward and optimizer over a (b, L) grid")(
+      "profile-batches", po::value(&profile_batches)->default_value(profile_batches), "batch sizes b")(
+      "profile-lengths", po::value(&profile_lengths)->default_value(profile_lengths), "lengths L (up to --max-length)")(
+      "profile-warmup", po::value(&profile_warmup)->default_value(profile_warmup), "untimed steps per point")(
+      "profile-reps", po::value(&profile_reps)->default_value(profile_reps), "timed steps per point");
   po::options_description all;
-  all.add(data).add(model).add(sched).add(optim).add(dist).add(out);
+  all.add(data).add(model).add(sched).add(optim).add(dist).add(out).add(profiling);
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, all), vm);
   if (vm.count("help")) {
@@ -129,7 +152,13 @@ int run(int argc, char** argv) {
     comm = ddptrain::connect(launch, backend, std::chrono::seconds(timeout_s));
   }
   std::ostream null_stream(nullptr);
+  if (vm.count("profile") && o.data.empty() && o.synthetic_lengths.empty()) o.synthetic_lengths = "sst2";  // data unused
   ddptrain::Trainer trainer(o, std::move(comm), launch.rank == 0 ? std::cout : null_stream);
+  if (vm.count("profile")) {
+    trainer.profile(parse_list(profile_batches, "--profile-batches"), parse_list(profile_lengths, "--profile-lengths"),
+                    profile_warmup, profile_reps);
+    return 0;
+  }
   trainer.run();
   return 0;
 }

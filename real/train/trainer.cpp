@@ -9,6 +9,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
 #include "report/outputs.hpp"
 #include "train/step_timer.hpp"
@@ -73,6 +74,9 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   shape_.max_length = opt_.max_length;
   shape_.b_max = opt_.b_max;
   shape_.seed = opt_.seed;
+  if (!opt_.perf_model.empty())
+    shape_.time_cost = std::make_shared<ddpsim::ModelTimeCost>(
+        std::make_shared<const ddpsim::PerfModel>(ddpsim::load_perf_model(opt_.perf_model)));
   policy_ = ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_);
   sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
   buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);

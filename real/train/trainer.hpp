@@ -37,6 +37,7 @@ struct TrainOptions {
   int global_batch = 48;
   int steps = 100;
   std::vector<int> b_max;  // one per rank, or empty
+  std::string perf_model;  // a ddpsim performance model (name or JSON) for minmax:cost=model
   std::uint64_t seed = 0;
   // Optimisation: AdamW with linear warm-up then linear decay to zero.
   double lr = 5e-5, weight_decay = 0.01, warmup = 0.1, clip_norm = 0;
@@ -64,6 +65,10 @@ class Trainer {
   // Dev-set accuracy (rank 0 evaluates, every rank returns it).
   double evaluate();
   void save_checkpoint(const std::string& path);
+  // A calibration sweep (ddptrain --profile): for each batch size b and length L (within
+  // --max-length and b_max), `warmup` untimed then `reps` timed steps on b samples of exactly
+  // L tokens; one trace row per timed step, policy "profile". Writes OUT/steps.csv.
+  void profile(const std::vector<int>& batches, const std::vector<int>& lengths, int warmup, int reps);
 
   int steps_done() const { return step_; }
   int ranks() const { return G_; }

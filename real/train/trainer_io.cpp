@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "report/outputs.hpp"
+#include "train/step_timer.hpp"
 #include "train/trainer.hpp"
 
 namespace ddptrain {
@@ -35,6 +36,65 @@ void Trainer::write_outputs() {
   ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, metadata())},
                                    {"summary.json", ddpsim::summary_json(config, {run}, summaries)}});
   log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " and summary.json\n";
+}
+
+void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& lengths, int warmup, int reps) {
+  if (comm_ || opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures one device: run it as a single process");
+  TextData sweep;
+  std::vector<ddpsim::RankStep> rows;
+  int timed = 0;
+  for (int L : lengths) {
+    if (L < 2 || L > opt_.max_length) {
+      log_ << "profile: skipping L=" << L << " (outside 2..--max-length " << opt_.max_length << ")\n";
+      continue;
+    }
+    for (int b : batches) {
+      if (!opt_.b_max.empty() && b > opt_.b_max[0]) continue;
+      sweep.ids.assign(static_cast<std::size_t>(b), std::vector<std::int64_t>(static_cast<std::size_t>(L), 1000));
+      sweep.labels.assign(static_cast<std::size_t>(b), 0);
+      std::vector<ddpsim::Sample> samples;
+      for (int i = 0; i < b; ++i) samples.push_back({i, 0, L});
+      const Batch batch = collate(sweep, samples, device_);
+      for (int r = 0; r < warmup + reps; ++r) {
+        StepTimer timer(device_);
+        timer.reset_peak_memory();
+        timer.mark(0);
+        model_->train();
+        optimizer_->zero_grad();
+        const auto loss = torch::nn::functional::cross_entropy(model_(batch.ids, batch.mask), batch.labels);
+        timer.mark(1);
+        loss.backward();
+        timer.mark(2);
+        optimizer_->step();
+        timer.mark(3);
+        if (r < warmup) continue;
+        ddpsim::RankStep row;
+        row.step = timed++;
+        row.batch_size = b;
+        row.max_len = L;
+        row.real_tokens = row.padded_tokens = std::int64_t{b} * L;
+        row.global_batch = b;
+        row.loss_weight = 1;
+        row.fwd_ms = timer.ms(0, 1);
+        row.bwd_ms = timer.ms(1, 2);
+        row.comm_wait_ms = 0;
+        row.opt_ms = timer.ms(2, 3);
+        row.step_ms = timer.ms(0, 3);
+        row.peak_mem_mib = timer.peak_memory_mib();
+        row.loss = loss.item<double>();
+        rows.push_back(row);
+      }
+      log_ << "profile: b=" << b << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms
+           << " ms\n";
+    }
+  }
+  if (rows.empty()) throw ddpsim::InputError("--profile: no (batch size, length) pair fits --max-length and --bmax");
+  if (opt_.out.empty()) return;
+  ddpsim::PolicyRun run{"profile", "", 1, rows, {}};
+  auto meta = metadata();
+  meta.emplace_back("profile", "warmup " + std::to_string(warmup) + ", repetitions " + std::to_string(reps));
+  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, meta)}});
+  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " (" << rows.size() << " rows)\n";
 }
 
 namespace {

@@ -12,6 +12,9 @@ using Args = std::vector<std::string>;
 int balance(const Args& args);
 int run(const Args& args);
 int compare(const Args& args);
+int calibrate(const Args& args);
+int replay(const Args& args);
+int validate(const Args& args);
 int bench(const Args& args);
 int lengths(const Args& args);
 

@@ -20,6 +20,11 @@ commands:
                             study's setting on 4x RTX 3090 over PCIe
   compare [CONFIG] --policies a,b,...
                             the same, one column per policy with changes against the first
+  calibrate TRACE... --out MODEL.json
+                            fit a performance model to profiled traces (ddptrain's)
+  replay TRACE --model M    simulate exactly the batches a trace recorded
+  validate --measured TRACE --model M [--baseline STATIC_TRACE]
+                            predicted vs measured step time, and the policy's gain
   balance [CONFIG]          run batch policies over N steps and compare the per-rank padded
                             tokens (the study's proxy for step time); no CONFIG = the study's
                             setting: SST-2 lengths, G=4 ranks, B=48, K=64, 800 steps
@@ -34,7 +39,7 @@ exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "ddpsim: missing command (run, compare, balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr << "ddpsim: missing command (run, compare, calibrate, replay, validate, balance, bench, lengths; see ddpsim --help)\n";
     return 2;
   }
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
@@ -46,10 +51,13 @@ int main(int argc, char** argv) {
   try {
     if (verb == "run") return ddpsim::cli::run(args);
     if (verb == "compare") return ddpsim::cli::compare(args);
+    if (verb == "calibrate") return ddpsim::cli::calibrate(args);
+    if (verb == "replay") return ddpsim::cli::replay(args);
+    if (verb == "validate") return ddpsim::cli::validate(args);
     if (verb == "balance") return ddpsim::cli::balance(args);
     if (verb == "bench") return ddpsim::cli::bench(args);
     if (verb == "lengths") return ddpsim::cli::lengths(args);
-    std::cerr << "ddpsim: unknown command \"" << verb << "\" (commands: run, compare, balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr << "ddpsim: unknown command \"" << verb << "\" (commands: run, compare, calibrate, replay, validate, balance, bench, lengths; see ddpsim --help)\n";
     return 2;
   } catch (const ddpsim::UsageError& e) {
     std::cerr << "ddpsim " << verb << ": " << e.what() << " (see ddpsim " << verb << " --help)\n";

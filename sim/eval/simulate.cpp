@@ -21,7 +21,9 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
   pw.steps = run.G ? static_cast<int>(run.rows.size()) / run.G : 0;
   pw.synchronized = run.label.rfind("static", 0) != 0;
   pw.work.reserve(run.rows.size());
-  for (const RankStep& r : run.rows) {
+  for (std::size_t i = 0; i < run.rows.size(); ++i) {
+    const RankStep& r = run.rows[i];
+    const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
     // Mean-one log-normal factor: E[exp(σz − σ²/2)] = 1, so noise leaves mean compute as modelled.
     const double z = noise.normal();
     const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config.simulation.speed_factor(r.rank, r.step);
@@ -29,8 +31,9 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
     w.fwd_ms = m.fwd_ms(r.batch_size, r.max_len) * factor;
     w.bwd_ms = m.bwd_ms(r.batch_size, r.max_len) * factor;
     w.opt_ms = m.optimizer_ms * factor;
-    w.sched_ms = config.simulation.sched_measured ? run.decision_us[static_cast<std::size_t>(r.step)] * 1e-3
-                                                  : config.simulation.sched_ms;
+    w.sched_ms = config.simulation.sched_measured && step_index < run.decision_us.size()
+                     ? run.decision_us[step_index] * 1e-3
+                     : config.simulation.sched_ms;
     pw.work.push_back(w);
   }
   return pw;
@@ -38,14 +41,18 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
 
 SimulationRun simulate(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
                        const std::function<void(long, long)>& progress) {
+  std::vector<PolicyRun> runs;
+  for (const auto& spec : config.policies) runs.push_back(run_policy(spec, config.shape(), config.training.steps, dataset));
+  return simulate_runs(config, std::move(runs), timeline, progress);
+}
+
+SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, std::pair<int, int> timeline,
+                            const std::function<void(long, long)>& progress) {
   SimulationRun sim;
-  const StepShape shape = config.shape();
+  sim.runs = std::move(runs);
   std::vector<PolicyWork> work;
-  for (const auto& spec : config.policies) {
-    sim.runs.push_back(run_policy(spec, shape, config.training.steps, dataset));
-    work.push_back(charge_compute(config, sim.runs.back()));
-  }
-  sim.setup.G = shape.G;
+  for (const auto& run : sim.runs) work.push_back(charge_compute(config, run));
+  sim.setup.G = config.training.world_size;
   sim.setup.platform = config.platform;
   sim.setup.algorithm = config.simulation.algorithm;
   sim.setup.buckets = config_buckets(config);

@@ -22,6 +22,9 @@ struct SimulationRun {
 // `timeline` = [from, to) steps to keep spans for (empty range: none).
 SimulationRun simulate(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline = {0, 0},
                        const std::function<void(long, long)>& progress = {});
+// The same for runs already planned at token level (a trace's recorded batches: replay).
+SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, std::pair<int, int> timeline = {0, 0},
+                            const std::function<void(long, long)>& progress = {});
 
 // Each rank-step's compute (ms) for one policy's token-level rows. The noise is drawn in the
 // same order for every policy (common random numbers), so policies differ only by their plan.

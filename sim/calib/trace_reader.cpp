@@ -1,0 +1,160 @@
+#include "calib/trace_reader.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+// FNV-1a: a stable, dependency-free file fingerprint (not a security hash).
+std::string fnv1a_hex(const std::string& bytes) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> fields;
+  std::size_t begin = 0;
+  for (;;) {
+    const auto comma = line.find(',', begin);
+    fields.push_back(line.substr(begin, comma == std::string::npos ? comma : comma - begin));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (!fields.empty() && !fields.back().empty() && fields.back().back() == '\r') fields.back().pop_back();
+  return fields;
+}
+
+}  // namespace
+
+Trace read_trace(const std::string& path, const std::vector<std::string>& required) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open trace");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  Trace trace;
+  trace.path = path;
+  trace.hash = fnv1a_hex(text);
+
+  std::istringstream lines(text);
+  std::string line;
+  long line_no = 0;
+  std::map<std::string, std::size_t> col;
+  auto where = [&](const std::string& column) {
+    return path + ":" + std::to_string(line_no) + ": column " + column + ": ";
+  };
+  std::map<std::string, std::size_t> run_of;  // policy → index in trace.runs
+  std::set<std::tuple<std::string, int, int>> seen;
+  while (std::getline(lines, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      const auto eq = line.find('=');
+      if (eq != std::string::npos) {
+        std::string key = line.substr(1, eq - 1);
+        key.erase(0, key.find_first_not_of(' '));
+        trace.metadata[key] = line.substr(eq + 1);
+      }
+      continue;
+    }
+    const auto fields = split(line);
+    if (col.empty()) {  // the header
+      trace.columns = fields;
+      for (std::size_t i = 0; i < fields.size(); ++i) col[fields[i]] = i;
+      std::vector<std::string> needed = {"step", "rank", "batch_size", "max_len"};
+      needed.insert(needed.end(), required.begin(), required.end());
+      for (const auto& name : needed)
+        if (!col.count(name))
+          throw InputError(path + ":" + std::to_string(line_no) + ": the header lacks column \"" + name +
+                           "\" (a trace needs step, rank, batch_size, max_len and the timing columns it is used for)");
+      continue;
+    }
+    if (fields.size() != trace.columns.size())
+      throw InputError(path + ":" + std::to_string(line_no) + ": " + std::to_string(fields.size()) + " fields, the header has " +
+                       std::to_string(trace.columns.size()));
+    auto number = [&](const char* name) -> double {
+      const auto it = col.find(name);
+      if (it == col.end() || fields[it->second].empty()) return NOT_MEASURED;
+      const std::string& f = fields[it->second];
+      double v = 0;
+      const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+      if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v))
+        throw InputError(where(name) + "\"" + f + "\" is not a number");
+      return v;
+    };
+    auto integer = [&](const char* name) {
+      const double v = number(name);
+      if (std::isnan(v) || v < 0 || v != std::floor(v))
+        throw InputError(where(name) + "expected a non-negative integer, got \"" + fields[col.at(name)] + "\"");
+      return static_cast<long long>(v);
+    };
+    RankStep r;
+    r.step = static_cast<int>(integer("step"));
+    r.rank = static_cast<int>(integer("rank"));
+    r.batch_size = static_cast<int>(integer("batch_size"));
+    r.max_len = static_cast<int>(integer("max_len"));
+    r.real_tokens = col.count("real_tokens") && !fields[col["real_tokens"]].empty() ? integer("real_tokens") : 0;
+    r.padded_tokens = std::int64_t{r.batch_size} * r.max_len;
+    r.fwd_ms = number("fwd_ms");
+    r.bwd_ms = number("bwd_ms");
+    r.comm_wait_ms = number("comm_wait_ms");
+    r.opt_ms = number("opt_ms");
+    r.step_ms = number("step_ms");
+    r.peak_mem_mib = number("peak_mem_mib");
+    r.loss = number("loss");
+    r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty() ? static_cast<int>(integer("global_batch")) : 0;
+    r.loss_weight = col.count("loss_weight") ? number("loss_weight") : NOT_MEASURED;
+    for (const auto& name : required)
+      if (std::isnan(number(name.c_str()))) throw InputError(where(name) + "empty, but this command needs it on every row");
+    const std::string policy = col.count("policy") ? fields[col["policy"]] : "trace";
+    if (!seen.insert({policy, r.step, r.rank}).second)
+      throw InputError(path + ":" + std::to_string(line_no) + ": step " + std::to_string(r.step) + ", rank " +
+                       std::to_string(r.rank) + " appears twice" +
+                       (col.count("policy") ? " for policy " + policy : ": several runs mixed without a policy column"));
+    if (!run_of.count(policy)) {
+      run_of[policy] = trace.runs.size();
+      trace.runs.push_back(PolicyRun{policy, "", 0, {}, {}});
+    }
+    trace.runs[run_of[policy]].rows.push_back(r);
+    trace.rows++;
+  }
+  if (col.empty()) throw InputError(path + ": no header line (expected step,rank,policy,batch_size,...)");
+  if (trace.rows == 0) throw InputError(path + ": no data rows");
+  for (auto& run : trace.runs) {
+    std::stable_sort(run.rows.begin(), run.rows.end(),
+                     [](const RankStep& a, const RankStep& b) { return std::tie(a.step, a.rank) < std::tie(b.step, b.rank); });
+    int G = 0;
+    for (const auto& r : run.rows) G = std::max(G, r.rank + 1);
+    run.G = G;
+    if (run.rows.size() % static_cast<std::size_t>(G) != 0)
+      throw InputError(path + ": policy " + run.label + ": steps do not all have " + std::to_string(G) + " ranks");
+    for (std::size_t i = 0; i < run.rows.size(); ++i)
+      if (run.rows[i].rank != static_cast<int>(i % static_cast<std::size_t>(G)))
+        throw InputError(path + ": policy " + run.label + ": step " + std::to_string(run.rows[i].step) +
+                         " lacks rank " + std::to_string(i % static_cast<std::size_t>(G)));
+    for (auto& r : run.rows)
+      if (r.global_batch == 0) r.global_batch = -1;  // filled below from the rows
+    for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(G)) {
+      int total = 0;
+      for (int g = 0; g < G; ++g) total += run.rows[i + static_cast<std::size_t>(g)].batch_size;
+      for (int g = 0; g < G; ++g)
+        if (run.rows[i + static_cast<std::size_t>(g)].global_batch < 0) run.rows[i + static_cast<std::size_t>(g)].global_batch = total;
+    }
+  }
+  return trace;
+}
+
+}  // namespace ddpsim

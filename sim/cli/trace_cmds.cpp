@@ -1,0 +1,175 @@
+// `ddpsim calibrate`, `replay` and `validate`: from profiled traces to a model, and from a
+// model back to a measured trace, step for step.
+#include <filesystem>
+#include <iostream>
+
+#include "calib/calibrate.hpp"
+#include "calib/validate.hpp"
+#include "cli/commands.hpp"
+#include "cli/config_args.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "report/outputs.hpp"
+
+namespace ddpsim::cli {
+
+namespace {
+
+constexpr const char* CALIBRATE_USAGE = R"(usage: ddpsim calibrate TRACE.csv... --out MODEL.json [options]
+
+Fits a performance model to profiled traces (ddptrain writes them; a `ddptrain --profile`
+sweep or any run of a dynamic policy covers enough (b, L) points):
+  forward, backward   t(b, L) = a + beta*b*L + gamma*b*L^2 ms, non-negative least squares
+  optimizer           the mean of opt_ms
+  noise               log-normal sigma of measured / predicted compute, with the observed and
+                      fitted P95/P50 ratio of that ratio
+  memory              m(b, L) = m0 + mu*b*L + nu*b*L^2 MiB, where peak_mem_mib is filled
+Prints a fit report (R^2, MAPE per phase) and writes MODEL.json, recording each source
+trace (file, FNV-1a hash, metadata). The parameter layout and memory capacity come from
+--base (and the memory model too when the traces have no peak memory).
+
+examples:
+  ddpsim calibrate runs/profile/steps.csv --gpu "RTX 3090" --out models/my-3090.json
+  ddpsim calibrate a/steps.csv b/steps.csv --out m.json --residuals residuals.csv
+)";
+
+constexpr const char* REPLAY_USAGE = R"(usage: ddpsim replay TRACE.csv --model MODEL.json [CONFIG] [options]
+
+Simulates exactly the per-step, per-rank batches a trace recorded (batch sizes and lengths
+from its rows, not resampled) with the given model on the config's platform (default: the
+embedded default's `pcie`, ring allreduce), and prints the study's table. The world size and
+policies come from the trace. --out DIR writes the predicted steps.csv and summary.json.
+
+examples:
+  ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred
+)";
+
+constexpr const char* VALIDATE_USAGE = R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv] [CONFIG] [options]
+
+Replays a measured trace and compares prediction with measurement: mean and P95 of the
+per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
+the absolute error); with --baseline (a trace of the baseline policy, e.g. static), the
+predicted against the measured gain of each policy over it, in percentage points.
+--out DIR writes DIR/validation.json and DIR/validation.csv (per step).
+Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
+
+examples:
+  ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv --model m.json --out val
+)";
+
+Config config_with_model(const po::variables_map& vm) {
+  nlohmann::json doc = read_config_json(vm.count("config") ? vm["config"].as<std::string>() : "");
+  if (vm.count("set"))
+    for (const auto& a : vm["set"].as<std::vector<std::string>>()) apply_override(doc, a);
+  doc["model"] = std::filesystem::absolute(vm["model"].as<std::string>()).string();
+  const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
+  return parse_config(doc, path.empty() ? "embedded default config" : path,
+                      path.empty() ? "" : std::filesystem::path(path).parent_path().string());
+}
+
+void add_replay_options(po::options_description& visible, po::options_description& hidden,
+                        po::positional_options_description& positional) {
+  visible.add_options()("model", po::value<std::string>()->required(), "performance model JSON (or a built-in name)")(
+      "set", po::value<std::vector<std::string>>()->composing(), "KEY=VALUE: override a config value (repeatable)")(
+      "out", po::value<std::string>(), "output folder")("help,h", "this help");
+  hidden.add_options()("config", po::value<std::string>());
+  positional.add("config", 1);
+}
+
+}  // namespace
+
+int calibrate(const Args& args) {
+  po::options_description visible("options"), hidden;
+  visible.add_options()("out", po::value<std::string>()->required(), "the model JSON to write")(
+      "gpu", po::value<std::string>(), "GPU name for the model (default: the traces' device metadata)")(
+      "name", po::value<std::string>()->default_value("calibrated"), "the model's name")(
+      "base", po::value<std::string>()->default_value("rtx3090-distilbert"),
+      "model giving the parameter layout and memory capacity")(
+      "residuals", po::value<std::string>(), "write phase,b,L,measured_ms,predicted_ms rows for residual plots")(
+      "help,h", "this help");
+  hidden.add_options()("trace", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("trace", -1);
+  po::variables_map vm;
+  if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
+  if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
+  std::vector<Trace> traces;
+  for (const auto& path : vm["trace"].as<std::vector<std::string>>())
+    traces.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
+  const PerfModel base = load_perf_model(vm["base"].as<std::string>());
+  const Calibration c = calibrate(traces);
+  std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
+  if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
+  const auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
+  parse_perf_model(nlohmann::json::parse(model.dump()), "the calibrated model");  // what we write must load
+  std::cout << "ddpsim calibrate: " << traces.size() << " trace(s)\n" << fit_report(c);
+  AtomicFile out(vm["out"].as<std::string>());
+  out.stream() << model.dump(2) << "\n";
+  std::unique_ptr<AtomicFile> residuals;
+  if (vm.count("residuals")) {
+    residuals = std::make_unique<AtomicFile>(vm["residuals"].as<std::string>());
+    residuals->stream() << "phase,b,L,measured_ms,predicted_ms\n";
+    for (const auto& r : c.residuals)
+      residuals->stream() << r.phase << "," << r.b << "," << r.L << "," << r.measured << "," << r.predicted << "\n";
+  }
+  out.commit();
+  if (residuals) residuals->commit();
+  std::cout << "wrote " << vm["out"].as<std::string>() << "\n";
+  return 0;
+}
+
+int replay(const Args& args) {
+  po::options_description visible("options"), hidden;
+  po::positional_options_description positional;
+  hidden.add_options()("trace", po::value<std::string>());
+  positional.add("trace", 1);
+  add_replay_options(visible, hidden, positional);
+  po::variables_map vm;
+  if (!parse(args, REPLAY_USAGE, visible, hidden, positional, vm)) return 0;
+  if (!vm.count("trace")) throw UsageError("give the TRACE.csv to replay");
+  const Trace trace = read_trace(vm["trace"].as<std::string>());
+  const Config config = config_with_model(vm);
+  const SimulationRun sim = ddpsim::replay(trace, config);
+  std::vector<TokenSummary> summaries;
+  for (const auto& run : sim.runs) summaries.push_back(summarize(run));
+  std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic" << (trace.runs.size() == 1 ? "y" : "ies")
+            << ", " << trace.runs.front().G << " ranks) with " << config.model->origin << "\n\n"
+            << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
+  if (vm.count("out")) {
+    const std::filesystem::path dir = vm["out"].as<std::string>();
+    const Metadata metadata = {{"tool", "ddpsim replay"}, {"replayed", trace.path}, {"model", config.model->origin},
+                               {"platform", config.platform.topology}, {"algorithm", config.simulation.algorithm}};
+    nlohmann::json summary_config = config.resolved;
+    summary_config["replayed"] = trace.path;
+    write_outputs(dir, {{"steps.csv", trace_csv(sim.runs, metadata)},
+                        {"summary.json", summary_json(summary_config, sim.runs, summaries)}});
+    std::cout << "wrote " << (dir / "steps.csv").string() << " and " << (dir / "summary.json").string() << "\n";
+  }
+  return 0;
+}
+
+int validate(const Args& args) {
+  po::options_description visible("options"), hidden;
+  po::positional_options_description positional;
+  visible.add_options()("measured", po::value<std::string>()->required(), "the measured trace")(
+      "baseline", po::value<std::string>(), "a measured trace of the baseline policy (e.g. static)");
+  add_replay_options(visible, hidden, positional);
+  po::variables_map vm;
+  if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
+  const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
+  std::unique_ptr<Trace> baseline;
+  if (vm.count("baseline")) baseline = std::make_unique<Trace>(read_trace(vm["baseline"].as<std::string>(), {"step_ms"}));
+  const Config config = config_with_model(vm);
+  const Validation v = ddpsim::validate(measured, config, baseline.get());
+  std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n\n"
+            << validation_report(v);
+  if (vm.count("out")) {
+    const std::filesystem::path dir = vm["out"].as<std::string>();
+    write_outputs(dir, {{"validation.json", validation_json(v, measured, config.model->origin).dump(2) + "\n"},
+                        {"validation.csv", validation_csv(v)}});
+    std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ddpsim::cli

@@ -1,0 +1,128 @@
+// Calibration, replay and validation: parameters recovered from a simulated trace, replay as
+// an exact oracle of the simulation, and the bad traces each named by file, line and column.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "calib/calibrate.hpp"
+#include "calib/validate.hpp"
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "report/outputs.hpp"
+
+using namespace ddpsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("ddpsim_calib_test_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// A known model whose three terms all matter at these lengths.
+nlohmann::json known_model(double sigma) {
+  nlohmann::json m = read_json_file(DDPSIM_SOURCE_DIR "/models/rtx3090-distilbert.json");
+  m["name"] = "known";
+  m["forward_ms"] = {{"a", 2.0}, {"beta", 0.002}, {"gamma", 1e-5}};
+  m["backward_ms"] = {{"a", 4.0}, {"beta", 0.004}, {"gamma", 2e-5}};
+  m["optimizer_ms"] = 1.5;
+  m["noise"] = {{"sigma", sigma}};
+  return m;
+}
+
+// Simulated steps of three policies over wide lengths, written as a trace file.
+std::string simulated_trace(const TempDir& dir, double sigma, const std::string& name, std::vector<std::string> policies,
+                            int steps = 300) {
+  std::ofstream(dir / (name + ".json")) << known_model(sigma).dump();
+  nlohmann::json doc = {{"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 45}, {"min", 8}, {"max", 250}, {"samples", 20000}}},
+                        {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", steps}, {"seed", 3}}},
+                        {"policies", policies},
+                        {"model", dir / (name + ".json")}};
+  const Config config = parse_config(doc, "test", "");
+  const auto dataset = make_length_source(config.data, 256)->dataset(3);
+  const SimulationRun sim = simulate(config, dataset);
+  const std::string path = dir / (name + ".csv");
+  std::ofstream(path) << trace_csv(sim.runs, {{"device", "simulated"}});
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("calibration recovers known parameters from a noisy simulated trace") {
+  TempDir dir;
+  const std::string path = simulated_trace(dir, 0.05, "noisy", {"static", "minmax", "token_budget:max_tokens=1024"});
+  const Calibration c = calibrate({read_trace(path, {"fwd_ms", "bwd_ms"})});
+  const auto m = known_model(0.05);
+  CHECK(c.forward.time.a_ms == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(c.forward.time.beta_ms == doctest::Approx(0.002).epsilon(0.02));
+  CHECK(c.forward.time.gamma_ms == doctest::Approx(1e-5).epsilon(0.02));
+  CHECK(c.backward.time.a_ms == doctest::Approx(4.0).epsilon(0.02));
+  CHECK(c.backward.time.beta_ms == doctest::Approx(0.004).epsilon(0.02));
+  CHECK(c.backward.time.gamma_ms == doctest::Approx(2e-5).epsilon(0.02));
+  CHECK(c.noise_sigma == doctest::Approx(0.05).epsilon(0.10));
+  CHECK(c.optimizer_ms == doctest::Approx(1.5).epsilon(0.02));
+  CHECK(c.has_memory);
+  CHECK(c.memory.r2 > 0.999);  // the simulator writes m(b, L) exactly
+  CHECK(c.forward.quality.r2 > 0.9);
+  MESSAGE(fit_report(c));
+  // What calibrate writes loads as a model.
+  const auto json = calibrated_model(c, {read_trace(path)}, load_perf_model("rtx3090-distilbert"), "fit", "sim");
+  const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
+  CHECK(fitted.forward.beta_ms == c.forward.time.beta_ms);
+}
+
+TEST_CASE("replaying a simulated trace with its own model reproduces it; validation says so") {
+  TempDir dir;
+  const std::string path = simulated_trace(dir, 0.0, "exact", {"static", "minmax"}, 100);
+  const Trace trace = read_trace(path);
+  nlohmann::json doc = default_config_json();
+  doc["model"] = dir / "exact.json";
+  doc["training"]["max_length"] = 256;
+  const Config config = parse_config(doc, "test", "");
+  const SimulationRun sim = replay(trace, config);
+  for (std::size_t p = 0; p < trace.runs.size(); ++p)
+    for (std::size_t i = 0; i < trace.runs[p].rows.size(); ++i)
+      CHECK(sim.runs[p].rows[i].step_ms == doctest::Approx(trace.runs[p].rows[i].step_ms).epsilon(1e-5));
+
+  // The static run as the baseline of the minmax run, each in a file of its own.
+  const SimulationRun both = replay(trace, config);
+  std::ofstream(dir / "static.csv") << trace_csv({trace.runs[0]}, {});
+  std::ofstream(dir / "minmax.csv") << trace_csv({trace.runs[1]}, {});
+  const Trace baseline = read_trace(dir / "static.csv"), measured = read_trace(dir / "minmax.csv");
+  const Validation v = validate(measured, config, &baseline);
+  REQUIRE(v.policies.size() == 1);
+  CHECK(std::abs(v.policies[0].mean_error_pct) < 0.01);
+  CHECK(std::abs(v.policies[0].p95_error_pct) < 0.01);
+  CHECK(v.policies[0].step_mape_pct < 0.01);
+  CHECK(std::abs(v.predicted_gain_pct[0] - v.measured_gain_pct[0]) < 0.01);
+  CHECK(validation_report(v).find("gain of minmax over the baseline") != std::string::npos);
+}
+
+TEST_CASE("bad traces are named by file, line and column") {
+  TempDir dir;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return dir / name;
+  };
+  CHECK_THROWS_WITH_AS(read_trace(write("nocol.csv", "step,rank,batch_size\n0,0,4\n")),
+                       doctest::Contains("nocol.csv:1: the header lacks column \"max_len\""), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("notime.csv", "step,rank,batch_size,max_len\n0,0,4,9\n"), {"fwd_ms"}),
+                       doctest::Contains("lacks column \"fwd_ms\""), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("nan.csv", "# device=x\nstep,rank,batch_size,max_len,fwd_ms\n0,0,4,9,1.5\n1,0,4,9,fast\n")),
+                       doctest::Contains("nan.csv:4: column fwd_ms: \"fast\" is not a number"), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("neg.csv", "step,rank,batch_size,max_len\n0,0,-4,9\n")),
+                       doctest::Contains("neg.csv:2: column batch_size: expected a non-negative integer"), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("mixed.csv", "step,rank,batch_size,max_len\n0,0,4,9\n0,0,5,9\n")),
+                       doctest::Contains("mixed.csv:3: step 0, rank 0 appears twice: several runs mixed without a policy column"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("short.csv", "step,rank,batch_size,max_len\n0,0,4\n")),
+                       doctest::Contains("short.csv:2: 3 fields, the header has 4"), InputError);
+  const auto one = write("one.csv", "step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1.1,2.1\n");
+  CHECK_THROWS_WITH_AS(calibrate({read_trace(one, {"fwd_ms", "bwd_ms"})}),
+                       doctest::Contains("1 distinct (batch size, length) point(s)"), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(dir / "absent.csv"), doctest::Contains("absent.csv: cannot open trace"), InputError);
+}

@@ -1,0 +1,31 @@
+# The whole loop on CPU: ddptrain profiles the tiny model, ddpsim calibrates a model from the
+# sweep, ddptrain measures static and minmax with two Gloo ranks, ddpsim replays and validates
+# them. CPU timings are noisy: this checks the pipeline and prints the figure, whatever it is.
+source "$(dirname "$0")/lib.sh"
+DDPSIM=$(dirname "$DDPTRAIN")/ddpsim
+tiny=(--model tiny --max-length 64 --synthetic-lengths sst2 --synthetic-samples 2000)
+expect_ok "$DDPTRAIN" "${tiny[@]}" --profile --profile-batches 1,4,16 --profile-lengths 8,24,64 \
+  --profile-warmup 1 --profile-reps 3 --out "$WORK/profile"
+grep -q '^# profile=warmup 1, repetitions 3$' "$WORK/profile/steps.csv" || fail "profile trace lacks its sweep metadata"
+[[ $(grep -vc '^#' "$WORK/profile/steps.csv") == $((1 + 3 * 3 * 3)) ]] || fail "profile trace should hold 27 rows"
+
+expect_ok "$DDPSIM" calibrate "$WORK/profile/steps.csv" --gpu "CPU (tiny)" --out "$WORK/model.json" \
+  --residuals "$WORK/residuals.csv"
+grep -q "forward .*R²" "$WORK/out" || fail "calibrate printed no fit report"
+grep -q '"fnv1a64"' "$WORK/model.json" || fail "the model does not record its source trace"
+[[ $(wc -l <"$WORK/residuals.csv") == $((1 + 2 * 27)) ]] || fail "residuals.csv should hold 2 phases x 27 rows"
+
+for policy in static minmax:buffer=16; do
+  expect_ok "$DDPTRAIN" "${tiny[@]}" --policy "$policy" --global-batch 16 --steps 12 --nproc-per-node 2 \
+    --out "$WORK/${policy%%:*}"
+done
+expect_ok "$DDPSIM" replay "$WORK/minmax/steps.csv" --model "$WORK/model.json" --out "$WORK/replayed"
+[[ $(grep -vc '^#' "$WORK/replayed/steps.csv") == $((1 + 12 * 2)) ]] || fail "the replay should hold 12 steps x 2 ranks"
+expect_ok "$DDPSIM" validate --measured "$WORK/minmax/steps.csv" --baseline "$WORK/static/steps.csv" \
+  --model "$WORK/model.json" --out "$WORK/validation"
+grep -q "gain of minmax:buffer=16 over the baseline" "$WORK/out" || fail "validate states no gain"
+grep -q '"mean_error_pct"' "$WORK/validation/validation.json" || fail "validation.json lacks mean_error_pct"
+[[ $(grep -c '^minmax' "$WORK/validation/validation.csv") == 12 ]] || fail "validation.csv should hold 12 minmax steps"
+echo "round trip on this CPU:"
+cat "$WORK/out"
+finish
