@@ -35,13 +35,14 @@ nlohmann::json known_model(double sigma) {
 }
 
 // Simulated steps of three policies over wide lengths, written as a trace file.
-std::string simulated_trace(const TempDir& dir, double sigma, const std::string& name, std::vector<std::string> policies,
-                            int steps = 300) {
+std::string simulated_trace(const TempDir& dir, double sigma, const std::string& name,
+                            std::vector<std::string> policies, int steps = 300) {
   std::ofstream(dir / (name + ".json")) << known_model(sigma).dump();
-  nlohmann::json doc = {{"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 45}, {"min", 8}, {"max", 250}, {"samples", 20000}}},
-                        {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", steps}, {"seed", 3}}},
-                        {"policies", policies},
-                        {"model", dir / (name + ".json")}};
+  nlohmann::json doc = {
+      {"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 45}, {"min", 8}, {"max", 250}, {"samples", 20000}}},
+      {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", steps}, {"seed", 3}}},
+      {"policies", policies},
+      {"model", dir / (name + ".json")}};
   const Config config = parse_config(doc, "test", "");
   const auto dataset = make_length_source(config.data, 256)->dataset(3);
   const SimulationRun sim = simulate(config, dataset);
@@ -112,13 +113,15 @@ TEST_CASE("bad traces are named by file, line and column") {
                        doctest::Contains("nocol.csv:1: the header lacks column \"max_len\""), InputError);
   CHECK_THROWS_WITH_AS(read_trace(write("notime.csv", "step,rank,batch_size,max_len\n0,0,4,9\n"), {"fwd_ms"}),
                        doctest::Contains("lacks column \"fwd_ms\""), InputError);
-  CHECK_THROWS_WITH_AS(read_trace(write("nan.csv", "# device=x\nstep,rank,batch_size,max_len,fwd_ms\n0,0,4,9,1.5\n1,0,4,9,fast\n")),
-                       doctest::Contains("nan.csv:4: column fwd_ms: \"fast\" is not a number"), InputError);
+  CHECK_THROWS_WITH_AS(
+      read_trace(write("nan.csv", "# device=x\nstep,rank,batch_size,max_len,fwd_ms\n0,0,4,9,1.5\n1,0,4,9,fast\n")),
+      doctest::Contains("nan.csv:4: column fwd_ms: \"fast\" is not a number"), InputError);
   CHECK_THROWS_WITH_AS(read_trace(write("neg.csv", "step,rank,batch_size,max_len\n0,0,-4,9\n")),
                        doctest::Contains("neg.csv:2: column batch_size: expected a non-negative integer"), InputError);
-  CHECK_THROWS_WITH_AS(read_trace(write("mixed.csv", "step,rank,batch_size,max_len\n0,0,4,9\n0,0,5,9\n")),
-                       doctest::Contains("mixed.csv:3: step 0, rank 0 appears twice: several runs mixed without a policy column"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      read_trace(write("mixed.csv", "step,rank,batch_size,max_len\n0,0,4,9\n0,0,5,9\n")),
+      doctest::Contains("mixed.csv:3: step 0, rank 0 appears twice: several runs mixed without a policy column"),
+      InputError);
   CHECK_THROWS_WITH_AS(read_trace(write("short.csv", "step,rank,batch_size,max_len\n0,0,4\n")),
                        doctest::Contains("short.csv:2: 3 fields, the header has 4"), InputError);
   const auto one = write("one.csv", "step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1.1,2.1\n");

@@ -1,7 +1,7 @@
 // ddptrain's DistilBERT: Hugging Face names and sizes, the attention paths, safetensors.
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 
 #include "model/distilbert.hpp"
 #include "model/safetensors.hpp"
@@ -20,12 +20,12 @@ TEST_CASE("the base model has distilbert-base-uncased's parameter names and coun
     names.insert(p.key());
   }
   CHECK(count == 66955010);
-  for (const char* name : {"distilbert.embeddings.word_embeddings.weight", "distilbert.embeddings.position_embeddings.weight",
-                           "distilbert.embeddings.LayerNorm.weight", "distilbert.transformer.layer.0.attention.q_lin.weight",
-                           "distilbert.transformer.layer.5.attention.out_lin.bias",
-                           "distilbert.transformer.layer.3.sa_layer_norm.bias", "distilbert.transformer.layer.2.ffn.lin1.weight",
-                           "distilbert.transformer.layer.4.output_layer_norm.weight", "pre_classifier.weight",
-                           "classifier.bias"})
+  for (const char* name :
+       {"distilbert.embeddings.word_embeddings.weight", "distilbert.embeddings.position_embeddings.weight",
+        "distilbert.embeddings.LayerNorm.weight", "distilbert.transformer.layer.0.attention.q_lin.weight",
+        "distilbert.transformer.layer.5.attention.out_lin.bias", "distilbert.transformer.layer.3.sa_layer_norm.bias",
+        "distilbert.transformer.layer.2.ffn.lin1.weight", "distilbert.transformer.layer.4.output_layer_norm.weight",
+        "pre_classifier.weight", "classifier.bias"})
     CHECK_MESSAGE(names.count(name), name);
 }
 
@@ -37,8 +37,9 @@ TEST_CASE("attention() matches the explicit form, padding masked") {
   const auto fast = attention(q, k, v, mask, 0.0, false), reference = attention_reference(q, k, v, mask, 0.0, false);
   CHECK(torch::allclose(fast, reference, /*rtol=*/1e-5, /*atol=*/1e-6));
   // A padded key changes nothing: sample 1 with its padding cut off gives the same outputs.
-  const auto cut = attention_reference(q[1].narrow(1, 0, 4).unsqueeze(0), k[1].narrow(1, 0, 4).unsqueeze(0),
-                                       v[1].narrow(1, 0, 4).unsqueeze(0), torch::ones({1, 4}, torch::kBool), 0.0, false);
+  const auto cut =
+      attention_reference(q[1].narrow(1, 0, 4).unsqueeze(0), k[1].narrow(1, 0, 4).unsqueeze(0),
+                          v[1].narrow(1, 0, 4).unsqueeze(0), torch::ones({1, 4}, torch::kBool), 0.0, false);
   CHECK(torch::allclose(cut[0], reference[1].narrow(1, 0, 4), 1e-5, 1e-6));
   MESSAGE("attention compiled as ", attention_kind());
 }
@@ -61,7 +62,7 @@ TEST_CASE("safetensors: a round trip loads by name; a shape mismatch names the t
   std::map<std::string, torch::Tensor> tensors;
   for (const auto& p : a->named_parameters()) tensors[p.key()] = p.value();
   tensors["vocab_projector.bias"] = torch::zeros({5}, torch::kFloat16);  // a head the model lacks
-  tensors.erase("classifier.weight");                                  // a head the file lacks
+  tensors.erase("classifier.weight");                                    // a head the file lacks
   write_safetensors(path, tensors);
   const auto report = load_parameters(*b, path);
   CHECK(report.unused == 1);

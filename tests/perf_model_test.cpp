@@ -16,7 +16,8 @@ nlohmann::json minimal() {
           {"backward_ms", {{"a", 2.0}, {"beta", 0.02}}},
           {"optimizer_ms", 3.0},
           {"layers",
-           {{{"name", "a"}, {"params", 1000}, {"bwd_fraction", 1}}, {{"name", "b"}, {"params", 3000}, {"bwd_fraction", 3}}}}};
+           {{{"name", "a"}, {"params", 1000}, {"bwd_fraction", 1}},
+            {{"name", "b"}, {"params", 3000}, {"bwd_fraction", 3}}}}};
 }
 
 }  // namespace

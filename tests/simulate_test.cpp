@@ -12,7 +12,9 @@ using namespace ddpsim;
 
 namespace {
 
-Config config_of(nlohmann::json doc) { return parse_config(doc, "test config", ""); }
+Config config_of(nlohmann::json doc) {
+  return parse_config(doc, "test config", "");
+}
 
 SimulationRun simulate_doc(const nlohmann::json& doc, std::pair<int, int> timeline = {0, 0}) {
   const Config c = config_of(doc);
@@ -47,7 +49,7 @@ TEST_CASE("a straggler sets every rank's step time while only its own compute gr
       CHECK(r.step_ms == doctest::Approx(rows[static_cast<std::size_t>(r.step * 4 + 2)].step_ms).epsilon(1e-9));
   }
   const TokenSummary s = summarize(sim.runs[0]);
-  CHECK(s.mean_std_compute_ms > 1.0);      // compute spread is visible...
+  CHECK(s.mean_std_compute_ms > 1.0);                              // compute spread is visible...
   CHECK(s.mean_std_step_ms < 0.01 * s.mean_std_compute_ms + 0.2);  // ...the wall-time spread is not
   CHECK(rows[11 * 4 + 0].comm_wait_ms > rows[11 * 4 + 2].comm_wait_ms + 0.25 * nominal);
 }
@@ -88,8 +90,8 @@ TEST_CASE("fast and full mode agree within 1% on mean and P95 max step time") {
 TEST_CASE("the built-in RTX 3090 model reproduces the study's static baseline") {
   const auto sim = simulate_doc(with(with(default_config_json(), "policies=[\"static\"]"), "training.steps=800"));
   const TokenSummary s = summarize(sim.runs[0]);
-  CHECK(s.mean_max_step_ms == doctest::Approx(118.51).epsilon(0.01));  // published: 118.51 ms
-  CHECK(s.p95_max_step_ms == doctest::Approx(120.96).epsilon(0.01));   // published: 120.96 ms
+  CHECK(s.mean_max_step_ms == doctest::Approx(118.51).epsilon(0.01));   // published: 118.51 ms
+  CHECK(s.p95_max_step_ms == doctest::Approx(120.96).epsilon(0.01));    // published: 120.96 ms
   CHECK(s.mean_samples_per_s == doctest::Approx(405.1).epsilon(0.01));  // published: 405.1
 }
 

@@ -135,7 +135,8 @@ TEST_CASE("tree and hierarchical allreduce agree between fast and full mode") {
     const auto fast = simulate_steps(s, {p}).policies[0].timing;
     s.mode = "full";
     const auto full = simulate_steps(s, {p}).policies[0].timing;
-    for (std::size_t i = 0; i < fast.size(); ++i) CHECK(full[i].step_ms == doctest::Approx(fast[i].step_ms).epsilon(1e-6));
+    for (std::size_t i = 0; i < fast.size(); ++i)
+      CHECK(full[i].step_ms == doctest::Approx(fast[i].step_ms).epsilon(1e-6));
   }
 }
 

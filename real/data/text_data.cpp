@@ -38,7 +38,8 @@ TextData synthetic_data(const std::string& histogram, std::int64_t samples, int 
     std::vector<std::int64_t> ids(static_cast<std::size_t>(len));
     ids.front() = CLS;
     ids.back() = SEP;
-    for (int t = 1; t + 1 < len; ++t) ids[static_cast<std::size_t>(t)] = FIRST_PIECE + static_cast<std::int64_t>(rng.below(span));
+    for (int t = 1; t + 1 < len; ++t)
+      ids[static_cast<std::size_t>(t)] = FIRST_PIECE + static_cast<std::int64_t>(rng.below(span));
     data.ids.push_back(std::move(ids));
     data.labels.push_back(static_cast<std::int64_t>(rng.below(2)));
     data.lengths.push_back(len);

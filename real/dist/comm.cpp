@@ -53,7 +53,8 @@ int env_int(const char* name, int fallback) {
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
   if (*end || value < 0 || value > 1 << 20)
-    throw std::runtime_error(std::string("environment variable ") + name + "=\"" + text + "\" is not a non-negative integer");
+    throw std::runtime_error(std::string("environment variable ") + name + "=\"" + text +
+                             "\" is not a non-negative integer");
   return static_cast<int>(value);
 }
 
@@ -78,7 +79,8 @@ Launch Launch::from_environment() {
   l.master_port = env_int("MASTER_PORT", 29500);
   if (l.world_size < 1) throw std::runtime_error("WORLD_SIZE must be ≥ 1");
   if (l.rank >= l.world_size)
-    throw std::runtime_error("RANK=" + std::to_string(l.rank) + " is not below WORLD_SIZE=" + std::to_string(l.world_size));
+    throw std::runtime_error("RANK=" + std::to_string(l.rank) +
+                             " is not below WORLD_SIZE=" + std::to_string(l.world_size));
   if (l.master_port < 1 || l.master_port > 65535) throw std::runtime_error("MASTER_PORT must be in 1..65535");
   return l;
 }
@@ -105,18 +107,18 @@ std::unique_ptr<Communicator> connect(const Launch& launch, const std::string& b
       sizes.push_back(theirs);
     }
   } catch (const c10::Error& e) {
-    throw std::runtime_error("rendezvous at " + where + " failed within " + std::to_string(timeout.count()) +
-                             " s (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?): " +
-                             e.what_without_backtrace());
+    throw std::runtime_error(
+        "rendezvous at " + where + " failed within " + std::to_string(timeout.count()) +
+        " s (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?): " + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw std::runtime_error("rendezvous at " + where + " failed within " + std::to_string(timeout.count()) +
                              " s (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?): " + e.what());
   }
   for (int r = 0; r < launch.world_size; ++r)
     if (sizes[static_cast<std::size_t>(r)] != launch.world_size)
-      throw std::runtime_error("world size mismatch: rank " + std::to_string(r) + " was started with WORLD_SIZE=" +
-                               std::to_string(sizes[static_cast<std::size_t>(r)]) + ", this rank with " +
-                               std::to_string(launch.world_size));
+      throw std::runtime_error("world size mismatch: rank " + std::to_string(r) +
+                               " was started with WORLD_SIZE=" + std::to_string(sizes[static_cast<std::size_t>(r)]) +
+                               ", this rank with " + std::to_string(launch.world_size));
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("ddptrain", store);
   if (backend == "gloo") return make_gloo(prefixed, launch.rank, launch.world_size, options.timeout);
 #ifdef USE_C10D_NCCL

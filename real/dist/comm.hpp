@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/torch.h>
 
 namespace ddptrain {
 

@@ -10,7 +10,9 @@ namespace ddptrain {
 
 namespace nn = torch::nn;
 
-DistilBertConfig DistilBertConfig::base() { return {}; }
+DistilBertConfig DistilBertConfig::base() {
+  return {};
+}
 
 DistilBertConfig DistilBertConfig::tiny() {
   DistilBertConfig c;
@@ -82,7 +84,8 @@ MultiHeadSelfAttentionImpl::MultiHeadSelfAttentionImpl(const DistilBertConfig& c
 torch::Tensor MultiHeadSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   const auto B = x.size(0), L = x.size(1);
   auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };  // (B,H,L,d)
-  const auto context = attention(split(q_lin(x)), split(k_lin(x)), split(v_lin(x)), mask, attention_dropout, is_training());
+  const auto context =
+      attention(split(q_lin(x)), split(k_lin(x)), split(v_lin(x)), mask, attention_dropout, is_training());
   return out_lin(context.transpose(1, 2).reshape({B, L, heads * head_dim}));
 }
 
@@ -92,7 +95,9 @@ FFNImpl::FFNImpl(const DistilBertConfig& c) {
   dropout = register_module("dropout", nn::Dropout(c.dropout));
 }
 
-torch::Tensor FFNImpl::forward(const torch::Tensor& x) { return dropout(lin2(torch::gelu(lin1(x)))); }
+torch::Tensor FFNImpl::forward(const torch::Tensor& x) {
+  return dropout(lin2(torch::gelu(lin1(x))));
+}
 
 TransformerBlockImpl::TransformerBlockImpl(const DistilBertConfig& c) {
   attention = register_module("attention", MultiHeadSelfAttention(c));
@@ -126,7 +131,7 @@ torch::Tensor DistilBertModelImpl::forward(const torch::Tensor& ids, const torch
 }
 
 DistilBertForSequenceClassificationImpl::DistilBertForSequenceClassificationImpl(const DistilBertConfig& c,
-                                                                               std::uint64_t seed)
+                                                                                 std::uint64_t seed)
     : config(c) {
   distilbert = register_module("distilbert", DistilBertModel(c));
   pre_classifier = register_module("pre_classifier", nn::Linear(c.dim, c.dim));

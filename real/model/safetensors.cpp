@@ -20,7 +20,7 @@ struct DType {
   std::size_t bytes;
 };
 constexpr DType DTYPES[] = {{"F32", torch::kFloat32, 4}, {"F16", torch::kFloat16, 2}, {"BF16", torch::kBFloat16, 2},
-                            {"F64", torch::kFloat64, 8}, {"I64", torch::kInt64, 8},     {"I32", torch::kInt32, 4}};
+                            {"F64", torch::kFloat64, 8}, {"I64", torch::kInt64, 8},   {"I32", torch::kInt32, 4}};
 
 const DType& dtype_named(const std::string& name, const std::string& where) {
   for (const auto& d : DTYPES)
@@ -50,7 +50,8 @@ std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
   if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) throw std::runtime_error(path + ": shorter than 8 bytes");
   std::uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | size_bytes[i];
-  if (header_size > file_size - 8) throw std::runtime_error(path + ": header size " + std::to_string(header_size) + " exceeds the file");
+  if (header_size > file_size - 8)
+    throw std::runtime_error(path + ": header size " + std::to_string(header_size) + " exceeds the file");
   std::string header(header_size, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_size));
   nlohmann::json doc = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
@@ -86,7 +87,9 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
   for (const auto& [name, tensor] : tensors) {
     const auto t = tensor.detach().to(torch::kCPU).contiguous();
     const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * dtype_of(t.scalar_type()).bytes;
-    header[name] = {{"dtype", dtype_of(t.scalar_type()).name}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {{"dtype", dtype_of(t.scalar_type()).name},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     data.push_back(t);
   }

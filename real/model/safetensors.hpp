@@ -18,9 +18,9 @@ std::map<std::string, torch::Tensor> read_safetensors(const std::string& path);
 void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors);
 
 struct LoadReport {
-  int loaded = 0;                  // model parameters set from the file
+  int loaded = 0;                   // model parameters set from the file
   std::vector<std::string> absent;  // model parameters the file lacks (they keep their values)
-  int unused = 0;                  // file tensors the model has no parameter for (e.g. an MLM head)
+  int unused = 0;                   // file tensors the model has no parameter for (e.g. an MLM head)
 };
 
 // Copies every file tensor whose name is a parameter of `module`, converting dtype; a shape

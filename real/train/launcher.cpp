@@ -27,7 +27,8 @@ int free_loopback_port() {
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     if (fd >= 0) ::close(fd);
-    throw std::runtime_error(std::string("--nproc-per-node: cannot find a free port on 127.0.0.1: ") + std::strerror(errno));
+    throw std::runtime_error(std::string("--nproc-per-node: cannot find a free port on 127.0.0.1: ") +
+                             std::strerror(errno));
   }
   ::close(fd);
   return ntohs(addr.sin_port);
@@ -45,7 +46,8 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& args) {
     for (char** e = environ; *e; ++e) {
       const std::string entry = *e;
       const auto name = entry.substr(0, entry.find('='));
-      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "MASTER_ADDR" && name != "MASTER_PORT")
+      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "MASTER_ADDR" &&
+          name != "MASTER_PORT")
         env_text.push_back(entry);
     }
     std::vector<char*> env, argv;
@@ -59,7 +61,8 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& args) {
     pid_t pid = 0;
     if (const int err = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), env.data()); err != 0) {
       for (pid_t c : children) ::kill(c, SIGTERM);
-      throw std::runtime_error(std::string("--nproc-per-node: cannot start rank ") + std::to_string(r) + ": " + std::strerror(err));
+      throw std::runtime_error(std::string("--nproc-per-node: cannot start rank ") + std::to_string(r) + ": " +
+                               std::strerror(err));
     }
     children.push_back(pid);
   }

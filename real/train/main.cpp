@@ -3,8 +3,8 @@
 // one process playing N ranks (--emulate-ranks).
 #include <iostream>
 
-#include <boost/program_options.hpp>
 #include <c10/macros/Macros.h>
+#include <boost/program_options.hpp>
 #ifdef C10_USE_GLOG
 #include <glog/logging.h>
 #endif
@@ -61,7 +61,8 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
     const auto comma = std::min(text.find(',', begin), text.size());
     const std::string item = text.substr(begin, comma - begin);
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || std::stoi(item) < 1)
-      throw ddpsim::UsageError(std::string(option) + " \"" + text + "\": expected positive integers separated by commas");
+      throw ddpsim::UsageError(std::string(option) + " \"" + text +
+                               "\": expected positive integers separated by commas");
     values.push_back(std::stoi(item));
     begin = comma + 1;
   }
@@ -76,12 +77,13 @@ int run(int argc, char** argv) {
   po::options_description data("data"), model("model"), sched("batch policy"), optim("optimisation"),
       dist("distribution"), out("outputs");
   data.add_options()("data", po::value(&o.data), "GLUE TSV to train on (sentence, label)")(
-      "vocab", po::value(&o.vocab), "WordPiece vocab.txt (bert-base-uncased)")(
-      "dev", po::value(&o.dev), "GLUE TSV for dev-set accuracy")(
+      "vocab", po::value(&o.vocab), "WordPiece vocab.txt (bert-base-uncased)")("dev", po::value(&o.dev),
+                                                                               "GLUE TSV for dev-set accuracy")(
       "synthetic-lengths", po::value(&o.synthetic_lengths),
       "instead of --data: random samples whose lengths follow HIST.json (`ddpsim lengths`) or 'sst2'")(
-      "synthetic-samples", po::value(&o.synthetic_samples)->default_value(o.synthetic_samples), "synthetic dataset size")(
-      "max-length", po::value(&o.max_length)->default_value(o.max_length), "truncation length in tokens");
+      "synthetic-samples", po::value(&o.synthetic_samples)->default_value(o.synthetic_samples),
+      "synthetic dataset size")("max-length", po::value(&o.max_length)->default_value(o.max_length),
+                                "truncation length in tokens");
   model.add_options()("model", po::value(&o.model_size)->default_value(o.model_size), "base (distilbert-base) or tiny")(
       "weights", po::value(&o.weights), "model.safetensors to load by parameter name (else random init)")(
       "dropout", po::value(&o.dropout), "override every dropout probability (0: deterministic)");
@@ -97,7 +99,8 @@ int run(int argc, char** argv) {
       "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warm-up, fraction of the steps")(
       "clip-norm", po::value(&o.clip_norm)->default_value(o.clip_norm), "gradient-norm clipping (0: off)");
-  dist.add_options()("backend", po::value(&backend)->default_value(backend), "auto (nccl on CUDA, else gloo), nccl, gloo")(
+  dist.add_options()("backend", po::value(&backend)->default_value(backend),
+                     "auto (nccl on CUDA, else gloo), nccl, gloo")(
       "nproc-per-node", po::value(&nproc), "start N local ranks (CPU: Gloo; one GPU each with NCCL)")(
       "emulate-ranks", po::value(&o.emulate_ranks), "play N ranks in this one process (see above)")(
       "emulate-link-GBps", po::value(&o.emulate_link_GBps)->default_value(o.emulate_link_GBps),
@@ -112,7 +115,8 @@ int run(int argc, char** argv) {
       "eval-every", po::value(&o.eval_every)->default_value(0), "dev accuracy every N steps (and at the end)")(
       "ckpt-every", po::value(&o.ckpt_every)->default_value(0), "checkpoint every N steps (atomic)")(
       "resume", po::value(&o.resume), "continue from a checkpoint: the same sample stream")(
-      "log-every", po::value(&o.log_every)->default_value(o.log_every), "progress line every N steps")("help,h", "this help");
+      "log-every", po::value(&o.log_every)->default_value(o.log_every), "progress line every N steps")("help,h",
+                                                                                                       "this help");
   po::options_description profiling("calibration sweep (for ddpsim calibrate)");
   profiling.add_options()("profile", "instead of training: time forward, backward and optimizer over a (b, L) grid")(
       "profile-batches", po::value(&profile_batches)->default_value(profile_batches), "batch sizes b")(
@@ -152,7 +156,8 @@ int run(int argc, char** argv) {
     comm = ddptrain::connect(launch, backend, std::chrono::seconds(timeout_s));
   }
   std::ostream null_stream(nullptr);
-  if (vm.count("profile") && o.data.empty() && o.synthetic_lengths.empty()) o.synthetic_lengths = "sst2";  // data unused
+  if (vm.count("profile") && o.data.empty() && o.synthetic_lengths.empty())
+    o.synthetic_lengths = "sst2";  // data unused
   ddptrain::Trainer trainer(o, std::move(comm), launch.rank == 0 ? std::cout : null_stream);
   if (vm.count("profile")) {
     trainer.profile(parse_list(profile_batches, "--profile-batches"), parse_list(profile_lengths, "--profile-lengths"),

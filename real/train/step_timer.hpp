@@ -55,8 +55,9 @@ class StepTimer {
 #ifdef DDPTRAIN_CUDA
     if (device_.is_cuda()) {
       const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
-      return double(stats.allocated_bytes[static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
-                        .peak) /
+      return double(
+                 stats.allocated_bytes[static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+                     .peak) /
              (1024.0 * 1024.0);
     }
 #endif

@@ -22,9 +22,11 @@ torch::Device pick_device(const std::string& wanted, int rank) {
   if (wanted == "cpu") return torch::kCPU;
   const bool cuda = torch::cuda::is_available();
   if (wanted == "cuda" && !cuda) throw ddpsim::InputError("--device cuda: no CUDA device is visible to this LibTorch");
-  if (wanted != "auto" && wanted != "cuda") throw ddpsim::UsageError("--device is auto, cpu or cuda, got \"" + wanted + "\"");
+  if (wanted != "auto" && wanted != "cuda")
+    throw ddpsim::UsageError("--device is auto, cpu or cuda, got \"" + wanted + "\"");
   if (!cuda) return torch::kCPU;
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % static_cast<int>(torch::cuda::device_count())));
+  return torch::Device(torch::kCUDA,
+                       static_cast<c10::DeviceIndex>(rank % static_cast<int>(torch::cuda::device_count())));
 }
 
 // A 64-bit digest of a step's allocation: ranks whose plans differ get different digests.
@@ -56,7 +58,8 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
     : opt_(std::move(options)), comm_(std::move(comm)), log_(log), device_(torch::kCPU) {
   rank_ = comm_ ? comm_->rank() : 0;
   G_ = comm_ ? comm_->size() : std::max(1, opt_.emulate_ranks);
-  if (comm_ && opt_.emulate_ranks > 0) throw ddpsim::UsageError("--emulate-ranks runs in one process: start one rank only");
+  if (comm_ && opt_.emulate_ranks > 0)
+    throw ddpsim::UsageError("--emulate-ranks runs in one process: start one rank only");
   device_ = pick_device(opt_.device, rank_);
 
   if (!opt_.synthetic_lengths.empty()) {
@@ -169,7 +172,8 @@ double Trainer::step() {
     loss[gi] = mean_loss.item<double>();
     mem[gi] = timer.peak_memory_mib();
   }
-  const std::size_t wait_start = 1 + 3 * static_cast<std::size_t>(last), wait_end = wait_start + 1, opt_end = wait_start + 2;
+  const std::size_t wait_start = 1 + 3 * static_cast<std::size_t>(last), wait_end = wait_start + 1,
+                    opt_end = wait_start + 2;
   timer.mark(wait_start);
   if (buckets_) buckets_->finish();
   timer.mark(wait_end);
@@ -191,7 +195,8 @@ double Trainer::step() {
     metrics = comm_->allgather(metrics[rank_]);
   } else if (opt_.emulate_ranks > 0) {
     double slowest = 0;
-    for (int g = 0; g < G_; ++g) slowest = std::max(slowest, fwd[static_cast<std::size_t>(g)] + bwd[static_cast<std::size_t>(g)]);
+    for (int g = 0; g < G_; ++g)
+      slowest = std::max(slowest, fwd[static_cast<std::size_t>(g)] + bwd[static_cast<std::size_t>(g)]);
     const double step_ms = slowest + emulated_allreduce_ms_ + opt_ms;
     for (int g = 0; g < G_; ++g)
       put(g, step_ms - fwd[static_cast<std::size_t>(g)] - bwd[static_cast<std::size_t>(g)] - opt_ms, step_ms);
@@ -255,8 +260,8 @@ void Trainer::run() {
     if (rank_ == 0 && (step_ % std::max(1, opt_.log_every) == 0 || step_ == opt_.steps)) {
       const auto& r = rows_.back();
       log_ << "step " << step_ << "/" << opt_.steps << "  loss " << loss << "  lr " << lr_at(step_ - 1) << "  step "
-           << r.step_ms << " ms  "
-           << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
+           << r.step_ms << " ms  " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+           << " s\n";
     }
     if (opt_.eval_every > 0 && step_ % opt_.eval_every == 0 && step_ < opt_.steps && !dev_.ids.empty()) {
       const double acc = evaluate();
@@ -275,25 +280,27 @@ void Trainer::run() {
 std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
   std::string device = device_.is_cuda() ? "cuda" : "cpu";
 #ifdef DDPTRAIN_CUDA
-  if (device_.is_cuda()) device = torch::cuda::is_available() ? at::cuda::getDeviceProperties(device_.index())->name : device;
+  if (device_.is_cuda())
+    device = torch::cuda::is_available() ? at::cuda::getDeviceProperties(device_.index())->name : device;
 #endif
-  std::vector<std::pair<std::string, std::string>> m = {
-      {"tool", "ddptrain"},
-      {"device", device},
-      {"world_size", std::to_string(comm_ ? comm_->size() : 1)},
-      {"emulated_ranks", std::to_string(opt_.emulate_ranks)},
-      {"backend", comm_ ? comm_->backend() : "none"},
-      {"libtorch", TORCH_VERSION},
-      {"attention", attention_kind()},
-      {"seed", std::to_string(opt_.seed)},
-      {"policy", policy_label()},
-      {"global_batch", std::to_string(opt_.global_batch)},
-      {"model", opt_.model_size},
-      {"data", data_.description}};
+  std::vector<std::pair<std::string, std::string>> m = {{"tool", "ddptrain"},
+                                                        {"device", device},
+                                                        {"world_size", std::to_string(comm_ ? comm_->size() : 1)},
+                                                        {"emulated_ranks", std::to_string(opt_.emulate_ranks)},
+                                                        {"backend", comm_ ? comm_->backend() : "none"},
+                                                        {"libtorch", TORCH_VERSION},
+                                                        {"attention", attention_kind()},
+                                                        {"seed", std::to_string(opt_.seed)},
+                                                        {"policy", policy_label()},
+                                                        {"global_batch", std::to_string(opt_.global_batch)},
+                                                        {"model", opt_.model_size},
+                                                        {"data", data_.description}};
   if (opt_.emulate_ranks > 0)
     m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +
-                                    std::to_string(opt_.emulate_latency_us) + " us per step, buckets back to back "
-                                    "after the slowest rank (no overlap); NOT a real " + std::to_string(G_) + "-GPU run");
+                                    std::to_string(opt_.emulate_latency_us) +
+                                    " us per step, buckets back to back "
+                                    "after the slowest rank (no overlap); NOT a real " +
+                                    std::to_string(G_) + "-GPU run");
   else
     m.emplace_back("allreduce", comm_ && G_ > 1 ? "measured: bucketed, overlapped with backward" : "none (one rank)");
   return m;

@@ -30,8 +30,8 @@ struct TrainOptions {
   int max_length = 128;
   // Model.
   std::string model_size = "base";
-  std::string weights;      // a model.safetensors to load by name
-  double dropout = -1;      // < 0: the model's (0.1); 0 makes steps deterministic across ranks
+  std::string weights;  // a model.safetensors to load by name
+  double dropout = -1;  // < 0: the model's (0.1); 0 makes steps deterministic across ranks
   // Schedule.
   std::string policy = "static";
   int global_batch = 48;

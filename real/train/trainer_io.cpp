@@ -39,7 +39,8 @@ void Trainer::write_outputs() {
 }
 
 void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& lengths, int warmup, int reps) {
-  if (comm_ || opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures one device: run it as a single process");
+  if (comm_ || opt_.emulate_ranks > 0)
+    throw ddpsim::UsageError("--profile measures one device: run it as a single process");
   TextData sweep;
   std::vector<ddpsim::RankStep> rows;
   int timed = 0;
@@ -84,8 +85,8 @@ void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& l
         row.loss = loss.item<double>();
         rows.push_back(row);
       }
-      log_ << "profile: b=" << b << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms
-           << " ms\n";
+      log_ << "profile: b=" << b << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward "
+           << rows.back().bwd_ms << " ms\n";
     }
   }
   if (rows.empty()) throw ddpsim::InputError("--profile: no (batch size, length) pair fits --max-length and --bmax");
@@ -153,9 +154,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   archive.read("policy", policy);
   const auto ranks = scalar("ranks"), batch = scalar("global_batch"), seed = scalar("seed");
   if (ranks != G_)
-    throw ddpsim::InputError(path + ": saved with " + std::to_string(ranks) + " ranks, this run has " + std::to_string(G_) +
-                             " (world size mismatch)");
-  if (policy.toStringRef() != policy_label() || batch != opt_.global_batch || seed != static_cast<std::int64_t>(opt_.seed))
+    throw ddpsim::InputError(path + ": saved with " + std::to_string(ranks) + " ranks, this run has " +
+                             std::to_string(G_) + " (world size mismatch)");
+  if (policy.toStringRef() != policy_label() || batch != opt_.global_batch ||
+      seed != static_cast<std::int64_t>(opt_.seed))
     throw ddpsim::InputError(path + ": saved with policy " + policy.toStringRef() + ", B=" + std::to_string(batch) +
                              ", seed " + std::to_string(seed) + "; resume with the same ones");
   archive.read("model", model);

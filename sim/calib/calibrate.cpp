@@ -94,7 +94,8 @@ Calibration calibrate(const std::vector<Trace>& traces) {
         bwd.push_back(r.bwd_ms);
         distinct.insert({r.batch_size, r.max_len});
         if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
-        if (!std::isnan(r.peak_mem_mib)) mem_bl.emplace_back(r.batch_size, r.max_len), mem_rows_y.push_back(r.peak_mem_mib);
+        if (!std::isnan(r.peak_mem_mib))
+          mem_bl.emplace_back(r.batch_size, r.max_len), mem_rows_y.push_back(r.peak_mem_mib);
       }
   }
   c.distinct_points = static_cast<int>(distinct.size());
@@ -102,7 +103,8 @@ Calibration calibrate(const std::vector<Trace>& traces) {
   for (const auto& [b, L] : distinct) lengths.insert(L), tokens.insert(b * L);
   if (distinct.size() < 3 || lengths.size() < 2 || tokens.size() < 2)
     throw InputError(names + ": " + std::to_string(distinct.size()) + " distinct (batch size, length) point(s) with " +
-                     std::to_string(lengths.size()) + " distinct length(s): fitting a + β·b·L + γ·b·L² needs at least 3 "
+                     std::to_string(lengths.size()) +
+                     " distinct length(s): fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");
   const Quadratic f = fit_quadratic(bl, fwd), b = fit_quadratic(bl, bwd);
@@ -146,8 +148,12 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     sources.push_back({{"file", t.path}, {"fnv1a64", t.hash}, {"rows", t.rows}, {"metadata", meta}});
     files += (files.empty() ? "" : ", ") + std::filesystem::path(t.path).filename().string();
   }
-  auto phase = [](const PhaseTime& p) { return nlohmann::ordered_json{{"a", p.a_ms}, {"beta", p.beta_ms}, {"gamma", p.gamma_ms}}; };
-  auto fit = [](const FitQuality& q) { return nlohmann::ordered_json{{"points", q.points}, {"r2", q.r2}, {"mape", q.mape}}; };
+  auto phase = [](const PhaseTime& p) {
+    return nlohmann::ordered_json{{"a", p.a_ms}, {"beta", p.beta_ms}, {"gamma", p.gamma_ms}};
+  };
+  auto fit = [](const FitQuality& q) {
+    return nlohmann::ordered_json{{"points", q.points}, {"r2", q.r2}, {"mape", q.mape}};
+  };
   nlohmann::ordered_json m;
   m["name"] = name;
   m["gpu"] = gpu;
@@ -164,11 +170,13 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
                      {"capacity", base.mem_capacity_mib}};
   m["gradient_bytes_per_param"] = base.bytes_per_param;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (const auto& l : base.layers) layers.push_back({{"name", l.name}, {"params", l.params}, {"bwd_fraction", l.bwd_fraction}});
+  for (const auto& l : base.layers)
+    layers.push_back({{"name", l.name}, {"params", l.params}, {"bwd_fraction", l.bwd_fraction}});
   m["layers"] = layers;
-  nlohmann::ordered_json report = {{"forward", fit(c.forward.quality)},
-                                   {"backward", fit(c.backward.quality)},
-                                   {"noise_p95_over_p50", {{"observed", c.observed_p95_over_p50}, {"fitted", c.fitted_p95_over_p50}}}};
+  nlohmann::ordered_json report = {
+      {"forward", fit(c.forward.quality)},
+      {"backward", fit(c.backward.quality)},
+      {"noise_p95_over_p50", {{"observed", c.observed_p95_over_p50}, {"fitted", c.fitted_p95_over_p50}}}};
   if (c.has_memory) report["memory"] = fit(c.memory);
   m["calibration"] = {{"traces", sources}, {"fit", report}};
   return m;
@@ -178,8 +186,9 @@ std::string fit_report(const Calibration& c) {
   char line[256];
   std::string out;
   auto phase = [&](const char* name, const PhaseFit& p) {
-    std::snprintf(line, sizeof line, "  %-9s t = %.4g + %.4g·b·L + %.4g·b·L² ms   R² %.4f   MAPE %.2f%%   (%ld rows)\n", name,
-                  p.time.a_ms, p.time.beta_ms, p.time.gamma_ms, p.quality.r2, 100 * p.quality.mape, p.quality.points);
+    std::snprintf(line, sizeof line, "  %-9s t = %.4g + %.4g·b·L + %.4g·b·L² ms   R² %.4f   MAPE %.2f%%   (%ld rows)\n",
+                  name, p.time.a_ms, p.time.beta_ms, p.time.gamma_ms, p.quality.r2, 100 * p.quality.mape,
+                  p.quality.points);
     out += line;
   };
   std::snprintf(line, sizeof line, "fit over %d distinct (b, L) points\n", c.distinct_points);
@@ -193,8 +202,8 @@ std::string fit_report(const Calibration& c) {
                 c.noise_sigma, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
   if (c.has_memory) {
-    std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·b·L + %.4g·b·L² MiB   R² %.4f   MAPE %.2f%%\n", c.mem_m0,
-                  c.mem_mu, c.mem_nu, c.memory.r2, 100 * c.memory.mape);
+    std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·b·L + %.4g·b·L² MiB   R² %.4f   MAPE %.2f%%\n",
+                  c.mem_m0, c.mem_mu, c.mem_nu, c.memory.r2, 100 * c.memory.mape);
     out += line;
   } else {
     out += "  memory    no peak_mem_mib in the traces: the base model's memory model is kept\n";

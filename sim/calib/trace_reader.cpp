@@ -83,8 +83,8 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       continue;
     }
     if (fields.size() != trace.columns.size())
-      throw InputError(path + ":" + std::to_string(line_no) + ": " + std::to_string(fields.size()) + " fields, the header has " +
-                       std::to_string(trace.columns.size()));
+      throw InputError(path + ":" + std::to_string(line_no) + ": " + std::to_string(fields.size()) +
+                       " fields, the header has " + std::to_string(trace.columns.size()));
     auto number = [&](const char* name) -> double {
       const auto it = col.find(name);
       if (it == col.end() || fields[it->second].empty()) return NOT_MEASURED;
@@ -115,15 +115,19 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.step_ms = number("step_ms");
     r.peak_mem_mib = number("peak_mem_mib");
     r.loss = number("loss");
-    r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty() ? static_cast<int>(integer("global_batch")) : 0;
+    r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty()
+                         ? static_cast<int>(integer("global_batch"))
+                         : 0;
     r.loss_weight = col.count("loss_weight") ? number("loss_weight") : NOT_MEASURED;
     for (const auto& name : required)
-      if (std::isnan(number(name.c_str()))) throw InputError(where(name) + "empty, but this command needs it on every row");
+      if (std::isnan(number(name.c_str())))
+        throw InputError(where(name) + "empty, but this command needs it on every row");
     const std::string policy = col.count("policy") ? fields[col["policy"]] : "trace";
     if (!seen.insert({policy, r.step, r.rank}).second)
-      throw InputError(path + ":" + std::to_string(line_no) + ": step " + std::to_string(r.step) + ", rank " +
-                       std::to_string(r.rank) + " appears twice" +
-                       (col.count("policy") ? " for policy " + policy : ": several runs mixed without a policy column"));
+      throw InputError(
+          path + ":" + std::to_string(line_no) + ": step " + std::to_string(r.step) + ", rank " +
+          std::to_string(r.rank) + " appears twice" +
+          (col.count("policy") ? " for policy " + policy : ": several runs mixed without a policy column"));
     if (!run_of.count(policy)) {
       run_of[policy] = trace.runs.size();
       trace.runs.push_back(PolicyRun{policy, "", 0, {}, {}});
@@ -134,8 +138,9 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   if (col.empty()) throw InputError(path + ": no header line (expected step,rank,policy,batch_size,...)");
   if (trace.rows == 0) throw InputError(path + ": no data rows");
   for (auto& run : trace.runs) {
-    std::stable_sort(run.rows.begin(), run.rows.end(),
-                     [](const RankStep& a, const RankStep& b) { return std::tie(a.step, a.rank) < std::tie(b.step, b.rank); });
+    std::stable_sort(run.rows.begin(), run.rows.end(), [](const RankStep& a, const RankStep& b) {
+      return std::tie(a.step, a.rank) < std::tie(b.step, b.rank);
+    });
     int G = 0;
     for (const auto& r : run.rows) G = std::max(G, r.rank + 1);
     run.G = G;
@@ -151,7 +156,8 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       int total = 0;
       for (int g = 0; g < G; ++g) total += run.rows[i + static_cast<std::size_t>(g)].batch_size;
       for (int g = 0; g < G; ++g)
-        if (run.rows[i + static_cast<std::size_t>(g)].global_batch < 0) run.rows[i + static_cast<std::size_t>(g)].global_batch = total;
+        if (run.rows[i + static_cast<std::size_t>(g)].global_batch < 0)
+          run.rows[i + static_cast<std::size_t>(g)].global_batch = total;
     }
   }
   return trace;

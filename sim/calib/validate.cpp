@@ -165,7 +165,8 @@ std::string validation_csv(const Validation& v) {
   auto rows = [&](const PolicyValidation& p, const std::string& label) {
     for (std::size_t i = 0; i < p.measured_steps_ms.size(); ++i) {
       std::snprintf(line, sizeof line, "%s,%zu,%.4f,%.4f,%.3f\n", label.c_str(), i, p.measured_steps_ms[i],
-                    p.predicted_steps_ms[i], 100 * (p.predicted_steps_ms[i] - p.measured_steps_ms[i]) / p.measured_steps_ms[i]);
+                    p.predicted_steps_ms[i],
+                    100 * (p.predicted_steps_ms[i] - p.measured_steps_ms[i]) / p.measured_steps_ms[i]);
       out += line;
     }
   };

@@ -6,9 +6,9 @@
 
 #include "cli/config_args.hpp"
 #include "common/error.hpp"
-#include "report/policy_run.hpp"
 #include "eval/config.hpp"
 #include "report/outputs.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim::cli {
 
@@ -42,7 +42,7 @@ int balance(const Args& args) {
   po::positional_options_description positional;
   add_config_options(visible, hidden, positional);
   visible.add_options()("out", po::value<std::string>(), "write DIR/steps.csv and DIR/summary.json")("help,h",
-                                                                                                      "this help");
+                                                                                                     "this help");
   po::variables_map vm;
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);

@@ -31,9 +31,10 @@ meaningful figures.
 
 int bench(const Args& args) {
   po::options_description visible("options");
-  visible.add_options()("json",
-                        "print {\"sched\": [{policy, solver, G, B, K, mean_us, p95_us}, ...], \"sim\": [{config, mode, G, steps, "
-                        "policies, wall_s, rank_steps_per_s, target_s}, ...]} instead of tables")(
+  visible.add_options()(
+      "json",
+      "print {\"sched\": [{policy, solver, G, B, K, mean_us, p95_us}, ...], \"sim\": [{config, mode, G, steps, "
+      "policies, wall_s, rank_steps_per_s, target_s}, ...]} instead of tables")(
       "quick", "a tenth of the decisions and steps: a smoke test, not a measurement")(
       "only", po::value<std::string>(), "sched or sim: run one half")("help,h", "this help");
   po::variables_map vm;
@@ -41,7 +42,8 @@ int bench(const Args& args) {
 
   const bool json = vm.count("json") > 0;
   const std::string only = vm.count("only") ? vm["only"].as<std::string>() : "";
-  if (!only.empty() && only != "sched" && only != "sim") throw UsageError("--only is sched or sim, got \"" + only + "\"");
+  if (!only.empty() && only != "sched" && only != "sim")
+    throw UsageError("--only is sched or sim, got \"" + only + "\"");
   const double scale = vm.count("quick") ? 0.1 : 1.0;
   const auto say = [&](const std::string& what) { std::cerr << "bench: " << what << "\n"; };
   const auto results = only == "sim" ? std::vector<SchedBenchResult>{} : run_sched_bench(scale, say);
@@ -49,16 +51,17 @@ int bench(const Args& args) {
   if (json) {
     nlohmann::ordered_json sim_rows = nlohmann::ordered_json::array();
     for (const auto& r : sims)
-      sim_rows.push_back({{"config", r.name},
-                          {"mode", r.mode},
-                          {"topology", r.topology},
-                          {"algorithm", r.algorithm},
-                          {"G", r.G},
-                          {"steps", r.steps},
-                          {"policies", r.policies},
-                          {"wall_s", r.wall_s},
-                          {"rank_steps_per_s", r.rank_steps_per_s},
-                          {"target_s", r.target_s > 0 ? nlohmann::ordered_json(r.target_s) : nlohmann::ordered_json()}});
+      sim_rows.push_back(
+          {{"config", r.name},
+           {"mode", r.mode},
+           {"topology", r.topology},
+           {"algorithm", r.algorithm},
+           {"G", r.G},
+           {"steps", r.steps},
+           {"policies", r.policies},
+           {"wall_s", r.wall_s},
+           {"rank_steps_per_s", r.rank_steps_per_s},
+           {"target_s", r.target_s > 0 ? nlohmann::ordered_json(r.target_s) : nlohmann::ordered_json()}});
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const auto& r : results)
       rows.push_back({{"policy", r.policy},

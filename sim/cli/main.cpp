@@ -39,7 +39,8 @@ exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "ddpsim: missing command (run, compare, calibrate, replay, validate, balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr << "ddpsim: missing command (run, compare, calibrate, replay, validate, balance, bench, lengths; see "
+                 "ddpsim --help)\n";
     return 2;
   }
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
@@ -57,7 +58,9 @@ int main(int argc, char** argv) {
     if (verb == "balance") return ddpsim::cli::balance(args);
     if (verb == "bench") return ddpsim::cli::bench(args);
     if (verb == "lengths") return ddpsim::cli::lengths(args);
-    std::cerr << "ddpsim: unknown command \"" << verb << "\" (commands: run, compare, calibrate, replay, validate, balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr
+        << "ddpsim: unknown command \"" << verb
+        << "\" (commands: run, compare, calibrate, replay, validate, balance, bench, lengths; see ddpsim --help)\n";
     return 2;
   } catch (const ddpsim::UsageError& e) {
     std::cerr << "ddpsim " << verb << ": " << e.what() << " (see ddpsim " << verb << " --help)\n";

@@ -10,8 +10,8 @@
 #include "cli/config_args.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "report/outputs.hpp"
 #include "eval/simulate.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim::cli {
 
@@ -122,8 +122,8 @@ int simulate_verb(const Args& args, bool compare) {
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  data: " << source->describe()
             << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length "
             << shape.max_length << ", seed " << shape.seed << "\n  model: " << config.model->name << " ("
-            << config.model->origin << ")\n  platform: " << config.platform.to_json().dump() << "\n  allreduce: "
-            << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
+            << config.model->origin << ")\n  platform: " << config.platform.to_json().dump()
+            << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
             << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n\n";
 
   const auto start = std::chrono::steady_clock::now();
@@ -176,7 +176,11 @@ int simulate_verb(const Args& args, bool compare) {
 
 }  // namespace
 
-int run(const Args& args) { return simulate_verb(args, false); }
-int compare(const Args& args) { return simulate_verb(args, true); }
+int run(const Args& args) {
+  return simulate_verb(args, false);
+}
+int compare(const Args& args) {
+  return simulate_verb(args, true);
+}
 
 }  // namespace ddpsim::cli

@@ -44,7 +44,8 @@ examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred
 )";
 
-constexpr const char* VALIDATE_USAGE = R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv] [CONFIG] [options]
+constexpr const char* VALIDATE_USAGE =
+    R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv] [CONFIG] [options]
 
 Replays a measured trace and compares prediction with measurement: mean and P95 of the
 per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
@@ -132,13 +133,17 @@ int replay(const Args& args) {
   const SimulationRun sim = ddpsim::replay(trace, config);
   std::vector<TokenSummary> summaries;
   for (const auto& run : sim.runs) summaries.push_back(summarize(run));
-  std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic" << (trace.runs.size() == 1 ? "y" : "ies")
-            << ", " << trace.runs.front().G << " ranks) with " << config.model->origin << "\n\n"
+  std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic"
+            << (trace.runs.size() == 1 ? "y" : "ies") << ", " << trace.runs.front().G << " ranks) with "
+            << config.model->origin << "\n\n"
             << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
-    const Metadata metadata = {{"tool", "ddpsim replay"}, {"replayed", trace.path}, {"model", config.model->origin},
-                               {"platform", config.platform.topology}, {"algorithm", config.simulation.algorithm}};
+    const Metadata metadata = {{"tool", "ddpsim replay"},
+                               {"replayed", trace.path},
+                               {"model", config.model->origin},
+                               {"platform", config.platform.topology},
+                               {"algorithm", config.simulation.algorithm}};
     nlohmann::json summary_config = config.resolved;
     summary_config["replayed"] = trace.path;
     write_outputs(dir, {{"steps.csv", trace_csv(sim.runs, metadata)},
@@ -158,7 +163,8 @@ int validate(const Args& args) {
   if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
   const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
   std::unique_ptr<Trace> baseline;
-  if (vm.count("baseline")) baseline = std::make_unique<Trace>(read_trace(vm["baseline"].as<std::string>(), {"step_ms"}));
+  if (vm.count("baseline"))
+    baseline = std::make_unique<Trace>(read_trace(vm["baseline"].as<std::string>(), {"step_ms"}));
   const Config config = config_with_model(vm);
   const Validation v = ddpsim::validate(measured, config, baseline.get());
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n\n"

@@ -71,8 +71,8 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
       const int n = node_of_rank[static_cast<std::size_t>(g)];
       if (n == static_cast<int>(nodes.size())) nodes.emplace_back();
       if (n != static_cast<int>(nodes.size()) - 1)
-        throw InputError("hierarchical allreduce: the ranks of a node must be consecutive (rank " +
-                         std::to_string(g) + ")");
+        throw InputError("hierarchical allreduce: the ranks of a node must be consecutive (rank " + std::to_string(g) +
+                         ")");
       nodes.back().push_back(g);
     }
     const int M = static_cast<int>(nodes.front().size());
@@ -83,9 +83,9 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
     std::vector<std::vector<int>> rails(static_cast<std::size_t>(M));
     for (const auto& n : nodes)
       for (int i = 0; i < M; ++i) rails[static_cast<std::size_t>(i)].push_back(n[static_cast<std::size_t>(i)]);
-    append_ring_phases(plan.phases, nodes, double(M - 1) / M, M - 1);                 // reduce-scatter
-    append_ring_phases(plan.phases, rails, 2.0 * (N - 1) / N / M, 2 * (N - 1));       // across nodes
-    append_ring_phases(plan.phases, nodes, double(M - 1) / M, M - 1);                 // all-gather
+    append_ring_phases(plan.phases, nodes, double(M - 1) / M, M - 1);            // reduce-scatter
+    append_ring_phases(plan.phases, rails, 2.0 * (N - 1) / N / M, 2 * (N - 1));  // across nodes
+    append_ring_phases(plan.phases, nodes, double(M - 1) / M, M - 1);            // all-gather
   } else {
     throw InputError("unknown allreduce algorithm \"" + algorithm + "\" (known: ring, tree, hierarchical)");
   }

@@ -98,8 +98,7 @@ namespace {
 using Direction = sg4::LinkInRoute::Direction;
 
 std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
-  if (!std::filesystem::is_regular_file(config.file))
-    throw InputError(config.file + ": cannot open platform file");
+  if (!std::filesystem::is_regular_file(config.file)) throw InputError(config.file + ": cannot open platform file");
   try {
     sg4::Engine::get_instance()->load_platform(config.file);
   } catch (const std::exception& e) {
@@ -130,8 +129,8 @@ std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
     hosts.push_back(zone->create_host("gpu" + id, 1e12));
     gpu_link.push_back(zone->create_split_duplex_link("gpulink" + id, config.link_GBps * 1e9)->set_latency(lat));
     if (config.topology == "cluster")
-      nic.push_back(zone->create_split_duplex_link("nic" + id, config.nic_GBps * 1e9)
-                        ->set_latency(config.nic_latency_us * 1e-6));
+      nic.push_back(
+          zone->create_split_duplex_link("nic" + id, config.nic_GBps * 1e9)->set_latency(config.nic_latency_us * 1e-6));
   }
   const auto node = node_of_ranks(config, G);
   const int per_leaf = config.nodes_per_leaf;
@@ -143,7 +142,8 @@ std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
                             ->set_latency(config.nic_latency_us * 1e-6));
   }
   sg4::Link* root = nullptr;
-  if (config.topology == "pcie" && config.host_GBps > 0) root = zone->create_link("root-complex", config.host_GBps * 1e9);
+  if (config.topology == "pcie" && config.host_GBps > 0)
+    root = zone->create_link("root-complex", config.host_GBps * 1e9);
 
   std::set<std::pair<int, int>> done;
   for (const auto& [a, b] : pairs) {

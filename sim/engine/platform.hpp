@@ -23,10 +23,10 @@ struct PlatformConfig {
   int gpus_per_node = 8;          // cluster; xml: ranks per node for the hierarchical algorithm
   double nic_GBps = 50;           // cluster: one NIC per GPU
   double nic_latency_us = 5;
-  int nodes_per_leaf = 4;         // cluster: nodes under one leaf switch
-  double oversubscription = 1;    // cluster: leaf downlink / uplink bandwidth ratio
-  std::string file;               // xml: the platform file
-  std::vector<std::string> hosts; // xml: host of each rank
+  int nodes_per_leaf = 4;          // cluster: nodes under one leaf switch
+  double oversubscription = 1;     // cluster: leaf downlink / uplink bandwidth ratio
+  std::string file;                // xml: the platform file
+  std::vector<std::string> hosts;  // xml: host of each rank
 
   // The config's text, for summaries.
   nlohmann::json to_json() const;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <memory>
 
-#include <simgrid/s4u.hpp>
 #include <xbt/log.h>
+#include <simgrid/s4u.hpp>
 
 #include "engine/collective.hpp"
 
@@ -31,11 +31,17 @@ std::unique_ptr<sg4::Engine> make_engine() {
   return engine;
 }
 
-std::size_t at(int step, int G, int g) { return static_cast<std::size_t>(step) * G + g; }
+std::size_t at(int step, int G, int g) {
+  return static_cast<std::size_t>(step) * G + g;
+}
 
-bool in_timeline(const EngineSetup& s, int step) { return step >= s.timeline_from && step < s.timeline_to; }
+bool in_timeline(const EngineSetup& s, int step) {
+  return step >= s.timeline_from && step < s.timeline_to;
+}
 
-std::string bucket_name(std::size_t k) { return "allreduce bucket " + std::to_string(k); }
+std::string bucket_name(std::size_t k) {
+  return "allreduce bucket " + std::to_string(k);
+}
 
 // Every rank's step with real SimGrid communication: a compute actor and a communication
 // actor per rank, handing buckets over through semaphores.
@@ -57,8 +63,7 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
   }
   EngineResult result;
   result.policies.resize(policies.size());
-  for (std::size_t p = 0; p < policies.size(); ++p)
-    result.policies[p].timing.resize(policies[p].work.size());
+  for (std::size_t p = 0; p < policies.size(); ++p) result.policies[p].timing.resize(policies[p].work.size());
   long total = 0;
   for (const auto& p : policies) total += p.steps;
   std::vector<double> origin(policies.size(), 0.0);
@@ -78,7 +83,8 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           const bool traced = in_timeline(s, t);
           auto span = [&](const char* name, double start) {
             if (traced)
-              out.spans.push_back({t, g, false, name, (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
+              out.spans.push_back(
+                  {t, g, false, name, (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
           };
           if (pw.synchronized) barrier->wait();
           double t0 = sg4::Engine::get_clock();
@@ -119,8 +125,8 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
             const double start = sg4::Engine::get_clock();
             runner.run(g, s.buckets[k].bytes);
             if (in_timeline(s, t))
-              result.policies[p].spans.push_back({t, g, true, bucket_name(k), (start - origin[p]) * 1e3,
-                                                  (sg4::Engine::get_clock() - start) * 1e3});
+              result.policies[p].spans.push_back(
+                  {t, g, true, bucket_name(k), (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
           }
           reduced[static_cast<std::size_t>(g)]->release();
         }
@@ -173,7 +179,7 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
         const double start = std::max(prev_end[g], sync);
         const double end = end_of_comm + w.opt_ms;
         out.timing[at(t, G, static_cast<int>(g))] = {w.fwd_ms, w.bwd_ms, end_of_comm - bwd_end[g], w.opt_ms,
-                                                      end - prev_end[g]};
+                                                     end - prev_end[g]};
         if (in_timeline(s, t)) {
           const int r = static_cast<int>(g);
           if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});

@@ -54,7 +54,7 @@ struct EngineSetup {
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;
   bool overlap = true;
-  std::string mode = "fast";        // fast | full
+  std::string mode = "fast";               // fast | full
   int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
 };
 

@@ -6,9 +6,9 @@
 
 #include "common/stats.hpp"
 #include "data/lengths.hpp"
-#include "report/policy_run.hpp"
 #include "eval/config.hpp"
 #include "eval/simulate.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim {
 

@@ -5,8 +5,8 @@
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
-#include "engine/collective.hpp"
 #include "embedded_default_config.hpp"
+#include "engine/collective.hpp"
 
 namespace ddpsim {
 
@@ -153,9 +153,11 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   JsonFields f(doc, where);
   SimulationConfig s;
   s.mode = f.get<std::string>("mode", s.mode);
-  if (s.mode != "fast" && s.mode != "full") throw InputError(where + ": mode is \"fast\" or \"full\", got \"" + s.mode + "\"");
+  if (s.mode != "fast" && s.mode != "full")
+    throw InputError(where + ": mode is \"fast\" or \"full\", got \"" + s.mode + "\"");
   s.algorithm = f.get<std::string>("algorithm", s.algorithm);
-  if (std::find(allreduce_algorithms().begin(), allreduce_algorithms().end(), s.algorithm) == allreduce_algorithms().end())
+  if (std::find(allreduce_algorithms().begin(), allreduce_algorithms().end(), s.algorithm) ==
+      allreduce_algorithms().end())
     throw InputError(where + ": unknown algorithm \"" + s.algorithm + "\" (known: ring, tree, hierarchical)");
   if (f.has("sched_ms")) {
     const auto& v = f.raw("sched_ms");
@@ -185,7 +187,8 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
       st.to_step = item.get<int>("to_step", -1);
       item.reject_unknown();
       if (st.rank < 0 || st.rank >= G)
-        throw InputError(item.where() + ": rank " + std::to_string(st.rank) + " is outside 0.." + std::to_string(G - 1));
+        throw InputError(item.where() + ": rank " + std::to_string(st.rank) + " is outside 0.." +
+                         std::to_string(G - 1));
       if (!(st.factor > 0)) throw InputError(item.where() + ": factor must be > 0");
       s.stragglers.push_back(st);
     }
@@ -215,8 +218,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   const auto& builtin = builtin_model_names();
   if (std::find(builtin.begin(), builtin.end(), model) == builtin.end()) model = resolve(model, base_dir);
   c.model = std::make_shared<const PerfModel>(load_perf_model(model));
-  c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), origin + ": platform",
-                              c.training.world_size, base_dir);
+  c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
+                              origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
   top.reject_unknown();

@@ -36,7 +36,7 @@ struct TrainingConfig {
   int steps = 800;
   int max_length = 256;  // truncation, tokens
   std::uint64_t seed = 0;
-  std::vector<int> b_max;  // per-rank cap; empty = none
+  std::vector<int> b_max;         // per-rank cap; empty = none
   bool b_max_from_model = false;  // "b_max": "model": the largest b that fits at max_length
   double bucket_mb = 25;          // DDP bucket_cap_mb (MiB)
   double first_bucket_mb = 1;     // DDP's smaller first bucket (MiB)

@@ -42,7 +42,8 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
 SimulationRun simulate(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
                        const std::function<void(long, long)>& progress) {
   std::vector<PolicyRun> runs;
-  for (const auto& spec : config.policies) runs.push_back(run_policy(spec, config.shape(), config.training.steps, dataset));
+  for (const auto& spec : config.policies)
+    runs.push_back(run_policy(spec, config.shape(), config.training.steps, dataset));
   return simulate_runs(config, std::move(runs), timeline, progress);
 }
 
@@ -86,7 +87,8 @@ std::string chrome_trace(const SimulationRun& sim) {
                         {"name", "process_name"},
                         {"pid", pid},
                         {"args", {{"name", sim.runs[p].label + " rank " + std::to_string(g)}}}});
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+      events.push_back(
+          {{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "compute"}}}});
       events.push_back(
           {{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", "communication"}}}});
     }

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engine/step_sim.hpp"
-#include "report/policy_run.hpp"
 #include "eval/config.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim {
 

@@ -90,7 +90,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   }
   if (!(fraction_sum > 0)) throw InputError(origin + ": layers: the bwd_fraction values must not all be 0");
   for (auto& l : m.layers) l.bwd_fraction /= fraction_sum;  // relative weights; normalised here
-  f.reject_unknown({"$comment", "calibration"});  // calibration: provenance written by ddpsim calibrate
+  f.reject_unknown({"$comment", "calibration"});            // calibration: provenance written by ddpsim calibrate
   return m;
 }
 

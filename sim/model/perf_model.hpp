@@ -24,8 +24,8 @@ struct PhaseTime {
 // One parameter tensor group, in registration (forward) order.
 struct LayerSpec {
   std::string name;
-  long long params = 0;        // elements
-  double bwd_fraction = 0;     // share of backward time spent producing this layer's gradients
+  long long params = 0;     // elements
+  double bwd_fraction = 0;  // share of backward time spent producing this layer's gradients
 };
 
 struct PerfModel {

@@ -43,8 +43,8 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
              "," + std::to_string(r.padded_tokens) + "," + ms(r.fwd_ms) + "," + ms(r.bwd_ms) + "," +
              ms(r.comm_wait_ms) + "," + ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
              (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + "," +
-             (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," +
-             std::to_string(r.global_batch) + "," + format("%.6f", r.loss_weight) + "\n";
+             (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," + std::to_string(r.global_batch) +
+             "," + format("%.6f", r.loss_weight) + "\n";
     }
   }
   return out;

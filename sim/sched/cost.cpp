@@ -40,7 +40,8 @@ void RankScaledCost::curve(int rank, std::span<const int> running_max, std::span
 std::unique_ptr<CostModel> make_token_cost(std::string_view name) {
   if (name == "tokens") return std::make_unique<TokensCost>();
   if (name == "tokens_sq") return std::make_unique<TokensSqCost>();
-  throw InputError("unknown cost \"" + std::string(name) + "\" (known: tokens, tokens_sq, and model where a performance model is in force)");
+  throw InputError("unknown cost \"" + std::string(name) +
+                   "\" (known: tokens, tokens_sq, and model where a performance model is in force)");
 }
 
 }  // namespace ddpsim

@@ -68,7 +68,8 @@ class MinMaxPolicy final : public Scheduler {
     const std::string cost = options.text("cost", "tokens");
     if (cost == "model") {
       if (!s.time_cost)
-        throw InputError("minmax: cost=model needs a performance model: use ddpsim run or compare (config key \"model\")");
+        throw InputError(
+            "minmax: cost=model needs a performance model: use ddpsim run or compare (config key \"model\")");
       cost_ = s.time_cost;
     } else {
       cost_ = make_token_cost(cost);
