@@ -103,6 +103,31 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   CHECK(validation_report(v).find("gain of minmax over the baseline") != std::string::npos);
 }
 
+TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simulated platform") {
+  TempDir dir;
+  EngineSetup setup;
+  setup.G = 4;
+  setup.platform.host_GBps = 0;  // 24 GB/s links, 5 us each: 10 us per ring step
+  const std::vector<double> sizes = {65536, 1048576, 4194304, 16777216, 67108864};
+  const auto ms = measure_allreduce_ms(setup, sizes);
+  PolicyRun run{"allreduce", "", 1, {}, {}};
+  for (double s : sizes) {
+    RankStep r;
+    r.step = static_cast<int>(run.rows.size());
+    r.allreduce_bytes = s;
+    r.allreduce_ms = r.step_ms = ms.at(s);
+    run.rows.push_back(r);
+  }
+  std::ofstream(dir / "allreduce.csv") << trace_csv({run}, {{"world_size", "4"}});
+  const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
+  const Calibration c = calibrate({read_trace(compute), read_trace(dir / "allreduce.csv")});
+  REQUIRE(c.has_allreduce);
+  CHECK(c.allreduce_ranks == 4);
+  CHECK(c.allreduce_link_GBps == doctest::Approx(24.0).epsilon(1e-3));
+  CHECK(c.allreduce_step_latency_us == doctest::Approx(10.0).epsilon(1e-3));
+  CHECK(fit_report(c).find("--set platform.link_GBps=24") != std::string::npos);
+}
+
 TEST_CASE("bad traces are named by file, line and column") {
   TempDir dir;
   auto write = [&](const std::string& name, const std::string& text) {

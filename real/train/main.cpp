@@ -73,7 +73,8 @@ int run(int argc, char** argv) {
   ddptrain::TrainOptions o;
   std::string bmax, backend = "auto";
   int nproc = 0, timeout_s = 120, profile_warmup = 3, profile_reps = 5;
-  std::string profile_batches = "1,2,4,8,16,32,64", profile_lengths = "16,32,64,128,256";
+  std::string profile_batches = "1,2,4,8,16,32,64", profile_lengths = "16,32,64,128,256",
+              profile_bytes = "65536,1048576,4194304,16777216,67108864";
   po::options_description data("data"), model("model"), sched("batch policy"), optim("optimisation"),
       dist("distribution"), out("outputs");
   data.add_options()("data", po::value(&o.data), "GLUE TSV to train on (sentence, label)")(
@@ -118,9 +119,14 @@ int run(int argc, char** argv) {
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "progress line every N steps")("help,h",
                                                                                                        "this help");
   po::options_description profiling("calibration sweep (for ddpsim calibrate)");
-  profiling.add_options()("profile", "instead of training: time forward, backward and optimizer over a (b, L) grid")(
+  profiling.add_options()(
+      "profile",
+      "instead of training: time forward, backward and optimizer over a (b, L) grid (one process), or "
+      "allreduce over a range of sizes (several ranks)")(
       "profile-batches", po::value(&profile_batches)->default_value(profile_batches), "batch sizes b")(
       "profile-lengths", po::value(&profile_lengths)->default_value(profile_lengths), "lengths L (up to --max-length)")(
+      "profile-bytes", po::value(&profile_bytes)->default_value(profile_bytes),
+      "allreduce sizes, timed instead when several ranks run --profile")(
       "profile-warmup", po::value(&profile_warmup)->default_value(profile_warmup), "untimed steps per point")(
       "profile-reps", po::value(&profile_reps)->default_value(profile_reps), "timed steps per point");
   po::options_description all;
@@ -161,7 +167,7 @@ int run(int argc, char** argv) {
   ddptrain::Trainer trainer(o, std::move(comm), launch.rank == 0 ? std::cout : null_stream);
   if (vm.count("profile")) {
     trainer.profile(parse_list(profile_batches, "--profile-batches"), parse_list(profile_lengths, "--profile-lengths"),
-                    profile_warmup, profile_reps);
+                    parse_list(profile_bytes, "--profile-bytes"), profile_warmup, profile_reps);
     return 0;
   }
   trainer.run();

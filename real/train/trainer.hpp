@@ -65,10 +65,13 @@ class Trainer {
   // Dev-set accuracy (rank 0 evaluates, every rank returns it).
   double evaluate();
   void save_checkpoint(const std::string& path);
-  // A calibration sweep (ddptrain --profile): for each batch size b and length L (within
-  // --max-length and b_max), `warmup` untimed then `reps` timed steps on b samples of exactly
-  // L tokens; one trace row per timed step, policy "profile". Writes OUT/steps.csv.
-  void profile(const std::vector<int>& batches, const std::vector<int>& lengths, int warmup, int reps);
+  // A calibration sweep (ddptrain --profile). One process: for each batch size b and length L
+  // (within --max-length and b_max), `warmup` untimed then `reps` timed steps on b samples of
+  // exactly L tokens, one trace row each (policy "profile"). Several ranks: the same for one
+  // allreduce of each size in `bytes` (policy "allreduce", extra columns allreduce_bytes and
+  // allreduce_ms). Rank 0 writes OUT/steps.csv.
+  void profile(const std::vector<int>& batches, const std::vector<int>& lengths, const std::vector<int>& bytes,
+               int warmup, int reps);
 
   int steps_done() const { return step_; }
   int ranks() const { return G_; }
@@ -77,6 +80,7 @@ class Trainer {
 
  private:
   void load_checkpoint(const std::string& path);
+  void profile_allreduce(const std::vector<int>& bytes, int warmup, int reps);
   void plan_next(ddpsim::StepPlan& plan);
   double lr_at(int step) const;
   std::vector<std::pair<std::string, std::string>> metadata() const;

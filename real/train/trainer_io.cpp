@@ -38,9 +38,39 @@ void Trainer::write_outputs() {
   log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " and summary.json\n";
 }
 
-void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& lengths, int warmup, int reps) {
-  if (comm_ || opt_.emulate_ranks > 0)
-    throw ddpsim::UsageError("--profile measures one device: run it as a single process");
+void Trainer::profile_allreduce(const std::vector<int>& bytes, int warmup, int reps) {
+  std::vector<ddpsim::RankStep> rows;
+  int timed = 0;
+  for (int size : bytes) {
+    auto buffer = torch::ones({std::max(1, size / 4)}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    for (int r = 0; r < warmup + reps; ++r) {
+      comm_->barrier();
+      StepTimer timer(device_);
+      timer.mark(0);
+      comm_->allreduce_sum(buffer)->wait();
+      timer.mark(1);
+      if (r < warmup) continue;
+      ddpsim::RankStep row;
+      row.step = timed++;
+      row.allreduce_bytes = double(buffer.numel()) * 4;
+      row.allreduce_ms = row.step_ms = timer.ms(0, 1);
+      rows.push_back(row);
+    }
+    log_ << "profile: allreduce of " << size << " bytes over " << G_ << " ranks: " << rows.back().allreduce_ms
+         << " ms\n";
+  }
+  if (rank_ != 0 || opt_.out.empty()) return;
+  ddpsim::PolicyRun run{"allreduce", "", 1, rows, {}};
+  auto meta = metadata();
+  meta.emplace_back("profile", "allreduce, warmup " + std::to_string(warmup) + ", repetitions " + std::to_string(reps));
+  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, meta)}});
+  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " (" << rows.size() << " rows)\n";
+}
+
+void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& lengths, const std::vector<int>& bytes,
+                      int warmup, int reps) {
+  if (opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures real devices: drop --emulate-ranks");
+  if (comm_ && G_ > 1) return profile_allreduce(bytes, warmup, reps);
   TextData sweep;
   std::vector<ddpsim::RankStep> rows;
   int timed = 0;

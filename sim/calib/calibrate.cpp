@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -75,6 +76,48 @@ Quadratic fit_quadratic(const std::vector<std::pair<int, int>>& bl, const std::v
   return {nnls(X, Y)};
 }
 
+// The allreduce rows of every trace that has them, fitted as t = c0 + c1·S.
+void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
+  std::vector<double> bytes, ms;
+  int G = 0;
+  for (const Trace& t : traces) {
+    int ranks = 0;
+    for (const auto& run : t.runs)
+      for (const RankStep& r : run.rows)
+        if (!std::isnan(r.allreduce_ms) && !std::isnan(r.allreduce_bytes)) {
+          if (!ranks) {
+            const auto it = t.metadata.find("world_size");
+            ranks = it == t.metadata.end() ? 0 : std::atoi(it->second.c_str());
+            if (ranks < 2)
+              throw InputError(t.path + ": allreduce rows need a \"# world_size=N\" metadata line with N ≥ 2");
+            if (G && ranks != G)
+              throw InputError(t.path + ": allreduce rows of " + std::to_string(ranks) + " ranks mixed with " +
+                               std::to_string(G) + ": calibrate one world size at a time");
+            G = ranks;
+          }
+          bytes.push_back(r.allreduce_bytes);
+          ms.push_back(r.allreduce_ms);
+        }
+  }
+  if (bytes.empty()) return;
+  if (std::set<double>(bytes.begin(), bytes.end()).size() < 2)
+    throw InputError("allreduce rows of a single size: the α–β fit needs at least two sizes (--profile-bytes)");
+  Eigen::MatrixXd X(static_cast<Eigen::Index>(bytes.size()), 2);
+  Eigen::VectorXd Y(static_cast<Eigen::Index>(bytes.size()));
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    X.row(static_cast<Eigen::Index>(i)) << 1.0, bytes[i];
+    Y(static_cast<Eigen::Index>(i)) = ms[i];
+  }
+  const Eigen::VectorXd coef = nnls(X, Y);
+  std::vector<double> predicted;
+  for (double b : bytes) predicted.push_back(coef(0) + coef(1) * b);
+  c.has_allreduce = true;
+  c.allreduce_ranks = G;
+  c.allreduce_step_latency_us = coef(0) * 1e3 / (2.0 * (G - 1));
+  c.allreduce_link_GBps = coef(1) > 0 ? 2.0 * (G - 1) / G / (coef(1) * 1e-3) / 1e9 : 0;
+  c.allreduce = quality(ms, predicted);
+}
+
 }  // namespace
 
 Calibration calibrate(const std::vector<Trace>& traces) {
@@ -99,6 +142,7 @@ Calibration calibrate(const std::vector<Trace>& traces) {
       }
   }
   c.distinct_points = static_cast<int>(distinct.size());
+  fit_allreduce(traces, c);
   std::set<int> lengths, tokens;
   for (const auto& [b, L] : distinct) lengths.insert(L), tokens.insert(b * L);
   if (distinct.size() < 3 || lengths.size() < 2 || tokens.size() < 2)
@@ -178,12 +222,19 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
       {"backward", fit(c.backward.quality)},
       {"noise_p95_over_p50", {{"observed", c.observed_p95_over_p50}, {"fitted", c.fitted_p95_over_p50}}}};
   if (c.has_memory) report["memory"] = fit(c.memory);
+  if (c.has_allreduce) {
+    auto a = fit(c.allreduce);
+    a["ranks"] = c.allreduce_ranks;
+    a["ring_step_latency_us"] = c.allreduce_step_latency_us;
+    a["link_GBps"] = c.allreduce_link_GBps;
+    report["allreduce"] = a;
+  }
   m["calibration"] = {{"traces", sources}, {"fit", report}};
   return m;
 }
 
 std::string fit_report(const Calibration& c) {
-  char line[256];
+  char line[512];
   std::string out;
   auto phase = [&](const char* name, const PhaseFit& p) {
     std::snprintf(line, sizeof line, "  %-9s t = %.4g + %.4g·b·L + %.4g·b·L² ms   R² %.4f   MAPE %.2f%%   (%ld rows)\n",
@@ -207,6 +258,16 @@ std::string fit_report(const Calibration& c) {
     out += line;
   } else {
     out += "  memory    no peak_mem_mib in the traces: the base model's memory model is kept\n";
+  }
+  if (c.has_allreduce) {
+    std::snprintf(
+        line, sizeof line,
+        "  allreduce %d ranks, as a ring: %.3g us per step, %.4g GB/s per link   R² %.4f   MAPE %.2f%%\n"
+        "            for a pcie or nvlink platform: --set platform.link_GBps=%.4g --set platform.latency_us=%.3g"
+        " --set platform.host_GBps=0\n",
+        c.allreduce_ranks, c.allreduce_step_latency_us, c.allreduce_link_GBps, c.allreduce.r2, 100 * c.allreduce.mape,
+        c.allreduce_link_GBps, c.allreduce_step_latency_us / 2);
+    out += line;
   }
   return out;
 }

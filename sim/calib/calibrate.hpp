@@ -1,6 +1,7 @@
 // Fits a performance model to profiled traces: per phase t(b, L) = a + β·b·L + γ·b·L² by
 // non-negative least squares (Eigen), the compute noise as the log-normal σ of the
-// measured / predicted ratio, and the peak-memory model m(b, L).
+// measured / predicted ratio, the peak-memory model m(b, L), and, where a trace holds
+// allreduce timings (ddptrain --profile over several ranks), the ring's α–β.
 #pragma once
 
 #include <string>
@@ -31,6 +32,12 @@ struct Calibration {
   bool has_memory = false;
   double mem_m0 = 0, mem_mu = 0, mem_nu = 0;
   FitQuality memory;
+  // t(S) = c0 + c1·S over allreduce rows; read as a ring of G ranks: 2(G−1) steps of latency
+  // α each, 2(G−1)/G·S bytes through a link of bandwidth bw.
+  bool has_allreduce = false;
+  int allreduce_ranks = 0;
+  double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;
+  FitQuality allreduce;
   int distinct_points = 0;  // distinct (b, L)
   // (phase, b, L, measured, predicted) for residual plots.
   struct Residual {

@@ -119,6 +119,8 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
                          ? static_cast<int>(integer("global_batch"))
                          : 0;
     r.loss_weight = col.count("loss_weight") ? number("loss_weight") : NOT_MEASURED;
+    r.allreduce_bytes = number("allreduce_bytes");
+    r.allreduce_ms = number("allreduce_ms");
     for (const auto& name : required)
       if (std::isnan(number(name.c_str())))
         throw InputError(where(name) + "empty, but this command needs it on every row");

@@ -1,5 +1,6 @@
 // `ddpsim calibrate`, `replay` and `validate`: from profiled traces to a model, and from a
 // model back to a measured trace, step for step.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -95,8 +96,14 @@ int calibrate(const Args& args) {
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
   std::vector<Trace> traces;
-  for (const auto& path : vm["trace"].as<std::vector<std::string>>())
-    traces.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
+  for (const auto& path : vm["trace"].as<std::vector<std::string>>()) {
+    traces.push_back(read_trace(path));
+    const auto& cols = traces.back().columns;
+    auto has = [&](const char* name) { return std::find(cols.begin(), cols.end(), name) != cols.end(); };
+    if (!(has("fwd_ms") && has("bwd_ms")) && !(has("allreduce_bytes") && has("allreduce_ms")))
+      throw InputError(path + ": the header lacks column \"" + std::string(has("fwd_ms") ? "bwd_ms" : "fwd_ms") +
+                       "\" (calibrate fits fwd_ms and bwd_ms, or allreduce_bytes and allreduce_ms)");
+  }
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
   const Calibration c = calibrate(traces);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";

@@ -33,6 +33,10 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
   std::string out;
   for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
   for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
+  bool allreduce = false;
+  for (const auto& run : runs)
+    for (const RankStep& r : run.rows) allreduce |= !std::isnan(r.allreduce_ms);
+  if (allreduce) out += ",allreduce_bytes,allreduce_ms";
   out += "\n";
   // A missing measurement is an empty field, never 0.
   auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
@@ -44,7 +48,14 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
              ms(r.comm_wait_ms) + "," + ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
              (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + "," +
              (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," + std::to_string(r.global_batch) +
-             "," + format("%.6f", r.loss_weight) + "\n";
+             "," + format("%.6f", r.loss_weight);
+      if (allreduce) {
+        out += ',';
+        if (!std::isnan(r.allreduce_bytes)) out += format("%.0f", r.allreduce_bytes);
+        out += ',';
+        out += ms(r.allreduce_ms);
+      }
+      out += "\n";
     }
   }
   return out;

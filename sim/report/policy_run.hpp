@@ -29,6 +29,9 @@ struct RankStep {
   double step_ms = NOT_MEASURED;  // wall time from the rank's previous step end, waiting included
   double peak_mem_mib = NOT_MEASURED;
   double loss = NOT_MEASURED;  // the rank's mean loss (measured runs only)
+  // A communication profile row (ddptrain --profile over several ranks): one allreduce of
+  // this many bytes and its time; written as two extra columns only when a trace has them.
+  double allreduce_bytes = NOT_MEASURED, allreduce_ms = NOT_MEASURED;
 };
 
 struct PolicyRun {

@@ -5,7 +5,7 @@ mkdir -p "$out"
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,x\n' >"$WORK/nan.csv"
 expect_exit 1 "nan.csv:2: column bwd_ms: \"x\" is not a number" "$DDPSIM" calibrate "$WORK/nan.csv" --out "$out/m.json"
 printf 'step,rank,batch_size,max_len\n0,0,4,9\n' >"$WORK/untimed.csv"
-expect_exit 1 'untimed.csv:1: the header lacks column "fwd_ms"' "$DDPSIM" calibrate "$WORK/untimed.csv" --out "$out/m.json"
+expect_exit 1 'untimed.csv: the header lacks column "fwd_ms"' "$DDPSIM" calibrate "$WORK/untimed.csv" --out "$out/m.json"
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1,2\n' >"$WORK/one.csv"
 expect_exit 1 "one.csv: 1 distinct .* add steps with other batch sizes and lengths" "$DDPSIM" calibrate "$WORK/one.csv" \
   --out "$out/m.json"

@@ -9,9 +9,14 @@ expect_ok "$DDPTRAIN" "${tiny[@]}" --profile --profile-batches 1,4,16 --profile-
 grep -q '^# profile=warmup 1, repetitions 3$' "$WORK/profile/steps.csv" || fail "profile trace lacks its sweep metadata"
 [[ $(grep -vc '^#' "$WORK/profile/steps.csv") == $((1 + 3 * 3 * 3)) ]] || fail "profile trace should hold 27 rows"
 
-expect_ok "$DDPSIM" calibrate "$WORK/profile/steps.csv" --gpu "CPU (tiny)" --out "$WORK/model.json" \
-  --residuals "$WORK/residuals.csv"
+expect_ok "$DDPTRAIN" "${tiny[@]}" --profile --nproc-per-node 2 --profile-bytes 4096,262144,1048576 \
+  --profile-warmup 1 --profile-reps 3 --out "$WORK/allreduce"
+grep -q ',allreduce_bytes,allreduce_ms$' "$WORK/allreduce/steps.csv" || fail "the allreduce profile lacks its columns"
+
+expect_ok "$DDPSIM" calibrate "$WORK/profile/steps.csv" "$WORK/allreduce/steps.csv" --gpu "CPU (tiny)" \
+  --out "$WORK/model.json" --residuals "$WORK/residuals.csv"
 grep -q "forward .*R²" "$WORK/out" || fail "calibrate printed no fit report"
+grep -q "allreduce 2 ranks, as a ring" "$WORK/out" || fail "calibrate did not fit the allreduce"
 grep -q '"fnv1a64"' "$WORK/model.json" || fail "the model does not record its source trace"
 [[ $(wc -l <"$WORK/residuals.csv") == $((1 + 2 * 27)) ]] || fail "residuals.csv should hold 2 phases x 27 rows"
 
