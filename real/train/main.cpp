@@ -155,6 +155,7 @@ int run(int argc, char** argv) {
   const auto launch = ddptrain::Launch::from_environment();
   const int ranks = o.emulate_ranks > 0 ? o.emulate_ranks : launch.world_size;
   o.b_max = parse_bmax(bmax, ranks, o.max_length);
+  o.local_rank = launch.local_rank;
   std::unique_ptr<ddptrain::Communicator> comm;
   if (launch.world_size > 1 || backend != "auto") {
     if (backend == "auto") backend = torch::cuda::is_available() && o.device != "cpu" ? "nccl" : "gloo";

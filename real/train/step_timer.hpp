@@ -55,10 +55,7 @@ class StepTimer {
 #ifdef DDPTRAIN_CUDA
     if (device_.is_cuda()) {
       const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
-      return double(
-                 stats.allocated_bytes[static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
-                     .peak) /
-             (1024.0 * 1024.0);
+      return double(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);  // [0]: the aggregate over pools
     }
 #endif
     return std::numeric_limits<double>::quiet_NaN();

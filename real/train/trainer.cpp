@@ -14,11 +14,15 @@
 #include "report/outputs.hpp"
 #include "train/step_timer.hpp"
 
+#ifdef DDPTRAIN_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 namespace ddptrain {
 
 namespace {
 
-torch::Device pick_device(const std::string& wanted, int rank) {
+torch::Device pick_device(const std::string& wanted, int local_rank) {
   if (wanted == "cpu") return torch::kCPU;
   const bool cuda = torch::cuda::is_available();
   if (wanted == "cuda" && !cuda) throw ddpsim::InputError("--device cuda: no CUDA device is visible to this LibTorch");
@@ -26,7 +30,7 @@ torch::Device pick_device(const std::string& wanted, int rank) {
     throw ddpsim::UsageError("--device is auto, cpu or cuda, got \"" + wanted + "\"");
   if (!cuda) return torch::kCPU;
   return torch::Device(torch::kCUDA,
-                       static_cast<c10::DeviceIndex>(rank % static_cast<int>(torch::cuda::device_count())));
+                       static_cast<c10::DeviceIndex>(local_rank % static_cast<int>(torch::cuda::device_count())));
 }
 
 // A 64-bit digest of a step's allocation: ranks whose plans differ get different digests.
@@ -60,7 +64,7 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   G_ = comm_ ? comm_->size() : std::max(1, opt_.emulate_ranks);
   if (comm_ && opt_.emulate_ranks > 0)
     throw ddpsim::UsageError("--emulate-ranks runs in one process: start one rank only");
-  device_ = pick_device(opt_.device, rank_);
+  device_ = pick_device(opt_.device, opt_.local_rank);
 
   if (!opt_.synthetic_lengths.empty()) {
     data_ = synthetic_data(opt_.synthetic_lengths, opt_.synthetic_samples, 30522, opt_.max_length, opt_.seed);
@@ -140,7 +144,8 @@ double Trainer::step() {
   ddpsim::StepPlan plan;
   plan_next(plan);
   if (comm_ && G_ > 1) {  // all ranks decided alone; prove they decided alike
-    const auto digests = comm_->allgather(torch::tensor({plan_digest(plan)}, torch::kInt64));
+    // Collectives run on the group's device (NCCL: the GPU), hence the .to(device_) here and below.
+    const auto digests = comm_->allgather(torch::tensor({plan_digest(plan)}, torch::kInt64).to(device_)).cpu();
     if (!digests.eq(digests[0]).all().item<bool>())
       throw std::runtime_error("step " + std::to_string(step_) + ": ranks reached different batch allocations");
   }
@@ -192,7 +197,7 @@ double Trainer::step() {
   if (comm_) {
     const std::size_t my_bwd_end = 3 + 3 * static_cast<std::size_t>(rank_);
     put(rank_, timer.ms(my_bwd_end, wait_end), timer.ms(0, opt_end));
-    metrics = comm_->allgather(metrics[rank_]);
+    metrics = comm_->allgather(metrics[rank_].to(device_)).cpu();
   } else if (opt_.emulate_ranks > 0) {
     double slowest = 0;
     for (int g = 0; g < G_; ++g)
@@ -247,7 +252,11 @@ double Trainer::evaluate() {
     }
     accuracy[0] = double(correct) / double(dev_.ids.size());
   }
-  if (comm_ && G_ > 1) comm_->broadcast(accuracy, /*root=*/0);
+  if (comm_ && G_ > 1) {
+    accuracy = accuracy.to(device_);
+    comm_->broadcast(accuracy, /*root=*/0);
+    accuracy = accuracy.cpu();
+  }
   const double value = accuracy[0].item<double>();
   accuracy_.emplace_back(step_, value);
   return value;
@@ -280,8 +289,7 @@ void Trainer::run() {
 std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
   std::string device = device_.is_cuda() ? "cuda" : "cpu";
 #ifdef DDPTRAIN_CUDA
-  if (device_.is_cuda())
-    device = torch::cuda::is_available() ? at::cuda::getDeviceProperties(device_.index())->name : device;
+  if (device_.is_cuda()) device = at::cuda::getDeviceProperties(device_.index())->name;
 #endif
   std::vector<std::pair<std::string, std::string>> m = {{"tool", "ddptrain"},
                                                         {"device", device},

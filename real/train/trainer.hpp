@@ -46,6 +46,7 @@ struct TrainOptions {
   double bucket_mb = 25, first_bucket_mb = 1;
   double emulate_link_GBps = 10, emulate_latency_us = 10;  // the modelled ring allreduce of --emulate-ranks
   std::string device = "auto";
+  int local_rank = 0;  // picks the GPU on CUDA
   // Outputs.
   std::string out;  // folder for steps.csv, summary.json, checkpoints
   int eval_every = 0, ckpt_every = 0, log_every = 10;

@@ -147,7 +147,7 @@ void set_rng_state(const torch::Tensor& state) {
 void Trainer::save_checkpoint(const std::string& path) {
   // Every rank's dropout stream, so that a resumed run draws what the straight run drew.
   torch::Tensor rng = rng_state().unsqueeze(0);
-  if (comm_ && G_ > 1) rng = comm_->allgather(rng[0]);
+  if (comm_ && G_ > 1) rng = comm_->allgather(rng[0].to(device_)).cpu();
   if (rank_ != 0) return;
   torch::serialize::OutputArchive archive, model, optimizer;
   model_->save(model);
