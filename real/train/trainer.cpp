@@ -5,13 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
-#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
-#include "report/outputs.hpp"
 #include "train/step_timer.hpp"
 
 #ifdef DDPTRAIN_CUDA
@@ -231,7 +227,6 @@ double Trainer::step() {
     row.loss = m[g][6].item<double>();
     rows_.push_back(row);
   }
-  losses_.push_back(loss[static_cast<std::size_t>(first)]);
   step_++;
   return loss[static_cast<std::size_t>(first)];
 }

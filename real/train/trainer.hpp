@@ -105,7 +105,7 @@ class Trainer {
   int step_ = 0;
   double emulated_allreduce_ms_ = 0;
   std::vector<ddpsim::RankStep> rows_;
-  std::vector<double> decision_us_, losses_;
+  std::vector<double> decision_us_;
   std::vector<std::pair<int, double>> accuracy_;  // (step, dev accuracy)
 };
 

@@ -28,7 +28,7 @@ commands:
   balance [CONFIG]          run batch policies over N steps and compare the per-rank padded
                             tokens (the study's proxy for step time); no CONFIG = the study's
                             setting: SST-2 lengths, G=4 ranks, B=48, K=64, 800 steps
-  bench [--json]            scheduler decision latency at G = 4 … 1024
+  bench [--json]            scheduler decision latency (G = 4 … 1024) and simulator speed
   lengths TSV --vocab V --out HIST.json
                             tokenize a GLUE TSV (BERT uncased WordPiece), write a length histogram
 
