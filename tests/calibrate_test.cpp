@@ -10,18 +10,13 @@
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "report/outputs.hpp"
+#include "test_data.hpp"
 
 using namespace ddpsim;
+using ddpsim::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("ddpsim_calib_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // A known model whose three terms all matter at these lengths.
 nlohmann::json known_model(double sigma) {

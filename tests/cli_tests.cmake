@@ -1,21 +1,16 @@
-# End-to-end tests of the ddpsim binary: each tests/cli/*.sh is one ctest test; exit 77 skips.
-file(GLOB cli_scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cli/*.sh)
-list(FILTER cli_scripts EXCLUDE REGEX "/lib\\.sh$")
-foreach(script IN LISTS cli_scripts)
-  get_filename_component(name ${script} NAME_WE)
-  add_test(NAME cli_${name}
-           COMMAND bash ${script} $<TARGET_FILE:ddpsim> ${PROJECT_SOURCE_DIR} ${DDPSIM_SHARED_DATA})
-  set_tests_properties(cli_${name} PROPERTIES SKIP_RETURN_CODE 77)
-endforeach()
-
-# End-to-end tests of ddptrain: tests/cli_ddptrain/*.sh, the same conventions.
-if(DDPSIM_BUILD_TRAINER)
-  file(GLOB trainer_scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cli_ddptrain/*.sh)
-  list(FILTER trainer_scripts EXCLUDE REGEX "/lib\\.sh$")
-  foreach(script IN LISTS trainer_scripts)
+# End-to-end tests: each DIR/*.sh is one ctest test, called as `script.sh BINARY SOURCE_DIR
+# SHARED_DATA_DIR`; exit 77 skips. tests/cli drives ddpsim, tests/cli_ddptrain ddptrain.
+function(ddpsim_cli_tests dir binary prefix)
+  file(GLOB scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.sh)
+  list(FILTER scripts EXCLUDE REGEX "/lib\\.sh$")
+  foreach(script IN LISTS scripts)
     get_filename_component(name ${script} NAME_WE)
-    add_test(NAME ddptrain_cli_${name}
-             COMMAND bash ${script} $<TARGET_FILE:ddptrain> ${PROJECT_SOURCE_DIR} ${DDPSIM_SHARED_DATA})
-    set_tests_properties(ddptrain_cli_${name} PROPERTIES SKIP_RETURN_CODE 77)
+    add_test(NAME ${prefix}${name} COMMAND bash ${script} $<TARGET_FILE:${binary}> ${PROJECT_SOURCE_DIR} ${DDPSIM_SHARED_DATA})
+    set_tests_properties(${prefix}${name} PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()
+endfunction()
+
+ddpsim_cli_tests(cli ddpsim cli_)
+if(DDPSIM_BUILD_TRAINER)
+  ddpsim_cli_tests(cli_ddptrain ddptrain ddptrain_cli_)
 endif()

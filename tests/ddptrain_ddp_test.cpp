@@ -71,6 +71,19 @@ double relative_difference(const std::vector<torch::Tensor>& a, const std::vecto
   return diff / scale;
 }
 
+// Synthetic SST-2-length samples for the tiny model, balanced by minmax.
+TrainOptions tiny_options(std::int64_t samples, int global_batch, int steps) {
+  TrainOptions o;
+  o.synthetic_lengths = "sst2";
+  o.synthetic_samples = samples;
+  o.max_length = 64;
+  o.model_size = "tiny";
+  o.policy = "minmax:buffer=8";
+  o.global_batch = global_batch;
+  o.steps = steps;
+  return o;
+}
+
 std::vector<torch::Tensor> gradients(DistilBertForSequenceClassification& m) {
   std::vector<torch::Tensor> g;
   for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
@@ -138,15 +151,8 @@ TEST_CASE("bucketed, overlapped allreduce gives the gradients of one flat allred
 }
 
 TEST_CASE("--emulate-ranks makes the same updates as real ranks") {
-  TrainOptions o;
-  o.synthetic_lengths = "sst2";
-  o.synthetic_samples = 600;
-  o.max_length = 64;
-  o.model_size = "tiny";
+  TrainOptions o = tiny_options(600, 12, 3);
   o.dropout = 0;
-  o.policy = "minmax:buffer=8";
-  o.global_batch = 12;
-  o.steps = 3;
   o.lr = 1e-3;
   std::ostream quiet(nullptr);
   TrainOptions emulated = o;
@@ -169,14 +175,7 @@ TEST_CASE("--emulate-ranks makes the same updates as real ranks") {
 }
 
 TEST_CASE("ranks decide alone and a per-step check proves they agree") {
-  TrainOptions o;
-  o.synthetic_lengths = "sst2";
-  o.synthetic_samples = 300;
-  o.max_length = 64;
-  o.model_size = "tiny";
-  o.policy = "minmax:buffer=8";
-  o.global_batch = 8;
-  o.steps = 2;
+  TrainOptions o = tiny_options(300, 8, 2);
   std::ostream quiet(nullptr);
   on_ranks(2, [&](int r, std::unique_ptr<Communicator>& comm) {
     TrainOptions mine = o;

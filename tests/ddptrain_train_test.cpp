@@ -5,22 +5,17 @@
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
+#include "test_data.hpp"
 #include "train/trainer.hpp"
 
 // Last: LibTorch brings glog, whose CHECK macros doctest must override.
 #include <doctest/doctest.h>
 
 using namespace ddptrain;
+using ddpsim::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("ddptrain_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // A task a tiny model can learn quickly: the label says whether "good" or "bad" appears.
 void write_task(const TempDir& dir, int rows) {

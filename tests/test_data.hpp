@@ -1,6 +1,8 @@
 // Where tests find the real data of ../shared/data; tests that need it skip when it is absent.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -16,5 +18,18 @@ inline bool have_shared_data() {
 inline std::string source_path(const std::string& relative) {
   return std::string(DDPSIM_SOURCE_DIR) + "/" + relative;
 }
+
+// A fresh folder for one test, removed afterwards; dir / "name" is a path inside it.
+struct TempDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("ddpsim_test_" + std::to_string(::getpid()) + "_" + std::to_string(next_id()++));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+  static int& next_id() {
+    static int id = 0;
+    return id;
+  }
+};
 
 }  // namespace ddpsim::test
