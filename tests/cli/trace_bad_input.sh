@@ -14,6 +14,10 @@ expect_exit 1 'untimed.csv:1: the header lacks column "step_ms"' "$DDPSIM" valid
   --model rtx3090-distilbert --out "$out"
 expect_exit 1 "absent.csv: cannot open trace" "$DDPSIM" replay "$WORK/absent.csv" --model rtx3090-distilbert --out "$out"
 [[ -z $(ls -A "$out") ]] || fail "output left behind: $(ls -A "$out")"
+# A built-in model by name replays a simulated trace.
+expect_ok "$DDPSIM" run --steps 5 --policies static --out "$WORK/sim"
+expect_ok "$DDPSIM" replay "$WORK/sim/steps.csv" --model rtx3090-distilbert
+grep -q "max step time, mean" "$WORK/out" || fail "replay with a built-in model printed no table"
 for verb in calibrate replay validate; do
   expect_ok "$DDPSIM" "$verb" --help
   grep -q "usage: ddpsim $verb" "$WORK/out" || fail "$verb --help lacks its usage line"
