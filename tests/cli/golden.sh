@@ -6,7 +6,7 @@ check() {  # check GOLDEN ARGS...
   local golden=$SRC/tests/golden/$1; shift
   expect_ok "$DDPSIM" compare "$@"
   diff <(grep -v '^simulated' "$WORK/out") "$golden" >"$WORK/diff" ||
-    fail "ddpsim compare $* differs from $golden:\n$(cat "$WORK/diff")"
+    fail "ddpsim compare $* differs from $golden: $(cat "$WORK/diff")"
 }
 check compare_study_50_steps.txt --steps 50 --policies static,minmax,minmax:cost=model,sorted
 check compare_cluster16_full_20_steps.txt --steps 20 --policies static,minmax --set simulation.mode=full \
