@@ -1,43 +1,46 @@
 #include "dist/grad_buckets.hpp"
 
+#include "model/buckets.hpp"
+
 namespace ddptrain {
+
+namespace {
+
+std::vector<double> tensor_bytes(const std::vector<torch::Tensor>& params) {
+  std::vector<double> bytes;
+  for (const auto& p : params) bytes.push_back(double(p.numel()) * double(p.element_size()));
+  return bytes;
+}
+
+}  // namespace
 
 GradBuckets::GradBuckets(std::vector<torch::Tensor> params, Communicator& comm, double cap_bytes,
                          double first_cap_bytes)
     : params_(std::move(params)), comm_(comm), slots_(params_.size()), seen_(params_.size(), false) {
-  std::vector<std::size_t> current;
-  double bytes = 0;
-  std::int64_t numel = 0;
-  auto close = [&] {
+  for (auto& members : ddpsim::assign_buckets(tensor_bytes(params_), cap_bytes, first_cap_bytes)) {
+    std::int64_t numel = 0;
+    for (std::size_t i : members) {
+      slots_[i] = {buckets_.size(), static_cast<std::size_t>(numel)};
+      numel += params_[i].numel();
+    }
     Bucket b;
-    b.params = current;
-    b.flat = torch::zeros({numel}, params_[current.front()].options());
+    b.flat = torch::zeros({numel}, params_[members.front()].options());
+    b.params = std::move(members);
     buckets_.push_back(std::move(b));
-    current.clear();
-    bytes = 0;
-    numel = 0;
-  };
-  for (std::size_t i = params_.size(); i-- > 0;) {
-    slots_[i] = {buckets_.size(), static_cast<std::size_t>(numel)};
-    current.push_back(i);
-    numel += params_[i].numel();
-    bytes += double(params_[i].numel()) * double(params_[i].element_size());
-    if (bytes >= (buckets_.empty() ? first_cap_bytes : cap_bytes)) close();
   }
-  if (!current.empty()) close();
   for (std::size_t i = 0; i < params_.size(); ++i)
     params_[i].register_hook([this, i](torch::Tensor grad) { on_gradient(i, grad); });
 }
 
 std::vector<double> GradBuckets::plan_bytes(const std::vector<torch::Tensor>& params, double cap_bytes,
                                             double first_cap_bytes) {
+  const auto bytes = tensor_bytes(params);
   std::vector<double> sizes;
-  double bytes = 0;
-  for (std::size_t i = params.size(); i-- > 0;) {
-    bytes += double(params[i].numel()) * double(params[i].element_size());
-    if (bytes >= (sizes.empty() ? first_cap_bytes : cap_bytes)) sizes.push_back(bytes), bytes = 0;
+  for (const auto& members : ddpsim::assign_buckets(bytes, cap_bytes, first_cap_bytes)) {
+    double total = 0;
+    for (std::size_t i : members) total += bytes[i];
+    sizes.push_back(total);
   }
-  if (bytes > 0) sizes.push_back(bytes);
   return sizes;
 }
 
