@@ -60,12 +60,8 @@ FitQuality quality(const std::vector<double>& measured, const std::vector<double
   return q;
 }
 
-struct Quadratic {  // y = c0 + c1·b·L + c2·b·L² over (b, L) rows
-  Eigen::Vector3d c;
-  double at(int b, int L) const { return c(0) + c(1) * b * L + c(2) * double(b) * L * L; }
-};
-
-Quadratic fit_quadratic(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& y) {
+// y = a + β·b·L + γ·b·L² over (b, L) rows, in the form of a phase time (memory has it too).
+PhaseTime fit_quadratic(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& y) {
   Eigen::MatrixXd X(static_cast<Eigen::Index>(y.size()), 3);
   Eigen::VectorXd Y(static_cast<Eigen::Index>(y.size()));
   for (std::size_t i = 0; i < y.size(); ++i) {
@@ -73,7 +69,8 @@ Quadratic fit_quadratic(const std::vector<std::pair<int, int>>& bl, const std::v
     X.row(static_cast<Eigen::Index>(i)) << 1.0, double(b) * L, double(b) * L * L;
     Y(static_cast<Eigen::Index>(i)) = y[i];
   }
-  return {nnls(X, Y)};
+  const Eigen::VectorXd c = nnls(X, Y);
+  return {c(0), c(1), c(2)};
 }
 
 // The allreduce rows of every trace that has them, fitted as t = c0 + c1·S.
@@ -151,9 +148,9 @@ Calibration calibrate(const std::vector<Trace>& traces) {
                      " distinct length(s): fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");
-  const Quadratic f = fit_quadratic(bl, fwd), b = fit_quadratic(bl, bwd);
-  c.forward.time = {f.c(0), f.c(1), f.c(2)};
-  c.backward.time = {b.c(0), b.c(1), b.c(2)};
+  const PhaseTime f = fit_quadratic(bl, fwd), b = fit_quadratic(bl, bwd);
+  c.forward.time = f;
+  c.backward.time = b;
   std::vector<double> pf, pb, ratio;
   for (std::size_t i = 0; i < bl.size(); ++i) {
     pf.push_back(f.at(bl[i].first, bl[i].second));
@@ -172,9 +169,9 @@ Calibration calibrate(const std::vector<Trace>& traces) {
   c.observed_p95_over_p50 = percentile(ratio, 95) / percentile(ratio, 50);
   c.fitted_p95_over_p50 = std::exp(1.6448536269514722 * c.noise_sigma);
   if (mem_rows_y.size() >= 3) {
-    const Quadratic m = fit_quadratic(mem_bl, mem_rows_y);
+    const PhaseTime m = fit_quadratic(mem_bl, mem_rows_y);
     c.has_memory = true;
-    c.mem_m0 = m.c(0), c.mem_mu = m.c(1), c.mem_nu = m.c(2);
+    c.mem_m0 = m.a_ms, c.mem_mu = m.beta_ms, c.mem_nu = m.gamma_ms;
     std::vector<double> pm;
     for (const auto& [bb, L] : mem_bl) pm.push_back(m.at(bb, L));
     c.memory = quality(mem_rows_y, pm);

@@ -37,16 +37,6 @@ SimulationRun replay(const Trace& trace, Config config) {
 
 namespace {
 
-std::vector<double> max_step_ms(const PolicyRun& run) {
-  std::vector<double> out;
-  for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(run.G)) {
-    double m = 0;
-    for (int g = 0; g < run.G; ++g) m = std::max(m, run.rows[i + static_cast<std::size_t>(g)].step_ms);
-    out.push_back(m);
-  }
-  return out;
-}
-
 PolicyValidation compare(const PolicyRun& measured, const PolicyRun& predicted, const std::string& path) {
   for (const auto& r : measured.rows)
     if (std::isnan(r.step_ms))

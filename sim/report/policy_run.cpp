@@ -40,6 +40,17 @@ PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, 
   return run;
 }
 
+std::vector<double> max_step_ms(const PolicyRun& run) {
+  std::vector<double> out;
+  const auto G = static_cast<std::size_t>(run.G);
+  for (std::size_t i = 0; i < run.rows.size(); i += G) {
+    double m = run.rows[i].step_ms;
+    for (std::size_t g = 1; g < G; ++g) m = std::max(m, run.rows[i + g].step_ms);
+    out.push_back(m);
+  }
+  return out;
+}
+
 TokenSummary summarize(const PolicyRun& run) {
   TokenSummary s;
   const std::size_t G = static_cast<std::size_t>(run.G);
@@ -67,7 +78,8 @@ TokenSummary summarize(const PolicyRun& run) {
   s.p95_sched_us = percentile(run.decision_us, 95);
   if (run.rows.empty() || std::isnan(run.rows.front().step_ms)) return s;
 
-  std::vector<double> max_step, samples_per_s, tokens_per_s, std_step, std_compute, max_compute, max_mem, std_mem;
+  const std::vector<double> max_step = max_step_ms(run);
+  std::vector<double> samples_per_s, tokens_per_s, std_step, std_compute, max_compute, max_mem, std_mem;
   std::vector<double> step(G), compute(G), mem(G);
   double comm_wait = 0;
   for (std::size_t i = 0; i < run.rows.size(); i += G) {
@@ -80,8 +92,7 @@ TokenSummary summarize(const PolicyRun& run) {
       comm_wait += row.comm_wait_ms;
       padded_step += row.padded_tokens;
     }
-    const double m = *std::max_element(step.begin(), step.end());
-    max_step.push_back(m);
+    const double m = max_step[i / G];
     samples_per_s.push_back(run.rows[i].global_batch / (m * 1e-3));
     tokens_per_s.push_back(double(padded_step) / (m * 1e-3));
     std_step.push_back(population_std(step));

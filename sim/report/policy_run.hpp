@@ -70,5 +70,7 @@ struct TokenSummary {
 };
 
 TokenSummary summarize(const PolicyRun& run);
+// Per step, the slowest rank's step_ms (the step's wall time, method.md §4).
+std::vector<double> max_step_ms(const PolicyRun& run);
 
 }  // namespace ddpsim
