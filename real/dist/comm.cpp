@@ -106,13 +106,12 @@ std::unique_ptr<Communicator> connect(const Launch& launch, const std::string& b
       std::memcpy(&theirs, bytes.data(), std::min(bytes.size(), sizeof(int)));
       sizes.push_back(theirs);
     }
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(
-        "rendezvous at " + where + " failed within " + std::to_string(timeout.count()) +
-        " s (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?): " + e.what_without_backtrace());
   } catch (const std::exception& e) {
+    // c10::Error's what() carries a backtrace; the reason alone is what a user needs.
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
     throw std::runtime_error("rendezvous at " + where + " failed within " + std::to_string(timeout.count()) +
-                             " s (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?): " + e.what());
+                             " s (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?): " +
+                             (c10_error ? c10_error->what_without_backtrace() : e.what()));
   }
   for (int r = 0; r < launch.world_size; ++r)
     if (sizes[static_cast<std::size_t>(r)] != launch.world_size)

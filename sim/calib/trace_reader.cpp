@@ -152,13 +152,11 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (run.rows[i].rank != static_cast<int>(i % static_cast<std::size_t>(G)))
         throw InputError(path + ": policy " + run.label + ": step " + std::to_string(run.rows[i].step) +
                          " lacks rank " + std::to_string(i % static_cast<std::size_t>(G)));
-    for (auto& r : run.rows)
-      if (r.global_batch == 0) r.global_batch = -1;  // filled below from the rows
-    for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(G)) {
+    for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(G)) {  // B_t where not given
       int total = 0;
       for (int g = 0; g < G; ++g) total += run.rows[i + static_cast<std::size_t>(g)].batch_size;
       for (int g = 0; g < G; ++g)
-        if (run.rows[i + static_cast<std::size_t>(g)].global_batch < 0)
+        if (run.rows[i + static_cast<std::size_t>(g)].global_batch == 0)
           run.rows[i + static_cast<std::size_t>(g)].global_batch = total;
     }
   }

@@ -34,7 +34,7 @@ void add_config_options(po::options_description& visible, po::options_descriptio
   positional.add("config", 1);
 }
 
-Config load_config(const po::variables_map& vm) {
+Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust) {
   const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
   nlohmann::json doc = read_config_json(path);
   if (vm.count("set"))
@@ -45,6 +45,7 @@ Config load_config(const po::variables_map& vm) {
     for (const auto& spec : parse_policy_list(vm["policies"].as<std::string>())) list.push_back(spec.label());
     doc["policies"] = std::move(list);
   }
+  if (adjust) adjust(doc);
   const std::string base_dir = path.empty() ? "" : std::filesystem::path(path).parent_path().string();
   return parse_config(doc, path.empty() ? "embedded default config" : path, base_dir);
 }

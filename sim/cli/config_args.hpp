@@ -2,6 +2,8 @@
 // --print-config) and the one way they turn into a validated Config.
 #pragma once
 
+#include <functional>
+
 #include "cli/options.hpp"
 #include "eval/config.hpp"
 
@@ -9,7 +11,8 @@ namespace ddpsim::cli {
 
 void add_config_options(po::options_description& visible, po::options_description& hidden,
                         po::positional_options_description& positional);
-// The config named on the command line (or the embedded default) with the overrides applied.
-Config load_config(const po::variables_map& vm);
+// The config named on the command line (or the embedded default) with the overrides applied;
+// `adjust`, if given, edits the document last, before it is validated.
+Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust = {});
 
 }  // namespace ddpsim::cli

@@ -59,17 +59,13 @@ examples:
   ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv --model m.json --out val
 )";
 
+// The config of load_config() with --model in force; a model file is taken from the current
+// folder, not the config's.
 Config config_with_model(const po::variables_map& vm) {
-  nlohmann::json doc = read_config_json(vm.count("config") ? vm["config"].as<std::string>() : "");
-  if (vm.count("set"))
-    for (const auto& a : vm["set"].as<std::vector<std::string>>()) apply_override(doc, a);
   const std::string model = vm["model"].as<std::string>();
-  const auto& builtin = builtin_model_names();
-  const bool named = std::find(builtin.begin(), builtin.end(), model) != builtin.end();
-  doc["model"] = named ? model : std::filesystem::absolute(model).string();  // the config's folder must not move it
-  const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
-  return parse_config(doc, path.empty() ? "embedded default config" : path,
-                      path.empty() ? "" : std::filesystem::path(path).parent_path().string());
+  return load_config(vm, [&](nlohmann::json& doc) {
+    doc["model"] = is_builtin_model(model) ? model : std::filesystem::absolute(model).string();
+  });
 }
 
 void add_replay_options(po::options_description& visible, po::options_description& hidden,

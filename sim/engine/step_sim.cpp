@@ -31,6 +31,20 @@ std::unique_ptr<sg4::Engine> make_engine() {
   return engine;
 }
 
+// One simulation's world: a configured engine, then the platform, then the collective bound
+// to its hosts (SimGrid needs them in this order).
+struct Stage {
+  std::unique_ptr<sg4::Engine> engine = make_engine();
+  std::vector<sg4::Host*> hosts;
+  std::unique_ptr<CollectiveRunner> runner;
+
+  explicit Stage(const EngineSetup& s) {
+    const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, s.G));
+    hosts = build_platform(s.platform, s.G, plan.pairs());
+    runner = std::make_unique<CollectiveRunner>(plan, hosts);
+  }
+};
+
 std::size_t at(int step, int G, int g) {
   return static_cast<std::size_t>(step) * G + g;
 }
@@ -47,11 +61,10 @@ std::string bucket_name(std::size_t k) {
 // actor per rank, handing buckets over through semaphores.
 EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& policies,
                       const std::function<void(long, long)>& progress) {
-  auto engine = make_engine();
+  Stage stage(s);
+  const auto& hosts = stage.hosts;
+  const CollectiveRunner& runner = *stage.runner;
   const int G = s.G;
-  const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, G));
-  const auto hosts = build_platform(s.platform, G, plan.pairs());
-  const CollectiveRunner runner(plan, hosts);
   auto barrier = sg4::Barrier::create(static_cast<unsigned>(G));
   // A collective makes progress only once every rank has joined it (each ring or tree step
   // needs a peer's previous step), so a rank that arrives early waits for the last one.
@@ -133,7 +146,7 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
       }
     });
   }
-  engine->run();
+  stage.engine->run();
   return result;
 }
 
@@ -202,10 +215,9 @@ std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::v
   std::vector<double> distinct(sizes);
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  auto engine = make_engine();
-  const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, s.G));
-  const auto hosts = build_platform(s.platform, s.G, plan.pairs());
-  const CollectiveRunner runner(plan, hosts);
+  Stage stage(s);
+  const auto& hosts = stage.hosts;
+  const CollectiveRunner& runner = *stage.runner;
   auto barrier = sg4::Barrier::create(static_cast<unsigned>(s.G));
   std::vector<double> longest(distinct.size(), 0.0);
   for (int g = 0; g < s.G; ++g)
@@ -217,7 +229,7 @@ std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::v
         longest[i] = std::max(longest[i], (sg4::Engine::get_clock() - start) * 1e3);
       }
     });
-  engine->run();
+  stage.engine->run();
   std::map<double, double> ms;
   for (std::size_t i = 0; i < distinct.size(); ++i) ms[distinct[i]] = longest[i];
   return ms;

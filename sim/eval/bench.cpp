@@ -86,11 +86,11 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
     progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) + " policies x " +
              std::to_string(steps) + " steps, " + c.mode + " mode");
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<int> dataset = make_length_source(config.data, config.training.max_length)->dataset(0);
+    const std::vector<int> dataset =
+        make_length_source(config.data, config.training.max_length)->dataset(config.training.seed);
     const SimulationRun sim = simulate(config, dataset);
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const auto& run : sim.runs) summarize(run);  // part of a run's cost, as `compare` pays it
-    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double rank_steps = double(config.policies.size()) * steps * c.G;
     results.push_back({c.name, c.mode, c.topology, c.algorithm, c.G, steps, static_cast<int>(config.policies.size()),
                        wall, rank_steps / wall, scale == 1.0 ? c.target_s : 0.0});

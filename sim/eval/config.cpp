@@ -215,8 +215,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.policies.push_back(parse_policy_spec("static"));
   }
   std::string model = top.get<std::string>("model", "rtx3090-distilbert");
-  const auto& builtin = builtin_model_names();
-  if (std::find(builtin.begin(), builtin.end(), model) == builtin.end()) model = resolve(model, base_dir);
+  if (!is_builtin_model(model)) model = resolve(model, base_dir);
   c.model = std::make_shared<const PerfModel>(load_perf_model(model));
   c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
                               origin + ": platform", c.training.world_size, base_dir);

@@ -1,5 +1,6 @@
 #include "model/perf_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/json_util.hpp"
@@ -97,6 +98,11 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
 const std::vector<std::string>& builtin_model_names() {
   static const std::vector<std::string> names = {"rtx3090-distilbert", "h100-distilbert"};
   return names;
+}
+
+bool is_builtin_model(const std::string& name) {
+  const auto& names = builtin_model_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 PerfModel load_perf_model(const std::string& name_or_path) {

@@ -55,6 +55,8 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
 // A built-in name (rtx3090-distilbert, h100-distilbert) or a path to a model JSON file.
 PerfModel load_perf_model(const std::string& name_or_path);
 const std::vector<std::string>& builtin_model_names();
+// True for a name load_perf_model() resolves without a file, which is never taken as a path.
+bool is_builtin_model(const std::string& name);
 
 // The `model` cost of the scheduler library: predicted forward + backward time (ms).
 class ModelTimeCost final : public CostModel {
