@@ -5,6 +5,7 @@
 
 #include "model/distilbert.hpp"
 #include "model/safetensors.hpp"
+#include "train/precision.hpp"
 
 // Last: LibTorch brings glog, whose CHECK macros doctest must override.
 #include <doctest/doctest.h>
@@ -41,7 +42,7 @@ TEST_CASE("attention() matches the explicit form, padding masked") {
       attention_reference(q[1].narrow(1, 0, 4).unsqueeze(0), k[1].narrow(1, 0, 4).unsqueeze(0),
                           v[1].narrow(1, 0, 4).unsqueeze(0), torch::ones({1, 4}, torch::kBool), 0.0, false);
   CHECK(torch::allclose(cut[0], reference[1].narrow(1, 0, 4), 1e-5, 1e-6));
-  MESSAGE("attention compiled as ", attention_kind());
+  MESSAGE("attention compiled as ", std::string(attention_kind()));
 }
 
 TEST_CASE("a classification logit does not depend on how much padding follows") {
@@ -79,4 +80,38 @@ TEST_CASE("safetensors: a round trip loads by name; a shape mismatch names the t
   CHECK_THROWS_WITH(read_safetensors(path), doctest::Contains("exceeds the file"));
   CHECK_THROWS_WITH(read_safetensors((dir / "missing.safetensors").string()), doctest::Contains("cannot open"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bf16 autocast: forward in bf16 close to fp32, off again after the scope, sees updated weights") {
+  DistilBertForSequenceClassification model(DistilBertConfig::tiny(), 2);
+  model->eval();
+  const auto ids = torch::randint(5, 1000, {3, 9}, torch::kInt64);
+  const auto mask = torch::ones({3, 9}, torch::kBool);
+  const auto fp32 = model(ids, mask);
+  torch::Tensor bf16;
+  {
+    AutocastScope autocast(torch::kCPU, Precision::bf16);
+    bf16 = model(ids, mask);
+  }
+  CHECK((bf16.scalar_type() == torch::kBFloat16));
+  CHECK((fp32.scalar_type() == torch::kFloat));
+  CHECK_FALSE(torch::equal(bf16.to(torch::kFloat), fp32));
+  CHECK(torch::allclose(bf16.to(torch::kFloat), fp32, /*rtol=*/0.05, /*atol=*/0.02));
+  CHECK((model(ids, mask).scalar_type() == torch::kFloat));
+
+  // An in-place update, as the optimizer makes, shows in the next scope's forward (on CUDA the
+  // scope's exit drops autocast's bf16 copies of the weights; LibTorch 1.13 keeps none on CPU).
+  {
+    torch::NoGradGuard no_grad;
+    model->named_parameters()["classifier.bias"].add_(1.0);
+  }
+  torch::Tensor updated;
+  {
+    AutocastScope autocast(torch::kCPU, Precision::bf16);
+    updated = model(ids, mask).to(torch::kFloat);
+  }
+  CHECK(torch::allclose(updated, bf16.to(torch::kFloat) + 1.0, 0.05, 0.02));
+  CHECK(torch::allclose(updated, model(ids, mask), 0.05, 0.02));
+  AutocastScope fp32_scope(torch::kCPU, Precision::fp32);
+  CHECK((model(ids, mask).scalar_type() == torch::kFloat));
 }

@@ -1,4 +1,5 @@
 // The training loop: it learns, resumes to the same parameters, and refuses bad input clearly.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -54,23 +55,46 @@ TrainOptions task_options(const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("training learns a small learnable task within 200 steps") {
+TEST_CASE("training learns a small learnable task within 200 steps, in fp32 and under bf16 autocast") {
   TempDir dir;
   write_task(dir, 2000);
   TrainOptions o = task_options(dir);
   o.steps = 200;
   o.emulate_ranks = 2;
   o.policy = "minmax:buffer=16";
-  std::ostream quiet(nullptr);
-  Trainer trainer(o, nullptr, quiet);
-  std::vector<double> losses;
-  for (int s = 0; s < 200; ++s) losses.push_back(trainer.step());
-  const double first = std::accumulate(losses.begin(), losses.begin() + 20, 0.0) / 20;
-  const double last = std::accumulate(losses.end() - 20, losses.end(), 0.0) / 20;
-  MESSAGE("mean loss: first 20 steps ", first, ", last 20 steps ", last);
-  CHECK(first > 0.6);
-  CHECK(last < 0.25);
-  CHECK(trainer.evaluate() > 0.9);
+  for (const Precision precision : {Precision::fp32, Precision::bf16}) {
+    const std::string name = precision_name(precision);
+    CAPTURE(name);
+    o.precision = precision;
+    std::ostream quiet(nullptr);
+    Trainer trainer(o, nullptr, quiet);
+    std::vector<double> losses;
+    for (int s = 0; s < 200; ++s) losses.push_back(trainer.step());
+    const double first = std::accumulate(losses.begin(), losses.begin() + 20, 0.0) / 20;
+    const double last = std::accumulate(losses.end() - 20, losses.end(), 0.0) / 20;
+    MESSAGE(name, ": mean loss, first 20 steps ", first, ", last 20 steps ", last);
+    CHECK(first > 0.6);
+    CHECK(last < 0.25);
+    CHECK(trainer.evaluate() > 0.9);
+  }
+}
+
+TEST_CASE("largest_fitting finds the largest batch that fits in about 2·log2(hi) trials") {
+  for (const int hi : {1, 2, 7, 48, 64, 1000}) {
+    for (const int limit : {0, 1, 2, 3, 5, 31, 32, 33, 47, 48, 63, 64, 65, 999, 5000}) {
+      CAPTURE(hi);
+      CAPTURE(limit);
+      int trials = 0;
+      const int found = largest_fitting(hi, [&](int b) {
+        ++trials;
+        REQUIRE(b >= 1);
+        REQUIRE(b <= hi);
+        return b <= limit;
+      });
+      CHECK(found == std::min(hi, limit));
+      CHECK(trials <= 2 * static_cast<int>(std::ceil(std::log2(hi))) + 2);
+    }
+  }
 }
 
 TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
@@ -101,6 +125,11 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   other.emulate_ranks = 3;
   other.global_batch = 18;
   CHECK_THROWS_WITH_AS(Trainer(other, nullptr, quiet), doctest::Contains("saved with 2 ranks, this run has 3"),
+                       ddpsim::InputError);
+  TrainOptions capped = resumed_options;
+  capped.b_max = {12, 12};
+  CHECK_THROWS_WITH_AS(Trainer(capped, nullptr, quiet),
+                       doctest::Contains("saved with b_max none, this run has 12,12; resume with the same --bmax"),
                        ddpsim::InputError);
 }
 

@@ -39,9 +39,10 @@ examples:
   ddptrain --synthetic-lengths sst2 --emulate-ranks 4 --policy minmax --steps 100 --out emu4
 )";
 
-// --bmax: a number for every rank, or a performance model JSON whose memory model decides.
+// --bmax: a number for every rank, or a performance model JSON whose memory model decides
+// ("probe" is left to the trainer, which needs the model on its GPU).
 std::vector<int> parse_bmax(const std::string& text, int ranks, int max_length) {
-  if (text.empty()) return {};
+  if (text.empty() || text == "probe") return {};
   int cap = 0;
   if (text.find_first_not_of("0123456789") == std::string::npos) {
     cap = std::stoi(text);
@@ -71,7 +72,7 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
 
 int run(int argc, char** argv) {
   ddptrain::TrainOptions o;
-  std::string bmax, backend = "auto";
+  std::string bmax, backend = "auto", precision = "fp32";
   int nproc = 0, timeout_s = 120, profile_warmup = 3, profile_reps = 5;
   std::string profile_batches = "1,2,4,8,16,32,64", profile_lengths = "16,32,64,128,256",
               profile_bytes = "65536,1048576,4194304,16777216,67108864";
@@ -92,14 +93,20 @@ int run(int argc, char** argv) {
                       "static | minmax[:cost=..][:buffer=K] | kk | sorted | token_budget (as in ddpsim)")(
       "global-batch", po::value(&o.global_batch)->default_value(o.global_batch), "B, samples per step over all ranks")(
       "steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
-      "bmax", po::value(&bmax), "per-rank batch cap: N, or a ddpsim model JSON whose memory model gives it")(
+      "bmax", po::value(&bmax),
+      "per-rank batch cap: N; a ddpsim model JSON whose memory model gives it; or 'probe' (CUDA): the largest "
+      "batch of --max-length samples whose forward and backward fit, with AdamW's state and --probe-reserve aside")(
+      "probe-reserve", po::value(&o.probe_reserve)->default_value(o.probe_reserve, "0.1"),
+      "--bmax probe: fraction of device memory the probed batch leaves free")(
       "perf-model", po::value(&o.perf_model),
       "ddpsim performance model (built-in name or JSON) that minmax:cost=model balances predicted time with")(
       "seed", po::value(&o.seed)->default_value(o.seed), "data order, sampling, initialisation, dropout");
-  optim.add_options()("lr", po::value(&o.lr)->default_value(o.lr), "AdamW peak learning rate")(
+  optim.add_options()("lr", po::value(&o.lr)->default_value(o.lr, "5e-5"), "AdamW peak learning rate")(
       "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay")(
-      "warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warm-up, fraction of the steps")(
-      "clip-norm", po::value(&o.clip_norm)->default_value(o.clip_norm), "gradient-norm clipping (0: off)");
+      "warmup", po::value(&o.warmup)->default_value(o.warmup, "0.1"), "linear warm-up, fraction of the steps")(
+      "clip-norm", po::value(&o.clip_norm)->default_value(o.clip_norm), "gradient-norm clipping (0: off)")(
+      "precision", po::value(&precision)->default_value(precision),
+      "fp32, or bf16: forward passes under bf16 autocast (weights, gradients, allreduce and AdamW stay fp32)");
   dist.add_options()("backend", po::value(&backend)->default_value(backend),
                      "auto (nccl on CUDA, else gloo), nccl, gloo")(
       "nproc-per-node", po::value(&nproc), "start N local ranks (CPU: Gloo; one GPU each with NCCL)")(
@@ -155,6 +162,8 @@ int run(int argc, char** argv) {
   const auto launch = ddptrain::Launch::from_environment();
   const int ranks = o.emulate_ranks > 0 ? o.emulate_ranks : launch.world_size;
   o.b_max = parse_bmax(bmax, ranks, o.max_length);
+  o.probe_bmax = bmax == "probe";
+  o.precision = ddptrain::parse_precision(precision);
   o.local_rank = launch.local_rank;
   std::unique_ptr<ddptrain::Communicator> comm;
   if (launch.world_size > 1 || backend != "auto") {

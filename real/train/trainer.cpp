@@ -12,6 +12,7 @@
 
 #ifdef DDPTRAIN_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace ddptrain {
@@ -50,9 +51,33 @@ double modelled_allreduce_ms(const std::vector<double>& bucket_bytes, int G, dou
   return ms;
 }
 
+#ifdef DDPTRAIN_CUDA
+// Out of GPU memory: the caching allocator's error, or a library's failed workspace allocation.
+bool out_of_memory(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  const std::string what = e.what_without_backtrace();
+  return what.find("out of memory") != std::string::npos || what.find("ALLOC_FAILED") != std::string::npos;
+}
+#endif
+
 constexpr int METRICS = 11;  // per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, spare
 
 }  // namespace
+
+int largest_fitting(int hi, const std::function<bool(int)>& fits) {
+  if (hi < 1 || !fits(1)) return 0;
+  int good = 1, bad = hi + 1;  // fits(good) holds; fits(bad) fails or bad is past hi
+  for (int b = 2; b <= hi && bad > hi; b *= 2) (fits(b) ? good : bad) = b;
+  if (bad > hi && good < hi) {
+    if (fits(hi)) return hi;
+    bad = hi;
+  }
+  while (bad - good > 1) {
+    const int mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return good;
+}
 
 Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::ostream& log)
     : opt_(std::move(options)), comm_(std::move(comm)), log_(log), device_(torch::kCPU) {
@@ -61,6 +86,12 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   if (comm_ && opt_.emulate_ranks > 0)
     throw ddpsim::UsageError("--emulate-ranks runs in one process: start one rank only");
   device_ = pick_device(opt_.device, opt_.local_rank);
+  if (opt_.probe_bmax && !device_.is_cuda())
+    throw ddpsim::UsageError(
+        "--bmax probe needs a CUDA device (it finds the cap by running out of GPU memory); give --bmax N or a "
+        "ddpsim model JSON whose memory model gives it");
+  if (opt_.probe_reserve < 0 || opt_.probe_reserve >= 1)
+    throw ddpsim::UsageError("--probe-reserve is a fraction of device memory in [0, 1)");
 
   if (!opt_.synthetic_lengths.empty()) {
     data_ = synthetic_data(opt_.synthetic_lengths, opt_.synthetic_samples, 30522, opt_.max_length, opt_.seed);
@@ -71,19 +102,6 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
     data_ = load_glue(opt_.data, opt_.vocab, opt_.max_length);
     if (!opt_.dev.empty()) dev_ = load_glue(opt_.dev, opt_.vocab, opt_.max_length);
   }
-  lengths_ = data_.lengths;
-  shape_.G = G_;
-  shape_.B = opt_.global_batch;
-  shape_.max_length = opt_.max_length;
-  shape_.b_max = opt_.b_max;
-  shape_.seed = opt_.seed;
-  if (!opt_.perf_model.empty())
-    shape_.time_cost = std::make_shared<ddpsim::ModelTimeCost>(
-        std::make_shared<const ddpsim::PerfModel>(ddpsim::load_perf_model(opt_.perf_model)));
-  policy_ = ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_);
-  sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
-  buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
-
   auto config = DistilBertConfig::named(opt_.model_size);
   if (opt_.dropout >= 0) config.dropout = config.attention_dropout = config.classifier_dropout = opt_.dropout;
   if (opt_.max_length > config.max_positions)
@@ -100,6 +118,20 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
     log_ << "weights: none given, random initialisation (N(0, 0.02))\n";
   }
   model_->to(device_);
+  if (opt_.probe_bmax) opt_.b_max = probe_bmax();
+
+  lengths_ = data_.lengths;
+  shape_.G = G_;
+  shape_.B = opt_.global_batch;
+  shape_.max_length = opt_.max_length;
+  shape_.b_max = opt_.b_max;
+  shape_.seed = opt_.seed;
+  if (!opt_.perf_model.empty())
+    shape_.time_cost = std::make_shared<ddpsim::ModelTimeCost>(
+        std::make_shared<const ddpsim::PerfModel>(ddpsim::load_perf_model(opt_.perf_model)));
+  policy_ = ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_);
+  sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
+  buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
   if (comm_ && G_ > 1) {
     torch::NoGradGuard no_grad;
     for (auto& p : model_->parameters()) comm_->broadcast(p, /*root=*/0);  // every rank starts from rank 0's weights
@@ -119,6 +151,67 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
 }
 
 Trainer::~Trainer() = default;
+
+// --bmax probe: each rank finds the largest batch of --max-length samples whose forward and
+// backward fit its GPU while room for AdamW's two moments and `probe_reserve` of the device's
+// memory are held aside, recovering from each out-of-memory error. The cap never exceeds B (no
+// rank gets more). Ranks share their caps, which differ on mixed GPUs.
+std::vector<int> Trainer::probe_bmax() {
+#ifndef DDPTRAIN_CUDA
+  throw std::logic_error("probe_bmax() without CUDA");  // the constructor refuses --bmax probe first
+#else
+  const auto total = static_cast<double>(at::cuda::getDeviceProperties(device_.index())->totalGlobalMem);
+  std::int64_t param_bytes = 0;
+  for (const auto& p : model_->parameters()) param_bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+  const auto aside_bytes = 2 * param_bytes + static_cast<std::int64_t>(opt_.probe_reserve * total);
+  const int L = opt_.max_length;
+  int cap = 0;
+  {
+    const auto aside = torch::empty({aside_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+    model_->train();
+    TextData probe;
+    auto fits = [&](int b) {
+      probe.ids.assign(static_cast<std::size_t>(b), std::vector<std::int64_t>(static_cast<std::size_t>(L), 1000));
+      probe.labels.assign(static_cast<std::size_t>(b), 0);
+      std::vector<ddpsim::Sample> samples;
+      for (int i = 0; i < b; ++i) samples.push_back({i, 0, L});
+      bool ok = true;
+      try {
+        const Batch batch = collate(probe, samples, device_);
+        torch::Tensor loss;
+        {
+          AutocastScope autocast(device_, opt_.precision);
+          loss = torch::nn::functional::cross_entropy(model_(batch.ids, batch.mask).to(torch::kFloat), batch.labels);
+        }
+        loss.backward();
+        torch::cuda::synchronize(device_.index());
+      } catch (const c10::Error& e) {
+        if (!out_of_memory(e)) throw;
+        ok = false;
+      }
+      for (auto& p : model_->parameters()) p.mutable_grad().reset();
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      log_ << "bmax probe: " << b << " samples of " << L << " tokens " << (ok ? "fit" : "do not fit") << "\n";
+      return ok;
+    };
+    cap = largest_fitting(opt_.global_batch, fits);
+  }
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  if (cap < 1)
+    throw ddpsim::InputError("--bmax probe: not even one sample of " + std::to_string(L) + " tokens fits with " +
+                             std::to_string(std::lround(opt_.probe_reserve * 100)) +
+                             "% of device memory kept free; lower --max-length or --probe-reserve");
+  log_ << "b_max " << cap << " per rank from the probe (" << precision_name(opt_.precision) << ", "
+       << opt_.probe_reserve * 100 << "% of " << total / (1 << 30) << " GiB kept free"
+       << (cap == opt_.global_batch ? "; capped at the global batch" : "") << ")\n";
+  if (!comm_ || G_ < 2) return std::vector<int>(static_cast<std::size_t>(G_), cap);
+  const auto caps =
+      comm_->allgather(torch::tensor({static_cast<std::int64_t>(cap)}, torch::kInt64).to(device_)).cpu().view(-1);
+  std::vector<int> b_max;
+  for (int g = 0; g < G_; ++g) b_max.push_back(static_cast<int>(caps[g].item<std::int64_t>()));
+  return b_max;
+#endif
+}
 
 double Trainer::lr_at(int step) const {
   const int warmup = static_cast<int>(std::ceil(opt_.warmup * opt_.steps));
@@ -161,8 +254,12 @@ double Trainer::step() {
     const std::size_t m = 1 + 3 * gi;
     timer.reset_peak_memory();
     timer.mark(m);
-    const auto logits = model_(batches[gi].ids, batches[gi].mask);
-    const auto mean_loss = torch::nn::functional::cross_entropy(logits, batches[gi].labels);
+    torch::Tensor mean_loss;
+    {
+      AutocastScope autocast(device_, opt_.precision);
+      const auto logits = model_(batches[gi].ids, batches[gi].mask).to(torch::kFloat);
+      mean_loss = torch::nn::functional::cross_entropy(logits, batches[gi].labels);
+    }
     timer.mark(m + 1);
     // L̃_g = L_g · G·b_g/B_t; the allreduce averages over G (emulation divides by G itself).
     const double weight = plan.loss_weights[gi] / (comm_ ? 1.0 : G_);
@@ -243,6 +340,7 @@ double Trainer::evaluate() {
       for (std::size_t j = i; j < std::min(dev_.ids.size(), i + 64); ++j)
         chunk.push_back({static_cast<std::int64_t>(j), 0, dev_.lengths[j]});
       const Batch b = collate(dev_, chunk, device_);
+      AutocastScope autocast(device_, opt_.precision);
       correct += model_(b.ids, b.mask).argmax(1).eq(b.labels).sum().item<std::int64_t>();
     }
     accuracy[0] = double(correct) / double(dev_.ids.size());
@@ -293,11 +391,22 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                                         {"backend", comm_ ? comm_->backend() : "none"},
                                                         {"libtorch", TORCH_VERSION},
                                                         {"attention", attention_kind()},
+                                                        {"precision", precision_name(opt_.precision)},
                                                         {"seed", std::to_string(opt_.seed)},
                                                         {"policy", policy_label()},
                                                         {"global_batch", std::to_string(opt_.global_batch)},
                                                         {"model", opt_.model_size},
                                                         {"data", data_.description}};
+#ifdef DDPTRAIN_CUDA
+  if (device_.is_cuda()) {  // versions as CUDA encodes them: 1000·major + 10·minor
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    m.emplace_back("cuda_runtime", std::to_string(runtime));
+    m.emplace_back("cuda_driver", std::to_string(driver));
+  }
+#endif
+  if (!device_.is_cuda()) m.emplace_back("threads", std::to_string(at::get_num_threads()));
   if (opt_.emulate_ranks > 0)
     m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +
                                     std::to_string(opt_.emulate_latency_us) +

@@ -6,6 +6,7 @@
 // process: the same update as N-rank DDP, with a modelled allreduce time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -20,6 +21,7 @@
 #include "model/distilbert.hpp"
 #include "report/policy_run.hpp"
 #include "sched/scheduler.hpp"
+#include "train/precision.hpp"
 
 namespace ddptrain {
 
@@ -36,11 +38,14 @@ struct TrainOptions {
   std::string policy = "static";
   int global_batch = 48;
   int steps = 100;
-  std::vector<int> b_max;  // one per rank, or empty
-  std::string perf_model;  // a ddpsim performance model (name or JSON) for minmax:cost=model
+  std::vector<int> b_max;      // one per rank, or empty
+  bool probe_bmax = false;     // CUDA: b_max from the largest batch at max_length that fits (see probe_bmax())
+  double probe_reserve = 0.1;  // fraction of device memory the probed batch must leave free
+  std::string perf_model;      // a ddpsim performance model (name or JSON) for minmax:cost=model
   std::uint64_t seed = 0;
   // Optimisation: AdamW with linear warm-up then linear decay to zero.
   double lr = 5e-5, weight_decay = 0.01, warmup = 0.1, clip_norm = 0;
+  Precision precision = Precision::fp32;  // bf16: autocast forward passes
   // Distribution.
   int emulate_ranks = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
@@ -52,6 +57,10 @@ struct TrainOptions {
   int eval_every = 0, ckpt_every = 0, log_every = 10;
   std::string resume;  // a checkpoint file
 };
+
+// The largest b in [1, hi] with fits(b), for a fits() that holds up to some b* and fails above
+// it: doubling, then bisection, so about 2·log2(hi) trials. 0 if fits(1) fails.
+int largest_fitting(int hi, const std::function<bool(int)>& fits);
 
 class Trainer {
  public:
@@ -81,6 +90,7 @@ class Trainer {
 
  private:
   void load_checkpoint(const std::string& path);
+  std::vector<int> probe_bmax();
   void profile_allreduce(const std::vector<int>& bytes, int warmup, int reps);
   void plan_next(ddpsim::StepPlan& plan);
   double lr_at(int step) const;

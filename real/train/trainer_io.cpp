@@ -27,6 +27,7 @@ void Trainer::write_outputs() {
                            {"seed", opt_.seed},
                            {"policy", policy_label()},
                            {"model", opt_.model_size},
+                           {"precision", precision_name(opt_.precision)},
                            {"lr", opt_.lr},
                            {"bucket_mb", opt_.bucket_mb},
                            {"first_bucket_mb", opt_.first_bucket_mb}};
@@ -92,7 +93,11 @@ void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& l
         timer.mark(0);
         model_->train();
         optimizer_->zero_grad();
-        const auto loss = torch::nn::functional::cross_entropy(model_(batch.ids, batch.mask), batch.labels);
+        torch::Tensor loss;
+        {
+          AutocastScope autocast(device_, opt_.precision);
+          loss = torch::nn::functional::cross_entropy(model_(batch.ids, batch.mask).to(torch::kFloat), batch.labels);
+        }
         timer.mark(1);
         loss.backward();
         timer.mark(2);
@@ -142,6 +147,16 @@ void set_rng_state(const torch::Tensor& state) {
   gen.set_state(state);
 }
 
+std::string caps_text(const std::vector<std::int64_t>& caps) {
+  if (caps.empty()) return "none";
+  std::string text;
+  for (auto c : caps) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(c);
+  }
+  return text;
+}
+
 }  // namespace
 
 void Trainer::save_checkpoint(const std::string& path) {
@@ -160,6 +175,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   archive.write("policy", c10::IValue(policy_label()));
   archive.write("global_batch", torch::tensor({static_cast<std::int64_t>(opt_.global_batch)}));
   archive.write("seed", torch::tensor({static_cast<std::int64_t>(opt_.seed)}));
+  archive.write("b_max", torch::tensor(std::vector<std::int64_t>(opt_.b_max.begin(), opt_.b_max.end()), torch::kInt64));
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string temp = path + ".tmp";
   archive.save_to(temp);
@@ -190,6 +206,16 @@ void Trainer::load_checkpoint(const std::string& path) {
       seed != static_cast<std::int64_t>(opt_.seed))
     throw ddpsim::InputError(path + ": saved with policy " + policy.toStringRef() + ", B=" + std::to_string(batch) +
                              ", seed " + std::to_string(seed) + "; resume with the same ones");
+  // The caps steer the policy: a resume under other caps (a probe can find another) would replay
+  // a different sample stream.
+  torch::Tensor saved_caps;
+  archive.read("b_max", saved_caps);
+  const std::vector<std::int64_t> caps(saved_caps.data_ptr<std::int64_t>(),
+                                       saved_caps.data_ptr<std::int64_t>() + saved_caps.numel());
+  if (caps != std::vector<std::int64_t>(opt_.b_max.begin(), opt_.b_max.end()))
+    throw ddpsim::InputError(path + ": saved with b_max " + caps_text(caps) + ", this run has " +
+                             caps_text({opt_.b_max.begin(), opt_.b_max.end()}) +
+                             "; resume with the same --bmax (for a probed cap, give the saved one as --bmax N)");
   archive.read("model", model);
   archive.read("optimizer", optimizer);
   model_->load(model);

@@ -19,7 +19,11 @@ for key in mean_max_step_ms p95_max_step_ms mean_std_compute_ms mean_std_padded_
   grep -q "\"$key\"" "$WORK/real/summary.json" || fail "summary.json lacks $key"
 done
 
-expect_ok "$DDPTRAIN" "${common[@]}" --emulate-ranks 4 --out "$WORK/emu"
+grep -q '^# precision=fp32$' "$csv" || fail "trace metadata lacks precision=fp32"
+
+expect_ok "$DDPTRAIN" "${common[@]}" --emulate-ranks 4 --precision bf16 --out "$WORK/emu"
+grep -q '^# precision=bf16$' "$WORK/emu/steps.csv" || fail "trace metadata lacks precision=bf16"
+grep -q '"precision": "bf16"' "$WORK/emu/summary.json" || fail "summary.json does not say bf16"
 grep -q '^# emulated_ranks=4$' "$WORK/emu/steps.csv" || fail "trace metadata lacks emulated_ranks=4"
 grep -q "^# allreduce=modelled.*NOT a real 4-GPU run" "$WORK/emu/steps.csv" || fail "emulation is not labelled as such"
 [[ $(grep -vc '^#' "$WORK/emu/steps.csv") == $((1 + 6 * 4)) ]] || fail "emulated steps.csv should hold 6 steps x 4 ranks"
