@@ -74,4 +74,15 @@ Batch collate(const TextData& data, std::span<const ddpsim::Sample> samples, con
   return batch;
 }
 
+Batch full_batch(int b, int L, const torch::Device& device) {
+  Batch batch;
+  batch.max_len = L;
+  batch.real_tokens = std::int64_t{b} * L;
+  const auto options = torch::TensorOptions().device(device);
+  batch.ids = torch::full({b, L}, 1000, options.dtype(torch::kInt64));  // a word piece, not a special token
+  batch.mask = torch::ones({b, L}, options.dtype(torch::kBool));
+  batch.labels = torch::zeros({b}, options.dtype(torch::kInt64));
+  return batch;
+}
+
 }  // namespace ddptrain

@@ -35,5 +35,7 @@ struct Batch {
 };
 
 Batch collate(const TextData& data, std::span<const ddpsim::Sample> samples, const torch::Device& device);
+// b samples of exactly L tokens, no padding: what the timing sweep and the memory probe run.
+Batch full_batch(int b, int L, const torch::Device& device);
 
 }  // namespace ddptrain

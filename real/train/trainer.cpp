@@ -169,15 +169,10 @@ std::vector<int> Trainer::probe_bmax() {
   {
     const auto aside = torch::empty({aside_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
     model_->train();
-    TextData probe;
     auto fits = [&](int b) {
-      probe.ids.assign(static_cast<std::size_t>(b), std::vector<std::int64_t>(static_cast<std::size_t>(L), 1000));
-      probe.labels.assign(static_cast<std::size_t>(b), 0);
-      std::vector<ddpsim::Sample> samples;
-      for (int i = 0; i < b; ++i) samples.push_back({i, 0, L});
       bool ok = true;
       try {
-        const Batch batch = collate(probe, samples, device_);
+        const Batch batch = full_batch(b, L, device_);
         torch::Tensor loss;
         {
           AutocastScope autocast(device_, opt_.precision);

@@ -72,7 +72,6 @@ void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& l
                       int warmup, int reps) {
   if (opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures real devices: drop --emulate-ranks");
   if (comm_ && G_ > 1) return profile_allreduce(bytes, warmup, reps);
-  TextData sweep;
   std::vector<ddpsim::RankStep> rows;
   int timed = 0;
   for (int L : lengths) {
@@ -82,11 +81,7 @@ void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& l
     }
     for (int b : batches) {
       if (!opt_.b_max.empty() && b > opt_.b_max[0]) continue;
-      sweep.ids.assign(static_cast<std::size_t>(b), std::vector<std::int64_t>(static_cast<std::size_t>(L), 1000));
-      sweep.labels.assign(static_cast<std::size_t>(b), 0);
-      std::vector<ddpsim::Sample> samples;
-      for (int i = 0; i < b; ++i) samples.push_back({i, 0, L});
-      const Batch batch = collate(sweep, samples, device_);
+      const Batch batch = full_batch(b, L, device_);
       for (int r = 0; r < warmup + reps; ++r) {
         StepTimer timer(device_);
         timer.reset_peak_memory();
