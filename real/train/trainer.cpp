@@ -167,7 +167,14 @@ std::vector<int> Trainer::probe_bmax() {
   const int L = opt_.max_length;
   int cap = 0;
   {
-    const auto aside = torch::empty({aside_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+    torch::Tensor aside;
+    try {
+      aside = torch::empty({aside_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+    } catch (const c10::Error& e) {
+      if (!out_of_memory(e)) throw;
+      throw ddpsim::InputError("--bmax probe: the GPU cannot even hold AdamW's state and the reserve (" +
+                               std::to_string(aside_bytes >> 20) + " MiB) beside the model; lower --probe-reserve");
+    }
     model_->train();
     auto fits = [&](int b) {
       bool ok = true;
