@@ -179,13 +179,7 @@ std::vector<int> Trainer::probe_bmax() {
     auto fits = [&](int b) {
       bool ok = true;
       try {
-        const Batch batch = full_batch(b, L, device_);
-        torch::Tensor loss;
-        {
-          AutocastScope autocast(device_, opt_.precision);
-          loss = torch::nn::functional::cross_entropy(model_(batch.ids, batch.mask).to(torch::kFloat), batch.labels);
-        }
-        loss.backward();
+        mean_loss(full_batch(b, L, device_)).backward();
         torch::cuda::synchronize(device_.index());
       } catch (const c10::Error& e) {
         if (!out_of_memory(e)) throw;
@@ -213,6 +207,15 @@ std::vector<int> Trainer::probe_bmax() {
   for (int g = 0; g < G_; ++g) b_max.push_back(static_cast<int>(caps[g].item<std::int64_t>()));
   return b_max;
 #endif
+}
+
+torch::Tensor Trainer::mean_loss(const Batch& batch) {
+  torch::Tensor logits;
+  {
+    AutocastScope autocast(device_, opt_.precision);
+    logits = model_(batch.ids, batch.mask).to(torch::kFloat);
+  }
+  return torch::nn::functional::cross_entropy(logits, batch.labels);
 }
 
 double Trainer::lr_at(int step) const {
@@ -256,20 +259,15 @@ double Trainer::step() {
     const std::size_t m = 1 + 3 * gi;
     timer.reset_peak_memory();
     timer.mark(m);
-    torch::Tensor mean_loss;
-    {
-      AutocastScope autocast(device_, opt_.precision);
-      const auto logits = model_(batches[gi].ids, batches[gi].mask).to(torch::kFloat);
-      mean_loss = torch::nn::functional::cross_entropy(logits, batches[gi].labels);
-    }
+    const auto loss_g = mean_loss(batches[gi]);
     timer.mark(m + 1);
     // L̃_g = L_g · G·b_g/B_t; the allreduce averages over G (emulation divides by G itself).
     const double weight = plan.loss_weights[gi] / (comm_ ? 1.0 : G_);
-    (mean_loss * weight).backward();
+    (loss_g * weight).backward();
     timer.mark(m + 2);
     fwd[gi] = timer.ms(m, m + 1);
     bwd[gi] = timer.ms(m + 1, m + 2);
-    loss[gi] = mean_loss.item<double>();
+    loss[gi] = loss_g.item<double>();
     mem[gi] = timer.peak_memory_mib();
   }
   const std::size_t wait_start = 1 + 3 * static_cast<std::size_t>(last), wait_end = wait_start + 1,

@@ -91,6 +91,8 @@ class Trainer {
  private:
   void load_checkpoint(const std::string& path);
   std::vector<int> probe_bmax();
+  // A batch's mean cross-entropy: the forward in the run's precision, the loss in fp32.
+  torch::Tensor mean_loss(const Batch& batch);
   void profile_allreduce(const std::vector<int>& bytes, int warmup, int reps);
   void plan_next(ddpsim::StepPlan& plan);
   double lr_at(int step) const;

@@ -88,11 +88,7 @@ void Trainer::profile(const std::vector<int>& batches, const std::vector<int>& l
         timer.mark(0);
         model_->train();
         optimizer_->zero_grad();
-        torch::Tensor loss;
-        {
-          AutocastScope autocast(device_, opt_.precision);
-          loss = torch::nn::functional::cross_entropy(model_(batch.ids, batch.mask).to(torch::kFloat), batch.labels);
-        }
+        const auto loss = mean_loss(batch);
         timer.mark(1);
         loss.backward();
         timer.mark(2);
