@@ -11,6 +11,7 @@ packages=(
   doctest-dev                                # unit tests
   libutf8proc-dev                            # Unicode NFD, categories, lower-casing for the tokenizer
   libtorch-dev libgloo-dev                   # ddptrain: LibTorch 1.13 (CPU) with c10d's Gloo backend
+  libopenblas0-openmp                        # an optimised BLAS for LibTorch (the reference one is ~20x slower)
   libeigen3-dev                              # least squares for ddpsim calibrate
 )
 

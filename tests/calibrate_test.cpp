@@ -9,6 +9,7 @@
 #include "calib/validate.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/rng.hpp"
 #include "report/outputs.hpp"
 #include "test_data.hpp"
 
@@ -51,14 +52,18 @@ std::string simulated_trace(const TempDir& dir, double sigma, const std::string&
 TEST_CASE("calibration recovers known parameters from a noisy simulated trace") {
   TempDir dir;
   const std::string path = simulated_trace(dir, 0.05, "noisy", {"static", "minmax", "token_budget:max_tokens=1024"});
-  const Calibration c = calibrate({read_trace(path, {"fwd_ms", "bwd_ms"})});
-  const auto m = known_model(0.05);
-  CHECK(c.forward.time.a_ms == doctest::Approx(2.0).epsilon(0.02));
-  CHECK(c.forward.time.beta_ms == doctest::Approx(0.002).epsilon(0.02));
-  CHECK(c.forward.time.gamma_ms == doctest::Approx(1e-5).epsilon(0.02));
-  CHECK(c.backward.time.a_ms == doctest::Approx(4.0).epsilon(0.02));
-  CHECK(c.backward.time.beta_ms == doctest::Approx(0.004).epsilon(0.02));
-  CHECK(c.backward.time.gamma_ms == doctest::Approx(2e-5).epsilon(0.02));
+  CalibrationOptions analytic;
+  analytic.form = "analytic";
+  const Calibration c = calibrate({read_trace(path, {"fwd_ms", "bwd_ms"})}, analytic);
+  const PhaseTime &f = c.forward.model.analytic, &b = c.backward.model.analytic;
+  CHECK(f.a_ms == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(f.beta_ms == doctest::Approx(0.002).epsilon(0.02));
+  CHECK(f.gamma_ms == doctest::Approx(1e-5).epsilon(0.02));
+  CHECK(b.a_ms == doctest::Approx(4.0).epsilon(0.02));
+  CHECK(b.beta_ms == doctest::Approx(0.004).epsilon(0.02));
+  CHECK(b.gamma_ms == doctest::Approx(2e-5).epsilon(0.02));
+  // Scattered shapes of a quadratic device with noise: the analytic form generalises better.
+  CHECK(c.forward.heldout.analytic < c.forward.heldout.grid);
   CHECK(c.noise_sigma == doctest::Approx(0.05).epsilon(0.10));
   CHECK(c.optimizer_ms == doctest::Approx(1.5).epsilon(0.02));
   CHECK(c.has_memory);
@@ -68,7 +73,8 @@ TEST_CASE("calibration recovers known parameters from a noisy simulated trace") 
   // What calibrate writes loads as a model.
   const auto json = calibrated_model(c, {read_trace(path)}, load_perf_model("rtx3090-distilbert"), "fit", "sim");
   const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
-  CHECK(fitted.forward.beta_ms == c.forward.time.beta_ms);
+  CHECK(fitted.forward.analytic.beta_ms == f.beta_ms);
+  CHECK(std::string(fitted.forward.form()) == "analytic");
 }
 
 TEST_CASE("replaying a simulated trace with its own model reproduces it; validation says so") {
@@ -148,4 +154,44 @@ TEST_CASE("bad traces are named by file, line and column") {
   CHECK_THROWS_WITH_AS(calibrate({read_trace(one, {"fwd_ms", "bwd_ms"})}),
                        doctest::Contains("1 distinct (batch size, length) point(s)"), InputError);
   CHECK_THROWS_WITH_AS(read_trace(dir / "absent.csv"), doctest::Contains("absent.csv: cannot open trace"), InputError);
+}
+
+TEST_CASE("the interference factor comes back from a profile of backward alone and beside allreduces") {
+  TempDir dir;
+  // Backward of three shapes, alone and 1.25× slower beside allreduces, with 3% noise.
+  Rng rng(11);
+  PolicyRun run{"allreduce", "", 1, {}, {}};
+  for (int L : {16, 32, 64})
+    for (int r = 0; r < 20; ++r)
+      for (int with : {0, 1}) {
+        RankStep row;
+        row.step = static_cast<int>(run.rows.size());
+        row.batch_size = 12;
+        row.max_len = L;
+        row.bwd_ms = (4.0 + 0.01 * 12 * L) * (with ? 1.25 : 1.0) * std::exp(0.03 * rng.normal());
+        row.concurrent_allreduce_bytes = with ? 25 << 20 : 0;
+        run.rows.push_back(row);
+      }
+  std::ofstream(dir / "interference.csv") << trace_csv({run}, {{"world_size", "2"}});
+  const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
+  const Calibration c = calibrate({read_trace(compute), read_trace(dir / "interference.csv")});
+  CHECK(c.interference.size() == 3);
+  CHECK(c.comm_slowdown == doctest::Approx(1.25).epsilon(0.02));
+  const auto json = calibrated_model(c, {read_trace(compute)}, load_perf_model("rtx3090-distilbert"), "fit", "sim");
+  CHECK(parse_perf_model(nlohmann::json::parse(json.dump()), "fitted").comm_slowdown == c.comm_slowdown);
+  CHECK(fit_report(c).find("interference: backward runs ×1.2") != std::string::npos);
+}
+
+TEST_CASE("validate --warmup auto finds where an injected slow start settles") {
+  Rng rng(5);
+  std::vector<double> steps;
+  for (int t = 0; t < 300; ++t) {
+    const double slow = t < 30 ? 3.0 - 2.0 * t / 30.0 : 1.0;  // 3× at first, settling by step 30
+    steps.push_back(100 * slow * std::exp(0.02 * rng.normal()));
+  }
+  const int settled = settled_step(steps);
+  CHECK(settled >= 20);
+  CHECK(settled <= 30);
+  CHECK(settled_step(std::vector<double>(steps.begin() + 40, steps.end())) == 0);  // no warm-up to find
+  CHECK(settled_step(std::vector<double>(10, 1.0)) == 0);                          // too short to judge
 }

@@ -72,3 +72,36 @@ TEST_CASE("malformed model files are named with the field at fault") {
   CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("m.json: layers[1]"), InputError);
   CHECK_THROWS_WITH_AS(load_perf_model("/nonexistent/model.json"), doctest::Contains("cannot open"), InputError);
 }
+
+TEST_CASE("a grid-form phase is exact at its points, bilinear between, anchored to the analytic shape outside") {
+  nlohmann::json doc = minimal();
+  doc["forward_ms"]["form"] = "grid";
+  doc["forward_ms"]["grid"] = {{"b", {1, 4}}, {"L", {10, 20}}, {"ms", {{1.0, 3.0}, {2.0, 8.0}}}};
+  const PerfModel m = parse_perf_model(doc, "m.json");
+  CHECK(m.fwd_ms(1, 10) == 1.0);
+  CHECK(m.fwd_ms(4, 20) == 8.0);
+  CHECK(m.fwd_ms(1, 15) == doctest::Approx(2.0));  // halfway along L
+  CHECK(m.fwd_ms(4, 15) == doctest::Approx(5.0));
+  const double edge = 8.0, ratio = m.forward.analytic.at(8, 40) / m.forward.analytic.at(4, 20);
+  CHECK(m.fwd_ms(8, 40) == doctest::Approx(edge * ratio));     // beyond the table
+  CHECK(m.bwd_ms(4, 10) == doctest::Approx(2.0 + 0.02 * 40));  // the analytic phase is untouched
+
+  auto rejected = [&](nlohmann::json grid, const char* message) {
+    nlohmann::json bad = minimal();
+    bad["forward_ms"]["form"] = "grid";
+    bad["forward_ms"]["grid"] = std::move(grid);
+    CHECK_THROWS_WITH_AS(parse_perf_model(bad, "m.json"), doctest::Contains(message), InputError);
+  };
+  rejected({{"b", {1, 4}}, {"L", {10, 20}}, {"ms", {{1.0, 3.0}, {2.0, 2.5}}}},
+           "m.json: forward_ms: grid: ms at b=4, L=20 is below a smaller batch's or length's time");
+  rejected({{"b", {4, 1}}, {"L", {10}}, {"ms", {{1.0}, {2.0}}}}, "strictly increasing batch sizes");
+  rejected({{"b", {1}}, {"L", {10, 20}}, {"ms", {{1.0}}}}, "ms row 0 must have one value per length");
+  nlohmann::json no_grid = minimal();
+  no_grid["forward_ms"]["form"] = "grid";
+  CHECK_THROWS_WITH_AS(parse_perf_model(no_grid, "m.json"), doctest::Contains("form \"grid\" needs a \"grid\""),
+                       InputError);
+  nlohmann::json slow = minimal();
+  slow["comm_slowdown"] = 0.5;
+  CHECK_THROWS_WITH_AS(parse_perf_model(slow, "m.json"), doctest::Contains("comm_slowdown must be in [1, 100]"),
+                       InputError);
+}

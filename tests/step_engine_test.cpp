@@ -151,3 +151,39 @@ TEST_CASE("hierarchical allreduce: reduce-scatter, across nodes on every rail, a
   CHECK_THROWS(make_allreduce("hierarchical", {0, 1, 0, 1}));
   CHECK_THROWS(make_allreduce("butterfly", {0, 0}));
 }
+
+TEST_CASE("backward beside an in-flight allreduce runs comm_slowdown times slower, in both modes") {
+  // Buckets 0 and 1 are reduced while backward still runs; each stretches it by
+  // (1 − 1/f) of its duration. The last bucket starts after backward and slows nothing.
+  const double f = 2.0, c0 = ring_ms(4, 4e6), c1 = ring_ms(4, 20e6), c2 = ring_ms(4, 100e6);
+  const double bwd = WORK.bwd_ms + (1 - 1 / f) * (c0 + c1);
+  for (const char* mode : {"fast", "full"}) {
+    CAPTURE(mode);
+    EngineSetup s = pcie_setup(mode, true);
+    s.comm_slowdown = f;
+    const auto result = simulate_steps(s, {equal_work(4, 2, WORK)});
+    for (int g = 0; g < 4; ++g) {
+      const RankTiming& t = result.policies[0].timing[static_cast<std::size_t>(g)];
+      CHECK(t.bwd_ms == doctest::Approx(bwd).epsilon(1e-9));
+      CHECK(t.comm_wait_ms == doctest::Approx(c2).epsilon(1e-9));
+      CHECK(t.step_ms == doctest::Approx(WORK.fwd_ms + bwd + c2 + WORK.opt_ms).epsilon(1e-9));
+    }
+    // Without overlap nothing runs beside backward: the factor changes nothing.
+    s.overlap = false;
+    const auto plain = simulate_steps(s, {equal_work(4, 1, WORK)});
+    CHECK(plain.policies[0].timing[0].bwd_ms == doctest::Approx(WORK.bwd_ms).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("interference agrees between fast and full mode with unequal ranks") {
+  PolicyWork work = equal_work(4, 20, WORK);
+  for (std::size_t i = 0; i < work.work.size(); ++i) work.work[i].bwd_ms *= 1.0 + 0.05 * double(i % 7);
+  std::vector<double> steps[2];
+  for (int m = 0; m < 2; ++m) {
+    EngineSetup s = pcie_setup(m ? "full" : "fast", true);
+    s.comm_slowdown = 1.3;
+    const EngineResult result = simulate_steps(s, {work});
+    for (const RankTiming& t : result.policies[0].timing) steps[m].push_back(t.step_ms);
+  }
+  for (std::size_t i = 0; i < steps[0].size(); ++i) CHECK(steps[0][i] == doctest::Approx(steps[1][i]).epsilon(1e-6));
+}

@@ -59,6 +59,7 @@ void GradBuckets::prepare() {
 }
 
 void GradBuckets::on_gradient(std::size_t param, const torch::Tensor& grad) {
+  if (!active_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   const Slot& slot = slots_[param];
   Bucket& bucket = buckets_[slot.bucket];

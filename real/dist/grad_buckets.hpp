@@ -24,6 +24,8 @@ class GradBuckets {
 
   // Call before each backward: clears the buffers and readiness.
   void prepare();
+  // Off: the hooks leave gradients alone (a profile's backward without DDP's communication).
+  void set_active(bool active) { active_ = active; }
   // Call after backward: launches buckets that never filled (unused parameters count as zero),
   // waits for all, and sets each parameter's .grad to the mean over ranks.
   void finish();
@@ -35,6 +37,7 @@ class GradBuckets {
   double bucket_bytes(std::size_t b) const;
 
  private:
+  bool active_ = true;
   struct Slot {
     std::size_t bucket, offset;  // where this parameter's gradient lives
   };

@@ -25,10 +25,21 @@ DistilBertConfig DistilBertConfig::tiny() {
   return c;
 }
 
+DistilBertConfig DistilBertConfig::small() {
+  DistilBertConfig c;
+  c.name = "small";
+  c.dim = 256;
+  c.layers = 4;
+  c.heads = 4;
+  c.hidden_dim = 1024;
+  return c;
+}
+
 DistilBertConfig DistilBertConfig::named(const std::string& name) {
   if (name == "base") return base();
+  if (name == "small") return small();
   if (name == "tiny") return tiny();
-  throw std::invalid_argument("unknown model size \"" + name + "\" (known: base, tiny)");
+  throw std::invalid_argument("unknown model size \"" + name + "\" (known: base, small, tiny)");
 }
 
 torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

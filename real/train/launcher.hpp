@@ -9,6 +9,16 @@
 namespace ddptrain {
 
 // `args` is argv without the program and without --nproc-per-node; returns the exit code.
-int launch_local_ranks(int nproc, const std::vector<std::string>& args);
+// With `threads` > 0 and at least nproc × threads cores allowed to this process, rank r is
+// pinned to its own `threads` cores (through DDPTRAIN_CPUS), so ranks do not fight over cores.
+int launch_local_ranks(int nproc, const std::vector<std::string>& args, int threads);
+
+// In a rank (or a lone process): takes the cores DDPTRAIN_CPUS names, and sets LibTorch's
+// intra-op threads when `threads` > 0. Call before any LibTorch work.
+void apply_cpu_placement(int threads);
+
+// The cores this process may run on and whether the launcher pinned it, for trace metadata:
+// "0" or "0-1" or "0,2", then " (pinned)" or " (not pinned)".
+std::string cpu_placement();
 
 }  // namespace ddptrain

@@ -73,8 +73,9 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
 int run(int argc, char** argv) {
   ddptrain::TrainOptions o;
   std::string bmax, backend = "auto", precision = "fp32";
-  int nproc = 0, timeout_s = 120, profile_warmup = 3, profile_reps = 5;
-  std::string profile_batches = "1,2,4,8,16,32,64", profile_lengths = "16,32,64,128,256",
+  int nproc = 0, timeout_s = 120, threads = 0;
+  ddptrain::ProfileOptions profile;
+  std::string profile_batches = "auto", profile_lengths = "auto", profile_warmup = "auto",
               profile_bytes = "65536,1048576,4194304,16777216,67108864";
   po::options_description data("data"), model("model"), sched("batch policy"), optim("optimisation"),
       dist("distribution"), out("outputs");
@@ -86,7 +87,9 @@ int run(int argc, char** argv) {
       "synthetic-samples", po::value(&o.synthetic_samples)->default_value(o.synthetic_samples),
       "synthetic dataset size")("max-length", po::value(&o.max_length)->default_value(o.max_length),
                                 "truncation length in tokens");
-  model.add_options()("model", po::value(&o.model_size)->default_value(o.model_size), "base (distilbert-base) or tiny")(
+  model.add_options()("model", po::value(&o.model_size)->default_value(o.model_size),
+                      "base (distilbert-base: 6 layers, width 768), small (4 layers, width 256, 4 heads, FFN 1024: "
+                      "for CPU studies) or tiny (2 layers, width 32: for tests)")(
       "weights", po::value(&o.weights), "model.safetensors to load by parameter name (else random init)")(
       "dropout", po::value(&o.dropout), "override every dropout probability (0: deterministic)");
   sched.add_options()("policy", po::value(&o.policy)->default_value(o.policy),
@@ -118,7 +121,10 @@ int run(int argc, char** argv) {
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "DDP bucket cap (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb), "first bucket cap (MiB)")(
       "timeout-s", po::value(&timeout_s)->default_value(timeout_s), "rendezvous and collective timeout")(
-      "device", po::value(&o.device)->default_value(o.device), "auto, cpu or cuda");
+      "device", po::value(&o.device)->default_value(o.device), "auto, cpu or cuda")(
+      "threads", po::value(&threads)->default_value(threads),
+      "CPU: LibTorch's intra-op threads per rank (0: LibTorch's default); with --nproc-per-node, ranks are "
+      "pinned to disjoint cores when the machine has N x threads of them");
   out.add_options()("out", po::value(&o.out), "folder for steps.csv, summary.json, checkpoint.pt")(
       "eval-every", po::value(&o.eval_every)->default_value(0), "dev accuracy every N steps (and at the end)")(
       "ckpt-every", po::value(&o.ckpt_every)->default_value(0), "checkpoint every N steps (atomic)")(
@@ -130,12 +136,19 @@ int run(int argc, char** argv) {
       "profile",
       "instead of training: time forward, backward and optimizer over a (b, L) grid (one process), or "
       "allreduce over a range of sizes (several ranks)")(
-      "profile-batches", po::value(&profile_batches)->default_value(profile_batches), "batch sizes b")(
-      "profile-lengths", po::value(&profile_lengths)->default_value(profile_lengths), "lengths L (up to --max-length)")(
+      "profile-batches", po::value(&profile_batches)->default_value(profile_batches),
+      "batch sizes b, or auto: 1, 2, 3, 4, 6, 8, 12, ... up to --global-batch (and --bmax)")(
+      "profile-lengths", po::value(&profile_lengths)->default_value(profile_lengths),
+      "lengths L (up to --max-length), or auto: quantiles of the longest sample of random batches of the data, so "
+      "the grid is dense where real steps fall")(
       "profile-bytes", po::value(&profile_bytes)->default_value(profile_bytes),
-      "allreduce sizes, timed instead when several ranks run --profile")(
-      "profile-warmup", po::value(&profile_warmup)->default_value(profile_warmup), "untimed steps per point")(
-      "profile-reps", po::value(&profile_reps)->default_value(profile_reps), "timed steps per point");
+      "allreduce sizes, timed instead when several ranks run --profile (with backward alone and beside "
+      "allreduces, for the interference factor)")(
+      "profile-warmup", po::value(&profile_warmup)->default_value(profile_warmup),
+      "untimed runs per point: N, or auto (until the median of 3 runs is within 5% of the 3 before)")(
+      "profile-max-warmup", po::value(&profile.max_warmup)->default_value(profile.max_warmup),
+      "at most this many runs of an auto warm-up")(
+      "profile-reps", po::value(&profile.reps)->default_value(profile.reps), "timed runs per point, each a trace row");
   po::options_description all;
   all.add(data).add(model).add(sched).add(optim).add(dist).add(out).add(profiling);
   po::variables_map vm;
@@ -146,6 +159,7 @@ int run(int argc, char** argv) {
   }
   po::notify(vm);
 
+  if (threads < 0) throw ddpsim::UsageError("--threads must be ≥ 0");
   if (nproc > 0) {
     std::vector<std::string> rest;
     for (int i = 1; i < argc; ++i) {
@@ -157,8 +171,9 @@ int run(int argc, char** argv) {
       if (a.rfind("--nproc-per-node=", 0) == 0) continue;
       rest.push_back(a);
     }
-    return ddptrain::launch_local_ranks(nproc, rest);
+    return ddptrain::launch_local_ranks(nproc, rest, threads);
   }
+  ddptrain::apply_cpu_placement(threads);
   const auto launch = ddptrain::Launch::from_environment();
   const int ranks = o.emulate_ranks > 0 ? o.emulate_ranks : launch.world_size;
   o.b_max = parse_bmax(bmax, ranks, o.max_length);
@@ -176,8 +191,17 @@ int run(int argc, char** argv) {
     o.synthetic_lengths = "sst2";  // data unused
   ddptrain::Trainer trainer(o, std::move(comm), launch.rank == 0 ? std::cout : null_stream);
   if (vm.count("profile")) {
-    trainer.profile(parse_list(profile_batches, "--profile-batches"), parse_list(profile_lengths, "--profile-lengths"),
-                    parse_list(profile_bytes, "--profile-bytes"), profile_warmup, profile_reps);
+    if (profile_batches != "auto") profile.batches = parse_list(profile_batches, "--profile-batches");
+    if (profile_lengths != "auto") profile.lengths = parse_list(profile_lengths, "--profile-lengths");
+    profile.bytes = parse_list(profile_bytes, "--profile-bytes");
+    if (profile_warmup != "auto") {
+      if (profile_warmup.empty() || profile_warmup.find_first_not_of("0123456789") != std::string::npos ||
+          profile_warmup.size() > 6)
+        throw ddpsim::UsageError("--profile-warmup is a number of runs or auto, got \"" + profile_warmup + "\"");
+      profile.warmup = std::stoi(profile_warmup);
+    }
+    if (profile.max_warmup < 6) throw ddpsim::UsageError("--profile-max-warmup must be at least 6");
+    trainer.profile(profile);
     return 0;
   }
   trainer.run();

@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
+#include "train/launcher.hpp"
 #include "train/step_timer.hpp"
 
 #ifdef DDPTRAIN_CUDA
@@ -60,7 +61,8 @@ bool out_of_memory(const c10::Error& e) {
 }
 #endif
 
-constexpr int METRICS = 11;  // per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, spare
+constexpr int METRICS =
+    11;  // per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, digest (2), spare
 
 }  // namespace
 
@@ -237,15 +239,8 @@ double Trainer::step() {
   timer.mark(0);
   ddpsim::StepPlan plan;
   plan_next(plan);
-  if (comm_ && G_ > 1) {  // all ranks decided alone; prove they decided alike
-    // Collectives run on the group's device (NCCL: the GPU), hence the .to(device_) here and below.
-    const auto digests = comm_->allgather(torch::tensor({plan_digest(plan)}, torch::kInt64).to(device_)).cpu();
-    if (!digests.eq(digests[0]).all().item<bool>())
-      throw std::runtime_error("step " + std::to_string(step_) + ": ranks reached different batch allocations");
-  }
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(step_));
-  optimizer_->zero_grad();
   model_->train();
 
   // This process's ranks: its own, or all G when emulating.
@@ -277,20 +272,39 @@ double Trainer::step() {
   timer.mark(wait_end);
   if (opt_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), opt_.clip_norm);
   optimizer_->step();
+  optimizer_->zero_grad();  // for the next step; timed with the optimizer, as --profile times it
   timer.mark(opt_end);
   const double opt_ms = timer.ms(wait_end, opt_end);
 
   // Every rank's row: gathered from the ranks, or all computed here when emulating.
   torch::Tensor metrics = torch::zeros({G_, METRICS}, torch::kFloat64);
+  // The allocation's digest travels with the metrics, in two exact 32-bit halves: every rank
+  // decided alone, and this proves they decided alike without a collective inside the step.
+  const auto digest = static_cast<std::uint64_t>(plan_digest(plan));
   auto put = [&](int g, double comm_wait, double step_ms) {
     const auto gi = static_cast<std::size_t>(g);
-    const double values[METRICS] = {fwd[gi], bwd[gi], comm_wait, opt_ms, step_ms, mem[gi], loss[gi], 0, 0, 0, 0};
+    const double values[METRICS] = {fwd[gi],
+                                    bwd[gi],
+                                    comm_wait,
+                                    opt_ms,
+                                    step_ms,
+                                    mem[gi],
+                                    loss[gi],
+                                    double(digest >> 32),
+                                    double(digest & 0xffffffffULL),
+                                    0,
+                                    0};
     for (int k = 0; k < METRICS; ++k) metrics[g][k] = values[k];
   };
   if (comm_) {
     const std::size_t my_bwd_end = 3 + 3 * static_cast<std::size_t>(rank_);
     put(rank_, timer.ms(my_bwd_end, wait_end), timer.ms(0, opt_end));
+    // Collectives run on the group's device (NCCL: the GPU), hence the .to(device_).
     metrics = comm_->allgather(metrics[rank_].to(device_)).cpu();
+    for (int g = 1; g < G_; ++g)
+      if (metrics[g][7].item<double>() != metrics[0][7].item<double>() ||
+          metrics[g][8].item<double>() != metrics[0][8].item<double>())
+        throw std::runtime_error("step " + std::to_string(step_) + ": ranks reached different batch allocations");
   } else if (opt_.emulate_ranks > 0) {
     double slowest = 0;
     for (int g = 0; g < G_; ++g)
@@ -406,7 +420,10 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
     m.emplace_back("cuda_driver", std::to_string(driver));
   }
 #endif
-  if (!device_.is_cuda()) m.emplace_back("threads", std::to_string(at::get_num_threads()));
+  if (!device_.is_cuda()) {
+    m.emplace_back("threads", std::to_string(at::get_num_threads()));
+    m.emplace_back("cpus", cpu_placement());
+  }
   if (opt_.emulate_ranks > 0)
     m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +
                                     std::to_string(opt_.emulate_latency_us) +

@@ -58,6 +58,15 @@ struct TrainOptions {
   std::string resume;  // a checkpoint file
 };
 
+// What ddptrain --profile measures (see profile.cpp).
+struct ProfileOptions {
+  std::vector<int> batches, lengths;  // empty: derived from the data and the global batch
+  std::vector<int> bytes;             // allreduce sizes, with several ranks
+  int warmup = -1;                    // untimed runs per point; < 0: until the timing settles
+  int max_warmup = 30;                // the cap of a settling warm-up
+  int reps = 5;                       // timed runs per point, each a trace row
+};
+
 // The largest b in [1, hi] with fits(b), for a fits() that holds up to some b* and fails above
 // it: doubling, then bisection, so about 2·log2(hi) trials. 0 if fits(1) fails.
 int largest_fitting(int hi, const std::function<bool(int)>& fits);
@@ -75,13 +84,11 @@ class Trainer {
   // Dev-set accuracy (rank 0 evaluates, every rank returns it).
   double evaluate();
   void save_checkpoint(const std::string& path);
-  // A calibration sweep (ddptrain --profile). One process: for each batch size b and length L
-  // (within --max-length and b_max), `warmup` untimed then `reps` timed steps on b samples of
-  // exactly L tokens, one trace row each (policy "profile"). Several ranks: the same for one
-  // allreduce of each size in `bytes` (policy "allreduce", extra columns allreduce_bytes and
-  // allreduce_ms). Rank 0 writes OUT/steps.csv.
-  void profile(const std::vector<int>& batches, const std::vector<int>& lengths, const std::vector<int>& bytes,
-               int warmup, int reps);
+  // A calibration sweep (ddptrain --profile). One process: training steps on b samples of
+  // exactly L tokens over the (b, L) grid (policy "profile"). Several ranks: allreduces of each
+  // size (policy "allreduce", columns allreduce_bytes and allreduce_ms) and backward alone or
+  // beside allreduces (column concurrent_allreduce_bytes). Rank 0 writes OUT/steps.csv.
+  void profile(ProfileOptions options);
 
   int steps_done() const { return step_; }
   int ranks() const { return G_; }
@@ -93,7 +100,11 @@ class Trainer {
   std::vector<int> probe_bmax();
   // A batch's mean cross-entropy: the forward in the run's precision, the loss in fp32.
   torch::Tensor mean_loss(const Batch& batch);
-  void profile_allreduce(const std::vector<int>& bytes, int warmup, int reps);
+  std::vector<int> auto_profile_batches() const;
+  std::vector<int> auto_profile_lengths(const std::vector<int>& batches) const;
+  void profile_communication(const ProfileOptions& options);
+  void profile_interference(const ProfileOptions& options, std::vector<ddpsim::RankStep>& rows);
+  int agree_max(int value);
   void plan_next(ddpsim::StepPlan& plan);
   double lr_at(int step) const;
   std::vector<std::pair<std::string, std::string>> metadata() const;

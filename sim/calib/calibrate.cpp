@@ -1,12 +1,11 @@
 #include "calib/calibrate.hpp"
 
-#include <Eigen/Dense>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "common/error.hpp"
@@ -15,35 +14,6 @@
 namespace ddpsim {
 
 namespace {
-
-// min ‖Xc − y‖ subject to c ≥ 0, for a handful of columns: the optimum is the unconstrained
-// least-squares solution on some subset of the columns, so try every subset (8 for 3
-// columns) and keep the best feasible one. Columns are scaled to unit norm first.
-Eigen::VectorXd nnls(const Eigen::MatrixXd& X, const Eigen::VectorXd& y) {
-  const auto n = X.cols();
-  Eigen::VectorXd scale = X.colwise().norm().transpose();
-  for (Eigen::Index j = 0; j < n; ++j)
-    if (scale(j) == 0) scale(j) = 1;
-  const Eigen::MatrixXd Xs = X * scale.cwiseInverse().asDiagonal();
-  Eigen::VectorXd best = Eigen::VectorXd::Zero(n);
-  double best_error = y.squaredNorm();
-  for (unsigned mask = 1; mask < (1u << n); ++mask) {
-    std::vector<Eigen::Index> cols;
-    for (Eigen::Index j = 0; j < n; ++j)
-      if (mask & (1u << j)) cols.push_back(j);
-    Eigen::MatrixXd sub(X.rows(), static_cast<Eigen::Index>(cols.size()));
-    for (std::size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = Xs.col(cols[k]);
-    const Eigen::VectorXd c = sub.colPivHouseholderQr().solve(y);
-    if ((c.array() < 0).any()) continue;
-    const double error = (sub * c - y).squaredNorm();
-    if (error < best_error) {
-      best_error = error;
-      best.setZero();
-      for (std::size_t k = 0; k < cols.size(); ++k) best(cols[k]) = c(static_cast<Eigen::Index>(k));
-    }
-  }
-  return best.cwiseQuotient(scale);
-}
 
 FitQuality quality(const std::vector<double>& measured, const std::vector<double>& predicted) {
   FitQuality q;
@@ -58,19 +28,6 @@ FitQuality quality(const std::vector<double>& measured, const std::vector<double
   q.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
   q.mape = measured.empty() ? 0 : ape / double(measured.size());
   return q;
-}
-
-// y = a + β·b·L + γ·b·L² over (b, L) rows, in the form of a phase time (memory has it too).
-PhaseTime fit_quadratic(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& y) {
-  Eigen::MatrixXd X(static_cast<Eigen::Index>(y.size()), 3);
-  Eigen::VectorXd Y(static_cast<Eigen::Index>(y.size()));
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    const auto [b, L] = bl[i];
-    X.row(static_cast<Eigen::Index>(i)) << 1.0, double(b) * L, double(b) * L * L;
-    Y(static_cast<Eigen::Index>(i)) = y[i];
-  }
-  const Eigen::VectorXd c = nnls(X, Y);
-  return {c(0), c(1), c(2)};
 }
 
 // The allreduce rows of every trace that has them, fitted as t = c0 + c1·S.
@@ -99,30 +56,48 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   if (bytes.empty()) return;
   if (std::set<double>(bytes.begin(), bytes.end()).size() < 2)
     throw InputError("allreduce rows of a single size: the α–β fit needs at least two sizes (--profile-bytes)");
-  Eigen::MatrixXd X(static_cast<Eigen::Index>(bytes.size()), 2);
-  Eigen::VectorXd Y(static_cast<Eigen::Index>(bytes.size()));
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    X.row(static_cast<Eigen::Index>(i)) << 1.0, bytes[i];
-    Y(static_cast<Eigen::Index>(i)) = ms[i];
-  }
-  const Eigen::VectorXd coef = nnls(X, Y);
+  std::vector<std::vector<double>> rows;
+  for (double b : bytes) rows.push_back({1.0, b});
+  const auto coef = nnls(rows, ms);
   std::vector<double> predicted;
-  for (double b : bytes) predicted.push_back(coef(0) + coef(1) * b);
+  for (double b : bytes) predicted.push_back(coef[0] + coef[1] * b);
   c.has_allreduce = true;
   c.allreduce_ranks = G;
-  c.allreduce_step_latency_us = coef(0) * 1e3 / (2.0 * (G - 1));
-  c.allreduce_link_GBps = coef(1) > 0 ? 2.0 * (G - 1) / G / (coef(1) * 1e-3) / 1e9 : 0;
+  c.allreduce_step_latency_us = coef[0] * 1e3 / (2.0 * (G - 1));
+  c.allreduce_link_GBps = coef[1] > 0 ? 2.0 * (G - 1) / G / (coef[1] * 1e-3) / 1e9 : 0;
   c.allreduce = quality(ms, predicted);
+}
+
+// Interference rows: per shape, the median backward beside allreduces over the median alone.
+void fit_interference(const std::vector<Trace>& traces, Calibration& c) {
+  std::map<std::pair<int, int>, std::pair<std::vector<double>, std::vector<double>>> shapes;  // alone, concurrent
+  for (const Trace& t : traces)
+    for (const auto& run : t.runs)
+      for (const RankStep& r : run.rows)
+        if (!std::isnan(r.concurrent_allreduce_bytes) && !std::isnan(r.bwd_ms)) {
+          auto& [alone, concurrent] = shapes[{r.batch_size, r.max_len}];
+          (r.concurrent_allreduce_bytes > 0 ? concurrent : alone).push_back(r.bwd_ms);
+        }
+  std::vector<double> log_ratios;
+  for (const auto& [shape, times] : shapes) {
+    if (times.first.empty() || times.second.empty()) continue;
+    Calibration::InterferenceShape s{shape.first, shape.second, percentile(times.first, 50),
+                                     percentile(times.second, 50)};
+    if (s.alone_ms <= 0) continue;
+    c.interference.push_back(s);
+    log_ratios.push_back(std::log(s.concurrent_ms / s.alone_ms));
+  }
+  if (!c.interference.empty()) c.comm_slowdown = std::max(1.0, std::exp(mean(log_ratios)));
 }
 
 }  // namespace
 
-Calibration calibrate(const std::vector<Trace>& traces) {
+Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions& options) {
+  if (options.form != "auto" && options.form != "analytic" && options.form != "grid")
+    throw UsageError("--form is auto, analytic or grid, got \"" + options.form + "\"");
   Calibration c;
-  std::vector<std::pair<int, int>> bl;
-  std::vector<double> fwd, bwd, opt, mem_rows_y;
-  std::vector<std::pair<int, int>> mem_bl;
-  std::set<std::pair<int, int>> distinct;
+  std::vector<std::pair<int, int>> bl, mem_bl;
+  std::vector<double> fwd, bwd, opt, mem;
   std::string names;
   for (const Trace& t : traces) {
     names += (names.empty() ? "" : ", ") + t.path;
@@ -132,49 +107,70 @@ Calibration calibrate(const std::vector<Trace>& traces) {
         bl.emplace_back(r.batch_size, r.max_len);
         fwd.push_back(r.fwd_ms);
         bwd.push_back(r.bwd_ms);
-        distinct.insert({r.batch_size, r.max_len});
         if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
-        if (!std::isnan(r.peak_mem_mib))
-          mem_bl.emplace_back(r.batch_size, r.max_len), mem_rows_y.push_back(r.peak_mem_mib);
+        if (!std::isnan(r.peak_mem_mib)) mem_bl.emplace_back(r.batch_size, r.max_len), mem.push_back(r.peak_mem_mib);
       }
   }
-  c.distinct_points = static_cast<int>(distinct.size());
   fit_allreduce(traces, c);
+  fit_interference(traces, c);
+  const std::vector<ShapePoint> fwd_points = shape_medians(bl, fwd), bwd_points = shape_medians(bl, bwd);
+  c.distinct_points = static_cast<int>(fwd_points.size());
   std::set<int> lengths, tokens;
-  for (const auto& [b, L] : distinct) lengths.insert(L), tokens.insert(b * L);
-  if (distinct.size() < 3 || lengths.size() < 2 || tokens.size() < 2)
-    throw InputError(names + ": " + std::to_string(distinct.size()) + " distinct (batch size, length) point(s) with " +
-                     std::to_string(lengths.size()) +
+  for (const ShapePoint& p : fwd_points) lengths.insert(p.L), tokens.insert(p.b * p.L);
+  if (fwd_points.size() < 3 || lengths.size() < 2 || tokens.size() < 2)
+    throw InputError(names + ": " + std::to_string(fwd_points.size()) +
+                     " distinct (batch size, length) point(s) with " + std::to_string(lengths.size()) +
                      " distinct length(s): fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");
-  const PhaseTime f = fit_quadratic(bl, fwd), b = fit_quadratic(bl, bwd);
-  c.forward.time = f;
-  c.backward.time = b;
-  std::vector<double> pf, pb, ratio;
+  auto fit = [&](const std::vector<ShapePoint>& points) {
+    PhaseFit p;
+    p.shapes = static_cast<int>(points.size());
+    p.heldout = heldout_error(points, options.folds, options.seed);
+    p.model = fit_phase(points, p.heldout, options.form);
+    return p;
+  };
+  c.forward = fit(fwd_points);
+  c.backward = fit(bwd_points);
+
+  // Noise from the residuals of the forms in use; then scale both phases so that a shape's
+  // mean time (what the simulator's mean-one noise reproduces) matches, not its median.
+  std::vector<double> ratio, logs;
   for (std::size_t i = 0; i < bl.size(); ++i) {
-    pf.push_back(f.at(bl[i].first, bl[i].second));
-    pb.push_back(b.at(bl[i].first, bl[i].second));
-    c.residuals.push_back({"forward", bl[i].first, bl[i].second, fwd[i], pf.back()});
-    c.residuals.push_back({"backward", bl[i].first, bl[i].second, bwd[i], pb.back()});
-    if (pf.back() + pb.back() > 0) ratio.push_back((fwd[i] + bwd[i]) / (pf.back() + pb.back()));
+    const double predicted =
+        c.forward.model.at(bl[i].first, bl[i].second) + c.backward.model.at(bl[i].first, bl[i].second);
+    if (predicted <= 0 || fwd[i] + bwd[i] <= 0) continue;
+    ratio.push_back((fwd[i] + bwd[i]) / predicted);
+    logs.push_back(std::log(ratio.back()));
+  }
+  c.noise_sigma = population_std(logs);
+  c.mean_scale = logs.empty() ? 1.0 : std::exp(mean(logs) + 0.5 * c.noise_sigma * c.noise_sigma);
+  for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
+    m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
+    for (auto& row : m->grid.ms)
+      for (double& t : row) t *= c.mean_scale;
+  }
+  c.observed_p95_over_p50 = ratio.empty() ? 1.0 : percentile(ratio, 95) / percentile(ratio, 50);
+  c.fitted_p95_over_p50 = std::exp(1.6448536269514722 * c.noise_sigma);
+
+  std::vector<double> pf, pb;
+  for (std::size_t i = 0; i < bl.size(); ++i) {
+    const auto [b, L] = bl[i];
+    pf.push_back(c.forward.model.at(b, L));
+    pb.push_back(c.backward.model.at(b, L));
+    c.residuals.push_back({"forward", b, L, fwd[i], pf.back()});
+    c.residuals.push_back({"backward", b, L, bwd[i], pb.back()});
   }
   c.forward.quality = quality(fwd, pf);
   c.backward.quality = quality(bwd, pb);
   c.optimizer_ms = mean(opt);
-  std::vector<double> logs;
-  for (double r : ratio)
-    if (r > 0) logs.push_back(std::log(r));
-  c.noise_sigma = population_std(logs);
-  c.observed_p95_over_p50 = percentile(ratio, 95) / percentile(ratio, 50);
-  c.fitted_p95_over_p50 = std::exp(1.6448536269514722 * c.noise_sigma);
-  if (mem_rows_y.size() >= 3) {
-    const PhaseTime m = fit_quadratic(mem_bl, mem_rows_y);
+  if (mem.size() >= 3) {
+    const PhaseTime m = fit_analytic(shape_medians(mem_bl, mem));
     c.has_memory = true;
     c.mem_m0 = m.a_ms, c.mem_mu = m.beta_ms, c.mem_nu = m.gamma_ms;
     std::vector<double> pm;
-    for (const auto& [bb, L] : mem_bl) pm.push_back(m.at(bb, L));
-    c.memory = quality(mem_rows_y, pm);
+    for (const auto& [b, L] : mem_bl) pm.push_back(m.at(b, L));
+    c.memory = quality(mem, pm);
   }
   return c;
 }
@@ -189,11 +185,21 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     sources.push_back({{"file", t.path}, {"fnv1a64", t.hash}, {"rows", t.rows}, {"metadata", meta}});
     files += (files.empty() ? "" : ", ") + std::filesystem::path(t.path).filename().string();
   }
-  auto phase = [](const PhaseTime& p) {
-    return nlohmann::ordered_json{{"a", p.a_ms}, {"beta", p.beta_ms}, {"gamma", p.gamma_ms}};
+  auto phase = [](const PhaseModel& p) {
+    nlohmann::ordered_json j = {
+        {"a", p.analytic.a_ms}, {"beta", p.analytic.beta_ms}, {"gamma", p.analytic.gamma_ms}, {"form", p.form()}};
+    j["grid"] = {{"b", p.grid.b}, {"L", p.grid.L}, {"ms", p.grid.ms}};
+    return j;
   };
   auto fit = [](const FitQuality& q) {
     return nlohmann::ordered_json{{"points", q.points}, {"r2", q.r2}, {"mape", q.mape}};
+  };
+  auto phase_fit = [&](const PhaseFit& p) {
+    auto j = fit(p.quality);
+    j["shapes"] = p.shapes;
+    j["form"] = p.model.form();
+    j["heldout_mape"] = {{"analytic", p.heldout.analytic}, {"grid", p.heldout.grid}, {"folds", p.heldout.folds}};
+    return j;
   };
   nlohmann::ordered_json m;
   m["name"] = name;
@@ -201,9 +207,10 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["source"] = "calibrated by ddpsim calibrate from " + files + " (" + std::to_string(c.distinct_points) +
                 " distinct (b, L) points); parameter layout" + (c.has_memory ? "" : ", memory model") +
                 " and memory capacity from " + base.name;
-  m["forward_ms"] = phase(c.forward.time);
-  m["backward_ms"] = phase(c.backward.time);
+  m["forward_ms"] = phase(c.forward.model);
+  m["backward_ms"] = phase(c.backward.model);
   m["optimizer_ms"] = c.optimizer_ms;
+  m["comm_slowdown"] = c.comm_slowdown;
   m["noise"] = {{"sigma", c.noise_sigma}};
   m["memory_mib"] = {{"m0", c.has_memory ? c.mem_m0 : base.mem_m0_mib},
                      {"mu", c.has_memory ? c.mem_mu : base.mem_mu_mib},
@@ -215,8 +222,9 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     layers.push_back({{"name", l.name}, {"params", l.params}, {"bwd_fraction", l.bwd_fraction}});
   m["layers"] = layers;
   nlohmann::ordered_json report = {
-      {"forward", fit(c.forward.quality)},
-      {"backward", fit(c.backward.quality)},
+      {"forward", phase_fit(c.forward)},
+      {"backward", phase_fit(c.backward)},
+      {"mean_scale", c.mean_scale},
       {"noise_p95_over_p50", {{"observed", c.observed_p95_over_p50}, {"fitted", c.fitted_p95_over_p50}}}};
   if (c.has_memory) report["memory"] = fit(c.memory);
   if (c.has_allreduce) {
@@ -226,28 +234,41 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     a["link_GBps"] = c.allreduce_link_GBps;
     report["allreduce"] = a;
   }
+  if (!c.interference.empty()) {
+    nlohmann::ordered_json shapes = nlohmann::ordered_json::array();
+    for (const auto& s : c.interference)
+      shapes.push_back({{"b", s.b}, {"L", s.L}, {"alone_ms", s.alone_ms}, {"concurrent_ms", s.concurrent_ms}});
+    report["interference"] = {{"comm_slowdown", c.comm_slowdown}, {"shapes", shapes}};
+  }
   m["calibration"] = {{"traces", sources}, {"fit", report}};
   return m;
 }
 
 std::string fit_report(const Calibration& c) {
-  char line[512];
+  char line[640];
   std::string out;
   auto phase = [&](const char* name, const PhaseFit& p) {
-    std::snprintf(line, sizeof line, "  %-9s t = %.4g + %.4g·b·L + %.4g·b·L² ms   R² %.4f   MAPE %.2f%%   (%ld rows)\n",
-                  name, p.time.a_ms, p.time.beta_ms, p.time.gamma_ms, p.quality.r2, 100 * p.quality.mape,
-                  p.quality.points);
+    const PhaseTime& a = p.model.analytic;
+    std::snprintf(line, sizeof line,
+                  "  %-9s analytic t = %.4g + %.4g·b·L + %.4g·b·L² ms; grid %zu×%zu (b × L)\n"
+                  "            held-out MAPE (%d folds over %d shapes): analytic %.2f%%, grid %.2f%% → %s form;"
+                  " over all rows R² %.4f, MAPE %.2f%% (%ld rows)\n",
+                  name, a.a_ms, a.beta_ms, a.gamma_ms, p.model.grid.b.size(), p.model.grid.L.size(), p.heldout.folds,
+                  p.shapes, 100 * p.heldout.analytic, 100 * p.heldout.grid, p.model.form(), p.quality.r2,
+                  100 * p.quality.mape, p.quality.points);
     out += line;
   };
-  std::snprintf(line, sizeof line, "fit over %d distinct (b, L) points\n", c.distinct_points);
+  std::snprintf(line, sizeof line, "fit over %d distinct (b, L) points (one median each, relative error)\n",
+                c.distinct_points);
   out += line;
   phase("forward", c.forward);
   phase("backward", c.backward);
   std::snprintf(line, sizeof line, "  optimizer %.4g ms (mean)\n", c.optimizer_ms);
   out += line;
   std::snprintf(line, sizeof line,
-                "  noise     log-normal σ %.4f; P95/P50 of measured/predicted compute: observed %.4f, fitted %.4f\n",
-                c.noise_sigma, c.observed_p95_over_p50, c.fitted_p95_over_p50);
+                "  noise     log-normal σ %.4f (both phases ×%.4f, so the model gives a shape's mean time);"
+                " P95/P50 of measured/predicted compute: observed %.4f, fitted %.4f\n",
+                c.noise_sigma, c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
   if (c.has_memory) {
     std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·b·L + %.4g·b·L² MiB   R² %.4f   MAPE %.2f%%\n",
@@ -265,6 +286,16 @@ std::string fit_report(const Calibration& c) {
         c.allreduce_ranks, c.allreduce_step_latency_us, c.allreduce_link_GBps, c.allreduce.r2, 100 * c.allreduce.mape,
         c.allreduce_link_GBps, c.allreduce_step_latency_us / 2);
     out += line;
+  }
+  if (!c.interference.empty()) {
+    std::snprintf(line, sizeof line, "  interference: backward runs ×%.4f slower beside an allreduce (comm_slowdown)",
+                  c.comm_slowdown);
+    out += line;
+    for (const auto& s : c.interference) {
+      std::snprintf(line, sizeof line, "; b=%d L=%d %.4g → %.4g ms", s.b, s.L, s.alone_ms, s.concurrent_ms);
+      out += line;
+    }
+    out += "\n";
   }
   return out;
 }

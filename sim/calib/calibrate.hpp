@@ -1,7 +1,8 @@
-// Fits a performance model to profiled traces: per phase t(b, L) = a + β·b·L + γ·b·L² by
-// non-negative least squares (Eigen), the compute noise as the log-normal σ of the
-// measured / predicted ratio, the peak-memory model m(b, L), and, where a trace holds
-// allreduce timings (ddptrain --profile over several ranks), the ring's α–β.
+// Fits a performance model to profiled traces: per phase both forms of t(b, L) (analytic and
+// measured grid, calib/phase_fit.hpp) with their held-out errors, the one in use; the compute
+// noise as the log-normal σ of the measured / predicted ratio; the peak-memory model m(b, L);
+// where a trace holds allreduce timings (ddptrain --profile over several ranks), the ring's
+// α–β; and where it holds interference rows, how much slower backward runs beside an allreduce.
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calib/phase_fit.hpp"
 #include "calib/trace_reader.hpp"
 #include "model/perf_model.hpp"
 
@@ -20,14 +22,25 @@ struct FitQuality {
 };
 
 struct PhaseFit {
-  PhaseTime time;
-  FitQuality quality;
+  PhaseModel model;    // both forms; model.use_grid says which is in use
+  FitQuality quality;  // of the form in use, over every row
+  HeldOut heldout;
+  int shapes = 0;
+};
+
+struct CalibrationOptions {
+  std::string form = "auto";  // auto | analytic | grid
+  int folds = 5;
+  std::uint64_t seed = 0;  // deals the points into folds
 };
 
 struct Calibration {
   PhaseFit forward, backward;
   double optimizer_ms = 0;
   double noise_sigma = 0;
+  // Both phases were scaled by this so that the model gives the mean, not the median, of a
+  // shape's time under the fitted noise: exp(mean log ratio + σ²/2).
+  double mean_scale = 1;
   double observed_p95_over_p50 = 0, fitted_p95_over_p50 = 0;  // of measured / predicted compute
   bool has_memory = false;
   double mem_m0 = 0, mem_mu = 0, mem_nu = 0;
@@ -38,7 +51,14 @@ struct Calibration {
   int allreduce_ranks = 0;
   double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;
   FitQuality allreduce;
-  int distinct_points = 0;  // distinct (b, L)
+  // Backward alone against backward beside back-to-back allreduces, per profiled shape.
+  struct InterferenceShape {
+    int b = 0, L = 0;
+    double alone_ms = 0, concurrent_ms = 0;  // medians
+  };
+  std::vector<InterferenceShape> interference;
+  double comm_slowdown = 1;  // geometric mean of concurrent / alone over the shapes, at least 1
+  int distinct_points = 0;   // distinct (b, L)
   // (phase, b, L, measured, predicted) for residual plots.
   struct Residual {
     std::string phase;
@@ -49,7 +69,7 @@ struct Calibration {
 };
 
 // Throws InputError when the traces hold too few distinct (b, L) points, saying what to add.
-Calibration calibrate(const std::vector<Trace>& traces);
+Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions& options = {});
 
 // The model file: the fit, a base model's layout and memory capacity, and where it came from.
 nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<Trace>& traces, const PerfModel& base,

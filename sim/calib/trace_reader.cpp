@@ -121,6 +121,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.loss_weight = col.count("loss_weight") ? number("loss_weight") : NOT_MEASURED;
     r.allreduce_bytes = number("allreduce_bytes");
     r.allreduce_ms = number("allreduce_ms");
+    r.concurrent_allreduce_bytes = number("concurrent_allreduce_bytes");
     for (const auto& name : required)
       if (std::isnan(number(name.c_str())))
         throw InputError(where(name) + "empty, but this command needs it on every row");

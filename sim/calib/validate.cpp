@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "common/error.hpp"
 #include "common/stats.hpp"
@@ -35,15 +36,45 @@ SimulationRun replay(const Trace& trace, Config config) {
   return simulate_runs(config, std::move(runs));
 }
 
+int settled_step(const std::vector<double>& max_step_ms) {
+  constexpr std::size_t window = 10;
+  const std::size_t n = max_step_ms.size();
+  if (n < 2 * window) return 0;
+  const std::vector<double> second_half(max_step_ms.begin() + static_cast<long>(n / 2), max_step_ms.end());
+  const double steady = percentile(second_half, 50);
+  for (std::size_t start = 0; start + window <= n / 2; ++start) {
+    const std::vector<double> w(max_step_ms.begin() + static_cast<long>(start),
+                                max_step_ms.begin() + static_cast<long>(start + window));
+    if (std::abs(percentile(w, 50) - steady) <= 0.05 * steady) return static_cast<int>(start);
+  }
+  return static_cast<int>(n / 2);
+}
+
 namespace {
 
-PolicyValidation compare(const PolicyRun& measured, const PolicyRun& predicted, const std::string& path) {
-  for (const auto& r : measured.rows)
+// The run's rows of the steps from `first` on.
+PolicyRun from_step(const PolicyRun& run, int first) {
+  PolicyRun tail = run;
+  const auto skip = std::min(tail.rows.size(), static_cast<std::size_t>(first) * static_cast<std::size_t>(run.G));
+  tail.rows.erase(tail.rows.begin(), tail.rows.begin() + static_cast<long>(skip));
+  if (tail.decision_us.size() > static_cast<std::size_t>(first))
+    tail.decision_us.erase(tail.decision_us.begin(), tail.decision_us.begin() + first);
+  return tail;
+}
+
+PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predicted_run, const std::string& path,
+                         int first) {
+  for (const auto& r : measured_run.rows)
     if (std::isnan(r.step_ms))
-      throw InputError(path + ": policy " + measured.label + ", step " + std::to_string(r.step) + ", rank " +
+      throw InputError(path + ": policy " + measured_run.label + ", step " + std::to_string(r.step) + ", rank " +
                        std::to_string(r.rank) + ": step_ms is empty; validation needs measured step times");
+  const PolicyRun measured = from_step(measured_run, first), predicted = from_step(predicted_run, first);
+  if (measured.rows.empty())
+    throw InputError(path + ": policy " + measured_run.label + ": no step left after a warm-up of " +
+                     std::to_string(first) + " steps");
   PolicyValidation v;
   v.policy = measured.label;
+  v.first_step = first;
   v.measured_steps_ms = max_step_ms(measured);
   v.predicted_steps_ms = max_step_ms(predicted);
   v.steps = static_cast<int>(v.measured_steps_ms.size());
@@ -63,35 +94,52 @@ PolicyValidation compare(const PolicyRun& measured, const PolicyRun& predicted, 
   return v;
 }
 
+// Steady-state and all-steps figures of one measured run against its replay.
+std::pair<PolicyValidation, PolicyValidation> compare_both(const PolicyRun& measured, const PolicyRun& predicted,
+                                                           const std::string& path, int warmup) {
+  const int first = warmup == AUTO_WARMUP ? settled_step(max_step_ms(measured)) : warmup;
+  return {compare(measured, predicted, path, first), compare(measured, predicted, path, 0)};
+}
+
 }  // namespace
 
-Validation validate(const Trace& measured, const Config& config, const Trace* baseline) {
+Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup) {
   Validation v;
   const SimulationRun sim = replay(measured, config);
-  for (std::size_t p = 0; p < measured.runs.size(); ++p)
-    v.policies.push_back(compare(measured.runs[p], sim.runs[p], measured.path));
+  for (std::size_t p = 0; p < measured.runs.size(); ++p) {
+    auto [steady, all] = compare_both(measured.runs[p], sim.runs[p], measured.path, warmup);
+    v.policies.push_back(std::move(steady));
+    v.policies_all.push_back(std::move(all));
+  }
   if (baseline) {
     if (baseline->runs.size() != 1)
       throw InputError(baseline->path + ": a baseline trace holds one policy, this one " +
                        std::to_string(baseline->runs.size()));
     const SimulationRun base = replay(*baseline, config);
     v.has_baseline = true;
-    v.baseline = compare(baseline->runs[0], base.runs[0], baseline->path);
-    for (const auto& p : v.policies) {
-      v.measured_gain_pct.push_back(100 * (1 - p.measured_mean_ms / v.baseline.measured_mean_ms));
-      v.predicted_gain_pct.push_back(100 * (1 - p.predicted_mean_ms / v.baseline.predicted_mean_ms));
+    std::tie(v.baseline, v.baseline_all) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);
+    auto gain = [](double policy_ms, double baseline_ms) { return 100 * (1 - policy_ms / baseline_ms); };
+    for (std::size_t i = 0; i < v.policies.size(); ++i) {
+      v.measured_gain_pct.push_back(gain(v.policies[i].measured_mean_ms, v.baseline.measured_mean_ms));
+      v.predicted_gain_pct.push_back(gain(v.policies[i].predicted_mean_ms, v.baseline.predicted_mean_ms));
+      v.measured_gain_all_pct.push_back(gain(v.policies_all[i].measured_mean_ms, v.baseline_all.measured_mean_ms));
+      v.predicted_gain_all_pct.push_back(gain(v.policies_all[i].predicted_mean_ms, v.baseline_all.predicted_mean_ms));
     }
   }
   return v;
 }
 
-std::string validation_report(const Validation& v) {
-  char line[320];
+namespace {
+
+std::string report_table(const std::vector<PolicyValidation>& policies, const Validation& v,
+                         const PolicyValidation& baseline, const std::vector<double>& measured_gain,
+                         const std::vector<double>& predicted_gain) {
+  char line[360];
   std::string out;
-  std::snprintf(line, sizeof line, "%-28s %6s %22s %22s %20s %10s %12s\n", "policy", "steps", "mean max step ms",
-                "P95 max step ms", "samples/s", "step MAPE", "step P95 |e|");
+  std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "policy", "from", "steps",
+                "mean max step ms", "P95 max step ms", "samples/s", "step MAPE", "step P95 |e|");
   out += line;
-  std::snprintf(line, sizeof line, "%-28s %6s %22s %22s %20s %10s %12s\n", "", "", "meas -> pred (err)",
+  std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "", "step", "", "meas -> pred (err)",
                 "meas -> pred (err)", "meas -> pred", "%", "ms");
   out += line;
   auto row = [&](const PolicyValidation& p, const std::string& label) {
@@ -101,67 +149,88 @@ std::string validation_report(const Validation& v) {
     std::snprintf(p95_text, sizeof p95_text, "%.2f -> %.2f (%+.1f%%)", p.measured_p95_ms, p.predicted_p95_ms,
                   p.p95_error_pct);
     std::snprintf(sps, sizeof sps, "%.1f -> %.1f", p.measured_samples_per_s, p.predicted_samples_per_s);
-    std::snprintf(line, sizeof line, "%-28s %6d %22s %22s %20s %10.2f %12.3f\n", label.c_str(), p.steps, mean_text,
-                  p95_text, sps, p.step_mape_pct, p.step_p95_abs_error_ms);
+    std::snprintf(line, sizeof line, "%-28s %6d %6d %22s %22s %20s %10.2f %12.3f\n", label.c_str(), p.first_step,
+                  p.steps, mean_text, p95_text, sps, p.step_mape_pct, p.step_p95_abs_error_ms);
     out += line;
   };
-  for (const auto& p : v.policies) row(p, p.policy);
+  for (const auto& p : policies) row(p, p.policy);
   if (v.has_baseline) {
-    row(v.baseline, v.baseline.policy + " (baseline)");
-    for (std::size_t i = 0; i < v.policies.size(); ++i) {
+    row(baseline, baseline.policy + " (baseline)");
+    for (std::size_t i = 0; i < policies.size(); ++i) {
       std::snprintf(line, sizeof line, "gain of %s over the baseline: measured %+.2f%%, predicted %+.2f%% (%+.2f pp)\n",
-                    v.policies[i].policy.c_str(), v.measured_gain_pct[i], v.predicted_gain_pct[i],
-                    v.predicted_gain_pct[i] - v.measured_gain_pct[i]);
+                    policies[i].policy.c_str(), measured_gain[i], predicted_gain[i],
+                    predicted_gain[i] - measured_gain[i]);
       out += line;
     }
   }
   return out;
 }
 
+nlohmann::ordered_json figures(const PolicyValidation& p) {
+  return nlohmann::ordered_json{{"warmup_steps", p.first_step},
+                                {"steps", p.steps},
+                                {"measured_mean_max_step_ms", p.measured_mean_ms},
+                                {"predicted_mean_max_step_ms", p.predicted_mean_ms},
+                                {"mean_error_pct", p.mean_error_pct},
+                                {"measured_p95_max_step_ms", p.measured_p95_ms},
+                                {"predicted_p95_max_step_ms", p.predicted_p95_ms},
+                                {"p95_error_pct", p.p95_error_pct},
+                                {"measured_samples_per_s", p.measured_samples_per_s},
+                                {"predicted_samples_per_s", p.predicted_samples_per_s},
+                                {"step_mape_pct", p.step_mape_pct},
+                                {"step_p95_abs_error_ms", p.step_p95_abs_error_ms}};
+}
+
+}  // namespace
+
+std::string validation_report(const Validation& v) {
+  return "steady state (each run from the step given; --warmup):\n" +
+         report_table(v.policies, v, v.baseline, v.measured_gain_pct, v.predicted_gain_pct) + "\nevery step:\n" +
+         report_table(v.policies_all, v, v.baseline_all, v.measured_gain_all_pct, v.predicted_gain_all_pct);
+}
+
 nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin) {
-  auto one = [](const PolicyValidation& p) {
-    return nlohmann::ordered_json{{"steps", p.steps},
-                                  {"measured_mean_max_step_ms", p.measured_mean_ms},
-                                  {"predicted_mean_max_step_ms", p.predicted_mean_ms},
-                                  {"mean_error_pct", p.mean_error_pct},
-                                  {"measured_p95_max_step_ms", p.measured_p95_ms},
-                                  {"predicted_p95_max_step_ms", p.predicted_p95_ms},
-                                  {"p95_error_pct", p.p95_error_pct},
-                                  {"measured_samples_per_s", p.measured_samples_per_s},
-                                  {"predicted_samples_per_s", p.predicted_samples_per_s},
-                                  {"step_mape_pct", p.step_mape_pct},
-                                  {"step_p95_abs_error_ms", p.step_p95_abs_error_ms}};
+  auto with_gain = [&](nlohmann::ordered_json f, const std::vector<double>& measured_gain,
+                       const std::vector<double>& predicted_gain, std::size_t i) {
+    if (v.has_baseline) {
+      f["measured_gain_pct"] = measured_gain[i];
+      f["predicted_gain_pct"] = predicted_gain[i];
+      f["gain_error_pp"] = predicted_gain[i] - measured_gain[i];
+    }
+    return f;
   };
   nlohmann::ordered_json doc;
   doc["measured"] = {{"file", measured.path}, {"fnv1a64", measured.hash}};
   doc["model"] = model_origin;
   doc["policies"] = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < v.policies.size(); ++i) {
-    auto p = one(v.policies[i]);
-    if (v.has_baseline) {
-      p["measured_gain_pct"] = v.measured_gain_pct[i];
-      p["predicted_gain_pct"] = v.predicted_gain_pct[i];
-      p["gain_error_pp"] = v.predicted_gain_pct[i] - v.measured_gain_pct[i];
-    }
+    auto p = with_gain(figures(v.policies[i]), v.measured_gain_pct, v.predicted_gain_pct, i);
+    p["all_steps"] = with_gain(figures(v.policies_all[i]), v.measured_gain_all_pct, v.predicted_gain_all_pct, i);
     doc["policies"][v.policies[i].policy] = p;
   }
-  if (v.has_baseline) doc["baseline"] = {{"policy", v.baseline.policy}, {"figures", one(v.baseline)}};
+  if (v.has_baseline) {
+    auto f = figures(v.baseline);
+    f["all_steps"] = figures(v.baseline_all);
+    doc["baseline"] = {{"policy", v.baseline.policy}, {"figures", f}};
+  }
   return doc;
 }
 
 std::string validation_csv(const Validation& v) {
-  std::string out = "policy,step,measured_max_step_ms,predicted_max_step_ms,error_pct\n";
+  std::string out = "policy,step,measured_max_step_ms,predicted_max_step_ms,error_pct,steady\n";
   char line[256];
-  auto rows = [&](const PolicyValidation& p, const std::string& label) {
+  auto rows = [&](const PolicyValidation& p, const std::string& label, int first) {
     for (std::size_t i = 0; i < p.measured_steps_ms.size(); ++i) {
-      std::snprintf(line, sizeof line, "%s,%zu,%.4f,%.4f,%.3f\n", label.c_str(), i, p.measured_steps_ms[i],
+      std::snprintf(line, sizeof line, "%s,%zu,%.4f,%.4f,%.3f,%d\n", label.c_str(), i, p.measured_steps_ms[i],
                     p.predicted_steps_ms[i],
-                    100 * (p.predicted_steps_ms[i] - p.measured_steps_ms[i]) / p.measured_steps_ms[i]);
+                    100 * (p.predicted_steps_ms[i] - p.measured_steps_ms[i]) / p.measured_steps_ms[i],
+                    static_cast<int>(i) >= first ? 1 : 0);
       out += line;
     }
   };
-  for (const auto& p : v.policies) rows(p, p.policy);
-  if (v.has_baseline) rows(v.baseline, v.baseline.policy + " (baseline)");
+  for (std::size_t i = 0; i < v.policies.size(); ++i)
+    rows(v.policies_all[i], v.policies[i].policy, v.policies[i].first_step);
+  if (v.has_baseline) rows(v.baseline_all, v.baseline.policy + " (baseline)", v.baseline.first_step);
   return out;
 }
 

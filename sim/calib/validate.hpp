@@ -16,9 +16,11 @@ namespace ddpsim {
 // policies come from the trace).
 SimulationRun replay(const Trace& trace, Config config);
 
+// Figures over the steps from `first_step` on.
 struct PolicyValidation {
   std::string policy;
-  int steps = 0;
+  int first_step = 0;                                  // the warm-up left out
+  int steps = 0;                                       // counted from first_step
   double measured_mean_ms = 0, predicted_mean_ms = 0;  // of the per-step max step time
   double measured_p95_ms = 0, predicted_p95_ms = 0;
   double measured_samples_per_s = 0, predicted_samples_per_s = 0;
@@ -28,15 +30,25 @@ struct PolicyValidation {
   std::vector<double> measured_steps_ms, predicted_steps_ms;
 };
 
+// The steady state (after each run's warm-up) and, beside it, every step.
 struct Validation {
-  std::vector<PolicyValidation> policies;
+  std::vector<PolicyValidation> policies, policies_all;
   bool has_baseline = false;
-  PolicyValidation baseline;
+  PolicyValidation baseline, baseline_all;
   // Gain of each policy over the baseline in % of the baseline's mean max step time.
-  std::vector<double> measured_gain_pct, predicted_gain_pct;
+  std::vector<double> measured_gain_pct, predicted_gain_pct;          // steady state
+  std::vector<double> measured_gain_all_pct, predicted_gain_all_pct;  // every step
 };
 
-Validation validate(const Trace& measured, const Config& config, const Trace* baseline);
+// The step from which a measured run has settled: the start of the first window of 10 steps
+// whose median max step time is within 5% of the median of the run's second half (the
+// steady level), at most half the run. Short runs (under 20 steps) have no warm-up to find.
+int settled_step(const std::vector<double>& max_step_ms);
+
+// `warmup` steps of every run are left out of the steady-state figures; AUTO_WARMUP finds
+// each run's own with settled_step().
+constexpr int AUTO_WARMUP = -1;
+Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup = AUTO_WARMUP);
 
 std::string validation_report(const Validation& v);
 nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin);

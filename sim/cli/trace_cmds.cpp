@@ -19,19 +19,27 @@ namespace {
 constexpr const char* CALIBRATE_USAGE = R"(usage: ddpsim calibrate TRACE.csv... --out MODEL.json [options]
 
 Fits a performance model to profiled traces (ddptrain writes them; a `ddptrain --profile`
-sweep or any run of a dynamic policy covers enough (b, L) points):
-  forward, backward   t(b, L) = a + beta*b*L + gamma*b*L^2 ms, non-negative least squares
+sweep or any run of a dynamic policy covers enough (b, L) points). Repetitions of a shape
+are reduced to their median, and fits minimise relative error:
+  forward, backward   two forms of t(b, L) in ms: analytic a + beta*b*L + gamma*b*L^2
+                      (non-negative least squares), and a measured grid (the shapes' medians,
+                      made non-decreasing, interpolated bilinearly, the analytic shape outside
+                      it); k-fold cross-validation by shape gives each form's held-out MAPE, and
+                      the smaller one is used unless --form says otherwise
   optimizer           the mean of opt_ms
-  noise               log-normal sigma of measured / predicted compute, with the observed and
-                      fitted P95/P50 ratio of that ratio
+  noise               log-normal sigma of measured / predicted compute under the forms in use,
+                      with the observed and fitted P95/P50 of that ratio
   memory              m(b, L) = m0 + mu*b*L + nu*b*L^2 MiB, where peak_mem_mib is filled
-Prints a fit report (R^2, MAPE per phase) and writes MODEL.json, recording each source
-trace (file, FNV-1a hash, metadata). The parameter layout and memory capacity come from
---base (and the memory model too when the traces have no peak memory).
+  allreduce           ring alpha-beta, from allreduce rows (--profile over several ranks)
+  comm_slowdown       backward beside back-to-back allreduces over backward alone, from
+                      interference rows (--profile over several ranks)
+Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
+metadata). The parameter layout and memory capacity come from --base (and the memory model
+too when the traces have no peak memory).
 
 examples:
   ddpsim calibrate runs/profile/steps.csv --gpu "RTX 3090" --out models/my-3090.json
-  ddpsim calibrate a/steps.csv b/steps.csv --out m.json --residuals residuals.csv
+  ddpsim calibrate prof/steps.csv comm/steps.csv --form grid --out m.json --residuals residuals.csv
 )";
 
 constexpr const char* REPLAY_USAGE = R"(usage: ddpsim replay TRACE.csv --model MODEL.json [CONFIG] [options]
@@ -52,7 +60,10 @@ Replays a measured trace and compares prediction with measurement: mean and P95 
 per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
 the absolute error); with --baseline (a trace of the baseline policy, e.g. static), the
 predicted against the measured gain of each policy over it, in percentage points.
---out DIR writes DIR/validation.json and DIR/validation.csv (per step).
+Real runs start slow (allocator, caches, thread pools): each run's first steps are left out
+of the steady-state figures (--warmup auto: until the measured max step time settles, found
+per run and printed), and the figures over every step are printed beside them.
+--out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
 Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
 
 examples:
@@ -85,7 +96,9 @@ int calibrate(const Args& args) {
       "gpu", po::value<std::string>(), "GPU name for the model (default: the traces' device metadata)")(
       "name", po::value<std::string>()->default_value("calibrated"), "the model's name")(
       "base", po::value<std::string>()->default_value("rtx3090-distilbert"),
-      "model giving the parameter layout and memory capacity")(
+      "model giving the parameter layout and memory capacity")("form", po::value<std::string>()->default_value("auto"),
+                                                               "auto (the smaller held-out error), analytic or grid")(
+      "folds", po::value<int>()->default_value(5), "cross-validation folds (by shape)")(
       "residuals", po::value<std::string>(), "write phase,b,L,measured_ms,predicted_ms rows for residual plots")(
       "help,h", "this help");
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
@@ -99,12 +112,17 @@ int calibrate(const Args& args) {
     traces.push_back(read_trace(path));
     const auto& cols = traces.back().columns;
     auto has = [&](const char* name) { return std::find(cols.begin(), cols.end(), name) != cols.end(); };
-    if (!(has("fwd_ms") && has("bwd_ms")) && !(has("allreduce_bytes") && has("allreduce_ms")))
+    if (!(has("fwd_ms") && has("bwd_ms")) && !(has("allreduce_bytes") && has("allreduce_ms")) &&
+        !(has("bwd_ms") && has("concurrent_allreduce_bytes")))
       throw InputError(path + ": the header lacks column \"" + std::string(has("fwd_ms") ? "bwd_ms" : "fwd_ms") +
                        "\" (calibrate fits fwd_ms and bwd_ms, or allreduce_bytes and allreduce_ms)");
   }
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
-  const Calibration c = calibrate(traces);
+  CalibrationOptions options;
+  options.form = vm["form"].as<std::string>();
+  options.folds = vm["folds"].as<int>();
+  if (options.folds < 2) throw UsageError("--folds must be at least 2");
+  const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   const auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
@@ -163,7 +181,9 @@ int validate(const Args& args) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
   visible.add_options()("measured", po::value<std::string>()->required(), "the measured trace")(
-      "baseline", po::value<std::string>(), "a measured trace of the baseline policy (e.g. static)");
+      "baseline", po::value<std::string>(), "a measured trace of the baseline policy (e.g. static)")(
+      "warmup", po::value<std::string>()->default_value("auto"),
+      "steps of each run left out of the steady state: N, or auto (until the step time settles)");
   add_replay_options(visible, hidden, positional);
   po::variables_map vm;
   if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
@@ -172,7 +192,19 @@ int validate(const Args& args) {
   if (vm.count("baseline"))
     baseline = std::make_unique<Trace>(read_trace(vm["baseline"].as<std::string>(), {"step_ms"}));
   const Config config = config_with_model(vm);
-  const Validation v = ddpsim::validate(measured, config, baseline.get());
+  const std::string warmup_text = vm["warmup"].as<std::string>();
+  int warmup = AUTO_WARMUP;
+  if (warmup_text != "auto") {
+    std::size_t used = 0;
+    try {
+      warmup = std::stoi(warmup_text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != warmup_text.size() || warmup < 0)
+      throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + warmup_text + "\"");
+  }
+  const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n\n"
             << validation_report(v);
   if (vm.count("out")) {

@@ -57,6 +57,24 @@ std::string bucket_name(std::size_t k) {
   return "allreduce bucket " + std::to_string(k);
 }
 
+// When `work` ms of compute started at `start` are done, if it runs `slowdown` times slower
+// inside the `busy` intervals (sorted, disjoint) and at full speed outside them.
+double compute_end(double start, double work, const std::vector<std::pair<double, double>>& busy, double slowdown) {
+  double now = start;
+  for (const auto& [from, to] : busy) {
+    if (to <= now) continue;
+    if (from > now) {  // full speed up to the interval
+      if (from - now >= work) return now + work;
+      work -= from - now;
+      now = from;
+    }
+    if ((to - now) / slowdown >= work) return now + work * slowdown;
+    work -= (to - now) / slowdown;
+    now = to;
+  }
+  return now + work;
+}
+
 // Every rank's step with real SimGrid communication: a compute actor and a communication
 // actor per rank, handing buckets over through semaphores.
 EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& policies,
@@ -81,6 +99,34 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
   for (const auto& p : policies) total += p.steps;
   std::vector<double> origin(policies.size(), 0.0);
   const std::size_t K = s.buckets.size();
+
+  // Interference: a rank's compute runs comm_slowdown times slower while its communication
+  // actor is inside a collective. The compute actor sleeps until its work is done or the
+  // state changes, then accounts for the time at the rate that held.
+  std::vector<char> in_flight(static_cast<std::size_t>(G), 0);
+  std::vector<sg4::MutexPtr> state_lock;
+  std::vector<sg4::ConditionVariablePtr> state_changed;
+  for (int g = 0; g < G; ++g) {
+    state_lock.push_back(sg4::Mutex::create());
+    state_changed.push_back(sg4::ConditionVariable::create());
+  }
+  auto set_in_flight = [&](int g, bool on) {
+    if (s.comm_slowdown == 1) return;
+    const auto gi = static_cast<std::size_t>(g);
+    std::unique_lock lock(*state_lock[gi]);
+    in_flight[gi] = on;
+    state_changed[gi]->notify_all();
+  };
+  auto compute = [&](int g, double work_s) {
+    if (s.comm_slowdown == 1) return sg4::this_actor::sleep_for(work_s);
+    const auto gi = static_cast<std::size_t>(g);
+    std::unique_lock lock(*state_lock[gi]);
+    while (work_s > 0) {
+      const double rate = in_flight[gi] ? 1 / s.comm_slowdown : 1.0, since = sg4::Engine::get_clock();
+      if (state_changed[gi]->wait_for(lock, work_s / rate) == std::cv_status::timeout) return;
+      work_s -= (sg4::Engine::get_clock() - since) * rate;
+    }
+  };
 
   for (int g = 0; g < G; ++g) {
     sg4::Actor::create("rank" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
@@ -109,7 +155,7 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           const double bwd_start = sg4::Engine::get_clock();
           double elapsed = 0;
           for (const Bucket& b : s.buckets) {
-            sg4::this_actor::sleep_for(w.bwd_ms * (b.ready_fraction - elapsed) * 1e-3);
+            compute(g, w.bwd_ms * (b.ready_fraction - elapsed) * 1e-3);
             elapsed = b.ready_fraction;
             if (s.overlap) ready[static_cast<std::size_t>(g)]->release();
           }
@@ -136,7 +182,9 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
             ready[static_cast<std::size_t>(g)]->acquire();
             joined->wait();
             const double start = sg4::Engine::get_clock();
+            set_in_flight(g, true);
             runner.run(g, s.buckets[k].bytes);
+            set_in_flight(g, false);
             if (in_timeline(s, t))
               result.policies[p].spans.push_back(
                   {t, g, true, bucket_name(k), (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
@@ -162,6 +210,8 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);
   std::vector<double> prev_end(Gs), fwd_end(Gs), bwd_end(Gs);
+  const bool slowed = s.comm_slowdown != 1;     // the plain path keeps earlier outputs bit for bit
+  std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
   long done = 0, total = 0;
   for (const auto& p : policies) total += p.steps;
   for (const PolicyWork& pw : policies) {
@@ -176,28 +226,39 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
         bwd_end[g] = fwd_end[g] + w.bwd_ms;
       }
       double end_of_comm = 0;
+      busy.clear();
       for (std::size_t k = 0; k < s.buckets.size(); ++k) {
         double ready = 0;
         for (std::size_t g = 0; g < Gs; ++g) {
           const double bwd = pw.work[at(t, G, static_cast<int>(g))].bwd_ms;
-          ready = std::max(ready, s.overlap ? fwd_end[g] + bwd * s.buckets[k].ready_fraction : bwd_end[g]);
+          if (!s.overlap)
+            ready = std::max(ready, bwd_end[g]);
+          else if (!slowed)
+            ready = std::max(ready, fwd_end[g] + bwd * s.buckets[k].ready_fraction);
+          else  // earlier buckets' collectives, all known by now, stretch the backward before this one
+            ready = std::max(ready, compute_end(fwd_end[g], bwd * s.buckets[k].ready_fraction, busy, s.comm_slowdown));
         }
         const double start = std::max(end_of_comm, ready);
         end_of_comm = start + result.allreduce_ms.at(s.buckets[k].bytes);
+        busy.emplace_back(start, end_of_comm);
         if (in_timeline(s, t))
           for (int g = 0; g < G; ++g) out.spans.push_back({t, g, true, bucket_name(k), start, end_of_comm - start});
       }
+      if (slowed && s.overlap)
+        for (std::size_t g = 0; g < Gs; ++g)
+          bwd_end[g] = compute_end(fwd_end[g], pw.work[at(t, G, static_cast<int>(g))].bwd_ms, busy, s.comm_slowdown);
       for (std::size_t g = 0; g < Gs; ++g) {
         const RankWork& w = pw.work[at(t, G, static_cast<int>(g))];
         const double start = std::max(prev_end[g], sync);
         const double end = end_of_comm + w.opt_ms;
-        out.timing[at(t, G, static_cast<int>(g))] = {w.fwd_ms, w.bwd_ms, end_of_comm - bwd_end[g], w.opt_ms,
+        const double bwd_ms = slowed ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
+        out.timing[at(t, G, static_cast<int>(g))] = {w.fwd_ms, bwd_ms, end_of_comm - bwd_end[g], w.opt_ms,
                                                      end - prev_end[g]};
         if (in_timeline(s, t)) {
           const int r = static_cast<int>(g);
           if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
           out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
-          out.spans.push_back({t, r, false, "backward", fwd_end[g], w.bwd_ms});
+          out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
           out.spans.push_back({t, r, false, "optimizer", end_of_comm, w.opt_ms});
         }
         prev_end[g] = end;

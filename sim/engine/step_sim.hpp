@@ -3,7 +3,8 @@
 // started once its gradients exist on that rank and the previous bucket is reduced (one
 // communication stream, as in NCCL), overlapping the rest of backward; then the optimizer
 // once the last bucket is reduced. Compute durations come in precomputed (model, noise,
-// speed factors); the engine decides when things happen and how long communication takes.
+// speed factors); the engine decides when things happen, how long communication takes, and
+// how much slower backward runs while a collective is in flight beside it.
 #pragma once
 
 #include <functional>
@@ -54,6 +55,9 @@ struct EngineSetup {
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;
   bool overlap = true;
+  // Backward runs this many times slower while a collective is in flight on its rank
+  // (PerfModel::comm_slowdown); only compute that overlaps communication is stretched.
+  double comm_slowdown = 1;
   std::string mode = "fast";               // fast | full
   int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
 };

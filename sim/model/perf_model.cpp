@@ -35,13 +35,32 @@ double non_negative(const JsonFields& f, const char* key, double fallback) {
   return v;
 }
 
-PhaseTime parse_phase(const nlohmann::json& doc, const std::string& where) {
-  if (!doc.is_object()) throw InputError(where + ": expected an object {\"a\", \"beta\", \"gamma\"} (ms)");
+MeasuredGrid parse_grid(const nlohmann::json& doc, const std::string& where) {
+  if (!doc.is_object()) throw InputError(where + ": expected an object {\"b\", \"L\", \"ms\"}");
   JsonFields f(doc, where);
-  PhaseTime p;
-  p.a_ms = non_negative(f, "a", 0);
-  p.beta_ms = non_negative(f, "beta", 0);
-  p.gamma_ms = non_negative(f, "gamma", 0);
+  MeasuredGrid g;
+  g.b = f.require<std::vector<int>>("b");
+  g.L = f.require<std::vector<int>>("L");
+  g.ms = f.require<std::vector<std::vector<double>>>("ms");
+  f.reject_unknown();
+  if (const std::string problem = g.check(); !problem.empty()) throw InputError(where + ": " + problem);
+  return g;
+}
+
+PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
+  if (!doc.is_object())
+    throw InputError(where + ": expected an object {\"a\", \"beta\", \"gamma\"} (ms), optionally with a \"grid\"");
+  JsonFields f(doc, where);
+  PhaseModel p;
+  p.analytic.a_ms = non_negative(f, "a", 0);
+  p.analytic.beta_ms = non_negative(f, "beta", 0);
+  p.analytic.gamma_ms = non_negative(f, "gamma", 0);
+  if (f.has("grid")) p.grid = parse_grid(f.raw("grid"), where + ": grid");
+  const auto form = f.get<std::string>("form", "analytic");
+  if (form != "analytic" && form != "grid")
+    throw InputError(where + ": form must be \"analytic\" or \"grid\", got \"" + form + "\"");
+  p.use_grid = form == "grid";
+  if (p.use_grid && p.grid.empty()) throw InputError(where + ": form \"grid\" needs a \"grid\" object");
   f.reject_unknown();
   return p;
 }
@@ -59,6 +78,9 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.forward = parse_phase(f.raw("forward_ms"), origin + ": forward_ms");
   m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
+  m.comm_slowdown = non_negative(f, "comm_slowdown", 1);
+  if (m.comm_slowdown < 1 || m.comm_slowdown > 100)
+    throw InputError(origin + ": comm_slowdown must be in [1, 100] (1: compute is not slowed by communication)");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
     m.noise_sigma = non_negative(n, "sigma", 0);

@@ -11,15 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/phase_time.hpp"
 #include "sched/cost.hpp"
 
 namespace ddpsim {
-
-// t(b, L) = a + β·b·L + γ·b·L², in ms.
-struct PhaseTime {
-  double a_ms = 0, beta_ms = 0, gamma_ms = 0;
-  double at(int b, int L) const { return a_ms + beta_ms * b * L + gamma_ms * double(b) * L * L; }
-};
 
 // One parameter tensor group, in registration (forward) order.
 struct LayerSpec {
@@ -33,9 +28,12 @@ struct PerfModel {
   std::string origin;  // file it came from, or "built-in NAME"
   std::string gpu;
   std::string source;  // how the figures were obtained, honestly
-  PhaseTime forward, backward;
+  PhaseModel forward, backward;
   double optimizer_ms = 0;
   double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
+  // Compute runs this many times slower while a collective is in flight on its rank (NCCL
+  // kernels take SMs on a GPU, Gloo's threads take cores on a CPU); 1 = no interference.
+  double comm_slowdown = 1;
   // m(b, L) = m0 + μ·b·L + ν·b·L², in MiB; capacity bounds b_g^max.
   double mem_m0_mib = 0, mem_mu_mib = 0, mem_nu_mib = 0, mem_capacity_mib = 0;
   int bytes_per_param = 4;  // gradient element size

@@ -33,10 +33,14 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
   std::string out;
   for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
   for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
-  bool allreduce = false;
+  bool allreduce = false, concurrent = false;
   for (const auto& run : runs)
-    for (const RankStep& r : run.rows) allreduce |= !std::isnan(r.allreduce_ms);
+    for (const RankStep& r : run.rows) {
+      allreduce |= !std::isnan(r.allreduce_ms);
+      concurrent |= !std::isnan(r.concurrent_allreduce_bytes);
+    }
   if (allreduce) out += ",allreduce_bytes,allreduce_ms";
+  if (concurrent) out += ",concurrent_allreduce_bytes";
   out += "\n";
   // A missing measurement is an empty field, never 0.
   auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
@@ -54,6 +58,10 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
         if (!std::isnan(r.allreduce_bytes)) out += format("%.0f", r.allreduce_bytes);
         out += ',';
         out += ms(r.allreduce_ms);
+      }
+      if (concurrent) {
+        out += ',';
+        if (!std::isnan(r.concurrent_allreduce_bytes)) out += format("%.0f", r.concurrent_allreduce_bytes);
       }
       out += "\n";
     }

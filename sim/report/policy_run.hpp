@@ -32,6 +32,9 @@ struct RankStep {
   // A communication profile row (ddptrain --profile over several ranks): one allreduce of
   // this many bytes and its time; written as two extra columns only when a trace has them.
   double allreduce_bytes = NOT_MEASURED, allreduce_ms = NOT_MEASURED;
+  // An interference profile row: bwd_ms measured while allreduces of this many bytes ran
+  // back to back for the whole backward (0: backward alone); an extra column, like the above.
+  double concurrent_allreduce_bytes = NOT_MEASURED;
 };
 
 struct PolicyRun {

@@ -1,0 +1,297 @@
+// ddptrain --profile: the measurements ddpsim calibrate fits. One process times training steps
+// over a (b, L) grid; several ranks time allreduces over a range of sizes, and backward alone
+// against backward beside back-to-back allreduces (interference). Each point warms up until its
+// timing settles (or a fixed count), points are visited in a seeded random order so that drift
+// spreads over the grid instead of landing in one corner, and every repetition is a trace row.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "common/error.hpp"
+#include "common/rng.hpp"
+#include "common/stats.hpp"
+#include "report/outputs.hpp"
+#include "train/step_timer.hpp"
+#include "train/trainer.hpp"
+
+namespace ddptrain {
+
+namespace {
+
+// Runs `once` (which returns its time in ms) until the timing settles: the median of the last
+// three runs within 5% of the median of the three before, at least 6 runs and at most `cap`.
+// A fixed count when `fixed` ≥ 0. With several ranks, `all` turns this rank's verdict into
+// every rank's (true only when all have settled), so that all run as many collectives.
+// Returns the number of runs.
+int warm_up(
+    const std::function<double()>& once, int fixed, int cap,
+    const std::function<bool(bool)>& all = [](bool settled) { return settled; }) {
+  if (fixed >= 0) {
+    for (int i = 0; i < fixed; ++i) once();
+    return fixed;
+  }
+  std::vector<double> times;
+  while (static_cast<int>(times.size()) < cap) {
+    times.push_back(once());
+    const std::size_t n = times.size();
+    bool settled = false;
+    if (n >= 6) {
+      const double recent = ddpsim::percentile(std::vector<double>(times.end() - 3, times.end()), 50);
+      const double before = ddpsim::percentile(std::vector<double>(times.end() - 6, times.end() - 3), 50);
+      settled = std::abs(recent - before) <= 0.05 * recent;
+    }
+    if (all(settled)) break;
+  }
+  return static_cast<int>(times.size());
+}
+
+template <class T>
+void shuffle(std::vector<T>& items, std::uint64_t seed) {
+  ddpsim::Rng rng(seed);
+  for (std::size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[rng.below(i)]);
+}
+
+std::string warmup_text(const ProfileOptions& p) {
+  return p.warmup >= 0 ? std::to_string(p.warmup)
+                       : "auto (until the median of 3 runs is within 5% of the 3 before, at most " +
+                             std::to_string(p.max_warmup) + ")";
+}
+
+}  // namespace
+
+std::vector<int> Trainer::auto_profile_batches() const {
+  const int cap = opt_.b_max.empty() ? opt_.global_batch : std::min(opt_.global_batch, opt_.b_max[0]);
+  std::vector<int> batches;
+  for (int b : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512})
+    if (b <= cap) batches.push_back(b);
+  if (batches.empty() || batches.back() != cap) batches.push_back(cap);
+  return batches;
+}
+
+std::vector<int> Trainer::auto_profile_lengths(const std::vector<int>& batches) const {
+  // Where real steps fall: the padded length of a rank's batch is the longest of its b samples,
+  // so the quantiles of that maximum over random batches of every profiled size.
+  ddpsim::Rng rng(opt_.seed ^ 0x51ed270b27e5f1a9ULL);
+  std::vector<double> longest;
+  for (int b : batches)
+    for (int draw = 0; draw < 500; ++draw) {
+      int L = 0;
+      for (int i = 0; i < b; ++i) L = std::max(L, lengths_[rng.below(lengths_.size())]);
+      longest.push_back(L);
+    }
+  std::vector<int> lengths;
+  for (double q : {0.0, 2.0, 10.0, 25.0, 50.0, 75.0, 90.0, 98.0})
+    lengths.push_back(std::max(2, static_cast<int>(std::lround(ddpsim::percentile(longest, q)))));
+  lengths.push_back(std::min(opt_.max_length, *std::max_element(lengths_.begin(), lengths_.end())));
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  return lengths;
+}
+
+void Trainer::profile(ProfileOptions p) {
+  if (opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures real devices: drop --emulate-ranks");
+  if (p.reps < 1) throw ddpsim::UsageError("--profile-reps must be at least 1");
+  if (p.batches.empty()) p.batches = auto_profile_batches();
+  if (p.lengths.empty()) p.lengths = auto_profile_lengths(p.batches);
+  if (comm_ && G_ > 1) return profile_communication(p);
+  std::vector<std::pair<int, int>> points;
+  for (int L : p.lengths) {
+    if (L < 2 || L > opt_.max_length) {
+      log_ << "profile: skipping L=" << L << " (outside 2..--max-length " << opt_.max_length << ")\n";
+      continue;
+    }
+    for (int b : p.batches)
+      if (opt_.b_max.empty() || b <= opt_.b_max[0]) points.emplace_back(b, L);
+  }
+  if (points.empty()) throw ddpsim::InputError("--profile: no (batch size, length) pair fits --max-length and --bmax");
+  shuffle(points, opt_.seed);
+  log_ << "profile: " << points.size() << " (b, L) points in a seeded random order, warm-up " << warmup_text(p) << ", "
+       << p.reps << " timed steps each\n";
+  std::vector<ddpsim::RankStep> rows;
+  int timed = 0, warmups = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [b, L] : points) {
+    const Batch batch = full_batch(b, L, device_);
+    ddpsim::RankStep row;
+    // One training step in the phases a training step is timed in: forward, backward, then the
+    // optimizer with the zeroing of the gradients for the next step.
+    auto run_step = [&] {
+      StepTimer timer(device_);
+      timer.reset_peak_memory();
+      model_->train();
+      timer.mark(0);
+      const auto loss = mean_loss(batch);
+      timer.mark(1);
+      loss.backward();
+      timer.mark(2);
+      optimizer_->step();
+      optimizer_->zero_grad();
+      timer.mark(3);
+      row.fwd_ms = timer.ms(0, 1);
+      row.bwd_ms = timer.ms(1, 2);
+      row.opt_ms = timer.ms(2, 3);
+      row.step_ms = timer.ms(0, 3);
+      row.peak_mem_mib = timer.peak_memory_mib();
+      row.loss = loss.item<double>();
+      return row.step_ms;
+    };
+    warmups += warm_up(run_step, p.warmup, p.max_warmup);
+    for (int r = 0; r < p.reps; ++r) {
+      run_step();
+      row.step = timed++;
+      row.batch_size = b;
+      row.max_len = L;
+      row.real_tokens = row.padded_tokens = std::int64_t{b} * L;
+      row.global_batch = b;
+      row.loss_weight = 1;
+      row.comm_wait_ms = 0;
+      rows.push_back(row);
+    }
+    log_ << "profile: [" << rows.size() / static_cast<std::size_t>(p.reps) << "/" << points.size() << "] b=" << b
+         << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms << " ms ("
+         << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
+  }
+  if (opt_.out.empty()) return;
+  ddpsim::PolicyRun run{"profile", "", 1, rows, {}};
+  auto meta = metadata();
+  meta.emplace_back("profile", "warmup " + warmup_text(p) + " (" + std::to_string(warmups) +
+                                   " runs in all), repetitions " + std::to_string(p.reps) + ", " +
+                                   std::to_string(points.size()) + " points in a seeded random order");
+  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, meta)}});
+  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " (" << rows.size() << " rows)\n";
+}
+
+void Trainer::profile_communication(const ProfileOptions& p) {
+  std::vector<ddpsim::RankStep> rows;
+  int timed = 0;
+  std::vector<int> sizes = p.bytes;
+  shuffle(sizes, opt_.seed);  // every rank the same order: they share the seed
+  std::map<int, double> allreduce_ms;
+  for (int size : sizes) {
+    auto buffer = torch::ones({std::max(1, size / 4)}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    auto once = [&] {
+      comm_->barrier();
+      StepTimer timer(device_);
+      timer.mark(0);
+      comm_->allreduce_sum(buffer)->wait();
+      timer.mark(1);
+      return timer.ms(0, 1);
+    };
+    warm_up(once, p.warmup, p.max_warmup, [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; });
+    std::vector<double> times;
+    for (int r = 0; r < p.reps; ++r) {
+      ddpsim::RankStep row;
+      row.step = timed++;
+      row.allreduce_bytes = double(buffer.numel()) * 4;
+      row.allreduce_ms = row.step_ms = once();
+      times.push_back(row.allreduce_ms);
+      rows.push_back(row);
+    }
+    allreduce_ms[size] = ddpsim::percentile(times, 50);
+    log_ << "profile: allreduce of " << size << " bytes over " << G_ << " ranks: " << allreduce_ms[size]
+         << " ms (median of " << p.reps << ")\n";
+  }
+  profile_interference(p, rows);
+  if (rank_ != 0 || opt_.out.empty()) return;
+  ddpsim::PolicyRun run{"allreduce", "", 1, rows, {}};
+  auto meta = metadata();
+  meta.emplace_back("profile",
+                    "allreduce and interference, warmup " + warmup_text(p) + ", repetitions " + std::to_string(p.reps));
+  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, meta)}});
+  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " (" << rows.size() << " rows)\n";
+}
+
+// Backward alone, and backward while allreduces of the largest DDP bucket run back to back for
+// all of it (enough of them queued to outlast it), on every rank at once. DDP's own hooks are
+// off, so the only communication is the one measured. The ratio is how much slower compute
+// runs beside a collective: ddpsim calibrate fits it as comm_slowdown.
+void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::RankStep>& rows) {
+  const int b = std::max(1, opt_.global_batch / G_);
+  std::vector<int> lengths = {p.lengths[p.lengths.size() / 2], p.lengths.back()};
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  constexpr double MiB = 1024.0 * 1024.0;
+  const auto sizes = GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
+  // DDP's largest bucket, up to --bucket-mb (the word-embedding gradient can be a bucket of its own).
+  const auto bucket_elems = static_cast<std::int64_t>(
+      std::min(*std::max_element(sizes.begin(), sizes.end()), std::max(opt_.bucket_mb, 1.0) * MiB) / 4);
+  if (buckets_) buckets_->set_active(false);
+  int timed = rows.empty() ? 0 : rows.back().step + 1;
+  for (int L : lengths) {
+    const Batch batch = full_batch(b, L, device_);
+    auto backward = [&](int concurrent) {
+      model_->train();
+      optimizer_->zero_grad();
+      const auto loss = mean_loss(batch);
+      std::vector<torch::Tensor> buffers;
+      std::vector<WorkPtr> works;
+      comm_->barrier();
+      for (int i = 0; i < concurrent; ++i) {
+        buffers.push_back(torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_)));
+        works.push_back(comm_->allreduce_sum(buffers.back()));
+      }
+      StepTimer timer(device_);
+      timer.mark(0);
+      loss.backward();
+      timer.mark(1);
+      const bool outlasted = works.empty() || !works.back()->isCompleted();
+      for (auto& w : works) w->wait();
+      return std::pair{timer.ms(0, 1), outlasted};
+    };
+    const double alone = [&] {
+      warm_up([&] { return backward(0).first; }, 3, 3);
+      std::vector<double> t;
+      for (int r = 0; r < 3; ++r) t.push_back(backward(0).first);
+      return agree_max(static_cast<int>(std::ceil(ddpsim::percentile(t, 50))));
+    }();
+    // Allreduces to queue: enough to outlast two backward passes, the same count on every rank.
+    auto probe = torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    comm_->barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    comm_->allreduce_sum(probe)->wait();
+    const double one_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const int concurrent =
+        std::min(64, agree_max(static_cast<int>(std::ceil(2.0 * alone / std::max(one_ms, 1e-3))) + 1));
+    std::vector<int> order;
+    for (int r = 0; r < p.reps; ++r) order.push_back(0), order.push_back(1);
+    shuffle(order, opt_.seed + static_cast<std::uint64_t>(L));
+    std::vector<double> times[2];
+    for (int with : order) {
+      auto [ms, outlasted] = backward(with ? concurrent : 0);
+      // A backward that outlived its allreduces was not slowed for all of it: drop the row
+      // (every rank sees it alike only by chance, so each decides for its own row).
+      torch::Tensor all =
+          comm_->allgather(torch::tensor({ms, outlasted ? 1.0 : 0.0}, torch::kFloat64).to(device_)).cpu();
+      for (int g = 0; g < G_; ++g) {
+        if (with && all[g][1].item<double>() == 0) continue;
+        ddpsim::RankStep row;
+        row.step = timed++;
+        row.rank = 0;
+        row.batch_size = b;
+        row.max_len = L;
+        row.real_tokens = row.padded_tokens = std::int64_t{b} * L;
+        row.global_batch = b;
+        row.loss_weight = 1;
+        row.bwd_ms = all[g][0].item<double>();
+        row.concurrent_allreduce_bytes = with ? double(bucket_elems) * 4 : 0;
+        times[with].push_back(row.bwd_ms);
+        rows.push_back(row);
+      }
+    }
+    if (!times[0].empty() && !times[1].empty())
+      log_ << "profile: interference at b=" << b << " L=" << L << ": backward " << ddpsim::percentile(times[0], 50)
+           << " ms alone, " << ddpsim::percentile(times[1], 50) << " ms beside " << concurrent << " allreduces of "
+           << bucket_elems * 4 << " bytes\n";
+  }
+  if (buckets_) buckets_->set_active(true);
+}
+
+// The largest of every rank's value, so that all ranks run as many collectives.
+int Trainer::agree_max(int value) {
+  const auto all = comm_->allgather(torch::tensor({static_cast<std::int64_t>(value)}, torch::kInt64).to(device_));
+  return static_cast<int>(all.cpu().max().item<std::int64_t>());
+}
+
+}  // namespace ddptrain

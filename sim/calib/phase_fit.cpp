@@ -1,0 +1,175 @@
+#include "calib/phase_fit.hpp"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "common/rng.hpp"
+#include "common/stats.hpp"
+
+namespace ddpsim {
+
+std::vector<double> nnls(const std::vector<std::vector<double>>& rows, const std::vector<double>& y) {
+  const auto m = static_cast<Eigen::Index>(rows.size()), n = static_cast<Eigen::Index>(rows.front().size());
+  Eigen::MatrixXd X(m, n);
+  Eigen::VectorXd Y(m);
+  for (Eigen::Index i = 0; i < m; ++i) {
+    for (Eigen::Index j = 0; j < n; ++j) X(i, j) = rows[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+    Y(i) = y[static_cast<std::size_t>(i)];
+  }
+  Eigen::VectorXd scale = X.colwise().norm().transpose();
+  for (Eigen::Index j = 0; j < n; ++j)
+    if (scale(j) == 0) scale(j) = 1;
+  const Eigen::MatrixXd Xs = X * scale.cwiseInverse().asDiagonal();
+  Eigen::VectorXd best = Eigen::VectorXd::Zero(n);
+  double best_error = Y.squaredNorm();
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    std::vector<Eigen::Index> cols;
+    for (Eigen::Index j = 0; j < n; ++j)
+      if (mask & (1u << j)) cols.push_back(j);
+    Eigen::MatrixXd sub(m, static_cast<Eigen::Index>(cols.size()));
+    for (std::size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = Xs.col(cols[k]);
+    const Eigen::VectorXd c = sub.colPivHouseholderQr().solve(Y);
+    if ((c.array() < 0).any()) continue;
+    const double error = (sub * c - Y).squaredNorm();
+    if (error < best_error) {
+      best_error = error;
+      best.setZero();
+      for (std::size_t k = 0; k < cols.size(); ++k) best(cols[k]) = c(static_cast<Eigen::Index>(k));
+    }
+  }
+  best = best.cwiseQuotient(scale);
+  return {best.data(), best.data() + n};
+}
+
+std::vector<ShapePoint> shape_medians(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& ms) {
+  std::map<std::pair<int, int>, std::vector<double>> by_shape;
+  for (std::size_t i = 0; i < bl.size(); ++i) by_shape[bl[i]].push_back(ms[i]);
+  std::vector<ShapePoint> points;
+  for (const auto& [shape, values] : by_shape)
+    points.push_back({shape.first, shape.second, percentile(values, 50), static_cast<int>(values.size())});
+  return points;
+}
+
+PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative) {
+  std::vector<std::vector<double>> rows;
+  std::vector<double> y;
+  for (const ShapePoint& p : points) {
+    // Weight 1/ms turns squared error into squared relative error.
+    const double w = relative && p.ms > 0 ? 1.0 / p.ms : 1.0;
+    const double bL = double(p.b) * p.L;
+    rows.push_back({w, w * bL, w * bL * p.L});
+    y.push_back(w * p.ms);
+  }
+  const auto c = nnls(rows, y);
+  return {c[0], c[1], c[2]};
+}
+
+MeasuredGrid fit_grid(const std::vector<ShapePoint>& points, const PhaseTime& analytic) {
+  MeasuredGrid g;
+  for (const ShapePoint& p : points) g.b.push_back(p.b), g.L.push_back(p.L);
+  for (auto* axis : {&g.b, &g.L}) {
+    std::sort(axis->begin(), axis->end());
+    axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
+  }
+  const std::size_t nb = g.b.size(), nL = g.L.size();
+  auto index = [](const std::vector<int>& axis, int x) {
+    return static_cast<std::size_t>(std::lower_bound(axis.begin(), axis.end(), x) - axis.begin());
+  };
+  // log(measured / analytic) where measured; NaN in a hole.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::vector<double>> log_ratio(nb, std::vector<double>(nL, nan));
+  auto analytic_at = [&](std::size_t i, std::size_t j) { return std::max(analytic.at(g.b[i], g.L[j]), 1e-9); };
+  std::vector<double> all;
+  for (const ShapePoint& p : points) {
+    const double r = std::log(std::max(p.ms, 1e-9) / analytic_at(index(g.b, p.b), index(g.L, p.L)));
+    log_ratio[index(g.b, p.b)][index(g.L, p.L)] = r;
+    all.push_back(r);
+  }
+  const double overall = mean(all);
+  std::vector<std::vector<double>> log_ms(nb, std::vector<double>(nL));
+  for (std::size_t i = 0; i < nb; ++i)
+    for (std::size_t j = 0; j < nL; ++j) {
+      double r = log_ratio[i][j];
+      if (std::isnan(r)) {  // a hole: the nearest measured neighbour on each side along b and L
+        std::vector<double> near;
+        auto nearest = [&](int di, int dj) {
+          for (auto a = static_cast<long>(i) + di, c = static_cast<long>(j) + dj;
+               a >= 0 && c >= 0 && a < static_cast<long>(nb) && c < static_cast<long>(nL); a += di, c += dj)
+            if (!std::isnan(log_ratio[static_cast<std::size_t>(a)][static_cast<std::size_t>(c)]))
+              return near.push_back(log_ratio[static_cast<std::size_t>(a)][static_cast<std::size_t>(c)]);
+        };
+        nearest(-1, 0), nearest(1, 0), nearest(0, -1), nearest(0, 1);
+        r = near.empty() ? overall : mean(near);
+      }
+      log_ms[i][j] = std::log(analytic_at(i, j)) + r;
+    }
+  // L∞ isotonic regression over the product order: the midpoint of the running maximum from
+  // below and the running minimum from above.
+  auto upper = log_ms, lower = log_ms;
+  for (std::size_t i = 0; i < nb; ++i)
+    for (std::size_t j = 0; j < nL; ++j) {
+      if (i > 0) upper[i][j] = std::max(upper[i][j], upper[i - 1][j]);
+      if (j > 0) upper[i][j] = std::max(upper[i][j], upper[i][j - 1]);
+    }
+  for (std::size_t i = nb; i-- > 0;)
+    for (std::size_t j = nL; j-- > 0;) {
+      if (i + 1 < nb) lower[i][j] = std::min(lower[i][j], lower[i + 1][j]);
+      if (j + 1 < nL) lower[i][j] = std::min(lower[i][j], lower[i][j + 1]);
+    }
+  g.ms.assign(nb, std::vector<double>(nL));
+  for (std::size_t i = 0; i < nb; ++i)
+    for (std::size_t j = 0; j < nL; ++j) g.ms[i][j] = std::exp(0.5 * (upper[i][j] + lower[i][j]));
+  // exp and rounding can leave a neighbour a last bit above: restore the order exactly.
+  for (std::size_t i = 0; i < nb; ++i)
+    for (std::size_t j = 0; j < nL; ++j) {
+      if (i > 0) g.ms[i][j] = std::max(g.ms[i][j], g.ms[i - 1][j]);
+      if (j > 0) g.ms[i][j] = std::max(g.ms[i][j], g.ms[i][j - 1]);
+    }
+  return g;
+}
+
+HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uint64_t seed) {
+  HeldOut h;
+  h.folds = std::min<int>(folds, static_cast<int>(points.size()));
+  if (h.folds < 2) throw InputError("cross-validation needs at least 2 points and 2 folds");
+  std::vector<std::size_t> order(points.size());
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(seed);
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  std::vector<double> ape_analytic, ape_grid;
+  for (int f = 0; f < h.folds; ++f) {
+    std::vector<ShapePoint> train, test;
+    for (std::size_t k = 0; k < order.size(); ++k)
+      (static_cast<int>(k % static_cast<std::size_t>(h.folds)) == f ? test : train).push_back(points[order[k]]);
+    if (train.empty()) continue;
+    PhaseModel m;
+    m.analytic = fit_analytic(train);
+    m.grid = fit_grid(train, m.analytic);
+    for (const ShapePoint& p : test) {
+      if (p.ms <= 0) continue;
+      m.use_grid = false;
+      ape_analytic.push_back(std::abs(m.at(p.b, p.L) - p.ms) / p.ms);
+      m.use_grid = true;
+      ape_grid.push_back(std::abs(m.at(p.b, p.L) - p.ms) / p.ms);
+    }
+  }
+  h.analytic = mean(ape_analytic);
+  h.grid = mean(ape_grid);
+  return h;
+}
+
+PhaseModel fit_phase(const std::vector<ShapePoint>& points, const HeldOut& heldout, const std::string& form) {
+  PhaseModel m;
+  m.analytic = fit_analytic(points);
+  m.grid = fit_grid(points, m.analytic);
+  m.use_grid = form == "grid" || (form == "auto" && heldout.grid < heldout.analytic);
+  return m;
+}
+
+}  // namespace ddpsim

@@ -1,0 +1,59 @@
+// Fitting one phase's time t(b, L) to measurements, in both forms of model/phase_time.hpp,
+// and judging each by its error on points it was not fitted to.
+//
+// Measurements are first reduced to one median per (b, L) shape: repetitions of a shape on a
+// shared machine have a heavy right tail (another process, a page fault), and a median ignores
+// it where a mean or a squared residual would follow it. Fits then minimise relative error,
+// because that is what MAPE and the step-time error measure, and profiled times span three
+// orders of magnitude: unweighted least squares would fit the largest shapes and leave the
+// small ones — most real SST-2 steps — tens of percent off.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/phase_time.hpp"
+
+namespace ddpsim {
+
+// One measured shape: b samples padded to L tokens, the median of its repetitions (ms).
+struct ShapePoint {
+  int b = 0, L = 0;
+  double ms = 0;
+  int reps = 0;
+};
+
+// min ‖Xc − y‖ subject to c ≥ 0 for a handful of columns (X given row by row): the optimum is
+// the unconstrained least-squares solution on some subset of the columns, so every subset is
+// solved (column-pivoted QR on unit-scaled columns) and the best feasible one kept.
+std::vector<double> nnls(const std::vector<std::vector<double>>& rows, const std::vector<double>& y);
+
+// One median per distinct (b, L) of the rows, sorted by (b, L).
+std::vector<ShapePoint> shape_medians(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& ms);
+
+// a + β·b·L + γ·b·L² with every coefficient ≥ 0, minimising Σ ((t(b, L) − ms) / ms)²
+// (`relative` false: Σ (t(b, L) − ms)², the plain least squares, kept for comparison).
+PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative = true);
+
+// The measured grid over the points' distinct batch sizes × lengths. A cell without a point
+// takes the analytic form's time scaled by the measured/analytic ratio of its measured
+// neighbours along b and L (their geometric mean). The table is then made non-decreasing by
+// the L∞-optimal isotonic fit in log space, the midpoint of the largest value at or below a cell
+// and the smallest at or above it: a monotone table is kept exactly, and a non-monotone
+// one moves each cell by the least relative amount that makes it monotone.
+MeasuredGrid fit_grid(const std::vector<ShapePoint>& points, const PhaseTime& analytic);
+
+// Held-out mean absolute percentage error (a fraction) of one form: the points are dealt into
+// `folds` folds in a seeded random order, each fold predicted by the form fitted to the others.
+struct HeldOut {
+  double analytic = 0, grid = 0;
+  int folds = 0;
+};
+HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uint64_t seed);
+
+// Both forms fitted to all points, and the one in use: `form` "auto" takes the smaller
+// held-out error, "analytic" or "grid" forces it.
+PhaseModel fit_phase(const std::vector<ShapePoint>& points, const HeldOut& heldout, const std::string& form);
+
+}  // namespace ddpsim

@@ -1,0 +1,93 @@
+// Fitting a phase's time: relative-error weighting, the measured grid, and held-out errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "calib/phase_fit.hpp"
+#include "common/rng.hpp"
+#include "common/stats.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+const PhaseTime TRUTH{2.0, 0.002, 1e-5};
+
+// One median-like point per shape of a profile grid, each off by multiplicative noise σ.
+std::vector<ShapePoint> noisy_points(double sigma, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<ShapePoint> points;
+  for (int b : {1, 2, 4, 8, 16, 32, 64})
+    for (int L : {8, 16, 32, 64, 128, 256})
+      points.push_back({b, L, TRUTH.at(b, L) * std::exp(sigma * rng.normal()), 1});
+  return points;
+}
+
+double mape_against_truth(const PhaseTime& fit, const std::vector<ShapePoint>& points) {
+  std::vector<double> ape;
+  for (const auto& p : points) ape.push_back(std::abs(fit.at(p.b, p.L) - TRUTH.at(p.b, p.L)) / TRUTH.at(p.b, p.L));
+  return mean(ape);
+}
+
+}  // namespace
+
+TEST_CASE("under multiplicative noise, the relative-error fit beats plain least squares") {
+  // Times span 2 ms to 200 ms: unweighted least squares fits the large shapes and lets the
+  // intercept, which is most of a small shape's time, wander.
+  for (std::uint64_t seed : {1, 2, 3}) {
+    const auto points = noisy_points(0.10, seed);
+    const PhaseTime relative = fit_analytic(points, /*relative=*/true), plain = fit_analytic(points, false);
+    CAPTURE(seed);
+    CHECK(mape_against_truth(relative, points) < mape_against_truth(plain, points));
+    CHECK(mape_against_truth(relative, points) < 0.05);
+    CHECK(relative.a_ms == doctest::Approx(TRUTH.a_ms).epsilon(0.10));
+  }
+}
+
+TEST_CASE("a noiseless quadratic device is recovered exactly by both forms") {
+  const auto points = noisy_points(0.0, 1);
+  const PhaseTime fit = fit_analytic(points);
+  CHECK(fit.a_ms == doctest::Approx(TRUTH.a_ms).epsilon(1e-9));
+  CHECK(fit.beta_ms == doctest::Approx(TRUTH.beta_ms).epsilon(1e-9));
+  CHECK(fit.gamma_ms == doctest::Approx(TRUTH.gamma_ms).epsilon(1e-9));
+  const HeldOut h = heldout_error(points, 5, 7);
+  CHECK(h.analytic < 1e-9);
+  CHECK(h.grid < 1e-9);  // a held-out shape is a hole, filled from the (exact) analytic form
+}
+
+TEST_CASE("the grid form is exact at its points and monotone between and beyond them") {
+  // A device that is flat until it saturates, with a cliff: not a polynomial.
+  auto device = [](int b, int L) {
+    const double tokens = double(b) * L;
+    return 5.0 + std::max(0.0, tokens - 256) * 0.01 + (L >= 128 ? 3.0 : 0.0);
+  };
+  std::vector<ShapePoint> points;
+  for (int b : {1, 2, 4, 8, 16, 32})
+    for (int L : {8, 16, 32, 64, 128}) points.push_back({b, L, device(b, L), 3});
+  PhaseModel m;
+  m.analytic = fit_analytic(points);
+  m.grid = fit_grid(points, m.analytic);
+  m.use_grid = true;
+  CHECK(m.grid.check().empty());
+  for (const auto& p : points) CHECK(m.at(p.b, p.L) == doctest::Approx(p.ms).epsilon(1e-12));
+  for (int b = 1; b <= 48; ++b)
+    for (int L = 2; L <= 200; ++L) {
+      CHECK(m.at(b, L) >= m.at(b - 1 > 0 ? b - 1 : 1, L));
+      CHECK(m.at(b, L) >= m.at(b, L - 1));
+    }
+  // And on such a device the held-out error prefers the grid.
+  const HeldOut h = heldout_error(points, 5, 3);
+  CHECK(h.grid < h.analytic);
+  CHECK(fit_phase(points, h, "auto").use_grid);
+  CHECK_FALSE(fit_phase(points, h, "analytic").use_grid);
+}
+
+TEST_CASE("a non-monotone table is made monotone by the least relative change, holes are filled") {
+  // b=2, L=16 measured below its smaller neighbour: the L∞ isotonic fit meets them halfway (in log).
+  std::vector<ShapePoint> points = {{1, 8, 1.0, 1}, {1, 16, 4.0, 1}, {2, 8, 2.0, 1}, {2, 16, 1.0, 1}, {4, 8, 3.0, 1}};
+  const MeasuredGrid g = fit_grid(points, PhaseTime{0, 0.1, 0});
+  CHECK(g.check().empty());
+  CHECK(g.ms[1][1] == doctest::Approx(2.0).epsilon(1e-12));  // √(4 · 1), from max below 4 and min above 1
+  CHECK(g.ms[0][1] == doctest::Approx(2.0).epsilon(1e-12));
+  CHECK(g.ms[2][1] >= g.ms[1][1]);  // (4, 16) was never measured: filled, then kept in order
+}
