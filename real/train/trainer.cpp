@@ -61,8 +61,8 @@ bool out_of_memory(const c10::Error& e) {
 }
 #endif
 
-constexpr int METRICS =
-    11;  // per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, digest (2), spare
+// Per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, digest (2 halves), spare.
+constexpr int METRICS = 11;
 
 }  // namespace
 
