@@ -96,11 +96,11 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   std::ofstream(dir / "minmax.csv") << trace_csv({trace.runs[1]}, {});
   const Trace baseline = read_trace(dir / "static.csv"), measured = read_trace(dir / "minmax.csv");
   const Validation v = validate(measured, config, &baseline);
-  REQUIRE(v.policies.size() == 1);
-  CHECK(std::abs(v.policies[0].mean_error_pct) < 0.01);
-  CHECK(std::abs(v.policies[0].p95_error_pct) < 0.01);
-  CHECK(v.policies[0].step_mape_pct < 0.01);
-  CHECK(std::abs(v.predicted_gain_pct[0] - v.measured_gain_pct[0]) < 0.01);
+  REQUIRE(v.steady.policies.size() == 1);
+  CHECK(std::abs(v.steady.policies[0].mean_error_pct) < 0.01);
+  CHECK(std::abs(v.steady.policies[0].p95_error_pct) < 0.01);
+  CHECK(v.steady.policies[0].step_mape_pct < 0.01);
+  CHECK(std::abs(v.steady.predicted_gain_pct[0] - v.steady.measured_gain_pct[0]) < 0.01);
   CHECK(validation_report(v).find("gain of minmax over the baseline") != std::string::npos);
 }
 

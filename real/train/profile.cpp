@@ -8,7 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <map>
+#include <span>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
@@ -48,10 +48,15 @@ int warm_up(
   return static_cast<int>(times.size());
 }
 
-template <class T>
-void shuffle(std::vector<T>& items, std::uint64_t seed) {
-  ddpsim::Rng rng(seed);
-  for (std::size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[rng.below(i)]);
+// A profile row's shape: b samples of exactly L tokens, a whole step's batch.
+ddpsim::RankStep shape_row(int b, int L) {
+  ddpsim::RankStep row;
+  row.batch_size = b;
+  row.max_len = L;
+  row.real_tokens = row.padded_tokens = std::int64_t{b} * L;
+  row.global_batch = b;
+  row.loss_weight = 1;
+  return row;
 }
 
 std::string warmup_text(const ProfileOptions& p) {
@@ -107,7 +112,7 @@ void Trainer::profile(ProfileOptions p) {
       if (opt_.b_max.empty() || b <= opt_.b_max[0]) points.emplace_back(b, L);
   }
   if (points.empty()) throw ddpsim::InputError("--profile: no (batch size, length) pair fits --max-length and --bmax");
-  shuffle(points, opt_.seed);
+  ddpsim::Rng(opt_.seed).shuffle(std::span(points));
   log_ << "profile: " << points.size() << " (b, L) points in a seeded random order, warm-up " << warmup_text(p) << ", "
        << p.reps << " timed steps each\n";
   std::vector<ddpsim::RankStep> rows;
@@ -115,7 +120,8 @@ void Trainer::profile(ProfileOptions p) {
   const auto start = std::chrono::steady_clock::now();
   for (const auto& [b, L] : points) {
     const Batch batch = full_batch(b, L, device_);
-    ddpsim::RankStep row;
+    ddpsim::RankStep row = shape_row(b, L);
+    row.comm_wait_ms = 0;
     // One training step in the phases a training step is timed in: forward, backward, then the
     // optimizer with the zeroing of the gradients for the next step.
     auto run_step = [&] {
@@ -142,12 +148,6 @@ void Trainer::profile(ProfileOptions p) {
     for (int r = 0; r < p.reps; ++r) {
       run_step();
       row.step = timed++;
-      row.batch_size = b;
-      row.max_len = L;
-      row.real_tokens = row.padded_tokens = std::int64_t{b} * L;
-      row.global_batch = b;
-      row.loss_weight = 1;
-      row.comm_wait_ms = 0;
       rows.push_back(row);
     }
     log_ << "profile: [" << rows.size() / static_cast<std::size_t>(p.reps) << "/" << points.size() << "] b=" << b
@@ -168,8 +168,7 @@ void Trainer::profile_communication(const ProfileOptions& p) {
   std::vector<ddpsim::RankStep> rows;
   int timed = 0;
   std::vector<int> sizes = p.bytes;
-  shuffle(sizes, opt_.seed);  // every rank the same order: they share the seed
-  std::map<int, double> allreduce_ms;
+  ddpsim::Rng(opt_.seed).shuffle(std::span(sizes));  // every rank the same order: they share the seed
   for (int size : sizes) {
     auto buffer = torch::ones({std::max(1, size / 4)}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
     auto once = [&] {
@@ -190,8 +189,7 @@ void Trainer::profile_communication(const ProfileOptions& p) {
       times.push_back(row.allreduce_ms);
       rows.push_back(row);
     }
-    allreduce_ms[size] = ddpsim::percentile(times, 50);
-    log_ << "profile: allreduce of " << size << " bytes over " << G_ << " ranks: " << allreduce_ms[size]
+    log_ << "profile: allreduce of " << size << " bytes over " << G_ << " ranks: " << ddpsim::percentile(times, 50)
          << " ms (median of " << p.reps << ")\n";
   }
   profile_interference(p, rows);
@@ -256,7 +254,7 @@ void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::
         std::min(64, agree_max(static_cast<int>(std::ceil(2.0 * alone / std::max(one_ms, 1e-3))) + 1));
     std::vector<int> order;
     for (int r = 0; r < p.reps; ++r) order.push_back(0), order.push_back(1);
-    shuffle(order, opt_.seed + static_cast<std::uint64_t>(L));
+    ddpsim::Rng(opt_.seed + static_cast<std::uint64_t>(L)).shuffle(std::span(order));
     std::vector<double> times[2];
     for (int with : order) {
       auto [ms, outlasted] = backward(with ? concurrent : 0);
@@ -266,14 +264,8 @@ void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::
           comm_->allgather(torch::tensor({ms, outlasted ? 1.0 : 0.0}, torch::kFloat64).to(device_)).cpu();
       for (int g = 0; g < G_; ++g) {
         if (with && all[g][1].item<double>() == 0) continue;
-        ddpsim::RankStep row;
+        ddpsim::RankStep row = shape_row(b, L);
         row.step = timed++;
-        row.rank = 0;
-        row.batch_size = b;
-        row.max_len = L;
-        row.real_tokens = row.padded_tokens = std::int64_t{b} * L;
-        row.global_batch = b;
-        row.loss_weight = 1;
         row.bwd_ms = all[g][0].item<double>();
         row.concurrent_allreduce_bytes = with ? double(bucket_elems) * 4 : 0;
         times[with].push_back(row.bwd_ms);

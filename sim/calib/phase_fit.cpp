@@ -140,8 +140,7 @@ HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uin
   if (h.folds < 2) throw InputError("cross-validation needs at least 2 points and 2 folds");
   std::vector<std::size_t> order(points.size());
   std::iota(order.begin(), order.end(), 0);
-  Rng rng(seed);
-  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  Rng(seed).shuffle(std::span(order));
   std::vector<double> ape_analytic, ape_grid;
   for (int f = 0; f < h.folds; ++f) {
     std::vector<ShapePoint> train, test;

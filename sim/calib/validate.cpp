@@ -108,8 +108,8 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
   const SimulationRun sim = replay(measured, config);
   for (std::size_t p = 0; p < measured.runs.size(); ++p) {
     auto [steady, all] = compare_both(measured.runs[p], sim.runs[p], measured.path, warmup);
-    v.policies.push_back(std::move(steady));
-    v.policies_all.push_back(std::move(all));
+    v.steady.policies.push_back(std::move(steady));
+    v.all.policies.push_back(std::move(all));
   }
   if (baseline) {
     if (baseline->runs.size() != 1)
@@ -117,23 +117,21 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
                        std::to_string(baseline->runs.size()));
     const SimulationRun base = replay(*baseline, config);
     v.has_baseline = true;
-    std::tie(v.baseline, v.baseline_all) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);
-    auto gain = [](double policy_ms, double baseline_ms) { return 100 * (1 - policy_ms / baseline_ms); };
-    for (std::size_t i = 0; i < v.policies.size(); ++i) {
-      v.measured_gain_pct.push_back(gain(v.policies[i].measured_mean_ms, v.baseline.measured_mean_ms));
-      v.predicted_gain_pct.push_back(gain(v.policies[i].predicted_mean_ms, v.baseline.predicted_mean_ms));
-      v.measured_gain_all_pct.push_back(gain(v.policies_all[i].measured_mean_ms, v.baseline_all.measured_mean_ms));
-      v.predicted_gain_all_pct.push_back(gain(v.policies_all[i].predicted_mean_ms, v.baseline_all.predicted_mean_ms));
-    }
+    std::tie(v.steady.baseline, v.all.baseline) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);
+    for (ValidationSet* set : {&v.steady, &v.all})
+      for (const PolicyValidation& p : set->policies) {
+        set->measured_gain_pct.push_back(100 * (1 - p.measured_mean_ms / set->baseline.measured_mean_ms));
+        set->predicted_gain_pct.push_back(100 * (1 - p.predicted_mean_ms / set->baseline.predicted_mean_ms));
+      }
   }
   return v;
 }
 
 namespace {
 
-std::string report_table(const std::vector<PolicyValidation>& policies, const Validation& v,
-                         const PolicyValidation& baseline, const std::vector<double>& measured_gain,
-                         const std::vector<double>& predicted_gain) {
+std::string report_table(const ValidationSet& set, bool has_baseline) {
+  const auto& policies = set.policies;
+  const auto &measured_gain = set.measured_gain_pct, &predicted_gain = set.predicted_gain_pct;
   char line[360];
   std::string out;
   std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "policy", "from", "steps",
@@ -154,8 +152,8 @@ std::string report_table(const std::vector<PolicyValidation>& policies, const Va
     out += line;
   };
   for (const auto& p : policies) row(p, p.policy);
-  if (v.has_baseline) {
-    row(baseline, baseline.policy + " (baseline)");
+  if (has_baseline) {
+    row(set.baseline, set.baseline.policy + " (baseline)");
     for (std::size_t i = 0; i < policies.size(); ++i) {
       std::snprintf(line, sizeof line, "gain of %s over the baseline: measured %+.2f%%, predicted %+.2f%% (%+.2f pp)\n",
                     policies[i].policy.c_str(), measured_gain[i], predicted_gain[i],
@@ -184,18 +182,17 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
 }  // namespace
 
 std::string validation_report(const Validation& v) {
-  return "steady state (each run from the step given; --warmup):\n" +
-         report_table(v.policies, v, v.baseline, v.measured_gain_pct, v.predicted_gain_pct) + "\nevery step:\n" +
-         report_table(v.policies_all, v, v.baseline_all, v.measured_gain_all_pct, v.predicted_gain_all_pct);
+  return "steady state (each run from the step given; --warmup):\n" + report_table(v.steady, v.has_baseline) +
+         "\nevery step:\n" + report_table(v.all, v.has_baseline);
 }
 
 nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin) {
-  auto with_gain = [&](nlohmann::ordered_json f, const std::vector<double>& measured_gain,
-                       const std::vector<double>& predicted_gain, std::size_t i) {
+  auto policy = [&](const ValidationSet& set, std::size_t i) {
+    auto f = figures(set.policies[i]);
     if (v.has_baseline) {
-      f["measured_gain_pct"] = measured_gain[i];
-      f["predicted_gain_pct"] = predicted_gain[i];
-      f["gain_error_pp"] = predicted_gain[i] - measured_gain[i];
+      f["measured_gain_pct"] = set.measured_gain_pct[i];
+      f["predicted_gain_pct"] = set.predicted_gain_pct[i];
+      f["gain_error_pp"] = set.predicted_gain_pct[i] - set.measured_gain_pct[i];
     }
     return f;
   };
@@ -203,15 +200,15 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
   doc["measured"] = {{"file", measured.path}, {"fnv1a64", measured.hash}};
   doc["model"] = model_origin;
   doc["policies"] = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < v.policies.size(); ++i) {
-    auto p = with_gain(figures(v.policies[i]), v.measured_gain_pct, v.predicted_gain_pct, i);
-    p["all_steps"] = with_gain(figures(v.policies_all[i]), v.measured_gain_all_pct, v.predicted_gain_all_pct, i);
-    doc["policies"][v.policies[i].policy] = p;
+  for (std::size_t i = 0; i < v.steady.policies.size(); ++i) {
+    auto p = policy(v.steady, i);
+    p["all_steps"] = policy(v.all, i);
+    doc["policies"][v.steady.policies[i].policy] = p;
   }
   if (v.has_baseline) {
-    auto f = figures(v.baseline);
-    f["all_steps"] = figures(v.baseline_all);
-    doc["baseline"] = {{"policy", v.baseline.policy}, {"figures", f}};
+    auto f = figures(v.steady.baseline);
+    f["all_steps"] = figures(v.all.baseline);
+    doc["baseline"] = {{"policy", v.steady.baseline.policy}, {"figures", f}};
   }
   return doc;
 }
@@ -228,9 +225,9 @@ std::string validation_csv(const Validation& v) {
       out += line;
     }
   };
-  for (std::size_t i = 0; i < v.policies.size(); ++i)
-    rows(v.policies_all[i], v.policies[i].policy, v.policies[i].first_step);
-  if (v.has_baseline) rows(v.baseline_all, v.baseline.policy + " (baseline)", v.baseline.first_step);
+  for (std::size_t i = 0; i < v.steady.policies.size(); ++i)
+    rows(v.all.policies[i], v.steady.policies[i].policy, v.steady.policies[i].first_step);
+  if (v.has_baseline) rows(v.all.baseline, v.steady.baseline.policy + " (baseline)", v.steady.baseline.first_step);
   return out;
 }
 

@@ -30,14 +30,18 @@ struct PolicyValidation {
   std::vector<double> measured_steps_ms, predicted_steps_ms;
 };
 
+// Every run's figures over one range of steps, and the gains over the baseline there.
+struct ValidationSet {
+  std::vector<PolicyValidation> policies;
+  PolicyValidation baseline;
+  // Gain of each policy over the baseline in % of the baseline's mean max step time.
+  std::vector<double> measured_gain_pct, predicted_gain_pct;
+};
+
 // The steady state (after each run's warm-up) and, beside it, every step.
 struct Validation {
-  std::vector<PolicyValidation> policies, policies_all;
   bool has_baseline = false;
-  PolicyValidation baseline, baseline_all;
-  // Gain of each policy over the baseline in % of the baseline's mean max step time.
-  std::vector<double> measured_gain_pct, predicted_gain_pct;          // steady state
-  std::vector<double> measured_gain_all_pct, predicted_gain_all_pct;  // every step
+  ValidationSet steady, all;
 };
 
 // The step from which a measured run has settled: the start of the first window of 10 steps
