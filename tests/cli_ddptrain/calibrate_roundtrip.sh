@@ -39,13 +39,9 @@ grep -q '"mean_error_pct"' "$WORK/validation/validation.json" || fail "validatio
 [[ $(grep -c '^minmax' "$WORK/validation/validation.csv") == 40 ]] || fail "validation.csv should hold 40 minmax steps"
 echo "round trip on this CPU:"
 cat "$WORK/out"
-# Loose bounds: within 60% on the mean step time, and the gain within 25 percentage points.
-python3 - "$WORK/validation/validation.json" <<'PY' || fail "the prediction is out of the loose bounds"
-import json, sys
-v = json.load(open(sys.argv[1]))
-for name, p in list(v["policies"].items()) + [("baseline", v["baseline"]["figures"])]:
-    assert abs(p["mean_error_pct"]) < 60, (name, p["mean_error_pct"])
-for name, p in v["policies"].items():
-    assert abs(p["gain_error_pp"]) < 25, (name, p["gain_error_pp"])
-PY
+# Loose bounds: within 60% on the mean step time, and the gain within 25 percentage points
+# (steady-state and all-steps figures alike; awk, since a minimal Debian has no python3).
+awk -F': ' '/"mean_error_pct"/ { v = $2 + 0; if (v > 60 || v < -60) bad = 1 }
+            /"gain_error_pp"/  { v = $2 + 0; if (v > 25 || v < -25) bad = 1 }
+            END { exit bad }' "$WORK/validation/validation.json" || fail "the prediction is out of the loose bounds"
 finish
