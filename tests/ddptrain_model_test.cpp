@@ -4,6 +4,8 @@
 #include <set>
 
 #include "model/distilbert.hpp"
+#include "model/layout.hpp"
+#include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
 #include "train/precision.hpp"
 
@@ -114,4 +116,20 @@ TEST_CASE("bf16 autocast: forward in bf16 close to fp32, off again after the sco
   CHECK(torch::allclose(updated, model(ids, mask), 0.05, 0.02));
   AutocastScope fp32_scope(torch::kCPU, Precision::fp32);
   CHECK((model(ids, mask).scalar_type() == torch::kFloat));
+}
+
+TEST_CASE("the written layout of the base model is the built-in DistilBERT model's, and loads in ddpsim") {
+  DistilBertForSequenceClassification model(DistilBertConfig::base(), 0);
+  const auto doc = layout_model(model, "base");
+  const auto builtin = ddpsim::load_perf_model("rtx3090-distilbert");
+  REQUIRE(doc["layers"].size() == builtin.layers.size());
+  for (std::size_t i = 0; i < builtin.layers.size(); ++i) {
+    CHECK(doc["layers"][i]["name"] == builtin.layers[i].name);
+    CHECK(doc["layers"][i]["params"] == builtin.layers[i].params);
+  }
+  const auto parsed = ddpsim::parse_perf_model(nlohmann::json::parse(doc.dump()), "layout");
+  CHECK(parsed.total_params() == 66955010);
+  DistilBertForSequenceClassification small(DistilBertConfig::small(), 0);
+  CHECK(ddpsim::parse_perf_model(nlohmann::json::parse(layout_model(small, "small").dump()), "small").layers.size() ==
+        builtin.layers.size() - 8);  // two layers fewer, four groups each
 }
