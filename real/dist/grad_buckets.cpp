@@ -74,26 +74,33 @@ void GradBuckets::on_gradient(std::size_t param, const torch::Tensor& grad) {
 void GradBuckets::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     Bucket& b = buckets_[next_launch_++];
-    if (comm_.size() > 1) b.work = comm_.allreduce_sum(b.flat);
+    if (comm_.size() > 1 && communicate_) b.work = comm_.allreduce_sum(b.flat);
   }
 }
 
-void GradBuckets::finish() {
+void GradBuckets::wait() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& b : buckets_) b.ready = b.params.size();  // parameters without gradients stay zero
     launch_ready();
   }
-  const double scale = 1.0 / comm_.size();
-  for (auto& b : buckets_) {
+  for (auto& b : buckets_)
     if (b.work) b.work->wait();
-    if (comm_.size() > 1) b.flat.mul_(scale);
-  }
+}
+
+void GradBuckets::unpack() {
+  const double scale = 1.0 / comm_.size();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Slot& slot = slots_[i];
     auto reduced = buckets_[slot.bucket].flat.narrow(0, static_cast<std::int64_t>(slot.offset), params_[i].numel());
-    params_[i].mutable_grad() = reduced.view(params_[i].sizes()).clone();
+    reduced = reduced.view(params_[i].sizes());
+    params_[i].mutable_grad() = comm_.size() > 1 ? reduced * scale : reduced.clone();  // one pass either way
   }
+}
+
+void GradBuckets::finish() {
+  wait();
+  unpack();
 }
 
 }  // namespace ddptrain

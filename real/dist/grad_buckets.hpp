@@ -2,7 +2,8 @@
 // registration order fill buckets (first one 1 MiB, then 25 MiB by default); an autograd hook
 // on each parameter copies its gradient into its bucket's flat buffer, and once a bucket is
 // full its allreduce starts — in bucket order, as DDP requires — while backward goes on.
-// finish() waits, averages over the ranks and hands each parameter its reduced gradient.
+// wait() waits for them; unpack() averages over the ranks and hands each parameter its reduced
+// gradient.
 // (LibTorch's own Reducer has no stable C++ API across 1.13 and 2.x, hence this class.)
 #pragma once
 
@@ -26,9 +27,16 @@ class GradBuckets {
   void prepare();
   // Off: the hooks leave gradients alone (a profile's backward without DDP's communication).
   void set_active(bool active) { active_ = active; }
-  // Call after backward: launches buckets that never filled (unused parameters count as zero),
-  // waits for all, and sets each parameter's .grad to the mean over ranks.
+  // Call after backward: launches buckets that never filled (unused parameters count as zero)
+  // and waits for all of them.
+  void wait();
+  // Then sets each parameter's .grad to the mean over ranks (copying it out of its bucket).
+  void unpack();
+  // wait(), then unpack().
   void finish();
+  // Off: buckets fill and unpack as in training but are never reduced — a profile's step with
+  // DDP's own copies and none of its communication.
+  void set_communicate(bool communicate) { communicate_ = communicate; }
 
   std::size_t bucket_count() const { return buckets_.size(); }
   // The bucket sizes (bytes) DDP's assignment gives these parameters, in reduction order.
@@ -37,7 +45,7 @@ class GradBuckets {
   double bucket_bytes(std::size_t b) const;
 
  private:
-  bool active_ = true;
+  bool active_ = true, communicate_ = true;
   struct Slot {
     std::size_t bucket, offset;  // where this parameter's gradient lives
   };

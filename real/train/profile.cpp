@@ -1,8 +1,8 @@
-// ddptrain --profile: the measurements ddpsim calibrate fits. One process times training steps
-// over a (b, L) grid; several ranks time allreduces over a range of sizes, and backward alone
-// against backward beside back-to-back allreduces (interference). Each point warms up until its
-// timing settles (or a fixed count), points are visited in a seeded random order so that drift
-// spreads over the grid instead of landing in one corner, and every repetition is a trace row.
+// ddptrain --profile: the measurements ddpsim calibrate fits. Training steps over a (b, L) grid,
+// by one process or by every rank at once; then, with several ranks, allreduces over a range of
+// sizes, and backward alone against backward beside back-to-back allreduces (interference). Each point warms up until
+// its timing settles (or a fixed count), points are visited in a seeded random order so that drift spreads over the
+// grid instead of landing in one corner, and every repetition is a trace row.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -101,7 +101,12 @@ void Trainer::profile(ProfileOptions p) {
   if (p.reps < 1) throw ddpsim::UsageError("--profile-reps must be at least 1");
   if (p.batches.empty()) p.batches = auto_profile_batches();
   if (p.lengths.empty()) p.lengths = auto_profile_lengths(p.batches);
-  if (comm_ && G_ > 1) return profile_communication(p);
+  // Several ranks time the grid together, each on its own cores, because that is how they
+  // train: a core runs slower while its neighbours work (shared caches, memory bandwidth).
+  // Their DDP buckets fill and unpack as in training (hooks in backward, the copy-out with the
+  // optimizer) but are never reduced, so that only communication is left out.
+  const bool together = comm_ && G_ > 1;
+  if (buckets_) buckets_->set_communicate(false);
   std::vector<std::pair<int, int>> points;
   for (int L : p.lengths) {
     if (L < 2 || L > opt_.max_length) {
@@ -125,6 +130,8 @@ void Trainer::profile(ProfileOptions p) {
     // One training step in the phases a training step is timed in: forward, backward, then the
     // optimizer with the zeroing of the gradients for the next step.
     auto run_step = [&] {
+      if (together) comm_->barrier();
+      if (buckets_) buckets_->prepare();
       StepTimer timer(device_);
       timer.reset_peak_memory();
       model_->train();
@@ -133,6 +140,7 @@ void Trainer::profile(ProfileOptions p) {
       timer.mark(1);
       loss.backward();
       timer.mark(2);
+      if (buckets_) buckets_->finish();
       optimizer_->step();
       optimizer_->zero_grad();
       timer.mark(3);
@@ -144,7 +152,9 @@ void Trainer::profile(ProfileOptions p) {
       row.loss = loss.item<double>();
       return row.step_ms;
     };
-    warmups += warm_up(run_step, p.warmup, p.max_warmup);
+    warmups += together ? warm_up(run_step, p.warmup, p.max_warmup,
+                                  [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; })
+                        : warm_up(run_step, p.warmup, p.max_warmup);
     for (int r = 0; r < p.reps; ++r) {
       run_step();
       row.step = timed++;
@@ -154,17 +164,22 @@ void Trainer::profile(ProfileOptions p) {
          << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms << " ms ("
          << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
   }
-  if (opt_.out.empty()) return;
-  ddpsim::PolicyRun run{"profile", "", 1, rows, {}};
+  std::vector<ddpsim::PolicyRun> runs = {{"profile", "", 1, rows, {}}};
+  std::string what = "warmup " + warmup_text(p) + " (" + std::to_string(warmups) + " runs in all), repetitions " +
+                     std::to_string(p.reps) + ", " + std::to_string(points.size()) + " points in a seeded random order";
+  if (buckets_) buckets_->set_communicate(true);
+  if (together) {
+    runs.push_back({"allreduce", "", 1, profile_communication(p), {}});
+    what = "on " + std::to_string(G_) + " ranks at once; then allreduce and interference; " + what;
+  }
+  if (rank_ != 0 || opt_.out.empty()) return;
   auto meta = metadata();
-  meta.emplace_back("profile", "warmup " + warmup_text(p) + " (" + std::to_string(warmups) +
-                                   " runs in all), repetitions " + std::to_string(p.reps) + ", " +
-                                   std::to_string(points.size()) + " points in a seeded random order");
-  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, meta)}});
-  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " (" << rows.size() << " rows)\n";
+  meta.emplace_back("profile", what);
+  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv(runs, meta)}});
+  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << "\n";
 }
 
-void Trainer::profile_communication(const ProfileOptions& p) {
+std::vector<ddpsim::RankStep> Trainer::profile_communication(const ProfileOptions& p) {
   std::vector<ddpsim::RankStep> rows;
   int timed = 0;
   std::vector<int> sizes = p.bytes;
@@ -193,13 +208,7 @@ void Trainer::profile_communication(const ProfileOptions& p) {
          << " ms (median of " << p.reps << ")\n";
   }
   profile_interference(p, rows);
-  if (rank_ != 0 || opt_.out.empty()) return;
-  ddpsim::PolicyRun run{"allreduce", "", 1, rows, {}};
-  auto meta = metadata();
-  meta.emplace_back("profile",
-                    "allreduce and interference, warmup " + warmup_text(p) + ", repetitions " + std::to_string(p.reps));
-  ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, meta)}});
-  log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " (" << rows.size() << " rows)\n";
+  return rows;
 }
 
 // Backward alone, and backward while allreduces of the largest DDP bucket run back to back for

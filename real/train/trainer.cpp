@@ -268,8 +268,9 @@ double Trainer::step() {
   const std::size_t wait_start = 1 + 3 * static_cast<std::size_t>(last), wait_end = wait_start + 1,
                     opt_end = wait_start + 2;
   timer.mark(wait_start);
-  if (buckets_) buckets_->finish();
+  if (buckets_) buckets_->wait();
   timer.mark(wait_end);
+  if (buckets_) buckets_->unpack();  // DDP's copy out of the buckets: timed with the optimizer, as --profile does
   if (opt_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), opt_.clip_norm);
   optimizer_->step();
   optimizer_->zero_grad();  // for the next step; timed with the optimizer, as --profile times it

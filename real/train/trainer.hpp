@@ -84,10 +84,11 @@ class Trainer {
   // Dev-set accuracy (rank 0 evaluates, every rank returns it).
   double evaluate();
   void save_checkpoint(const std::string& path);
-  // A calibration sweep (ddptrain --profile). One process: training steps on b samples of
-  // exactly L tokens over the (b, L) grid (policy "profile"). Several ranks: allreduces of each
-  // size (policy "allreduce", columns allreduce_bytes and allreduce_ms) and backward alone or
-  // beside allreduces (column concurrent_allreduce_bytes). Rank 0 writes OUT/steps.csv.
+  // A calibration sweep (ddptrain --profile): training steps on b samples of exactly L tokens
+  // over the (b, L) grid (policy "profile"), by every rank at once when there are several; then,
+  // with several ranks, allreduces of each size (policy "allreduce", columns allreduce_bytes and
+  // allreduce_ms) and backward alone or beside allreduces (column concurrent_allreduce_bytes).
+  // Rank 0 writes OUT/steps.csv.
   void profile(ProfileOptions options);
 
   int steps_done() const { return step_; }
@@ -102,7 +103,7 @@ class Trainer {
   torch::Tensor mean_loss(const Batch& batch);
   std::vector<int> auto_profile_batches() const;
   std::vector<int> auto_profile_lengths(const std::vector<int>& batches) const;
-  void profile_communication(const ProfileOptions& options);
+  std::vector<ddpsim::RankStep> profile_communication(const ProfileOptions& options);
   void profile_interference(const ProfileOptions& options, std::vector<ddpsim::RankStep>& rows);
   int agree_max(int value);
   void plan_next(ddpsim::StepPlan& plan);

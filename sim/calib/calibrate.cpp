@@ -56,9 +56,17 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   if (bytes.empty()) return;
   if (std::set<double>(bytes.begin(), bytes.end()).size() < 2)
     throw InputError("allreduce rows of a single size: the α–β fit needs at least two sizes (--profile-bytes)");
+  // As for compute: one median per size, relative error (sizes span three orders of magnitude).
+  std::map<double, std::vector<double>> by_size;
+  for (std::size_t i = 0; i < bytes.size(); ++i) by_size[bytes[i]].push_back(ms[i]);
   std::vector<std::vector<double>> rows;
-  for (double b : bytes) rows.push_back({1.0, b});
-  const auto coef = nnls(rows, ms);
+  std::vector<double> y;
+  for (const auto& [size, times] : by_size) {
+    const double median = percentile(times, 50), w = median > 0 ? 1 / median : 1;
+    rows.push_back({w, w * size});
+    y.push_back(w * median);
+  }
+  const auto coef = nnls(rows, y);
   std::vector<double> predicted;
   for (double b : bytes) predicted.push_back(coef[0] + coef[1] * b);
   c.has_allreduce = true;
@@ -133,17 +141,30 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   c.forward = fit(fwd_points);
   c.backward = fit(bwd_points);
 
-  // Noise from the residuals of the forms in use; then scale both phases so that a shape's
-  // mean time (what the simulator's mean-one noise reproduces) matches, not its median.
+  // Noise: how a shape's repetitions spread (the pooled within-shape deviation of log compute).
+  // A form's residuals also hold its lack of fit, which is the same at every step of a shape:
+  // read as noise, it inflates the maximum over ranks of every simulated step. Only traces
+  // without repeated shapes fall back to the residuals. Then both phases are scaled so that a
+  // shape's mean time (what the simulator's mean-one noise reproduces) matches, not its median.
   std::vector<double> ratio, logs;
+  std::map<std::pair<int, int>, std::vector<double>> log_compute;
   for (std::size_t i = 0; i < bl.size(); ++i) {
     const double predicted =
         c.forward.model.at(bl[i].first, bl[i].second) + c.backward.model.at(bl[i].first, bl[i].second);
     if (predicted <= 0 || fwd[i] + bwd[i] <= 0) continue;
     ratio.push_back((fwd[i] + bwd[i]) / predicted);
     logs.push_back(std::log(ratio.back()));
+    log_compute[bl[i]].push_back(std::log(fwd[i] + bwd[i]));
   }
-  c.noise_sigma = population_std(logs);
+  double squares = 0;
+  long degrees = 0;
+  for (const auto& [shape, values] : log_compute) {
+    const double m = mean(values);
+    for (double v : values) squares += (v - m) * (v - m);
+    degrees += static_cast<long>(values.size()) - 1;
+  }
+  c.noise_from_repetitions = degrees > 0;
+  c.noise_sigma = degrees > 0 ? std::sqrt(squares / double(degrees)) : population_std(logs);
   c.mean_scale = logs.empty() ? 1.0 : std::exp(mean(logs) + 0.5 * c.noise_sigma * c.noise_sigma);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
@@ -266,9 +287,10 @@ std::string fit_report(const Calibration& c) {
   std::snprintf(line, sizeof line, "  optimizer %.4g ms (mean)\n", c.optimizer_ms);
   out += line;
   std::snprintf(line, sizeof line,
-                "  noise     log-normal σ %.4f (both phases ×%.4f, so the model gives a shape's mean time);"
-                " P95/P50 of measured/predicted compute: observed %.4f, fitted %.4f\n",
-                c.noise_sigma, c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
+                "  noise     log-normal σ %.4f from %s (both phases ×%.4f, so the model gives a shape's mean"
+                " time); P95/P50 of measured/predicted compute: observed %.4f, fitted %.4f\n",
+                c.noise_sigma, c.noise_from_repetitions ? "the repetitions of each shape" : "the residuals",
+                c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
   if (c.has_memory) {
     std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·b·L + %.4g·b·L² MiB   R² %.4f   MAPE %.2f%%\n",

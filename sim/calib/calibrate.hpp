@@ -38,6 +38,7 @@ struct Calibration {
   PhaseFit forward, backward;
   double optimizer_ms = 0;
   double noise_sigma = 0;
+  bool noise_from_repetitions = false;  // else from the residuals of the forms in use
   // Both phases were scaled by this so that the model gives the mean, not the median, of a
   // shape's time under the fitted noise: exp(mean log ratio + σ²/2).
   double mean_scale = 1;

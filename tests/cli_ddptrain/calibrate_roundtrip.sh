@@ -13,7 +13,8 @@ grep -q '^# threads=1$' "$WORK/profile/steps.csv" || fail "profile trace lacks i
 [[ $(grep -vc '^#' "$WORK/profile/steps.csv") == $((1 + 3 * 3 * 3)) ]] || fail "profile trace should hold 27 rows"
 
 expect_ok "$DDPTRAIN" "${tiny[@]}" --profile --nproc-per-node 2 --profile-bytes 4096,262144,1048576 \
-  --profile-warmup 1 --profile-reps 3 --out "$WORK/allreduce"
+  --profile-batches 1,4,16 --profile-lengths 8,24,64 --profile-warmup 1 --profile-reps 3 --out "$WORK/allreduce"
+[[ $(grep -c ',profile,' "$WORK/allreduce/steps.csv") == 27 ]] || fail "two ranks should time the 27-row grid together"
 grep -q ',allreduce_bytes,allreduce_ms,concurrent_allreduce_bytes$' "$WORK/allreduce/steps.csv" ||
   fail "the allreduce profile lacks its columns"
 [[ $(nproc) -lt 2 ]] || grep -q '^# cpus=[0-9]* (pinned)$' "$WORK/allreduce/steps.csv" || fail "two ranks of one thread are not pinned"
@@ -24,19 +25,19 @@ grep -q "held-out MAPE" "$WORK/out" || fail "calibrate printed no fit report"
 grep -q "interference: backward runs" "$WORK/out" || fail "calibrate did not fit the interference"
 grep -q "allreduce 2 ranks, as a ring" "$WORK/out" || fail "calibrate did not fit the allreduce"
 grep -q '"fnv1a64"' "$WORK/model.json" || fail "the model does not record its source trace"
-[[ $(wc -l <"$WORK/residuals.csv") == $((1 + 2 * 27)) ]] || fail "residuals.csv should hold 2 phases x 27 rows"
+[[ $(wc -l <"$WORK/residuals.csv") == $((1 + 2 * 54)) ]] || fail "residuals.csv should hold 2 phases x 54 rows"
 
 for policy in static minmax:buffer=16; do
-  expect_ok "$DDPTRAIN" "${tiny[@]}" --policy "$policy" --global-batch 16 --steps 40 --nproc-per-node 2 \
+  expect_ok "$DDPTRAIN" "${tiny[@]}" --policy "$policy" --global-batch 16 --steps 100 --nproc-per-node 2 \
     --out "$WORK/${policy%%:*}"
 done
 expect_ok "$DDPSIM" replay "$WORK/minmax/steps.csv" --model "$WORK/model.json" --out "$WORK/replayed"
-[[ $(grep -vc '^#' "$WORK/replayed/steps.csv") == $((1 + 40 * 2)) ]] || fail "the replay should hold 40 steps x 2 ranks"
+[[ $(grep -vc '^#' "$WORK/replayed/steps.csv") == $((1 + 100 * 2)) ]] || fail "the replay should hold 100 steps x 2 ranks"
 expect_ok "$DDPSIM" validate --measured "$WORK/minmax/steps.csv" --baseline "$WORK/static/steps.csv" \
   --model "$WORK/model.json" --out "$WORK/validation"
 grep -q "gain of minmax:buffer=16 over the baseline" "$WORK/out" || fail "validate states no gain"
 grep -q '"mean_error_pct"' "$WORK/validation/validation.json" || fail "validation.json lacks mean_error_pct"
-[[ $(grep -c '^minmax' "$WORK/validation/validation.csv") == 40 ]] || fail "validation.csv should hold 40 minmax steps"
+[[ $(grep -c '^minmax' "$WORK/validation/validation.csv") == 100 ]] || fail "validation.csv should hold 100 minmax steps"
 echo "round trip on this CPU:"
 cat "$WORK/out"
 # Loose bounds: within 60% on the mean step time, and the gain within 25 percentage points
