@@ -156,9 +156,10 @@ TEST_CASE("bad traces are named by file, line and column") {
   CHECK_THROWS_WITH_AS(read_trace(dir / "absent.csv"), doctest::Contains("absent.csv: cannot open trace"), InputError);
 }
 
-TEST_CASE("the interference factor comes back from a profile of backward alone and beside allreduces") {
+TEST_CASE("both interference factors come back from a profile of each activity alone and beside the other") {
   TempDir dir;
-  // Backward of three shapes, alone and 1.25× slower beside allreduces, with 3% noise.
+  // Backward of three shapes, alone and 1.25× slower beside allreduces; allreduces of two
+  // sizes alone, and of the larger 1.4× slower beside backward; all with 3% noise.
   Rng rng(11);
   PolicyRun run{"allreduce", "", 1, {}, {}};
   for (int L : {16, 32, 64})
@@ -172,14 +173,32 @@ TEST_CASE("the interference factor comes back from a profile of backward alone a
         row.concurrent_allreduce_bytes = with ? 25 << 20 : 0;
         run.rows.push_back(row);
       }
+  for (double bytes : {1 << 20, 25 << 20})
+    for (int r = 0; r < 20; ++r)
+      for (int with : {0, 1}) {
+        if (with && bytes < (25 << 20)) continue;
+        RankStep row;
+        row.step = static_cast<int>(run.rows.size());
+        row.allreduce_bytes = bytes;
+        row.allreduce_ms = (0.5 + bytes / 3e6) * (with ? 1.4 : 1.0) * std::exp(0.03 * rng.normal());
+        if (with) row.batch_size = 12, row.max_len = 64, row.bwd_ms = 20;
+        run.rows.push_back(row);
+      }
   std::ofstream(dir / "interference.csv") << trace_csv({run}, {{"world_size", "2"}});
   const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
   const Calibration c = calibrate({read_trace(compute), read_trace(dir / "interference.csv")});
-  CHECK(c.interference.size() == 3);
+  CHECK(c.compute_beside_comm.size() == 3);
   CHECK(c.comm_slowdown == doctest::Approx(1.25).epsilon(0.02));
+  REQUIRE(c.comm_beside_compute.size() == 1);
+  CHECK(c.comm_beside_compute[0].bytes == 25 << 20);
+  CHECK(c.allreduce_slowdown == doctest::Approx(1.4).epsilon(0.02));
+  CHECK(c.allreduce.mape < 0.05);  // the α–β fit leaves the rows timed beside backward out
   const auto json = calibrated_model(c, {read_trace(compute)}, load_perf_model("rtx3090-distilbert"), "fit", "sim");
-  CHECK(parse_perf_model(nlohmann::json::parse(json.dump()), "fitted").comm_slowdown == c.comm_slowdown);
+  const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
+  CHECK(fitted.comm_slowdown == c.comm_slowdown);
+  CHECK(fitted.allreduce_slowdown == c.allreduce_slowdown);
   CHECK(fit_report(c).find("interference: backward runs ×1.2") != std::string::npos);
+  CHECK(fit_report(c).find("an allreduce runs ×1.") != std::string::npos);
 }
 
 TEST_CASE("validate --warmup auto finds where an injected slow start settles") {

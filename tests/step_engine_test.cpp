@@ -175,15 +175,40 @@ TEST_CASE("backward beside an in-flight allreduce runs comm_slowdown times slowe
   }
 }
 
+TEST_CASE("an allreduce beside backward runs allreduce_slowdown times slower, in both modes") {
+  // The large bucket starts with a tenth of backward left: it runs at half speed for those
+  // 3 ms, at full speed after; the last bucket starts after backward and is not slowed.
+  const double f = 2.0, large = ring_ms(4, 100e6), small = ring_ms(4, 4e6);
+  const double start = WORK.fwd_ms + 0.9 * WORK.bwd_ms, bwd_end = WORK.fwd_ms + WORK.bwd_ms;
+  const double comm_wait = bwd_end + large - (bwd_end - start) / f + small - bwd_end;
+  for (const char* mode : {"fast", "full"}) {
+    CAPTURE(mode);
+    EngineSetup s = pcie_setup(mode, true);
+    s.buckets = {{100e6, 0.9}, {4e6, 1.0}};
+    s.allreduce_slowdown = f;
+    const auto result = simulate_steps(s, {equal_work(4, 2, WORK)});
+    for (const RankTiming& t : result.policies[0].timing) {
+      CHECK(t.bwd_ms == doctest::Approx(WORK.bwd_ms).epsilon(1e-12));
+      CHECK(t.comm_wait_ms == doctest::Approx(comm_wait).epsilon(1e-9));
+      CHECK(t.step_ms == doctest::Approx(WORK.fwd_ms + WORK.bwd_ms + comm_wait + WORK.opt_ms).epsilon(1e-9));
+    }
+  }
+}
+
 TEST_CASE("interference agrees between fast and full mode with unequal ranks") {
   PolicyWork work = equal_work(4, 20, WORK);
   for (std::size_t i = 0; i < work.work.size(); ++i) work.work[i].bwd_ms *= 1.0 + 0.05 * double(i % 7);
-  std::vector<double> steps[2];
-  for (int m = 0; m < 2; ++m) {
-    EngineSetup s = pcie_setup(m ? "full" : "fast", true);
-    s.comm_slowdown = 1.3;
-    const EngineResult result = simulate_steps(s, {work});
-    for (const RankTiming& t : result.policies[0].timing) steps[m].push_back(t.step_ms);
+  for (const auto& [compute, comm] : {std::pair{1.3, 1.0}, {1.0, 1.7}, {1.3, 1.7}}) {
+    CAPTURE(compute);
+    CAPTURE(comm);
+    std::vector<double> steps[2];
+    for (int m = 0; m < 2; ++m) {
+      EngineSetup s = pcie_setup(m ? "full" : "fast", true);
+      s.comm_slowdown = compute;
+      s.allreduce_slowdown = comm;
+      const EngineResult result = simulate_steps(s, {work});
+      for (const RankTiming& t : result.policies[0].timing) steps[m].push_back(t.step_ms);
+    }
+    for (std::size_t i = 0; i < steps[0].size(); ++i) CHECK(steps[0][i] == doctest::Approx(steps[1][i]).epsilon(1e-6));
   }
-  for (std::size_t i = 0; i < steps[0].size(); ++i) CHECK(steps[0][i] == doctest::Approx(steps[1][i]).epsilon(1e-6));
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <span>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
@@ -211,10 +212,12 @@ std::vector<ddpsim::RankStep> Trainer::profile_communication(const ProfileOption
   return rows;
 }
 
-// Backward alone, and backward while allreduces of the largest DDP bucket run back to back for
-// all of it (enough of them queued to outlast it), on every rank at once. DDP's own hooks are
-// off, so the only communication is the one measured. The ratio is how much slower compute
-// runs beside a collective: ddpsim calibrate fits it as comm_slowdown.
+// Interference, both ways, on every rank at once with DDP's own hooks off (the only
+// communication is the one measured): backward alone against backward while allreduces of the
+// largest DDP bucket run back to back for all of it (ddpsim calibrate fits the ratio as
+// comm_slowdown), and a few such allreduces alone against the same ones queued beside a
+// backward pass that outlasts them (fitted as allreduce_slowdown: on a CPU, the collective's
+// threads share the cores that backward keeps busy).
 void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::RankStep>& rows) {
   const int b = std::max(1, opt_.global_batch / G_);
   std::vector<int> lengths = {p.lengths[p.lengths.size() / 2], p.lengths.back()};
@@ -224,67 +227,133 @@ void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::
   // DDP's largest bucket, up to --bucket-mb (the word-embedding gradient can be a bucket of its own).
   const auto bucket_elems = static_cast<std::int64_t>(
       std::min(*std::max_element(sizes.begin(), sizes.end()), std::max(opt_.bucket_mb, 1.0) * MiB) / 4);
+  const double bucket_bytes = double(bucket_elems) * 4;
+  auto queue = [&](int n, std::vector<torch::Tensor>& buffers) {
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < n; ++i) {
+      buffers.push_back(torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_)));
+      works.push_back(comm_->allreduce_sum(buffers.back()));
+    }
+    return works;
+  };
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t0, Clock::time_point t1) {
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  };
   if (buckets_) buckets_->set_active(false);
   int timed = rows.empty() ? 0 : rows.back().step + 1;
   for (int L : lengths) {
     const Batch batch = full_batch(b, L, device_);
+    // One backward beside `concurrent` queued allreduces. Returns backward's time, whether the
+    // allreduces outlasted it, and their time from launch to the last one's completion (taken
+    // by a waiting thread, which uses no core while it waits).
+    struct Beside {
+      double bwd_ms, comm_ms;
+      bool outlasted;
+    };
     auto backward = [&](int concurrent) {
       model_->train();
       optimizer_->zero_grad();
       const auto loss = mean_loss(batch);
       std::vector<torch::Tensor> buffers;
-      std::vector<WorkPtr> works;
       comm_->barrier();
-      for (int i = 0; i < concurrent; ++i) {
-        buffers.push_back(torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_)));
-        works.push_back(comm_->allreduce_sum(buffers.back()));
-      }
+      const auto t0 = Clock::now();
+      auto works = queue(concurrent, buffers);
+      Clock::time_point comm_done = t0;
+      std::thread waiter([&] {
+        for (auto& w : works) w->wait();
+        comm_done = Clock::now();
+      });
       StepTimer timer(device_);
       timer.mark(0);
       loss.backward();
       timer.mark(1);
-      const bool outlasted = works.empty() || !works.back()->isCompleted();
-      for (auto& w : works) w->wait();
-      return std::pair{timer.ms(0, 1), outlasted};
+      const auto bwd_done = Clock::now();
+      waiter.join();
+      return Beside{timer.ms(0, 1), ms_since(t0, comm_done), comm_done > bwd_done};
+    };
+    // Every rank's (valid, values...), so that rank 0 writes them all.
+    auto gather = [&](bool valid, double a, double b = 0) {
+      return comm_->allgather(torch::tensor({valid ? 1.0 : 0.0, a, b}, torch::kFloat64).to(device_)).cpu();
     };
     const double alone = [&] {
-      warm_up([&] { return backward(0).first; }, 3, 3);
+      warm_up([&] { return backward(0).bwd_ms; }, 3, 3);
       std::vector<double> t;
-      for (int r = 0; r < 3; ++r) t.push_back(backward(0).first);
+      for (int r = 0; r < 3; ++r) t.push_back(backward(0).bwd_ms);
       return agree_max(static_cast<int>(std::ceil(ddpsim::percentile(t, 50))));
     }();
-    // Allreduces to queue: enough to outlast two backward passes, the same count on every rank.
     auto probe = torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
     comm_->barrier();
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     comm_->allreduce_sum(probe)->wait();
-    const double one_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const int concurrent =
-        std::min(64, agree_max(static_cast<int>(std::ceil(2.0 * alone / std::max(one_ms, 1e-3))) + 1));
+    const double one_ms = std::max(ms_since(t0, Clock::now()), 1e-3);
+
+    // Compute beside communication: enough allreduces queued to outlast two backward passes,
+    // the same count on every rank.
+    const int outlasting = std::min(64, agree_max(static_cast<int>(std::ceil(2.0 * alone / one_ms)) + 1));
     std::vector<int> order;
     for (int r = 0; r < p.reps; ++r) order.push_back(0), order.push_back(1);
     ddpsim::Rng(opt_.seed + static_cast<std::uint64_t>(L)).shuffle(std::span(order));
     std::vector<double> times[2];
     for (int with : order) {
-      auto [ms, outlasted] = backward(with ? concurrent : 0);
+      const Beside run = backward(with ? outlasting : 0);
       // A backward that outlived its allreduces was not slowed for all of it: drop the row
       // (every rank sees it alike only by chance, so each decides for its own row).
-      torch::Tensor all =
-          comm_->allgather(torch::tensor({ms, outlasted ? 1.0 : 0.0}, torch::kFloat64).to(device_)).cpu();
+      const torch::Tensor all = gather(run.outlasted, run.bwd_ms);
       for (int g = 0; g < G_; ++g) {
-        if (with && all[g][1].item<double>() == 0) continue;
+        if (with && all[g][0].item<double>() == 0) continue;
         ddpsim::RankStep row = shape_row(b, L);
         row.step = timed++;
-        row.bwd_ms = all[g][0].item<double>();
-        row.concurrent_allreduce_bytes = with ? double(bucket_elems) * 4 : 0;
+        row.bwd_ms = all[g][1].item<double>();
+        row.concurrent_allreduce_bytes = with ? bucket_bytes : 0;
         times[with].push_back(row.bwd_ms);
         rows.push_back(row);
       }
     }
     if (!times[0].empty() && !times[1].empty())
       log_ << "profile: interference at b=" << b << " L=" << L << ": backward " << ddpsim::percentile(times[0], 50)
-           << " ms alone, " << ddpsim::percentile(times[1], 50) << " ms beside " << concurrent << " allreduces of "
-           << bucket_elems * 4 << " bytes\n";
+           << " ms alone, " << ddpsim::percentile(times[1], 50) << " ms beside " << outlasting << " allreduces of "
+           << bucket_bytes << " bytes\n";
+
+    // Communication beside compute: as many allreduces as take a third of backward alone (the
+    // fewest over the ranks), so that they finish inside it even when slowed threefold.
+    const int inside = -agree_max(-static_cast<int>(alone / (3 * one_ms)));
+    if (inside < 1) {
+      log_ << "profile: an allreduce of " << bucket_bytes << " bytes (" << one_ms
+           << " ms) takes over a third of backward at b=" << b << " L=" << L
+           << ": its slowdown beside backward is not measured there\n";
+      continue;
+    }
+    for (auto& t : times) t.clear();
+    for (int with : order) {
+      Beside run{};
+      if (with) {
+        run = backward(inside);
+      } else {
+        std::vector<torch::Tensor> buffers;
+        comm_->barrier();
+        const auto start = Clock::now();
+        for (auto& w : queue(inside, buffers)) w->wait();
+        run.comm_ms = ms_since(start, Clock::now());
+      }
+      // Each allreduce's share of the time from launch to the last one's completion; a row
+      // whose allreduces outlasted backward was not slowed for all of it and is dropped.
+      const torch::Tensor all = gather(!with || !run.outlasted, run.comm_ms / inside, run.bwd_ms);
+      for (int g = 0; g < G_; ++g) {
+        if (all[g][0].item<double>() == 0) continue;
+        ddpsim::RankStep row = with ? shape_row(b, L) : ddpsim::RankStep{};
+        row.step = timed++;
+        row.allreduce_bytes = bucket_bytes;
+        row.allreduce_ms = all[g][1].item<double>();
+        if (with) row.bwd_ms = all[g][2].item<double>();
+        times[with].push_back(row.allreduce_ms);
+        rows.push_back(row);
+      }
+    }
+    if (!times[0].empty() && !times[1].empty())
+      log_ << "profile: interference at b=" << b << " L=" << L << ": allreduce of " << bucket_bytes << " bytes "
+           << ddpsim::percentile(times[0], 50) << " ms alone, " << ddpsim::percentile(times[1], 50)
+           << " ms beside backward (" << inside << " queued)\n";
   }
   if (buckets_) buckets_->set_active(true);
 }

@@ -30,7 +30,8 @@ FitQuality quality(const std::vector<double>& measured, const std::vector<double
   return q;
 }
 
-// The allreduce rows of every trace that has them, fitted as t = c0 + c1·S.
+// The allreduce rows of every trace that has them, fitted as t = c0 + c1·S (those timed beside
+// a backward pass are interference rows).
 void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   std::vector<double> bytes, ms;
   int G = 0;
@@ -38,7 +39,7 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
     int ranks = 0;
     for (const auto& run : t.runs)
       for (const RankStep& r : run.rows)
-        if (!std::isnan(r.allreduce_ms) && !std::isnan(r.allreduce_bytes)) {
+        if (!std::isnan(r.allreduce_ms) && !std::isnan(r.allreduce_bytes) && std::isnan(r.bwd_ms)) {
           if (!ranks) {
             const auto it = t.metadata.find("world_size");
             ranks = it == t.metadata.end() ? 0 : std::atoi(it->second.c_str());
@@ -76,26 +77,46 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   c.allreduce = quality(ms, predicted);
 }
 
-// Interference rows: per shape, the median backward beside allreduces over the median alone.
+// Interference rows, both ways: per shape, the median backward beside allreduces over the
+// median alone (comm_slowdown); per size, the median allreduce beside a backward pass over the
+// median alone (allreduce_slowdown). Each factor is the geometric mean of its ratios, at least 1.
 void fit_interference(const std::vector<Trace>& traces, Calibration& c) {
-  std::map<std::pair<int, int>, std::pair<std::vector<double>, std::vector<double>>> shapes;  // alone, concurrent
+  using Times = std::pair<std::vector<double>, std::vector<double>>;  // alone, beside the other
+  std::map<std::pair<int, int>, Times> shapes;
+  std::map<double, Times> sizes;
   for (const Trace& t : traces)
     for (const auto& run : t.runs)
-      for (const RankStep& r : run.rows)
+      for (const RankStep& r : run.rows) {
         if (!std::isnan(r.concurrent_allreduce_bytes) && !std::isnan(r.bwd_ms)) {
-          auto& [alone, concurrent] = shapes[{r.batch_size, r.max_len}];
-          (r.concurrent_allreduce_bytes > 0 ? concurrent : alone).push_back(r.bwd_ms);
+          auto& [alone, beside] = shapes[{r.batch_size, r.max_len}];
+          (r.concurrent_allreduce_bytes > 0 ? beside : alone).push_back(r.bwd_ms);
         }
-  std::vector<double> log_ratios;
+        if (!std::isnan(r.allreduce_bytes) && !std::isnan(r.allreduce_ms)) {
+          auto& [alone, beside] = sizes[r.allreduce_bytes];
+          (std::isnan(r.bwd_ms) ? alone : beside).push_back(r.allreduce_ms);
+        }
+      }
+  auto factor = [](const std::vector<Calibration::Interference>& pairs) {
+    std::vector<double> log_ratios;
+    for (const auto& p : pairs) log_ratios.push_back(std::log(p.beside_ms / p.alone_ms));
+    return log_ratios.empty() ? 1.0 : std::max(1.0, std::exp(mean(log_ratios)));
+  };
+  auto medians = [](const Times& times, Calibration::Interference& s) {
+    if (times.first.empty() || times.second.empty()) return false;
+    s.alone_ms = percentile(times.first, 50);
+    s.beside_ms = percentile(times.second, 50);
+    return s.alone_ms > 0 && s.beside_ms > 0;
+  };
   for (const auto& [shape, times] : shapes) {
-    if (times.first.empty() || times.second.empty()) continue;
-    Calibration::InterferenceShape s{shape.first, shape.second, percentile(times.first, 50),
-                                     percentile(times.second, 50)};
-    if (s.alone_ms <= 0) continue;
-    c.interference.push_back(s);
-    log_ratios.push_back(std::log(s.concurrent_ms / s.alone_ms));
+    Calibration::Interference s{shape.first, shape.second, 0, 0, 0};
+    if (medians(times, s)) c.compute_beside_comm.push_back(s);
   }
-  if (!c.interference.empty()) c.comm_slowdown = std::max(1.0, std::exp(mean(log_ratios)));
+  for (const auto& [bytes, times] : sizes) {
+    Calibration::Interference s{0, 0, bytes, 0, 0};
+    if (medians(times, s)) c.comm_beside_compute.push_back(s);
+  }
+  c.comm_slowdown = factor(c.compute_beside_comm);
+  c.allreduce_slowdown = factor(c.comm_beside_compute);
 }
 
 }  // namespace
@@ -232,6 +253,7 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["backward_ms"] = phase(c.backward.model);
   m["optimizer_ms"] = c.optimizer_ms;
   m["comm_slowdown"] = c.comm_slowdown;
+  m["allreduce_slowdown"] = c.allreduce_slowdown;
   m["noise"] = {{"sigma", c.noise_sigma}};
   m["memory_mib"] = {{"m0", c.has_memory ? c.mem_m0 : base.mem_m0_mib},
                      {"mu", c.has_memory ? c.mem_mu : base.mem_mu_mib},
@@ -255,11 +277,16 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     a["link_GBps"] = c.allreduce_link_GBps;
     report["allreduce"] = a;
   }
-  if (!c.interference.empty()) {
-    nlohmann::ordered_json shapes = nlohmann::ordered_json::array();
-    for (const auto& s : c.interference)
-      shapes.push_back({{"b", s.b}, {"L", s.L}, {"alone_ms", s.alone_ms}, {"concurrent_ms", s.concurrent_ms}});
-    report["interference"] = {{"comm_slowdown", c.comm_slowdown}, {"shapes", shapes}};
+  if (!c.compute_beside_comm.empty() || !c.comm_beside_compute.empty()) {
+    nlohmann::ordered_json shapes = nlohmann::ordered_json::array(), sizes = nlohmann::ordered_json::array();
+    for (const auto& s : c.compute_beside_comm)
+      shapes.push_back({{"b", s.b}, {"L", s.L}, {"alone_ms", s.alone_ms}, {"beside_ms", s.beside_ms}});
+    for (const auto& s : c.comm_beside_compute)
+      sizes.push_back({{"bytes", s.bytes}, {"alone_ms", s.alone_ms}, {"beside_ms", s.beside_ms}});
+    report["interference"] = {{"comm_slowdown", c.comm_slowdown},
+                              {"backward_beside_allreduce", shapes},
+                              {"allreduce_slowdown", c.allreduce_slowdown},
+                              {"allreduce_beside_backward", sizes}};
   }
   m["calibration"] = {{"traces", sources}, {"fit", report}};
   return m;
@@ -309,12 +336,23 @@ std::string fit_report(const Calibration& c) {
         c.allreduce_link_GBps, c.allreduce_step_latency_us / 2);
     out += line;
   }
-  if (!c.interference.empty()) {
+  if (!c.compute_beside_comm.empty()) {
     std::snprintf(line, sizeof line, "  interference: backward runs ×%.4f slower beside an allreduce (comm_slowdown)",
                   c.comm_slowdown);
     out += line;
-    for (const auto& s : c.interference) {
-      std::snprintf(line, sizeof line, "; b=%d L=%d %.4g → %.4g ms", s.b, s.L, s.alone_ms, s.concurrent_ms);
+    for (const auto& s : c.compute_beside_comm) {
+      std::snprintf(line, sizeof line, "; b=%d L=%d %.4g → %.4g ms", s.b, s.L, s.alone_ms, s.beside_ms);
+      out += line;
+    }
+    out += "\n";
+  }
+  if (!c.comm_beside_compute.empty()) {
+    std::snprintf(line, sizeof line,
+                  "  interference: an allreduce runs ×%.4f slower beside backward (allreduce_slowdown)",
+                  c.allreduce_slowdown);
+    out += line;
+    for (const auto& s : c.comm_beside_compute) {
+      std::snprintf(line, sizeof line, "; %.0f bytes %.4g → %.4g ms", s.bytes, s.alone_ms, s.beside_ms);
       out += line;
     }
     out += "\n";

@@ -2,7 +2,8 @@
 // measured grid, calib/phase_fit.hpp) with their held-out errors, the one in use; the compute
 // noise as the log-normal σ of the measured / predicted ratio; the peak-memory model m(b, L);
 // where a trace holds allreduce timings (ddptrain --profile over several ranks), the ring's
-// α–β; and where it holds interference rows, how much slower backward runs beside an allreduce.
+// α–β; and where it holds interference rows, how much slower backward runs beside an allreduce
+// and an allreduce beside backward.
 #pragma once
 
 #include <string>
@@ -52,14 +53,17 @@ struct Calibration {
   int allreduce_ranks = 0;
   double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;
   FitQuality allreduce;
-  // Backward alone against backward beside back-to-back allreduces, per profiled shape.
-  struct InterferenceShape {
+  // Medians of one activity alone and beside the other: backward beside back-to-back
+  // allreduces, per profiled shape (b, L); an allreduce beside backward, per size.
+  struct Interference {
     int b = 0, L = 0;
-    double alone_ms = 0, concurrent_ms = 0;  // medians
+    double bytes = 0;
+    double alone_ms = 0, beside_ms = 0;
   };
-  std::vector<InterferenceShape> interference;
-  double comm_slowdown = 1;  // geometric mean of concurrent / alone over the shapes, at least 1
-  int distinct_points = 0;   // distinct (b, L)
+  std::vector<Interference> compute_beside_comm, comm_beside_compute;
+  // Geometric means of beside / alone over those, at least 1.
+  double comm_slowdown = 1, allreduce_slowdown = 1;
+  int distinct_points = 0;  // distinct (b, L)
   // (phase, b, L, measured, predicted) for residual plots.
   struct Residual {
     std::string phase;

@@ -1,6 +1,7 @@
 #include "engine/step_sim.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include <xbt/log.h>
@@ -75,6 +76,14 @@ double compute_end(double start, double work, const std::vector<std::pair<double
   return now + work;
 }
 
+// When a collective of `work` ms started at `start` ends, if it runs `slowdown` times slower
+// while backward runs on some rank, which it does until `compute_until`.
+double collective_end(double start, double work, double compute_until, double slowdown) {
+  if (compute_until <= start) return start + work;
+  if (compute_until >= start + work * slowdown) return start + work * slowdown;
+  return compute_until + work - (compute_until - start) / slowdown;
+}
+
 // Every rank's step with real SimGrid communication: a compute actor and a communication
 // actor per rank, handing buckets over through semaphores.
 EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& policies,
@@ -128,6 +137,38 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
     }
   };
 
+  // And the other way: a collective runs allreduce_slowdown times slower while any rank is in
+  // backward. The network moves its bytes at full speed; the comm actor then works off what it
+  // owes for the time it overlapped backward, at the rate that holds meanwhile.
+  const bool comm_slowed = s.allreduce_slowdown != 1;
+  int in_backward = 0;                       // ranks now in backward
+  double backward_time = 0, changed_at = 0;  // time with some rank in backward, up to changed_at
+  auto backward_lock = sg4::Mutex::create();
+  auto backward_changed = sg4::ConditionVariable::create();
+  auto backward_until_now = [&] {
+    return backward_time + (in_backward > 0 ? sg4::Engine::get_clock() - changed_at : 0);
+  };
+  auto set_in_backward = [&](int delta) {
+    if (!comm_slowed) return;
+    std::unique_lock lock(*backward_lock);
+    backward_time = backward_until_now();
+    changed_at = sg4::Engine::get_clock();
+    in_backward += delta;
+    backward_changed->notify_all();
+  };
+  auto slowed_collective = [&](int g, double bytes) {
+    if (!comm_slowed) return runner.run(g, bytes);
+    double overlapped = -backward_until_now();
+    runner.run(g, bytes);
+    std::unique_lock lock(*backward_lock);
+    overlapped += backward_until_now();
+    for (double owed = overlapped * (1 - 1 / s.allreduce_slowdown); owed > 0;) {
+      const double rate = in_backward > 0 ? 1 / s.allreduce_slowdown : 1.0, since = sg4::Engine::get_clock();
+      if (backward_changed->wait_for(lock, owed / rate) == std::cv_status::timeout) return;
+      owed -= (sg4::Engine::get_clock() - since) * rate;
+    }
+  };
+
   for (int g = 0; g < G; ++g) {
     sg4::Actor::create("rank" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
       long done = 0;
@@ -153,12 +194,14 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           sg4::this_actor::sleep_for(w.fwd_ms * 1e-3);
           span("forward", t0);
           const double bwd_start = sg4::Engine::get_clock();
+          set_in_backward(+1);
           double elapsed = 0;
           for (const Bucket& b : s.buckets) {
             compute(g, w.bwd_ms * (b.ready_fraction - elapsed) * 1e-3);
             elapsed = b.ready_fraction;
             if (s.overlap) ready[static_cast<std::size_t>(g)]->release();
           }
+          set_in_backward(-1);
           span("backward", bwd_start);
           const double bwd_end = sg4::Engine::get_clock();
           if (!s.overlap)
@@ -183,7 +226,7 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
             joined->wait();
             const double start = sg4::Engine::get_clock();
             set_in_flight(g, true);
-            runner.run(g, s.buckets[k].bytes);
+            slowed_collective(g, s.buckets[k].bytes);
             set_in_flight(g, false);
             if (in_timeline(s, t))
               result.policies[p].spans.push_back(
@@ -210,7 +253,9 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);
   std::vector<double> prev_end(Gs), fwd_end(Gs), bwd_end(Gs);
-  const bool slowed = s.comm_slowdown != 1;     // the plain path keeps earlier outputs bit for bit
+  // Interference either way; without it, the plain path keeps earlier outputs bit for bit.
+  const bool slowed = s.comm_slowdown != 1, comm_slowed = s.allreduce_slowdown != 1 && s.overlap;
+  constexpr double FOREVER = std::numeric_limits<double>::infinity();
   std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
   long done = 0, total = 0;
   for (const auto& p : policies) total += p.steps;
@@ -238,8 +283,22 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
           else  // earlier buckets' collectives, all known by now, stretch the backward before this one
             ready = std::max(ready, compute_end(fwd_end[g], bwd * s.buckets[k].ready_fraction, busy, s.comm_slowdown));
         }
-        const double start = std::max(end_of_comm, ready);
-        end_of_comm = start + result.allreduce_ms.at(s.buckets[k].bytes);
+        const double start = std::max(end_of_comm, ready), work = result.allreduce_ms.at(s.buckets[k].bytes);
+        if (comm_slowed) {
+          // The last rank's backward end were this collective never to end: up to there it
+          // runs beside backward (what happens after it ends does not matter to it).
+          double compute_until = 0;
+          busy.emplace_back(start, FOREVER);
+          for (std::size_t g = 0; g < Gs; ++g)
+            compute_until = std::max(
+                compute_until,
+                slowed ? compute_end(fwd_end[g], pw.work[at(t, G, static_cast<int>(g))].bwd_ms, busy, s.comm_slowdown)
+                       : bwd_end[g]);
+          busy.pop_back();
+          end_of_comm = collective_end(start, work, compute_until, s.allreduce_slowdown);
+        } else {
+          end_of_comm = start + work;
+        }
         busy.emplace_back(start, end_of_comm);
         if (in_timeline(s, t))
           for (int g = 0; g < G; ++g) out.spans.push_back({t, g, true, bucket_name(k), start, end_of_comm - start});

@@ -58,6 +58,9 @@ struct EngineSetup {
   // Backward runs this many times slower while a collective is in flight on its rank
   // (PerfModel::comm_slowdown); only compute that overlaps communication is stretched.
   double comm_slowdown = 1;
+  // A collective runs this many times slower while any rank is in backward
+  // (PerfModel::allreduce_slowdown): a collective moves at the pace of its slowest member.
+  double allreduce_slowdown = 1;
   std::string mode = "fast";               // fast | full
   int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
 };

@@ -59,6 +59,7 @@ SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, s
   sim.setup.buckets = config_buckets(config);
   sim.setup.overlap = config.training.overlap;
   sim.setup.comm_slowdown = config.model->comm_slowdown;
+  sim.setup.allreduce_slowdown = config.model->allreduce_slowdown;
   sim.setup.mode = config.simulation.mode;
   sim.setup.timeline_from = timeline.first;
   sim.setup.timeline_to = timeline.second;

@@ -81,6 +81,9 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.comm_slowdown = non_negative(f, "comm_slowdown", 1);
   if (m.comm_slowdown < 1 || m.comm_slowdown > 100)
     throw InputError(origin + ": comm_slowdown must be in [1, 100] (1: compute is not slowed by communication)");
+  m.allreduce_slowdown = non_negative(f, "allreduce_slowdown", 1);
+  if (m.allreduce_slowdown < 1 || m.allreduce_slowdown > 100)
+    throw InputError(origin + ": allreduce_slowdown must be in [1, 100] (1: communication is not slowed by compute)");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
     m.noise_sigma = non_negative(n, "sigma", 0);

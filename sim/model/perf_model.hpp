@@ -34,6 +34,9 @@ struct PerfModel {
   // Compute runs this many times slower while a collective is in flight on its rank (NCCL
   // kernels take SMs on a GPU, Gloo's threads take cores on a CPU); 1 = no interference.
   double comm_slowdown = 1;
+  // A collective runs this many times slower while backward runs on its ranks (on a CPU,
+  // Gloo's threads share the cores backward keeps busy); 1 = no interference.
+  double allreduce_slowdown = 1;
   // m(b, L) = m0 + μ·b·L + ν·b·L², in MiB; capacity bounds b_g^max.
   double mem_m0_mib = 0, mem_mu_mib = 0, mem_nu_mib = 0, mem_capacity_mib = 0;
   int bytes_per_param = 4;  // gradient element size
