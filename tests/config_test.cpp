@@ -37,8 +37,18 @@ TEST_CASE("unknown keys name the key and the one meant") {
 }
 
 TEST_CASE("wrong types and impossible values are named") {
-  fails(R"({"training": {"global_batch": "48"}})",
-        "key \"global_batch\" has the wrong type (string): expected an integer");
+  fails(R"({"training": {"global_batch": "48"}})", "training: key \"global_batch\" is string: expected an integer");
+  // Read exactly: no narrowing, no coercion from bool, float or null, no wrapped overflow.
+  fails(R"({"training": {"world_size": 4.5}})", "key \"world_size\" is number 4.5: expected an integer from");
+  fails(R"({"training": {"world_size": true}})", "key \"world_size\" is boolean true: expected an integer");
+  fails(R"({"training": {"world_size": null}})", "key \"world_size\" is null: expected an integer");
+  fails(R"({"training": {"steps": 2147483648}})", "key \"steps\" is number 2147483648: expected an integer from");
+  fails(R"({"training": {"steps": 9223372036854775807}})", "is number 9223372036854775807");
+  fails(R"({"simulation": {"rank_speed": ["a", 1, 1, 1]}})",
+        "key \"rank_speed\"[0] is string: expected a finite number");
+  fails(R"({"training": {"steps": 10, "steps": 20}})", "key \"steps\" appears twice in one object");
+  CHECK_THROWS_WITH_AS(parse(R"({"training": {"bucket_mb": 1e999}})"), doctest::Contains("c.json: invalid JSON"),
+                       InputError);
   fails(R"({"training": {"steps": 0}})", "steps must be ≥ 1");
   fails(R"({"training": {"max_length": 1}})", "max_length must be ≥ 2");
   fails(R"({"training": {"world_size": 2, "b_max": [4, 4, 4]}})", "b_max lists 3 ranks, world_size is 2");

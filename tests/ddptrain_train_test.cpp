@@ -131,6 +131,10 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   CHECK_THROWS_WITH_AS(Trainer(capped, nullptr, quiet),
                        doctest::Contains("saved with b_max none, this run has 12,12; resume with the same --bmax"),
                        ddpsim::InputError);
+  TrainOptions done = resumed_options;
+  done.steps = 10;  // the checkpoint is at step 10: nothing left to train
+  CHECK_THROWS_WITH_AS(Trainer(done, nullptr, quiet), doctest::Contains("saved at step 10, and --steps 10 leaves"),
+                       ddpsim::UsageError);
 }
 
 TEST_CASE("bad input is named: missing vocab, malformed TSV, impossible batch") {

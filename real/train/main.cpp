@@ -1,6 +1,7 @@
 // ddptrain: real data-parallel DistilBERT fine-tuning with ddpsim's batch policies, writing
 // traces the simulator reads. One process per rank (torchrun, srun, or --nproc-per-node), or
 // one process playing N ranks (--emulate-ranks).
+#include <cmath>
 #include <iostream>
 
 #include <malloc.h>
@@ -62,7 +63,9 @@ examples:
 std::vector<int> parse_bmax(const std::string& text, int ranks, int max_length) {
   if (text.empty() || text == "probe") return {};
   int cap = 0;
-  if (text.find_first_not_of("0123456789") == std::string::npos) {
+  if (text.find_first_not_of("+-0123456789") == std::string::npos) {
+    if (text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+      throw ddpsim::UsageError("--bmax \"" + text + "\": expected a cap from 1 to 999999999, a model JSON or probe");
     cap = std::stoi(text);
   } else {
     const auto model = ddpsim::load_perf_model(text);
@@ -79,13 +82,40 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
   while (begin <= text.size()) {
     const auto comma = std::min(text.find(',', begin), text.size());
     const std::string item = text.substr(begin, comma - begin);
-    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || std::stoi(item) < 1)
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9 ||
+        std::stoi(item) < 1)
       throw ddpsim::UsageError(std::string(option) + " \"" + text +
                                "\": expected positive integers separated by commas");
     values.push_back(std::stoi(item));
     begin = comma + 1;
   }
   return values;
+}
+
+// Every numeric option in its range, before anything starts: an option out of range is a usage
+// error naming it and the range, never a value quietly read as another (0 steps, a negative cap).
+void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm) {
+  auto in = [](double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; };
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok) throw ddpsim::UsageError(what);
+  };
+  require(in(o.steps, 1, 1e8), "--steps must be from 1 to 100000000");
+  require(in(o.global_batch, 1, 1e6), "--global-batch must be from 1 to 1000000");
+  require(in(double(o.synthetic_samples), 1, 1e7),
+          "--synthetic-samples must be from 1 to 10000000 (the samples are held in memory)");
+  require(in(o.max_length, 2, 1e6), "--max-length must be at least 2 (a [CLS] and a [SEP] token)");
+  require(in(o.bucket_mb, 1e-3, 1e5), "--bucket-mb must be from 0.001 to 100000 (MiB)");
+  require(in(o.first_bucket_mb, 1e-3, 1e5), "--first-bucket-mb must be from 0.001 to 100000 (MiB)");
+  require(in(o.lr, 0, 1e3) && o.lr > 0, "--lr must be a positive number");
+  require(in(o.weight_decay, 0, 1e3), "--weight-decay must be ≥ 0");
+  require(in(o.warmup, 0, 1), "--warmup is a fraction of the steps, from 0 to 1");
+  require(in(o.clip_norm, 0, 1e30), "--clip-norm must be ≥ 0 (0: off)");
+  require(!vm.count("dropout") || in(o.dropout, 0, 0.999), "--dropout is a probability in [0, 1)");
+  require(!vm.count("emulate-ranks") || in(o.emulate_ranks, 1, 4096), "--emulate-ranks must be from 1 to 4096");
+  require(in(o.emulate_link_GBps, 1e-6, 1e6), "--emulate-link-GBps must be a positive bandwidth (GB/s)");
+  require(in(o.emulate_latency_us, 0, 1e9), "--emulate-latency-us must be ≥ 0");
+  require(in(o.eval_every, 0, 1e9) && in(o.ckpt_every, 0, 1e9), "--eval-every and --ckpt-every must be ≥ 0 (0: off)");
+  require(in(o.log_every, 1, 1e9), "--log-every must be at least 1");
 }
 
 int run(int argc, char** argv) {
@@ -188,7 +218,11 @@ int run(int argc, char** argv) {
     return 0;
   }
 
+  check_options(o, vm);
   if (threads < 0) throw ddpsim::UsageError("--threads must be ≥ 0");
+  if (vm.count("nproc-per-node") && (nproc < 1 || nproc > 1024))
+    throw ddpsim::UsageError("--nproc-per-node must be from 1 to 1024");
+  if (timeout_s < 1) throw ddpsim::UsageError("--timeout-s must be at least 1");
   if (nproc > 0) {
     std::vector<std::string> rest;
     for (int i = 1; i < argc; ++i) {

@@ -131,6 +131,9 @@ void Trainer::load_checkpoint(const std::string& path) {
   archive.read("rng", rng);
   set_rng_state(rng[rank_]);
   const int target = static_cast<int>(scalar("step"));
+  if (target >= opt_.steps)
+    throw ddpsim::UsageError(path + ": saved at step " + std::to_string(target) + ", and --steps " +
+                             std::to_string(opt_.steps) + " leaves nothing to train (--steps counts from step 0)");
   ddpsim::StepPlan plan;
   for (int s = 0; s < target; ++s) plan_next(plan);  // same seed, same decisions: the same buffers
   decision_us_.clear();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 
 namespace ddpsim {
 
@@ -39,11 +40,7 @@ std::vector<std::string> split(const std::string& line) {
 }  // namespace
 
 Trace read_trace(const std::string& path, const std::vector<std::string>& required) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open trace");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_input_file(path, "trace", 1024 * MiB);
   Trace trace;
   trace.path = path;
   trace.hash = fnv1a_hex(text);

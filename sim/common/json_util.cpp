@@ -1,9 +1,10 @@
 #include "common/json_util.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <set>
 #include <vector>
+
+#include "common/input_file.hpp"
 
 namespace ddpsim {
 
@@ -42,23 +43,46 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 nlohmann::json parse_json(std::string_view text, const std::string& origin) {
+  // nlohmann keeps the last of duplicate keys; a key given twice is a mistake, so the parse
+  // tracks each open object's keys and stops at a repeat.
+  std::vector<std::set<std::string>> open;
+  std::string duplicate;
+  auto track = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) open.emplace_back();
+    if (event == E::object_end && !open.empty()) open.pop_back();
+    if (event == E::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return duplicate.empty();
+  };
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    auto doc = nlohmann::json::parse(text.begin(), text.end(), track);
+    if (!duplicate.empty())
+      throw InputError(origin + ": key \"" + duplicate + "\" appears twice in one object (give each key once)");
+    return doc;
   } catch (const nlohmann::json::parse_error& e) {
     std::string what = e.what();
     // Keep nlohmann's reason, drop its "[json.exception.parse_error.101] parse error at ..." prefix.
     const auto colon = what.find(": ", what.find("parse error"));
     const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
     throw InputError(origin + ":" + line_col(text, e.byte) + ": invalid JSON: " + reason);
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double's range (1e999): nlohmann names the number but not where.
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    throw InputError(origin + ": invalid JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2)) +
+                     " (numbers must fit a double)");
   }
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_json(text.str(), path);
+  return parse_json(read_input_file(path, "JSON file"), path);
+}
+
+InputError wrong_type(const nlohmann::json& value, const std::string& what, const std::string& expected) {
+  std::string got = value.type_name();
+  if (value.is_number() || value.is_boolean()) got.append(" ").append(value.dump());
+  return InputError(what + " is " + got + ": expected " + expected);
 }
 
 std::string closest_key(std::string_view key, const std::set<std::string, std::less<>>& known) {

@@ -2,10 +2,15 @@
 // JsonFields, which rejects unknown keys and suggests the closest known one.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +26,54 @@ nlohmann::json parse_json(std::string_view text, const std::string& origin);
 // The known key closest to `key` by edit distance, or "" when none is close.
 std::string closest_key(std::string_view key, const std::set<std::string, std::less<>>& known);
 
+// "WHAT is TYPE [VALUE]: expected EXPECTED".
+InputError wrong_type(const nlohmann::json& value, const std::string& what, const std::string& expected);
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class U>
+struct is_vector<std::vector<U>> : std::true_type {};
+
+// `value` as a T, exactly: no narrowing, no bool, float or null read as a number, every number
+// finite. `what` ("config.json: training: key \"steps\"") names it in the message.
+template <class T>
+T convert(const nlohmann::json& value, const std::string& what) {
+  auto wrong = [&](const std::string& expected) { return wrong_type(value, what, expected); };
+  if constexpr (is_vector<T>::value) {
+    if (!value.is_array()) throw wrong("an array");
+    T out;
+    for (std::size_t i = 0; i < value.size(); ++i)
+      out.push_back(convert<typename T::value_type>(value[i], what + "[" + std::to_string(i) + "]"));
+    return out;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_boolean()) throw wrong("true or false");
+    return value.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    const std::string range = "an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                              std::to_string(std::numeric_limits<T>::max());
+    if (value.is_number_unsigned()) {
+      const auto v = value.get<std::uint64_t>();
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) throw wrong(range);
+      return static_cast<T>(v);
+    }
+    if (value.is_number_integer()) {
+      const auto v = value.get<std::int64_t>();
+      if (v < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+          (v > 0 && static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())))
+        throw wrong(range);
+      return static_cast<T>(v);
+    }
+    throw wrong(range);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!value.is_number() || !std::isfinite(value.get<double>())) throw wrong("a finite number");
+    return value.get<T>();
+  } else {
+    static_assert(std::is_same_v<T, std::string>, "JsonFields reads booleans, numbers, strings and arrays of them");
+    if (!value.is_string()) throw wrong("a string");
+    return value.get<std::string>();
+  }
+}
+
 // Typed, checked access to one JSON object; `where` ("config.json: training") prefixes errors.
 class JsonFields {
  public:
@@ -29,19 +82,20 @@ class JsonFields {
   bool has(std::string_view key) const;
   const nlohmann::json& raw(std::string_view key) const;
 
+  // A key given as null is an error like any other wrong type: null is not "the default".
   template <class T>
   T get(std::string_view key, T fallback) const {
     known_.emplace(key);
     auto it = object_.find(key);
-    if (it == object_.end() || it->is_null()) return fallback;
-    return convert<T>(key, *it);
+    if (it == object_.end()) return fallback;
+    return convert<T>(*it, where_ + ": key \"" + std::string(key) + "\"");
   }
   template <class T>
   T require(std::string_view key) const {
     known_.emplace(key);
     auto it = object_.find(key);
     if (it == object_.end()) throw InputError(where_ + ": missing key \"" + std::string(key) + "\"");
-    return convert<T>(key, *it);
+    return convert<T>(*it, where_ + ": key \"" + std::string(key) + "\"");
   }
   // Throws for any key that no get/require/has asked about (and none of `also_allowed`).
   void reject_unknown(std::initializer_list<std::string_view> also_allowed = {}) const;
@@ -49,35 +103,9 @@ class JsonFields {
   const std::string& where() const { return where_; }
 
  private:
-  template <class T>
-  T convert(std::string_view key, const nlohmann::json& value) const {
-    try {
-      return value.get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw InputError(where_ + ": key \"" + std::string(key) + "\" has the wrong type (" + value.type_name() +
-                       "): expected " + expected_name<T>());
-    }
-  }
-  template <class T>
-  static const char* expected_name();
-
   const nlohmann::json& object_;
   std::string where_;
   mutable std::set<std::string, std::less<>> known_;
 };
-
-template <class T>
-const char* JsonFields::expected_name() {
-  if constexpr (std::is_same_v<T, bool>)
-    return "a boolean";
-  else if constexpr (std::is_integral_v<T>)
-    return "an integer";
-  else if constexpr (std::is_floating_point_v<T>)
-    return "a number";
-  else if constexpr (std::is_same_v<T, std::string>)
-    return "a string";
-  else
-    return "another type";
-}
 
 }  // namespace ddpsim

@@ -3,6 +3,7 @@
 #include "data/glue_tsv.hpp"
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 
 #include <charconv>
 #include <cstddef>
@@ -60,6 +61,7 @@ bool read_line(std::ifstream& in, std::string& line) {
 
 std::int64_t read_glue_tsv(const std::filesystem::path& path, const GlueRowFn& on_row, const GlueTsvOptions& options) {
   const std::string file = path.string();
+  check_input_file(file, "GLUE TSV file", 4096 * MiB);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InputError(file + ": cannot open GLUE TSV file");

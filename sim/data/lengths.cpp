@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/json_util.hpp"
 #include "common/rng.hpp"
 
@@ -127,6 +128,7 @@ class FixedSource final : public LengthSource {
 };
 
 std::vector<int> read_length_trace(const std::string& path, int max_length) {
+  check_input_file(path, "length trace", 1024 * MiB);
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open length trace");
   std::vector<int> lengths;

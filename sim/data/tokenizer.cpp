@@ -8,6 +8,7 @@
 #include "data/tokenizer.hpp"
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 
 #include <utf8proc.h>
 
@@ -111,6 +112,7 @@ void require_max_length(std::size_t max_length) {
 }  // namespace
 
 Tokenizer Tokenizer::from_vocab_file(const std::filesystem::path& vocab_path) {
+  check_input_file(vocab_path.string(), "vocabulary file", 64 * MiB);
   std::ifstream in(vocab_path, std::ios::binary);
   if (!in) {
     throw InputError(vocab_path.string() + ": cannot open vocabulary file");

@@ -7,6 +7,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/json_util.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -98,7 +99,7 @@ namespace {
 using Direction = sg4::LinkInRoute::Direction;
 
 std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
-  if (!std::filesystem::is_regular_file(config.file)) throw InputError(config.file + ": cannot open platform file");
+  check_input_file(config.file, "platform file", 64 * MiB);
   try {
     sg4::Engine::get_instance()->load_platform(config.file);
   } catch (const std::exception& e) {

@@ -256,7 +256,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"first_bucket_mb", c.training.first_bucket_mb},
                   {"overlap", c.training.overlap}}},
                 {"policies", policies},
-                {"model", c.model->origin},
+                {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : c.simulation.stragglers)

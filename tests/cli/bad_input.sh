@@ -21,6 +21,12 @@ printf 'sentence\tlabel\ngood one\t1\nno label here\n' >"$WORK/bad.tsv"
 printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\none\n' >"$WORK/vocab.txt"
 expect_exit 1 "bad.tsv:3:" "$DDPSIM" lengths "$WORK/bad.tsv" --vocab "$WORK/vocab.txt" --out "$out/h.json"
 no_output "lengths on a malformed TSV"
-expect_exit 1 "/dev/null: vocabulary has no \[PAD\]" "$DDPSIM" lengths "$WORK/bad.tsv" --vocab /dev/null --out "$out/h.json"
+: >"$WORK/empty.txt"
+expect_exit 1 "empty.txt: vocabulary has no \[PAD\]" "$DDPSIM" lengths "$WORK/bad.tsv" --vocab "$WORK/empty.txt" --out "$out/h.json"
+# Inputs are regular files: a device, a FIFO or a directory is refused by name, never read.
+mkfifo "$WORK/fifo"
+for input in /dev/zero "$WORK/fifo" "$WORK"; do
+  run_bad 1 "$input: cannot open JSON file: (not a regular file|it is a directory)" "$DDPSIM" run "$input"
+done
 no_output "lengths with an empty vocab"
 finish

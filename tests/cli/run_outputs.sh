@@ -42,4 +42,10 @@ expect_ok "$DDPSIM" run --steps 40 --set training.overlap=false --policies stati
 a=$(grep -o '"mean_max_step_ms": [0-9.]*' "$WORK/a/summary.json" | head -1 | grep -o '[0-9.]*$')
 c=$(grep -o '"mean_max_step_ms": [0-9.]*' "$WORK/c/summary.json" | head -1 | grep -o '[0-9.]*$')
 awk -v a="$a" -v c="$c" 'BEGIN { exit !(c > a) }' || fail "overlap off ($c ms) is not slower than on ($a ms)"
+
+# --print-config writes valid input: read back, it resolves to itself (a built-in model included).
+expect_ok "$DDPSIM" run --print-config --set model=h100-distilbert
+cp "$WORK/out" "$WORK/printed.json"
+expect_ok "$DDPSIM" run "$WORK/printed.json" --print-config
+cmp -s "$WORK/out" "$WORK/printed.json" || fail "--print-config output does not read back to itself"
 finish

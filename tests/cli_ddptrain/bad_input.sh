@@ -10,6 +10,14 @@ expect_exit 2 "--bmax probe needs a CUDA device" "$DDPTRAIN" --synthetic-lengths
   --device cpu
 expect_exit 2 "--precision is fp32 or bf16, got \"fp16\"" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
   --precision fp16
+# Numbers out of range are refused before anything starts, naming the option and its range.
+for bad in "--steps 0" "--steps -1" "--bucket-mb 0" "--first-bucket-mb -1" "--warmup 2" "--clip-norm -1" \
+  "--nproc-per-node 0" "--emulate-ranks 0" "--emulate-link-GBps 0" "--synthetic-samples 10000000000" \
+  "--lr -1" "--log-every 0" "--dropout 1"; do
+  read -r option value <<<"$bad"
+  expect_exit 2 "$option must|$option is" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny "$option=$value"
+done
+expect_exit 2 "--bmax \"-1\": expected a cap from 1" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --bmax=-1
 expect_exit 1 "RANK=3 is not below WORLD_SIZE=2" env RANK=3 WORLD_SIZE=2 "$DDPTRAIN" --synthetic-lengths sst2 --model tiny
 
 port=$(( (RANDOM % 20000) + 30000 ))

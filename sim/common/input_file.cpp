@@ -1,0 +1,34 @@
+#include "common/input_file.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace ddpsim {
+
+void check_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  const std::string cannot = path + ": cannot open " + what;
+  if (ec || !fs::exists(status)) throw InputError(cannot + " (no such file)");
+  if (fs::is_directory(status)) throw InputError(cannot + ": it is a directory");
+  if (!fs::is_regular_file(status)) throw InputError(cannot + ": not a regular file (a pipe or a device)");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > cap)
+    throw InputError(path + ": " + std::to_string(size / MiB) + " MiB, larger than the " + std::to_string(cap / MiB) +
+                     " MiB this input may be");
+}
+
+std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
+  check_input_file(path, what, cap);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open " + what + " (permission denied?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace ddpsim

@@ -1,0 +1,19 @@
+// Input files are regular files of bounded size: a FIFO, a device such as /dev/zero or a
+// directory would otherwise hang the reader, exhaust memory or fail with a misleading parse error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ddpsim {
+
+constexpr std::uintmax_t MiB = 1024 * 1024;
+
+// Throws InputError naming `path` unless it is a regular file of at most `cap` bytes;
+// `what` ("JSON file", "trace") names it in the message.
+void check_input_file(const std::string& path, const char* what, std::uintmax_t cap);
+
+// check_input_file, then the whole file.
+std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap = 64 * MiB);
+
+}  // namespace ddpsim
