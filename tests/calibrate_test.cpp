@@ -143,13 +143,20 @@ TEST_CASE("bad traces are named by file, line and column") {
       read_trace(write("nan.csv", "# device=x\nstep,rank,batch_size,max_len,fwd_ms\n0,0,4,9,1.5\n1,0,4,9,fast\n")),
       doctest::Contains("nan.csv:4: column fwd_ms: \"fast\" is not a number"), InputError);
   CHECK_THROWS_WITH_AS(read_trace(write("neg.csv", "step,rank,batch_size,max_len\n0,0,-4,9\n")),
-                       doctest::Contains("neg.csv:2: column batch_size: expected a non-negative integer"), InputError);
+                       doctest::Contains("neg.csv:2: column batch_size: expected an integer from 0 to 2147483647"), InputError);
   CHECK_THROWS_WITH_AS(
       read_trace(write("mixed.csv", "step,rank,batch_size,max_len\n0,0,4,9\n0,0,5,9\n")),
       doctest::Contains("mixed.csv:3: step 0, rank 0 appears twice: several runs mixed without a policy column"),
       InputError);
   CHECK_THROWS_WITH_AS(read_trace(write("short.csv", "step,rank,batch_size,max_len\n0,0,4\n")),
                        doctest::Contains("short.csv:2: 3 fields, the header has 4"), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("negms.csv", "step,rank,batch_size,max_len,step_ms\n0,0,4,9,-3\n")),
+                       doctest::Contains("negms.csv:2: column step_ms: expected a value ≥ 0, got \"-3\""), InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("zero.csv", "step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,0,9,1,2\n")),
+                       doctest::Contains("zero.csv:2: a row with compute times needs batch_size and max_len ≥ 1"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(read_trace(write("big.csv", "step,rank,batch_size,max_len\n0,0,4294967296,9\n")),
+                       doctest::Contains("column batch_size: expected an integer from 0 to 2147483647"), InputError);
   const auto one = write("one.csv", "step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1.1,2.1\n");
   CHECK_THROWS_WITH_AS(calibrate({read_trace(one, {"fwd_ms", "bwd_ms"})}),
                        doctest::Contains("1 distinct (batch size, length) point(s)"), InputError);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -94,9 +95,16 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     };
     auto integer = [&](const char* name) {
       const double v = number(name);
-      if (std::isnan(v) || v < 0 || v != std::floor(v))
-        throw InputError(where(name) + "expected a non-negative integer, got \"" + fields[col.at(name)] + "\"");
+      if (std::isnan(v) || v < 0 || v != std::floor(v) || v > std::numeric_limits<int>::max())
+        throw InputError(where(name) + "expected an integer from 0 to " +
+                         std::to_string(std::numeric_limits<int>::max()) + ", got \"" + fields[col.at(name)] + "\"");
       return static_cast<long long>(v);
+    };
+    // Times, sizes and memory are never negative.
+    auto amount = [&](const char* name) {
+      const double v = number(name);
+      if (v < 0) throw InputError(where(name) + "expected a value ≥ 0, got \"" + fields[col.at(name)] + "\"");
+      return v;
     };
     RankStep r;
     r.step = static_cast<int>(integer("step"));
@@ -105,20 +113,25 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.max_len = static_cast<int>(integer("max_len"));
     r.real_tokens = col.count("real_tokens") && !fields[col["real_tokens"]].empty() ? integer("real_tokens") : 0;
     r.padded_tokens = std::int64_t{r.batch_size} * r.max_len;
-    r.fwd_ms = number("fwd_ms");
-    r.bwd_ms = number("bwd_ms");
-    r.comm_wait_ms = number("comm_wait_ms");
-    r.opt_ms = number("opt_ms");
-    r.step_ms = number("step_ms");
-    r.peak_mem_mib = number("peak_mem_mib");
+    r.fwd_ms = amount("fwd_ms");
+    r.bwd_ms = amount("bwd_ms");
+    r.comm_wait_ms = amount("comm_wait_ms");
+    r.opt_ms = amount("opt_ms");
+    r.step_ms = amount("step_ms");
+    r.peak_mem_mib = amount("peak_mem_mib");
     r.loss = number("loss");
     r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty()
                          ? static_cast<int>(integer("global_batch"))
                          : 0;
-    r.loss_weight = col.count("loss_weight") ? number("loss_weight") : NOT_MEASURED;
-    r.allreduce_bytes = number("allreduce_bytes");
-    r.allreduce_ms = number("allreduce_ms");
-    r.concurrent_allreduce_bytes = number("concurrent_allreduce_bytes");
+    r.loss_weight = col.count("loss_weight") ? amount("loss_weight") : NOT_MEASURED;
+    r.allreduce_bytes = amount("allreduce_bytes");
+    r.allreduce_ms = amount("allreduce_ms");
+    r.concurrent_allreduce_bytes = amount("concurrent_allreduce_bytes");
+    // Rows of communication alone have no batch; compute was measured on one.
+    if ((!std::isnan(r.fwd_ms) || !std::isnan(r.bwd_ms)) && (r.batch_size < 1 || r.max_len < 1))
+      throw InputError(path + ":" + std::to_string(line_no) +
+                       ": a row with compute times needs batch_size and max_len ≥ 1, got " +
+                       std::to_string(r.batch_size) + " and " + std::to_string(r.max_len));
     for (const auto& name : required)
       if (std::isnan(number(name.c_str())))
         throw InputError(where(name) + "empty, but this command needs it on every row");

@@ -1,12 +1,14 @@
 #include "eval/config.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "embedded_default_config.hpp"
 #include "engine/collective.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim {
 
@@ -68,6 +70,12 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
 
 namespace {
 
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 std::string resolve(const std::string& path, const std::string& base_dir) {
   if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
   return (fs::path(base_dir) / path).lexically_normal().string();
@@ -114,8 +122,9 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
       if (b.get<std::string>() != "model")
         throw InputError(where + ": b_max is an integer, a list of integers, or \"model\" (from the memory model)");
       t.b_max_from_model = true;
-    } else if (b.is_number_integer()) {
-      const int cap = b.get<int>();
+    } else if (b.is_number()) {
+      const int cap = f.get<int>("b_max", 0);
+      if (cap < 0) throw InputError(where + ": b_max must be ≥ 0 (0: no cap), got " + std::to_string(cap));
       if (cap > 0) t.b_max.assign(static_cast<std::size_t>(std::max(t.world_size, 0)), cap);
     } else {
       t.b_max = f.get<std::vector<int>>("b_max", {});
@@ -130,6 +139,15 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   positive("steps", t.steps);
   if (t.max_length < 2)
     throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(t.max_length));
+  auto at_most = [&](const char* key, double v, double limit) {
+    if (v > limit)
+      throw InputError(where + ": " + key + " must be ≤ " + number_text(limit) + ", got " + number_text(v));
+  };
+  at_most("world_size", t.world_size, 65536);
+  at_most("global_batch", t.global_batch, 1e7);
+  at_most("max_length", t.max_length, 1e6);
+  at_most("bucket_mb", t.bucket_mb, 1e6);
+  at_most("first_bucket_mb", t.first_bucket_mb, 1e6);
   for (int cap : t.b_max) positive("b_max", cap);
   return t;
 }
@@ -168,19 +186,28 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
     else
       throw InputError(where + ": sched_ms is a number of ms ≥ 0 or \"measured\"");
   }
-  s.noise_sigma = f.get<double>("noise_sigma", s.noise_sigma);
+  if (f.has("noise_sigma")) {
+    s.noise_sigma = f.get<double>("noise_sigma", s.noise_sigma);
+    if (s.noise_sigma < 0 || s.noise_sigma > 3)
+      throw InputError(where + ": noise_sigma is a log-normal σ in [0, 3] (leave it out for the model's), got " +
+                       number_text(s.noise_sigma));
+  }
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
   if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
     throw InputError(where + ": rank_speed lists " + std::to_string(s.rank_speed.size()) + " ranks, world_size is " +
                      std::to_string(G));
   for (std::size_t g = 0; g < s.rank_speed.size(); ++g)
-    if (!(s.rank_speed[g] > 0)) throw InputError(where + ": rank_speed[" + std::to_string(g) + "] must be > 0");
+    if (!(s.rank_speed[g] >= 1e-6 && s.rank_speed[g] <= 1e6))
+      throw InputError(where + ": rank_speed[" + std::to_string(g) + "] must be in [1e-6, 1e6], got " +
+                       number_text(s.rank_speed[g]));
   if (f.has("stragglers")) {
     const auto& list = f.raw("stragglers");
     if (!list.is_array()) throw InputError(where + ": stragglers is an array of {rank, factor, from_step, to_step}");
     for (std::size_t i = 0; i < list.size(); ++i) {
       JsonFields item(list[i], where + ": stragglers[" + std::to_string(i) + "]");
       Straggler st;
+      for (const char* key : {"rank", "factor", "from_step", "to_step"}) item.has(key);
+      item.reject_unknown();  // a misspelt key is named before a missing one is
       st.rank = item.require<int>("rank");
       st.factor = item.require<double>("factor");
       st.from_step = item.get<int>("from_step", 0);
@@ -189,7 +216,13 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
       if (st.rank < 0 || st.rank >= G)
         throw InputError(item.where() + ": rank " + std::to_string(st.rank) + " is outside 0.." +
                          std::to_string(G - 1));
-      if (!(st.factor > 0)) throw InputError(item.where() + ": factor must be > 0");
+      if (!(st.factor >= 1e-6 && st.factor <= 1e6))
+        throw InputError(item.where() + ": factor must be in [1e-6, 1e6], got " + number_text(st.factor));
+      if (st.from_step < 0)
+        throw InputError(item.where() + ": from_step must be ≥ 0, got " + std::to_string(st.from_step));
+      if (st.to_step != -1 && st.to_step <= st.from_step)
+        throw InputError(item.where() + ": to_step (" + std::to_string(st.to_step) + ") must be after from_step (" +
+                         std::to_string(st.from_step) + "); -1 or none for \"to the end\"");
       s.stragglers.push_back(st);
     }
   }
@@ -214,6 +247,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   } else {
     c.policies.push_back(parse_policy_spec("static"));
   }
+  // Every policy's rows are held until written (and timed twice over in the engine): refuse a
+  // run that could not fit rather than fail hours in with bad_alloc.
+  constexpr double ROW_BYTES = 2.0 * sizeof(RankStep), LIMIT_GIB = 8;
+  const double gib =
+      double(c.training.steps) * c.training.world_size * double(c.policies.size()) * ROW_BYTES / (1024.0 * 1024 * 1024);
+  if (gib > LIMIT_GIB)
+    throw InputError(origin + ": " + std::to_string(c.training.steps) + " steps × " +
+                     std::to_string(c.training.world_size) + " ranks × " + std::to_string(c.policies.size()) +
+                     " policies would hold " + number_text(gib) + " GiB of step rows (at most " +
+                     number_text(LIMIT_GIB) + "): fewer steps, ranks or policies");
   std::string model = top.get<std::string>("model", "rtx3090-distilbert");
   if (!is_builtin_model(model)) model = resolve(model, base_dir);
   c.model = std::make_shared<const PerfModel>(load_perf_model(model));
