@@ -112,7 +112,10 @@ int simulate_verb(const Args& args, bool compare) {
     return 0;
   }
   std::pair<int, int> timeline{0, 0};
-  if (vm.count("timeline")) timeline = parse_range(vm["timeline-steps"].as<std::string>());
+  if (vm.count("timeline")) {
+    timeline = parse_range(vm["timeline-steps"].as<std::string>());
+    check_output_path(vm["timeline"].as<std::string>(), "--timeline");  // before the work, not after
+  }
 
   const StepShape shape = config.shape();
   for (const auto& spec : config.policies) make_scheduler(spec, shape);  // refuse bad shapes before any work
@@ -139,12 +142,7 @@ int simulate_verb(const Args& args, bool compare) {
   std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
                static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
 
-  std::vector<std::string> wrote;
-  std::unique_ptr<AtomicFile> timeline_file;
-  if (vm.count("timeline")) {
-    timeline_file = std::make_unique<AtomicFile>(vm["timeline"].as<std::string>());
-    timeline_file->stream() << chrome_trace(sim);
-  }
+  std::vector<std::pair<std::filesystem::path, std::string>> files;
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
     const Metadata metadata = {{"tool", compare ? "ddpsim compare" : "ddpsim run"},
@@ -157,18 +155,14 @@ int simulate_verb(const Args& args, bool compare) {
                                {"platform", config.platform.topology},
                                {"algorithm", config.simulation.algorithm},
                                {"mode", config.simulation.mode}};
-    write_outputs(dir, {{"steps.csv", trace_csv(sim.runs, metadata)},
-                        {"summary.json", summary_json(config.resolved, sim.runs, summaries)}});
-    wrote.push_back((dir / "steps.csv").string());
-    wrote.push_back((dir / "summary.json").string());
+    files.emplace_back(dir / "steps.csv", trace_csv(sim.runs, metadata));
+    files.emplace_back(dir / "summary.json", summary_json(config.resolved, sim.runs, summaries));
   }
-  if (timeline_file) {
-    timeline_file->commit();
-    wrote.push_back(vm["timeline"].as<std::string>());
-  }
-  if (!wrote.empty()) {
+  if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
+  publish(files);  // all of them or none
+  if (!files.empty()) {
     std::cout << "wrote";
-    for (const auto& w : wrote) std::cout << " " << w;
+    for (const auto& [path, content] : files) std::cout << " " << path.string();
     std::cout << "\n";
   }
   return 0;

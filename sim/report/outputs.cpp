@@ -188,12 +188,27 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
 }
 
 void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::pair<std::filesystem::path, std::string>> paths;
+  for (const auto& [name, content] : files) paths.emplace_back(dir / name, content);
+  publish(paths);
+}
+
+void check_output_path(const std::filesystem::path& path, const std::string& option) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError(dir.string() + ": cannot create output folder: " + ec.message());
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(option + " " + path.string() + ": is a folder, expected a file name");
+}
+
+void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  for (const auto& [path, content] : files) {
+    check_output_path(path, "output");
+    std::error_code ec;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) throw InputError(path.parent_path().string() + ": cannot create output folder: " + ec.message());
+  }
   std::vector<std::unique_ptr<AtomicFile>> pending;
-  for (const auto& [name, content] : files) {
-    pending.push_back(std::make_unique<AtomicFile>(dir / name));
+  for (const auto& [path, content] : files) {
+    pending.push_back(std::make_unique<AtomicFile>(path));
     pending.back()->stream() << content;
   }
   for (auto& file : pending) file->commit();

@@ -30,5 +30,10 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
 
 // Writes both files into `dir` (created if missing); neither appears unless both are written.
 void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair<std::string, std::string>>& files);
+// Every file written to a temporary beside its target (folders created as needed) before any is
+// renamed into place, so a failure leaves none of them; write_outputs is this for one folder.
+void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
+// Refuses (UsageError naming `option`) an output path that is an existing folder.
+void check_output_path(const std::filesystem::path& path, const std::string& option);
 
 }  // namespace ddpsim

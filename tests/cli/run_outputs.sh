@@ -43,6 +43,14 @@ a=$(grep -o '"mean_max_step_ms": [0-9.]*' "$WORK/a/summary.json" | head -1 | gre
 c=$(grep -o '"mean_max_step_ms": [0-9.]*' "$WORK/c/summary.json" | head -1 | grep -o '[0-9.]*$')
 awk -v a="$a" -v c="$c" 'BEGIN { exit !(c > a) }' || fail "overlap off ($c ms) is not slower than on ($a ms)"
 
+# The timeline is published with the other outputs: its folder is created as needed, and a
+# timeline path that is a folder is refused before any work, with nothing written.
+expect_ok "$DDPSIM" run --steps 5 --out "$WORK/new/run" --timeline "$WORK/new/run/t.json"
+[[ -s $WORK/new/run/t.json && -s $WORK/new/run/steps.csv ]] || fail "outputs missing under a folder made for them"
+mkdir -p "$WORK/folder"
+expect_exit 2 "--timeline $WORK/folder: is a folder" "$DDPSIM" run --steps 5 --out "$WORK/d" --timeline "$WORK/folder"
+[[ -e $WORK/d ]] && fail "a refused --timeline left $WORK/d behind"
+
 # --print-config writes valid input: read back, it resolves to itself (a built-in model included).
 expect_ok "$DDPSIM" run --print-config --set model=h100-distilbert
 cp "$WORK/out" "$WORK/printed.json"
