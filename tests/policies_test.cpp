@@ -140,6 +140,11 @@ TEST_CASE("impossible shapes are clear errors before the first step") {
   fails("minmax:bufer=8", shape(4, 48), "did you mean \"buffer\"");
   fails("static:buffer=8", shape(4, 48), "takes no options");
   fails("minmx", shape(4, 48), "did you mean \"minmax\"");
+  // Options with bounds on memory and time: refused before any allocation or search.
+  fails("minmax:buffer=100000000", shape(4, 48), "option buffer must be an integer from 1 to 65536");
+  fails("sorted:mega=100000000", shape(4, 48), "option mega must be an integer from 1 to 100000");
+  fails("minmax:solver=enumerate", shape(16, 256), "solver=enumerate would visit up to");
+  CHECK_NOTHROW(make_scheduler(parse_policy_spec("minmax:solver=enumerate"), shape(4, 48)));
   CHECK_THROWS_AS(parse_policy_spec("minmax:cost"), UsageError);
 }
 

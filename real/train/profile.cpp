@@ -228,11 +228,14 @@ void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::
   const auto bucket_elems = static_cast<std::int64_t>(
       std::min(*std::max_element(sizes.begin(), sizes.end()), std::max(opt_.bucket_mb, 1.0) * MiB) / 4);
   const double bucket_bytes = double(bucket_elems) * 4;
+  // n allreduces queued back to back, over at most 8 buffers in turn (a small model's
+  // backward can outlast hundreds of them, and their values do not matter).
   auto queue = [&](int n, std::vector<torch::Tensor>& buffers) {
     std::vector<WorkPtr> works;
     for (int i = 0; i < n; ++i) {
-      buffers.push_back(torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_)));
-      works.push_back(comm_->allreduce_sum(buffers.back()));
+      if (buffers.size() < 8)
+        buffers.push_back(torch::ones({bucket_elems}, torch::TensorOptions().dtype(torch::kFloat32).device(device_)));
+      works.push_back(comm_->allreduce_sum(buffers[static_cast<std::size_t>(i) % buffers.size()]));
     }
     return works;
   };
@@ -290,7 +293,7 @@ void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::
 
     // Compute beside communication: enough allreduces queued to outlast two backward passes,
     // the same count on every rank.
-    const int outlasting = std::min(64, agree_max(static_cast<int>(std::ceil(2.0 * alone / one_ms)) + 1));
+    const int outlasting = std::min(1024, agree_max(static_cast<int>(std::ceil(2.0 * alone / one_ms)) + 1));
     std::vector<int> order;
     for (int r = 0; r < p.reps; ++r) order.push_back(0), order.push_back(1);
     ddpsim::Rng(opt_.seed + static_cast<std::uint64_t>(L)).shuffle(std::span(order));

@@ -1,6 +1,8 @@
 // The five policies of design.md §3.3 behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <deque>
 #include <set>
 
@@ -74,10 +76,19 @@ class MinMaxPolicy final : public Scheduler {
     } else {
       cost_ = make_token_cost(cost);
     }
-    K_ = options.integer("buffer", 64, 1);
+    K_ = options.integer("buffer", 64, 1, 65536);
     solver_ = options.text("solver", "exact");
     if (solver_ != "exact" && solver_ != "enumerate")
       throw InputError("minmax: unknown solver \"" + solver_ + "\" (known: exact, enumerate)");
+    // Enumeration visits up to C(B−1, G−1) allocations a step: refuse what would never finish.
+    const double log_allocations = std::lgamma(s.B) - std::lgamma(s.G) - std::lgamma(s.B - s.G + 1);
+    if (solver_ == "enumerate" && s.B >= s.G && log_allocations > std::log(1e7)) {
+      char count[32];
+      std::snprintf(count, sizeof count, "%.3g", std::exp(log_allocations));
+      throw InputError("minmax: solver=enumerate would visit up to " + std::string(count) +
+                       " allocations a step at G=" + std::to_string(s.G) + ", B=" + std::to_string(s.B) +
+                       " (at most 1e7); solver=exact finds the same optimum");
+    }
     curves_.reset(s.G, K_);
     for (int g = 0; g < s.G; ++g) curves_.set_size(g, std::min(K_, s.cap(g)));
     check_minmax_feasible(curves_, s.B);
@@ -162,7 +173,7 @@ class SortedPolicy final : public Scheduler {
  public:
   SortedPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
     require_divisible("sorted", s);
-    mega_ = options.integer("mega", 50, 1);
+    mega_ = options.integer("mega", 50, 1, 100000);
   }
   std::size_t buffer_size() const override { return static_cast<std::size_t>(mega_) * (shape_.B / shape_.G); }
   void plan(RankBuffers& buffers, StepPlan& out) override {
@@ -193,7 +204,7 @@ class TokenBudgetPolicy final : public Scheduler {
  public:
   TokenBudgetPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
     max_tokens_ = options.integer("max_tokens", 512, 1);
-    K_ = options.integer("buffer", 64, 1);
+    K_ = options.integer("buffer", 64, 1, 65536);
     if (max_tokens_ < s.max_length)
       throw InputError("token_budget: max_tokens=" + std::to_string(max_tokens_) + " is below max_length=" +
                        std::to_string(s.max_length) + ", so a longest sample could never be scheduled");

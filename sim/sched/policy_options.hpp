@@ -15,7 +15,8 @@ class PolicyOptions {
 
   std::string text(const std::string& key, const std::string& fallback);
   // An integer ≥ minimum.
-  int integer(const std::string& key, int fallback, int minimum);
+  // The option as an integer in [minimum, maximum] (the maximum keeps memory and time bounded).
+  int integer(const std::string& key, int fallback, int minimum, int maximum = 1000000);
   void reject_unknown() const;
 
  private:

@@ -46,16 +46,16 @@ std::string PolicyOptions::text(const std::string& key, const std::string& fallb
   return it == spec_.options.end() ? fallback : it->second;
 }
 
-int PolicyOptions::integer(const std::string& key, int fallback, int minimum) {
+int PolicyOptions::integer(const std::string& key, int fallback, int minimum, int maximum) {
   known_.insert(key);
   auto it = spec_.options.find(key);
   if (it == spec_.options.end()) return fallback;
   int value = 0;
   const auto& s = it->second;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || value < minimum)
-    throw InputError("policy " + spec_.label() + ": option " + key + " must be an integer ≥ " +
-                     std::to_string(minimum) + ", got \"" + s + "\"");
+  if (ec != std::errc() || end != s.data() + s.size() || value < minimum || value > maximum)
+    throw InputError("policy " + spec_.label() + ": option " + key + " must be an integer from " +
+                     std::to_string(minimum) + " to " + std::to_string(maximum) + ", got \"" + s + "\"");
   return value;
 }
 
