@@ -1,13 +1,13 @@
 #include "eval/config.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "embedded_default_config.hpp"
 #include "engine/collective.hpp"
+#include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
 namespace ddpsim {
@@ -69,12 +69,6 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
 }
 
 namespace {
-
-std::string number_text(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", v);
-  return text;
-}
 
 std::string resolve(const std::string& path, const std::string& base_dir) {
   if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
@@ -141,7 +135,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
     throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(t.max_length));
   auto at_most = [&](const char* key, double v, double limit) {
     if (v > limit)
-      throw InputError(where + ": " + key + " must be ≤ " + number_text(limit) + ", got " + number_text(v));
+      throw InputError(where + ": " + key + " must be ≤ " + format("%g", limit) + ", got " + format("%g", v));
   };
   at_most("world_size", t.world_size, 65536);
   at_most("global_batch", t.global_batch, 1e7);
@@ -190,7 +184,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
     s.noise_sigma = f.get<double>("noise_sigma", s.noise_sigma);
     if (s.noise_sigma < 0 || s.noise_sigma > 3)
       throw InputError(where + ": noise_sigma is a log-normal σ in [0, 3] (leave it out for the model's), got " +
-                       number_text(s.noise_sigma));
+                       format("%g", s.noise_sigma));
   }
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
   if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
@@ -199,7 +193,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   for (std::size_t g = 0; g < s.rank_speed.size(); ++g)
     if (!(s.rank_speed[g] >= 1e-6 && s.rank_speed[g] <= 1e6))
       throw InputError(where + ": rank_speed[" + std::to_string(g) + "] must be in [1e-6, 1e6], got " +
-                       number_text(s.rank_speed[g]));
+                       format("%g", s.rank_speed[g]));
   if (f.has("stragglers")) {
     const auto& list = f.raw("stragglers");
     if (!list.is_array()) throw InputError(where + ": stragglers is an array of {rank, factor, from_step, to_step}");
@@ -217,7 +211,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
         throw InputError(item.where() + ": rank " + std::to_string(st.rank) + " is outside 0.." +
                          std::to_string(G - 1));
       if (!(st.factor >= 1e-6 && st.factor <= 1e6))
-        throw InputError(item.where() + ": factor must be in [1e-6, 1e6], got " + number_text(st.factor));
+        throw InputError(item.where() + ": factor must be in [1e-6, 1e6], got " + format("%g", st.factor));
       if (st.from_step < 0)
         throw InputError(item.where() + ": from_step must be ≥ 0, got " + std::to_string(st.from_step));
       if (st.to_step != -1 && st.to_step <= st.from_step)
@@ -255,8 +249,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (gib > LIMIT_GIB)
     throw InputError(origin + ": " + std::to_string(c.training.steps) + " steps × " +
                      std::to_string(c.training.world_size) + " ranks × " + std::to_string(c.policies.size()) +
-                     " policies would hold " + number_text(gib) + " GiB of step rows (at most " +
-                     number_text(LIMIT_GIB) + "): fewer steps, ranks or policies");
+                     " policies would hold " + format("%g", gib) + " GiB of step rows (at most " +
+                     format("%g", LIMIT_GIB) + "): fewer steps, ranks or policies");
   std::string model = top.get<std::string>("model", "rtx3090-distilbert");
   if (!is_builtin_model(model)) model = resolve(model, base_dir);
   c.model = std::make_shared<const PerfModel>(load_perf_model(model));

@@ -19,15 +19,11 @@ const std::vector<std::string>& trace_columns() {
   return columns;
 }
 
-namespace {
-
 std::string format(const char* spec, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, spec, value);
   return buffer;
 }
-
-}  // namespace
 
 std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata) {
   std::string out;

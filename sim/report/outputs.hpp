@@ -28,6 +28,9 @@ std::string balance_table(const std::vector<PolicyRun>& runs, const std::vector<
 // change against the first.
 std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<TokenSummary>& summaries, bool changes);
 
+// One number through a printf spec ("%.4f"), for outputs and messages.
+std::string format(const char* spec, double value);
+
 // Writes both files into `dir` (created if missing); neither appears unless both are written.
 void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair<std::string, std::string>>& files);
 // Every file written to a temporary beside its target (folders created as needed) before any is
