@@ -11,6 +11,11 @@ function(ddpsim_cli_tests dir binary prefix)
     if(name MATCHES "roundtrip")
       set_tests_properties(${prefix}${name} PROPERTIES RUN_SERIAL TRUE)
     endif()
+    # Timings under a sanitizer say little about the tool's accuracy; tests check only the
+    # pipeline there.
+    if(DDPSIM_SANITIZE)
+      set_tests_properties(${prefix}${name} PROPERTIES ENVIRONMENT DDPSIM_TEST_SANITIZED=1)
+    endif()
   endforeach()
 endfunction()
 

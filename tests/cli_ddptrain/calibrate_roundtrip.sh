@@ -21,6 +21,7 @@ grep -q ',allreduce_bytes,allreduce_ms,concurrent_allreduce_bytes$' "$WORK/allre
 
 expect_ok "$DDPSIM" calibrate "$WORK/profile/steps.csv" "$WORK/allreduce/steps.csv" --gpu "CPU (tiny)" \
   --out "$WORK/model.json" --residuals "$WORK/residuals.csv"
+cp "$WORK/out" "$WORK/calibrate.txt"
 grep -q "held-out MAPE" "$WORK/out" || fail "calibrate printed no fit report"
 grep -q "interference: backward runs" "$WORK/out" || fail "calibrate did not fit the interference"
 grep -q "allreduce 2 ranks, as a ring" "$WORK/out" || fail "calibrate did not fit the allreduce"
@@ -39,10 +40,14 @@ grep -q "gain of minmax:buffer=16 over the baseline" "$WORK/out" || fail "valida
 grep -q '"mean_error_pct"' "$WORK/validation/validation.json" || fail "validation.json lacks mean_error_pct"
 [[ $(grep -c '^minmax' "$WORK/validation/validation.csv") == 100 ]] || fail "validation.csv should hold 100 minmax steps"
 echo "round trip on this CPU:"
-cat "$WORK/out"
-# Loose bounds: within 60% on the mean step time, and the gain within 25 percentage points
-# (steady-state and all-steps figures alike; awk, since a minimal Debian has no python3).
-awk -F': ' '/"mean_error_pct"/ { v = $2 + 0; if (v > 60 || v < -60) bad = 1 }
-            /"gain_error_pp"/  { v = $2 + 0; if (v > 25 || v < -25) bad = 1 }
-            END { exit bad }' "$WORK/validation/validation.json" || fail "the prediction is out of the loose bounds"
+cat "$WORK/calibrate.txt" "$WORK/out"
+if [[ -n ${DDPSIM_TEST_SANITIZED:-} ]]; then
+  echo "sanitizer build: the instrumented timings are not held to the bounds"
+else
+  # Loose bounds: within 60% on the mean step time, and the gain within 25 percentage points
+  # (steady-state and all-steps figures alike; awk, since a minimal Debian has no python3).
+  awk -F': ' '/"mean_error_pct"/ { v = $2 + 0; if (v > 60 || v < -60) bad = 1 }
+              /"gain_error_pp"/  { v = $2 + 0; if (v > 25 || v < -25) bad = 1 }
+              END { exit bad }' "$WORK/validation/validation.json" || fail "the prediction is out of the loose bounds"
+fi
 finish
