@@ -7,6 +7,7 @@
 #include "model/layout.hpp"
 #include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
+#include "model/safetensors_header.hpp"
 #include "train/precision.hpp"
 
 // Last: LibTorch brings glog, whose CHECK macros doctest must override.
@@ -80,8 +81,37 @@ TEST_CASE("safetensors: a round trip loads by name; a shape mismatch names the t
 
   std::ofstream(path, std::ios::binary | std::ios::trunc) << std::string("\x10\0\0\0\0\0\0\0{\"x\":1}", 15);
   CHECK_THROWS_WITH(read_safetensors(path), doctest::Contains("exceeds the file"));
-  CHECK_THROWS_WITH(read_safetensors((dir / "missing.safetensors").string()), doctest::Contains("cannot open"));
+  CHECK_THROWS_WITH(read_safetensors((dir / "missing.safetensors").string()), doctest::Contains("no such file"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("safetensors header: shapes and offsets are checked before anything is allocated") {
+  const auto fails = [](const std::string& header, std::uint64_t data_size, const char* expected) {
+    CHECK_THROWS_WITH(parse_safetensors_header(header, data_size, "m.safetensors"), doctest::Contains(expected));
+  };
+  const auto entries = parse_safetensors_header(
+      R"({"__metadata__": {"format": "pt"}, "b": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [16, 28]},
+          "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, "e": {"dtype": "I64", "shape": [0, 7],
+          "data_offsets": [28, 28]}})",
+      28, "m.safetensors");
+  REQUIRE(entries.size() == 3);
+  CHECK(entries[0].name == "a");
+  CHECK(entries[1].shape == std::vector<std::int64_t>{2, 3});
+  CHECK(entries[1].element_bytes == 2);
+  CHECK(entries[1].end == 28);
+  fails(R"({"a": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}})", 16, "negative dimension -4");
+  fails(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296, 16], "data_offsets": [0, 16]}})", 16,
+        "more bytes than the file's 16 bytes of data");
+  fails(R"({"a": {"dtype": "F32", "shape": [9223372036854775808], "data_offsets": [0, 16]}})", 16,
+        "key \"shape\"[0] is");
+  fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 99]}})", 16, "begin <= end <= 16");
+  fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})", 16, "span 8 bytes, its shape and dtype need 16");
+  fails(R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}})", 16, "unsupported dtype \"U8\"");
+  fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16], "extra": 1}})", 16, "unknown key \"extra\"");
+  fails(R"({"a": {"dtype": "F32", "shape": [4]}})", 16, "missing key \"data_offsets\"");
+  fails(R"({"a": 3})", 16, "tensor \"a\" is");
+  fails(R"([1])", 16, "header is not a JSON object");
+  fails(R"({"a": )", 16, "m.safetensors: header");
 }
 
 TEST_CASE("bf16 autocast: forward in bf16 close to fp32, off again after the scope, sees updated weights") {

@@ -137,6 +137,32 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
                        ddpsim::UsageError);
 }
 
+TEST_CASE("a checkpoint with bytes flipped inside it is refused on resume") {
+  TempDir dir;
+  write_task(dir, 100);
+  TrainOptions o = task_options(dir);
+  o.steps = 4;
+  std::ostream quiet(nullptr);
+  Trainer first(o, nullptr, quiet);
+  first.step();
+  first.save_checkpoint(dir / "ckpt.pt");
+  o.resume = dir / "ckpt.pt";
+  CHECK_NOTHROW(Trainer(o, nullptr, quiet));
+  {
+    // Tensors make up nearly all of the file: its middle lies inside one.
+    std::fstream file(dir / "ckpt.pt", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(0, std::ios::end);
+    const auto middle = file.tellg() / 2;
+    std::string bytes(64, '\0');
+    file.seekg(middle);
+    file.read(bytes.data(), 64);
+    for (auto& c : bytes) c = static_cast<char>(~c);
+    file.seekp(middle);
+    file.write(bytes.data(), 64);
+  }
+  CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet), doctest::Contains("ckpt.pt: checksum mismatch"), ddpsim::InputError);
+}
+
 TEST_CASE("bad input is named: missing vocab, malformed TSV, impossible batch") {
   TempDir dir;
   write_task(dir, 50);
@@ -148,6 +174,11 @@ TEST_CASE("bad input is named: missing vocab, malformed TSV, impossible batch") 
   o = task_options(dir);
   o.data = dir / "bad.tsv";
   CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet), doctest::Contains("bad.tsv:3"), ddpsim::InputError);
+  std::ofstream(dir / "labels.tsv") << "sentence\tlabel\ngood film\t1\nodd film\t5\n";
+  o.data = dir / "labels.tsv";
+  CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet),
+                       doctest::Contains("labels.tsv:3: label 5 is out of range: the classifier has 2 classes"),
+                       ddpsim::InputError);
   o = task_options(dir);
   o.emulate_ranks = 4;
   o.global_batch = 3;

@@ -10,10 +10,14 @@
 
 namespace ddptrain {
 
-TextData load_glue(const std::string& tsv, const std::string& vocab, int max_length) {
+TextData load_glue(const std::string& tsv, const std::string& vocab, int max_length, int classes) {
   auto tokenizer = ddpsim::Tokenizer::from_vocab_file(vocab);
   TextData data;
-  ddpsim::read_glue_tsv(tsv, [&](std::string_view sentence, int label, std::int64_t) {
+  ddpsim::read_glue_tsv(tsv, [&](std::string_view sentence, int label, std::int64_t line) {
+    if (label < 0 || label >= classes)
+      throw ddpsim::InputError(tsv + ":" + std::to_string(line) + ": label " + std::to_string(label) +
+                               " is out of range: the classifier has " + std::to_string(classes) +
+                               " classes, expected 0.." + std::to_string(classes - 1));
     const auto ids = tokenizer.encode(sentence, static_cast<std::size_t>(max_length));
     data.ids.emplace_back(ids.begin(), ids.end());
     data.labels.push_back(label);

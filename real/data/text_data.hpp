@@ -21,8 +21,9 @@ struct TextData {
   std::string description;
 };
 
-// Throws ddpsim::InputError naming the file (and line) for a missing vocab or a malformed TSV.
-TextData load_glue(const std::string& tsv, const std::string& vocab, int max_length);
+// Throws ddpsim::InputError naming the file (and line) for a missing vocab, a malformed TSV or a
+// label outside the classifier's 0..classes-1.
+TextData load_glue(const std::string& tsv, const std::string& vocab, int max_length, int classes);
 // `samples` lengths drawn from the histogram file (a `ddpsim lengths` JSON, or "sst2" for the
 // embedded SST-2 train one); ids uniform over the vocabulary's word pieces, labels uniform.
 TextData synthetic_data(const std::string& histogram, std::int64_t samples, int vocab_size, int max_length,

@@ -10,27 +10,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "model/safetensors_header.hpp"
+
 namespace ddptrain {
 
 namespace {
 
-struct DType {
-  const char* name;
-  torch::ScalarType type;
-  std::size_t bytes;
-};
-constexpr DType DTYPES[] = {{"F32", torch::kFloat32, 4}, {"F16", torch::kFloat16, 2}, {"BF16", torch::kBFloat16, 2},
-                            {"F64", torch::kFloat64, 8}, {"I64", torch::kInt64, 8},   {"I32", torch::kInt32, 4}};
-
-const DType& dtype_named(const std::string& name, const std::string& where) {
-  for (const auto& d : DTYPES)
-    if (name == d.name) return d;
-  throw std::runtime_error(where + ": unsupported dtype \"" + name + "\" (supported: F32, F16, BF16, F64, I64, I32)");
+torch::ScalarType torch_type(const std::string& dtype) {
+  static const std::map<std::string, torch::ScalarType> types = {
+      {"F32", torch::kFloat32}, {"F16", torch::kFloat16}, {"BF16", torch::kBFloat16},
+      {"F64", torch::kFloat64}, {"I64", torch::kInt64},   {"I32", torch::kInt32}};
+  return types.at(dtype);  // parse_safetensors_header admits only these
 }
 
-const DType& dtype_of(torch::ScalarType type) {
-  for (const auto& d : DTYPES)
-    if (type == d.type) return d;
+const char* dtype_name(torch::ScalarType type) {
+  for (const char* name : {"F32", "F16", "BF16", "F64", "I64", "I32"})
+    if (torch_type(name) == type) return name;
   throw std::runtime_error(std::string("safetensors: cannot write dtype ") + c10::toString(type));
 }
 
@@ -43,39 +40,26 @@ std::string shape_text(c10::IntArrayRef shape) {
 }  // namespace
 
 std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
+  ddpsim::check_input_file(path, "safetensors file", 1024 * 1024 * ddpsim::MiB);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open safetensors file");
+  if (!in) throw ddpsim::InputError(path + ": cannot open safetensors file");
   const auto file_size = std::filesystem::file_size(path);
   unsigned char size_bytes[8];
-  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) throw std::runtime_error(path + ": shorter than 8 bytes");
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) throw ddpsim::InputError(path + ": shorter than 8 bytes");
   std::uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | size_bytes[i];
   if (header_size > file_size - 8)
-    throw std::runtime_error(path + ": header size " + std::to_string(header_size) + " exceeds the file");
+    throw ddpsim::InputError(path + ": header size " + std::to_string(header_size) + " exceeds the file");
   std::string header(header_size, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_size));
-  nlohmann::json doc = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object()) throw std::runtime_error(path + ": header is not a JSON object");
-  const std::uint64_t data_start = 8 + header_size, data_size = file_size - data_start;
+  const std::uint64_t data_start = 8 + header_size;
   std::map<std::string, torch::Tensor> tensors;
-  for (const auto& [name, entry] : doc.items()) {
-    if (name == "__metadata__") continue;
-    const std::string where = path + ": tensor \"" + name + "\"";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      throw std::runtime_error(where + ": expected {dtype, shape, data_offsets}");
-    const DType& dtype = dtype_named(entry["dtype"].get<std::string>(), where);
-    const auto shape = entry["shape"].get<std::vector<std::int64_t>>();
-    const auto offsets = entry["data_offsets"].get<std::vector<std::uint64_t>>();
-    std::uint64_t count = 1;
-    for (auto d : shape) count *= static_cast<std::uint64_t>(d);
-    if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
-        offsets[1] - offsets[0] != count * dtype.bytes)
-      throw std::runtime_error(where + ": data_offsets do not match its shape " + shape_text(shape) + " and dtype");
-    auto t = torch::empty(shape, torch::TensorOptions().dtype(dtype.type));
-    in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(offsets[1] - offsets[0]));
-    if (!in) throw std::runtime_error(where + ": file ends inside its data");
-    tensors.emplace(name, std::move(t));  // safetensors is little-endian, like every host LibTorch runs on
+  for (const auto& entry : parse_safetensors_header(header, file_size - data_start, path)) {
+    auto t = torch::empty(entry.shape, torch::TensorOptions().dtype(torch_type(entry.dtype)));
+    in.seekg(static_cast<std::streamoff>(data_start + entry.begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(entry.end - entry.begin));
+    if (!in) throw ddpsim::InputError(path + ": tensor \"" + entry.name + "\": read error inside its data");
+    tensors.emplace(entry.name, std::move(t));  // safetensors is little-endian, like every host LibTorch runs on
   }
   return tensors;
 }
@@ -86,8 +70,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
   std::vector<torch::Tensor> data;
   for (const auto& [name, tensor] : tensors) {
     const auto t = tensor.detach().to(torch::kCPU).contiguous();
-    const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * dtype_of(t.scalar_type()).bytes;
-    header[name] = {{"dtype", dtype_of(t.scalar_type()).name},
+    const std::uint64_t bytes = static_cast<std::uint64_t>(t.nbytes());
+    header[name] = {{"dtype", dtype_name(t.scalar_type())},
                     {"shape", t.sizes().vec()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

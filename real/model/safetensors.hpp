@@ -12,7 +12,7 @@ namespace ddptrain {
 
 // Tensors by name, on CPU. F32, F16, BF16, F64, I64 and I32 are understood; other dtypes and
 // any inconsistency (offsets outside the file, sizes that do not match the shape) throw
-// std::runtime_error naming the file and the tensor.
+// ddpsim::InputError naming the file and the tensor.
 std::map<std::string, torch::Tensor> read_safetensors(const std::string& path);
 // Writes atomically (temp + rename).
 void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors);

@@ -95,16 +95,16 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   if (opt_.probe_reserve < 0 || opt_.probe_reserve >= 1)
     throw ddpsim::UsageError("--probe-reserve is a fraction of device memory in [0, 1)");
 
+  auto config = DistilBertConfig::named(opt_.model_size);
   if (!opt_.synthetic_lengths.empty()) {
     data_ = synthetic_data(opt_.synthetic_lengths, opt_.synthetic_samples, 30522, opt_.max_length, opt_.seed);
     dev_ = synthetic_data(opt_.synthetic_lengths, 256, 30522, opt_.max_length, opt_.seed + 1);
   } else {
     if (opt_.data.empty() || opt_.vocab.empty())
       throw ddpsim::UsageError("give --data TSV and --vocab VOCAB, or --synthetic-lengths HIST");
-    data_ = load_glue(opt_.data, opt_.vocab, opt_.max_length);
-    if (!opt_.dev.empty()) dev_ = load_glue(opt_.dev, opt_.vocab, opt_.max_length);
+    data_ = load_glue(opt_.data, opt_.vocab, opt_.max_length, config.labels);
+    if (!opt_.dev.empty()) dev_ = load_glue(opt_.dev, opt_.vocab, opt_.max_length, config.labels);
   }
-  auto config = DistilBertConfig::named(opt_.model_size);
   if (opt_.dropout >= 0) config.dropout = config.attention_dropout = config.classifier_dropout = opt_.dropout;
   if (opt_.max_length > config.max_positions)
     throw ddpsim::InputError("--max-length " + std::to_string(opt_.max_length) + " exceeds the model's " +

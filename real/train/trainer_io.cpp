@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/hash.hpp"
 #include "report/outputs.hpp"
 #include "train/step_timer.hpp"
 #include "train/trainer.hpp"
@@ -82,21 +83,42 @@ void Trainer::save_checkpoint(const std::string& path) {
   archive.write("global_batch", torch::tensor({static_cast<std::int64_t>(opt_.global_batch)}));
   archive.write("seed", torch::tensor({static_cast<std::int64_t>(opt_.seed)}));
   archive.write("b_max", torch::tensor(std::vector<std::int64_t>(opt_.b_max.begin(), opt_.b_max.end()), torch::kInt64));
+  // The archive travels as bytes beside their hash: LibTorch's zip reader does not verify CRCs,
+  // so a flipped byte inside a tensor would otherwise resume silently.
+  std::string bytes;
+  archive.save_to([&](const void* data, std::size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  torch::serialize::OutputArchive sealed;
+  sealed.write("payload", torch::from_blob(bytes.data(), {static_cast<std::int64_t>(bytes.size())}, torch::kUInt8));
+  sealed.write("fnv1a64", c10::IValue(ddpsim::fnv1a64_hex(bytes)));
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string temp = path + ".tmp";
-  archive.save_to(temp);
+  sealed.save_to(temp);
   std::filesystem::rename(temp, path);
   log_ << "checkpoint: step " << step_ << " → " << path << "\n";
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) throw ddpsim::InputError(path + ": no such checkpoint");
-  torch::serialize::InputArchive archive, model, optimizer;
+  torch::serialize::InputArchive sealed, archive, model, optimizer;
+  torch::Tensor payload;
+  c10::IValue hash;
   try {
-    archive.load_from(path);
+    sealed.load_from(path);
+    sealed.read("payload", payload);
+    sealed.read("fnv1a64", hash);
   } catch (const c10::Error& e) {
     throw ddpsim::InputError(path + ": not a ddptrain checkpoint (" + e.what_without_backtrace() + ")");
   }
+  if (payload.scalar_type() != torch::kUInt8 || payload.dim() != 1 || !hash.isString())
+    throw ddpsim::InputError(path + ": not a ddptrain checkpoint (no payload and checksum)");
+  const std::string_view bytes(static_cast<const char*>(payload.data_ptr()), static_cast<std::size_t>(payload.numel()));
+  if (ddpsim::fnv1a64_hex(bytes) != hash.toStringRef())
+    throw ddpsim::InputError(path + ": checksum mismatch, the checkpoint is corrupted (its FNV-1a 64 differs from the "
+                             "one saved with it)");
+  archive.load_from(bytes.data(), bytes.size());
   auto scalar = [&](const char* key) {
     torch::Tensor t;
     archive.read(key, t);

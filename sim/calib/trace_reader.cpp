@@ -10,20 +10,12 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/hash.hpp"
 #include "common/input_file.hpp"
 
 namespace ddpsim {
 
 namespace {
-
-// FNV-1a: a stable, dependency-free file fingerprint (not a security hash).
-std::string fnv1a_hex(const std::string& bytes) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> fields;
@@ -44,7 +36,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   const std::string text = read_input_file(path, "trace", 1024 * MiB);
   Trace trace;
   trace.path = path;
-  trace.hash = fnv1a_hex(text);
+  trace.hash = fnv1a64_hex(text);
 
   std::istringstream lines(text);
   std::string line;
