@@ -52,8 +52,6 @@ int balance(const Args& args) {
   }
 
   const StepShape shape = config.shape();
-  // Validate every policy against the shape before spending time on any of them.
-  for (const auto& spec : config.policies) make_scheduler(spec, shape);
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = source->dataset(config.training.seed);
 

@@ -47,7 +47,8 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   }
   if (adjust) adjust(doc);
   const std::string base_dir = path.empty() ? "" : std::filesystem::path(path).parent_path().string();
-  return parse_config(doc, path.empty() ? "embedded default config" : path, base_dir);
+  return parse_config(doc, path.empty() ? "embedded default config" : path, base_dir,
+                      vm.count("policies") ? "--policies" : "");
 }
 
 }  // namespace ddpsim::cli

@@ -118,7 +118,6 @@ int simulate_verb(const Args& args, bool compare) {
   }
 
   const StepShape shape = config.shape();
-  for (const auto& spec : config.policies) make_scheduler(spec, shape);  // refuse bad shapes before any work
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = source->dataset(config.training.seed);
   const auto buckets = config_buckets(config);

@@ -42,7 +42,11 @@ nlohmann::json default_config_json() {
 }
 
 nlohmann::json read_config_json(const std::string& path) {
-  return path.empty() ? default_config_json() : read_json_file(path);
+  if (path.empty()) return default_config_json();
+  nlohmann::json doc = read_json_file(path);
+  // Before any --set or --steps lands in it, so that they are not blamed for the file's shape.
+  if (!doc.is_object()) throw InputError(path + ": expected a JSON object, got " + std::string(doc.type_name()));
+  return doc;
 }
 
 void apply_override(nlohmann::json& doc, std::string_view assignment) {
@@ -226,7 +230,8 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
 
 }  // namespace
 
-Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir) {
+Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
+                    const std::string& policies_origin) {
   JsonFields top(doc, origin);
   Config c;
   c.origin = origin;
@@ -269,6 +274,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (!c.training.b_max.empty() && static_cast<int>(c.training.b_max.size()) != c.training.world_size)
     throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) +
                      " ranks, world_size is " + std::to_string(c.training.world_size));
+  // Every policy against the shape, before any work: option values and B/G/K constraints.
+  const StepShape shape = c.shape();
+  for (std::size_t i = 0; i < c.policies.size(); ++i) {
+    try {
+      make_scheduler(c.policies[i], shape);
+    } catch (const InputError& e) {
+      throw InputError((policies_origin.empty() ? origin + ": policies[" + std::to_string(i) + "]" : policies_origin) +
+                       ": " + e.what());
+    }
+  }
 
   nlohmann::json data = {{"source", c.data.source}};
   if (!c.data.path.empty()) data["path"] = c.data.path;

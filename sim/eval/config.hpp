@@ -82,8 +82,10 @@ nlohmann::json default_config_json();
 nlohmann::json read_config_json(const std::string& path);
 // Applies "--set training.global_batch=64": the value is JSON if it parses, else a string.
 void apply_override(nlohmann::json& doc, std::string_view assignment);
-// Validates and fills defaults; `base_dir` anchors relative paths.
-Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir);
+// Validates and fills defaults; `base_dir` anchors relative paths. `policies_origin` names the
+// policies in errors when they came from elsewhere than the config ("--policies").
+Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
+                    const std::string& policies_origin = "");
 
 // The data section as a length source.
 std::unique_ptr<LengthSource> make_length_source(const DataConfig& data, int max_length);

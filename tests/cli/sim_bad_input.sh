@@ -21,4 +21,11 @@ run_bad 1 'platform: unknown key "link_gbps" \(did you mean "link_GBps"' "$DDPSI
 run_bad 1 'unknown algorithm "butterfly"' "$DDPSIM" run --set simulation.algorithm=butterfly
 run_bad 1 "stragglers\[0\]: rank 7 is outside 0..3" "$DDPSIM" run --set 'simulation.stragglers=[{"rank":7,"factor":2}]'
 run_bad 2 'timeline-steps "5:2": expected FROM:TO' "$DDPSIM" run --timeline-steps 5:2
+# A policy's option inside a config file names the file and the entry; a non-object config is
+# blamed on the file, not on the --steps that run_bad adds.
+printf '{"policies": ["static", "minmax:buffer=x"]}' >"$WORK/policy.json"
+run_bad 1 "policy.json: policies\[1\]: policy minmax:buffer=x: option buffer must be an integer" "$DDPSIM" run "$WORK/policy.json"
+run_bad 1 "--policies: policy sorted:mega=0: option mega must be" "$DDPSIM" run --policies static,sorted:mega=0
+printf '[1, 2]' >"$WORK/array.json"
+run_bad 1 "array.json: expected a JSON object, got array" "$DDPSIM" run "$WORK/array.json"
 finish
