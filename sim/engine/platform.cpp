@@ -1,10 +1,16 @@
 #include "engine/platform.hpp"
 
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <simgrid/s4u.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xbt/log.h>
 
 #include "common/error.hpp"
 #include "common/input_file.hpp"
@@ -99,7 +105,6 @@ namespace {
 using Direction = sg4::LinkInRoute::Direction;
 
 std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
-  check_input_file(config.file, "platform file", 64 * MiB);
   try {
     sg4::Engine::get_instance()->load_platform(config.file);
   } catch (const std::exception& e) {
@@ -116,7 +121,90 @@ std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
   return hosts;
 }
 
+constexpr int CHECK_FAILED = 3;
+constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
+
+// The child's side of check_platform_file: loads the platform into a fresh engine and checks
+// the rank hosts and the routes the collective uses; exits 0, or CHECK_FAILED with its reason.
+[[noreturn]] void probe_platform(const PlatformConfig& config, const std::vector<std::pair<int, int>>& pairs) {
+  const auto fail = [](const std::string& reason) {
+    const std::string line = std::string("\n") + CHECK_MARK + reason + "\n";
+    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
+    ::_exit(CHECK_FAILED);
+  };
+  try {
+    xbt_log_control_set("root.thresh:critical");
+    sg4::Engine engine("ddpsim");
+    const auto hosts = build_xml(config);
+    for (const auto& [a, b] : pairs) {
+      if (a == b) continue;
+      const auto* from = hosts[static_cast<std::size_t>(a)];
+      const auto* to = hosts[static_cast<std::size_t>(b)];
+      std::vector<sg4::Link*> links;
+      double latency = 0;
+      from->route_to(to, links, &latency);
+      if (links.empty() && latency == 0)  // SimGrid's own test for "no connecting path"
+        fail(config.file + ": no route from host \"" + from->get_name() + "\" (rank " + std::to_string(a) + ") to host \"" +
+             to->get_name() + "\" (rank " + std::to_string(b) + "), which the allreduce needs");
+    }
+  } catch (const InputError& e) {
+    fail(e.what());
+  } catch (const std::exception& e) {
+    fail(config.file + ": invalid SimGrid platform: " + e.what());
+  }
+  ::_exit(0);
+}
+
+// SimGrid's reason from the output of a child it aborted: its CRITICAL line, or the last line.
+std::string simgrid_reason(const std::string& output, int status) {
+  std::istringstream lines(output);
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    if (const auto at = line.find("CRITICAL] "); at != std::string::npos) return line.substr(at + 10);
+    if (!line.empty()) last = line;
+  }
+  if (!last.empty()) return last;
+  return WIFSIGNALED(status) ? std::string("SimGrid stopped on signal ") + ::strsignal(WTERMSIG(status))
+                             : "SimGrid exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
 }  // namespace
+
+void check_platform_file(const PlatformConfig& config, const std::vector<std::pair<int, int>>& pairs) {
+  check_input_file(config.file, "platform file", 64 * MiB);
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::close(fds[0]);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    probe_platform(config, pairs);
+  }
+  ::close(fds[1]);
+  std::string output;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (output.size() < MiB) output.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == CHECK_FAILED) {
+    const auto at = output.rfind(CHECK_MARK);
+    if (at != std::string::npos) {
+      std::string reason = output.substr(at + std::strlen(CHECK_MARK));
+      reason.erase(reason.find_last_not_of('\n') + 1);
+      throw InputError(reason);
+    }
+  }
+  throw InputError(config.file + ": invalid SimGrid platform: " + simgrid_reason(output, status));
+}
 
 std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
                                        const std::vector<std::pair<int, int>>& pairs) {

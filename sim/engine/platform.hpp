@@ -39,6 +39,12 @@ PlatformConfig parse_platform(const nlohmann::json& doc, const std::string& wher
 // Node of each rank: GPUs of one node talk over NVLink/PCIe, across nodes over NICs.
 std::vector<int> node_of_ranks(const PlatformConfig& config, int G);
 
+// Loads a platform XML in a child process, since SimGrid aborts on platforms it cannot build
+// (a link or route declared twice, an unknown routing), and checks that the ranks' hosts exist
+// and that every pair in `pairs` has a route. Throws InputError naming the file and SimGrid's
+// reason, so that build_platform never meets a platform that takes the process down.
+void check_platform_file(const PlatformConfig& config, const std::vector<std::pair<int, int>>& pairs);
+
 // Builds the platform in the current SimGrid engine and returns each rank's host. Built-in
 // topologies get routes only for `pairs` (the rank pairs the collectives use), which keeps a
 // 1,024-GPU cluster small; an XML platform has its own routing. Errors name the file and host.

@@ -11,6 +11,20 @@ run_bad 1 'pcie-4x-rtx3090.xml: no host "gpu9" for rank 2 \(platform.hosts\[2\]\
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\",\"gpu9\",\"gpu3\"]}"
 run_bad 1 "platform: hosts maps 2 ranks, world_size is 4" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\"]}"
+# Platforms SimGrid aborts on are loaded in a child first: its reason, the file, exit 1.
+H='<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1">\n'
+hosts='<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidth="1GBps" latency="1us"/>\n'
+printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<route src="a" dst="a"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/noroute.xml"
+printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<link id="l" bandwidth="1GBps" latency="1us"/>\n</zone>\n</platform>\n' >"$WORK/duplink.xml"
+printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<route src="a" dst="b"><link_ctn id="l"/></route>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/duproute.xml"
+printf "$H"'<zone id="z" routing="Bogus">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/badrouting.xml"
+for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
+  "duplink.xml: invalid SimGrid platform: Link 'l' declared several times" \
+  "duproute.xml: invalid SimGrid platform: The route between a and b already exists" \
+  "badrouting.xml: invalid SimGrid platform: Not a valid model"; do
+  run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
+    --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
+done
 run_bad 1 "missing.xml: cannot open platform file" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"a\",\"a\",\"a\"]}"
 printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": -2}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"
