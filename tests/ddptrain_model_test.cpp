@@ -105,7 +105,8 @@ TEST_CASE("safetensors header: shapes and offsets are checked before anything is
   fails(R"({"a": {"dtype": "F32", "shape": [9223372036854775808], "data_offsets": [0, 16]}})", 16,
         "key \"shape\"[0] is");
   fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 99]}})", 16, "begin <= end <= 16");
-  fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})", 16, "span 8 bytes, its shape and dtype need 16");
+  fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})", 16,
+        "span 8 bytes, its shape and dtype need 16");
   fails(R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}})", 16, "unsupported dtype \"U8\"");
   fails(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16], "extra": 1}})", 16, "unknown key \"extra\"");
   fails(R"({"a": {"dtype": "F32", "shape": [4]}})", 16, "missing key \"data_offsets\"");

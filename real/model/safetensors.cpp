@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/input_file.hpp"
+#include "common/interrupt.hpp"
 #include "model/safetensors_header.hpp"
 
 namespace ddptrain {
@@ -19,9 +20,9 @@ namespace ddptrain {
 namespace {
 
 torch::ScalarType torch_type(const std::string& dtype) {
-  static const std::map<std::string, torch::ScalarType> types = {
-      {"F32", torch::kFloat32}, {"F16", torch::kFloat16}, {"BF16", torch::kBFloat16},
-      {"F64", torch::kFloat64}, {"I64", torch::kInt64},   {"I32", torch::kInt32}};
+  static const std::map<std::string, torch::ScalarType> types = {{"F32", torch::kFloat32},   {"F16", torch::kFloat16},
+                                                                 {"BF16", torch::kBFloat16}, {"F64", torch::kFloat64},
+                                                                 {"I64", torch::kInt64},     {"I32", torch::kInt32}};
   return types.at(dtype);  // parse_safetensors_header admits only these
 }
 
@@ -71,15 +72,15 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
   for (const auto& [name, tensor] : tensors) {
     const auto t = tensor.detach().to(torch::kCPU).contiguous();
     const std::uint64_t bytes = static_cast<std::uint64_t>(t.nbytes());
-    header[name] = {{"dtype", dtype_name(t.scalar_type())},
-                    {"shape", t.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     data.push_back(t);
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned, as the reference writer does
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  const int slot = ddpsim::remember_temporary(temp);
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     unsigned char size_bytes[8];
@@ -91,10 +92,12 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
       out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
     if (!out.flush()) {
       std::filesystem::remove(temp);
+      ddpsim::forget_temporary(slot);
       throw std::runtime_error(path + ": write failed");
     }
   }
   std::filesystem::rename(temp, path);
+  ddpsim::forget_temporary(slot);
 }
 
 LoadReport load_parameters(torch::nn::Module& module, const std::string& path) {

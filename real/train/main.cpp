@@ -14,6 +14,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/interrupt.hpp"
 #include "model/layout.hpp"
 #include "model/perf_model.hpp"
 #include "train/launcher.hpp"
@@ -278,6 +279,7 @@ int main(int argc, char** argv) {
   FLAGS_minloglevel = 3;  // c10d also logs the errors ddptrain reports in one line itself
 #endif
   keep_freed_memory();
+  ddpsim::install_interrupt_handler("ddptrain");
   try {
     return run(argc, argv);
   } catch (const ddpsim::UsageError& e) {

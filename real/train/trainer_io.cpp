@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/hash.hpp"
+#include "common/interrupt.hpp"
 #include "report/outputs.hpp"
 #include "train/step_timer.hpp"
 #include "train/trainer.hpp"
@@ -95,8 +96,10 @@ void Trainer::save_checkpoint(const std::string& path) {
   sealed.write("fnv1a64", c10::IValue(ddpsim::fnv1a64_hex(bytes)));
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string temp = path + ".tmp";
+  const int slot = ddpsim::remember_temporary(temp);
   sealed.save_to(temp);
   std::filesystem::rename(temp, path);
+  ddpsim::forget_temporary(slot);
   log_ << "checkpoint: step " << step_ << " → " << path << "\n";
 }
 
@@ -116,7 +119,8 @@ void Trainer::load_checkpoint(const std::string& path) {
     throw ddpsim::InputError(path + ": not a ddptrain checkpoint (no payload and checksum)");
   const std::string_view bytes(static_cast<const char*>(payload.data_ptr()), static_cast<std::size_t>(payload.numel()));
   if (ddpsim::fnv1a64_hex(bytes) != hash.toStringRef())
-    throw ddpsim::InputError(path + ": checksum mismatch, the checkpoint is corrupted (its FNV-1a 64 differs from the "
+    throw ddpsim::InputError(path +
+                             ": checksum mismatch, the checkpoint is corrupted (its FNV-1a 64 differs from the "
                              "one saved with it)");
   archive.load_from(bytes.data(), bytes.size());
   auto scalar = [&](const char* key) {

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/interrupt.hpp"
 
 namespace {
 
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string verb = argv[1];
+  ddpsim::install_interrupt_handler(("ddpsim " + verb.substr(0, 32)).c_str());
   const ddpsim::cli::Args args(argv + 2, argv + argc);
   try {
     if (verb == "run") return ddpsim::cli::run(args);

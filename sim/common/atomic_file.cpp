@@ -3,14 +3,19 @@
 #include <unistd.h>
 
 #include "common/error.hpp"
+#include "common/interrupt.hpp"
 
 namespace ddpsim {
 
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
   temp_ = target_;
   temp_ += ".tmp." + std::to_string(::getpid());
+  slot_ = remember_temporary(temp_);
   out_.open(temp_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw InputError(target_.string() + ": cannot open for writing");
+  if (!out_) {
+    forget_temporary(slot_);
+    throw InputError(target_.string() + ": cannot open for writing");
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -18,6 +23,7 @@ AtomicFile::~AtomicFile() {
   out_.close();
   std::error_code ignored;
   std::filesystem::remove(temp_, ignored);
+  forget_temporary(slot_);
 }
 
 void AtomicFile::commit() {
@@ -29,6 +35,7 @@ void AtomicFile::commit() {
   std::filesystem::rename(temp_, target_, ec);
   if (ec) throw InputError(target_.string() + ": cannot rename into place: " + ec.message());
   committed_ = true;
+  forget_temporary(slot_);
 }
 
 void write_file_atomically(const std::filesystem::path& target, const std::string& content) {

@@ -1,6 +1,7 @@
 // Output files appear whole or not at all: content goes to a temporary file beside the
 // target, which is renamed over it only on commit(). A writer destroyed before commit()
-// (an exception, an early return) removes its temporary file.
+// (an exception, an early return) removes its temporary file, and so does a signal that ends
+// the process (common/interrupt.hpp).
 #pragma once
 
 #include <filesystem>
@@ -25,6 +26,7 @@ class AtomicFile {
   std::filesystem::path temp_;
   std::ofstream out_;
   bool committed_ = false;
+  int slot_ = -1;  // its entry among the temporaries a signal removes
 };
 
 // Writes a whole file atomically.

@@ -7,10 +7,10 @@
 #include <set>
 #include <sstream>
 
-#include <simgrid/s4u.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xbt/log.h>
+#include <simgrid/s4u.hpp>
 
 #include "common/error.hpp"
 #include "common/input_file.hpp"
@@ -144,8 +144,8 @@ constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
       double latency = 0;
       from->route_to(to, links, &latency);
       if (links.empty() && latency == 0)  // SimGrid's own test for "no connecting path"
-        fail(config.file + ": no route from host \"" + from->get_name() + "\" (rank " + std::to_string(a) + ") to host \"" +
-             to->get_name() + "\" (rank " + std::to_string(b) + "), which the allreduce needs");
+        fail(config.file + ": no route from host \"" + from->get_name() + "\" (rank " + std::to_string(a) +
+             ") to host \"" + to->get_name() + "\" (rank " + std::to_string(b) + "), which the allreduce needs");
     }
   } catch (const InputError& e) {
     fail(e.what());

@@ -265,9 +265,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
   top.reject_unknown();
   if (c.platform.topology == "xml")
-    check_platform_file(c.platform, make_allreduce(c.simulation.algorithm,
-                                                   node_of_ranks(c.platform, c.training.world_size))
-                                        .pairs());
+    check_platform_file(
+        c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
   if (c.training.b_max_from_model) {
     const int cap = c.model->max_batch(c.training.max_length);
     if (cap < 1)

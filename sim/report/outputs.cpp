@@ -207,6 +207,14 @@ void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& f
     pending.push_back(std::make_unique<AtomicFile>(path));
     pending.back()->stream() << content;
   }
+  for (std::size_t i = 0; i < files.size(); ++i)
+    if (!pending[i]->stream().flush()) throw InputError(files[i].first.string() + ": write failed (disk full?)");
+  // The previous set goes before the new one moves in: a kill between two renames leaves an
+  // incomplete set, never new files beside old ones.
+  for (const auto& [path, content] : files) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
   for (auto& file : pending) file->commit();
 }
 

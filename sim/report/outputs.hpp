@@ -34,7 +34,9 @@ std::string format(const char* spec, double value);
 // Writes both files into `dir` (created if missing); neither appears unless both are written.
 void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair<std::string, std::string>>& files);
 // Every file written to a temporary beside its target (folders created as needed) before any is
-// renamed into place, so a failure leaves none of them; write_outputs is this for one folder.
+// renamed into place, so a failure leaves none of them, and the previous files removed first, so
+// a kill between renames leaves some of the new files but none of the old; write_outputs is this
+// for one folder.
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
 // Refuses (UsageError naming `option`) an output path that is an existing folder.
 void check_output_path(const std::filesystem::path& path, const std::string& option);

@@ -1,0 +1,71 @@
+#include "common/interrupt.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+
+#include <unistd.h>
+
+namespace ddpsim {
+
+namespace {
+
+// Fixed storage the handler can read without allocating: only async-signal-safe calls there.
+constexpr int SLOTS = 64;
+constexpr std::size_t PATH_BYTES = 4096;
+enum State : int { FREE, CLAIMED, READY };
+struct Slot {
+  std::atomic<int> state{FREE};
+  char path[PATH_BYTES];
+};
+Slot slots[SLOTS];
+char program_name[128] = "ddpsim";
+
+void put(const char* text) {
+  [[maybe_unused]] const auto written = ::write(STDERR_FILENO, text, std::strlen(text));
+}
+
+extern "C" void on_signal(int signal) {
+  int removed = 0;
+  for (auto& slot : slots)
+    if (slot.state.load() == READY && ::unlink(slot.path) == 0) ++removed;
+  put("\n");
+  put(program_name);
+  put(": stopped by ");
+  put(signal == SIGINT ? "SIGINT (interrupted)" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
+  put(removed ? "; unfinished outputs removed, earlier ones left as they were\n"
+              : "; no output of this run was written\n");
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+}  // namespace
+
+void install_interrupt_handler(const char* program) {
+  std::strncpy(program_name, program, sizeof program_name - 1);
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&action.sa_mask, signal);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
+}
+
+int remember_temporary(const std::filesystem::path& path) {
+  const std::string text = std::filesystem::absolute(path).string();
+  if (text.size() >= PATH_BYTES) return -1;
+  for (int i = 0; i < SLOTS; ++i) {
+    int expected = FREE;
+    if (slots[i].state.compare_exchange_strong(expected, CLAIMED)) {
+      std::memcpy(slots[i].path, text.c_str(), text.size() + 1);
+      slots[i].state.store(READY);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void forget_temporary(int slot) {
+  if (slot >= 0) slots[slot].state.store(FREE);
+}
+
+}  // namespace ddpsim

@@ -1,0 +1,18 @@
+// A signal that ends the process (SIGINT, SIGTERM, SIGHUP) must not leave temporaries behind
+// nor end silently: temporaries register here, and the handler removes them, says which signal
+// stopped the program and ends it by that signal (the shell reports 128 + its number).
+#pragma once
+
+#include <filesystem>
+
+namespace ddpsim {
+
+// Installs the handler; `program` ("ddpsim run") starts its message.
+void install_interrupt_handler(const char* program);
+
+// Registers a temporary the handler removes; returns a slot for forget_temporary (-1 when the
+// path is too long or all slots are taken: the file is then left to its owner's destructor).
+int remember_temporary(const std::filesystem::path& path);
+void forget_temporary(int slot);
+
+}  // namespace ddpsim
