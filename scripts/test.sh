@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite: the Release build (unit tests, end-to-end CLI tests)
-# and an AddressSanitizer + UndefinedBehaviorSanitizer build of the same tests.
+# Builds and runs the whole test suite: the Release build (unit tests, end-to-end CLI tests),
+# an AddressSanitizer + UndefinedBehaviorSanitizer build of the same tests, and the parsers'
+# libFuzzer harnesses for a fixed time each (FUZZ_SECONDS, default 25).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -15,3 +16,5 @@ for variant in release asan; do
   echo "== $variant: ctest"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs"
 done
+
+scripts/fuzz.sh "${FUZZ_SECONDS:-25}"

@@ -48,6 +48,12 @@ TEST_CASE("malformed histograms name the entry at fault") {
   fails(R"({"counts": [[3, 0]]})", "holds no samples");
   fails(R"({"count": [[3, 1]]})", "missing key \"counts\"");
   fails(R"({"counts": [[3, 1]], "sorce": "x"})", "did you mean \"source\"");
+  // A dataset is held in memory: sizes past MAX_DATASET_SAMPLES are refused, not allocated.
+  fails(R"({"counts": [[3, 100000001]]})", "counts[0]: the histogram holds more than 100000000 samples");
+  fails(R"({"counts": [[3, 9223372036854775807], [4, 9223372036854775807]]})", "counts[0]: the histogram holds more");
+  fails(R"({"counts": [[4294967299, 1]]})", "counts[0]: length is");
+  CHECK_THROWS_WITH_AS(lognormal_source(40, 20, 4, 128, 100'000'001, 256), doctest::Contains("samples must be from 1"),
+                       InputError);
   CHECK_THROWS_WITH_AS(parse_json("{\n  \"counts\": [1,,]\n}", "h.json"),
                        doctest::Contains("h.json:2:16: invalid JSON"), InputError);
 }

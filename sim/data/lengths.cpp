@@ -47,17 +47,22 @@ LengthHistogram histogram_from_json(const nlohmann::json& doc, const std::string
   if (!counts.is_array() || counts.empty())
     throw InputError(origin + ": \"counts\" must be a non-empty array of [length, samples] pairs");
   int previous = 0;
+  std::int64_t total = 0;
   for (std::size_t i = 0; i < counts.size(); ++i) {
     const auto& pair = counts[i];
     const std::string at = origin + ": counts[" + std::to_string(i) + "]";
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer())
       throw InputError(at + ": expected [length, samples] with two integers, got " + pair.dump());
-    const int len = pair[0].get<int>();
-    const auto count = pair[1].get<std::int64_t>();
+    const int len = convert<int>(pair[0], at + ": length");
+    const auto count = convert<std::int64_t>(pair[1], at + ": sample count");
     if (len < 1) throw InputError(at + ": length must be ≥ 1, got " + std::to_string(len));
     if (count < 0) throw InputError(at + ": sample count must be ≥ 0, got " + std::to_string(count));
     if (len <= previous) throw InputError(at + ": lengths must be strictly ascending");
     previous = len;
+    total += count;  // both ≤ MAX_DATASET_SAMPLES here: no overflow
+    if (total > MAX_DATASET_SAMPLES)
+      throw InputError(at + ": the histogram holds more than " + std::to_string(MAX_DATASET_SAMPLES) +
+                       " samples (a dataset is held in memory)");
     if (count > 0) h.counts.emplace_back(len, count);
   }
   if (h.samples() == 0) throw InputError(origin + ": histogram holds no samples");
@@ -150,6 +155,9 @@ std::vector<int> read_length_trace(const std::string& path, int max_length) {
     if (used != word.size() || len < 1 || (fields >> extra))
       throw InputError(path + ":" + std::to_string(number) + ": expected one positive integer length, got \"" + line +
                        "\"");
+    if (static_cast<std::int64_t>(lengths.size()) == MAX_DATASET_SAMPLES)
+      throw InputError(path + ":" + std::to_string(number) + ": more than " + std::to_string(MAX_DATASET_SAMPLES) +
+                       " lengths (a dataset is held in memory)");
     lengths.push_back(truncate(len, max_length));
   }
   if (lengths.empty()) throw InputError(path + ": length trace holds no lengths");
@@ -166,7 +174,9 @@ class LogNormalSource final : public LengthSource {
     if (min < 1 || min > max_)
       throw InputError("lognormal lengths: need 1 ≤ min ≤ max (after max_length), got min=" + std::to_string(min) +
                        " max=" + std::to_string(max_));
-    if (samples < 1) throw InputError("lognormal lengths: samples must be ≥ 1");
+    if (samples < 1 || samples > MAX_DATASET_SAMPLES)
+      throw InputError("lognormal lengths: samples must be from 1 to " + std::to_string(MAX_DATASET_SAMPLES) +
+                       ", got " + std::to_string(samples));
   }
   std::vector<int> dataset(std::uint64_t seed) const override {
     // Moments of the log: the parameters that give the requested mean and std.

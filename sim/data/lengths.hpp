@@ -13,6 +13,9 @@
 
 namespace ddpsim {
 
+// Every length source holds its dataset in memory: at most this many samples (400 MB).
+inline constexpr std::int64_t MAX_DATASET_SAMPLES = 100'000'000;
+
 // Counts of samples per token length, with where they came from.
 struct LengthHistogram {
   std::vector<std::pair<int, std::int64_t>> counts;  // (length, samples), lengths ascending

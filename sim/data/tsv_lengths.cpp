@@ -12,7 +12,10 @@ std::vector<int> tokenized_lengths(const std::string& tsv, const std::string& vo
   std::vector<int> lengths;
   read_glue_tsv(
       tsv,
-      [&](std::string_view sentence, int, std::int64_t) {
+      [&](std::string_view sentence, int, std::int64_t line) {
+        if (static_cast<std::int64_t>(lengths.size()) == MAX_DATASET_SAMPLES)
+          throw InputError(tsv + ":" + std::to_string(line) + ": more than " + std::to_string(MAX_DATASET_SAMPLES) +
+                           " sentences (a dataset is held in memory)");
         lengths.push_back(static_cast<int>(tokenizer.count_tokens(sentence, static_cast<std::size_t>(max_length))));
       },
       {.require_label = false});

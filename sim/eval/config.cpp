@@ -93,6 +93,9 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
     d.min = f.get<int>("min", d.min);
     d.max = f.get<int>("max", d.max);
     d.samples = f.get<std::int64_t>("samples", d.samples);
+    if (d.samples < 1 || d.samples > MAX_DATASET_SAMPLES)
+      throw InputError(where + ": samples must be from 1 to " + std::to_string(MAX_DATASET_SAMPLES) + ", got " +
+                       std::to_string(d.samples));
   }
   if (d.source != "sst2" && d.source != "histogram" && d.source != "trace" && d.source != "tsv" &&
       d.source != "lognormal")
