@@ -112,6 +112,8 @@ int simulate_verb(const Args& args, bool compare) {
     return 0;
   }
   std::pair<int, int> timeline{0, 0};
+  if (!vm.count("timeline") && !vm["timeline-steps"].defaulted())
+    throw UsageError("--timeline-steps chooses the steps of a --timeline FILE, which is not given");
   if (vm.count("timeline")) {
     timeline = parse_range(vm["timeline-steps"].as<std::string>());
     check_output_path(vm["timeline"].as<std::string>(), "--timeline");  // before the work, not after

@@ -1,0 +1,26 @@
+# Every command's bad usage and missing inputs: one line naming the option or file, exit 2 for
+# usage and 1 for input, nothing written.
+source "$(dirname "$0")/lib.sh"
+out="$WORK/out_dir"
+vocab=$SHARED/bert-base-uncased/vocab.txt
+expect_exit 1 '--policies: unknown policy "bogus"' "$DDPSIM" compare --policies static,bogus --out "$out"
+expect_exit 1 "nofile.json: cannot open JSON file \(no such file\)" "$DDPSIM" compare "$WORK/nofile.json" --out "$out"
+expect_exit 2 '--timeline-steps chooses the steps of a --timeline FILE' "$DDPSIM" run --timeline-steps 1:2 --out "$out"
+expect_exit 1 "training: steps must be ≥ 1, got 0" "$DDPSIM" balance --steps 0 --out "$out"
+expect_exit 2 '--only is sched or sim, got "bogus"' "$DDPSIM" bench --only bogus
+expect_exit 2 "unrecognised option '--bogus'" "$DDPSIM" bench --bogus
+expect_exit 2 "'--measured' is required" "$DDPSIM" validate --model rtx3090-distilbert --out "$out"
+expect_exit 1 "nofile.csv: cannot open trace \(no such file\)" "$DDPSIM" validate --measured "$WORK/nofile.csv" \
+  --model rtx3090-distilbert --out "$out"
+expect_exit 2 "'--model' is required" "$DDPSIM" replay "$WORK/nofile.csv" --out "$out"
+expect_exit 2 "'--out' is required" "$DDPSIM" calibrate "$WORK/nofile.csv"
+expect_exit 1 "nofile.csv: cannot open trace" "$DDPSIM" calibrate "$WORK/nofile.csv" --out "$out/m.json"
+expect_exit 2 "'--vocab' is required" "$DDPSIM" lengths "$WORK/nofile.tsv" --out "$out/h.json"
+printf 'sentence\tlabel\ngood\t1\n' >"$WORK/ok.tsv"
+expect_exit 1 "nofile.txt: cannot open" "$DDPSIM" lengths "$WORK/ok.tsv" --vocab "$WORK/nofile.txt" --out "$out/h.json"
+if [[ -f $vocab ]]; then
+  expect_exit 1 "nofile.tsv: cannot open GLUE TSV file \(no such file\)" "$DDPSIM" lengths "$WORK/nofile.tsv" \
+    --vocab "$vocab" --out "$out/h.json"
+fi
+[[ -z $(ls -A "$out" 2>/dev/null) ]] || fail "output left behind: $(ls -A "$out")"
+finish
