@@ -58,7 +58,7 @@ TEST_CASE("SIGINT while an output is written: the temporary is removed, the mess
     std::raise(SIGINT);
   });
   CHECK(stopped.signal == SIGINT);
-  CHECK(stopped.stderr_text.find("test: stopped by SIGINT (interrupted); unfinished outputs removed") !=
+  CHECK(stopped.stderr_text.find("test: stopped by SIGINT (interrupted); its unfinished output files were removed") !=
         std::string::npos);
   std::vector<std::string> left;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) left.push_back(entry.path().filename());
@@ -69,5 +69,5 @@ TEST_CASE("SIGINT while an output is written: the temporary is removed, the mess
 TEST_CASE("SIGTERM before any output: the process ends by the signal with its message") {
   const Stopped stopped = run_child([] { std::raise(SIGTERM); });
   CHECK(stopped.signal == SIGTERM);
-  CHECK(stopped.stderr_text.find("test: stopped by SIGTERM; no output of this run was written") != std::string::npos);
+  CHECK(stopped.stderr_text.find("test: stopped by SIGTERM; no output file was being written") != std::string::npos);
 }

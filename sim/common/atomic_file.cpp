@@ -1,21 +1,63 @@
 #include "common/atomic_file.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <set>
+
 #include <unistd.h>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/interrupt.hpp"
 
 namespace ddpsim {
 
-AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
+namespace {
+
+std::mutex pending_mutex;
+std::set<std::filesystem::path> pending;  // targets of the AtomicFiles alive now
+
+// The file a rename would replace: a symbolic link's target, so the link stays a link.
+std::filesystem::path resolve_target(const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(target, ec))) return target;
+  const auto resolved = fs::weakly_canonical(target, ec);
+  return ec ? target : resolved;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::filesystem::path target) : shown_(target.string()), target_(resolve_target(target)) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(target_, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throw InputError(shown_ + ": exists and is not a regular file (a folder, a device or a pipe); not replacing it");
+  if (is_input_file(target_))
+    throw UsageError(shown_ + ": is also an input of this command; write the output elsewhere");
+  {
+    std::lock_guard lock(pending_mutex);
+    if (!pending.insert(fs::absolute(target_, ec)).second)
+      throw UsageError(shown_ + ": named twice among this command's outputs");
+  }
   temp_ = target_;
   temp_ += ".tmp." + std::to_string(::getpid());
   slot_ = remember_temporary(temp_);
   out_.open(temp_, std::ios::binary | std::ios::trunc);
   if (!out_) {
+    const std::string reason = std::strerror(errno);
     forget_temporary(slot_);
-    throw InputError(target_.string() + ": cannot open for writing");
+    release();
+    throw InputError(shown_ + ": cannot open for writing (" + reason + ")");
   }
+}
+
+void AtomicFile::release() {
+  std::error_code ec;
+  std::lock_guard lock(pending_mutex);
+  pending.erase(std::filesystem::absolute(target_, ec));
 }
 
 AtomicFile::~AtomicFile() {
@@ -24,18 +66,20 @@ AtomicFile::~AtomicFile() {
   std::error_code ignored;
   std::filesystem::remove(temp_, ignored);
   forget_temporary(slot_);
+  release();
 }
 
 void AtomicFile::commit() {
   out_.flush();
   const bool ok = static_cast<bool>(out_);
   out_.close();
-  if (!ok) throw InputError(target_.string() + ": write failed (disk full?)");
+  if (!ok) throw InputError(shown_ + ": write failed (disk full?)");
   std::error_code ec;
   std::filesystem::rename(temp_, target_, ec);
-  if (ec) throw InputError(target_.string() + ": cannot rename into place: " + ec.message());
+  if (ec) throw InputError(shown_ + ": cannot rename into place: " + ec.message());
   committed_ = true;
   forget_temporary(slot_);
+  release();
 }
 
 void write_file_atomically(const std::filesystem::path& target, const std::string& content) {

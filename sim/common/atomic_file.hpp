@@ -1,7 +1,9 @@
 // Output files appear whole or not at all: content goes to a temporary file beside the
 // target, which is renamed over it only on commit(). A writer destroyed before commit()
 // (an exception, an early return) removes its temporary file, and so does a signal that ends
-// the process (common/interrupt.hpp).
+// the process (common/interrupt.hpp). A target that is a folder, a device or a pipe, one of the
+// command's inputs, or another live AtomicFile's target is refused before anything is written;
+// a symbolic link is written through.
 #pragma once
 
 #include <filesystem>
@@ -22,6 +24,9 @@ class AtomicFile {
   void commit();
 
  private:
+  void release();
+
+  std::string shown_;  // the path as given, for messages
   std::filesystem::path target_;
   std::filesystem::path temp_;
   std::ofstream out_;

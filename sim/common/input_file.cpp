@@ -2,11 +2,29 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "common/error.hpp"
 
 namespace ddpsim {
+
+namespace {
+
+std::mutex inputs_mutex;
+std::vector<std::filesystem::path> inputs;  // every file checked, so outputs never overwrite one
+
+}  // namespace
+
+bool is_input_file(const std::filesystem::path& path) {
+  std::lock_guard lock(inputs_mutex);
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(input, path, ec)) return true;
+  }
+  return false;
+}
 
 void check_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
   namespace fs = std::filesystem;
@@ -20,6 +38,8 @@ void check_input_file(const std::string& path, const char* what, std::uintmax_t 
   if (!ec && size > cap)
     throw InputError(path + ": " + std::to_string(size / MiB) + " MiB, larger than the " + std::to_string(cap / MiB) +
                      " MiB this input may be");
+  std::lock_guard lock(inputs_mutex);
+  inputs.push_back(fs::absolute(path, ec));
 }
 
 std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap) {

@@ -20,6 +20,7 @@ struct Slot {
 };
 Slot slots[SLOTS];
 char program_name[128] = "ddpsim";
+bool installed = false;
 
 void put(const char* text) {
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, text, std::strlen(text));
@@ -29,12 +30,10 @@ extern "C" void on_signal(int signal) {
   int removed = 0;
   for (auto& slot : slots)
     if (slot.state.load() == READY && ::unlink(slot.path) == 0) ++removed;
-  put("\n");
   put(program_name);
   put(": stopped by ");
   put(signal == SIGINT ? "SIGINT (interrupted)" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
-  put(removed ? "; unfinished outputs removed, earlier ones left as they were\n"
-              : "; no output of this run was written\n");
+  put(removed ? "; its unfinished output files were removed\n" : "; no output file was being written\n");
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
@@ -43,6 +42,12 @@ extern "C" void on_signal(int signal) {
 
 void install_interrupt_handler(const char* program) {
   std::strncpy(program_name, program, sizeof program_name - 1);
+  installed = true;
+  reinstall_interrupt_handler();
+}
+
+void reinstall_interrupt_handler() {
+  if (!installed) return;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);

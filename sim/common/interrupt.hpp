@@ -9,6 +9,9 @@ namespace ddpsim {
 
 // Installs the handler; `program` ("ddpsim run") starts its message.
 void install_interrupt_handler(const char* program);
+// Installs it again (if it was installed) after a library replaced it: SimGrid's engine sets
+// its own SIGINT handler, which exits from inside the signal and skips the cleanup.
+void reinstall_interrupt_handler();
 
 // Registers a temporary the handler removes; returns a slot for forget_temporary (-1 when the
 // path is too long or all slots are taken: the file is then left to its owner's destructor).

@@ -7,6 +7,7 @@
 #include <xbt/log.h>
 #include <simgrid/s4u.hpp>
 
+#include "common/interrupt.hpp"
 #include "engine/collective.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -29,6 +30,7 @@ std::unique_ptr<sg4::Engine> make_engine() {
     sg4::Engine::set_config("network/TCP-gamma:0");
     configured = true;
   }
+  reinstall_interrupt_handler();
   return engine;
 }
 
@@ -238,6 +240,7 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
     });
   }
   stage.engine->run();
+  reinstall_interrupt_handler();  // SimGrid installs its own while running
   return result;
 }
 
@@ -350,6 +353,7 @@ std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::v
       }
     });
   stage.engine->run();
+  reinstall_interrupt_handler();  // SimGrid installs its own while running
   std::map<double, double> ms;
   for (std::size_t i = 0; i < distinct.size(); ++i) ms[distinct[i]] = longest[i];
   return ms;

@@ -193,6 +193,8 @@ void check_output_path(const std::filesystem::path& path, const std::string& opt
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw UsageError(option + " " + path.string() + ": is a folder, expected a file name");
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw UsageError(option + " " + path.string() + ": is a device or a pipe, expected a file name");
 }
 
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {

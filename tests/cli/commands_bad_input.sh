@@ -23,4 +23,23 @@ if [[ -f $vocab ]]; then
     --vocab "$vocab" --out "$out/h.json"
 fi
 [[ -z $(ls -A "$out" 2>/dev/null) ]] || fail "output left behind: $(ls -A "$out")"
+
+# An output never replaces an input, a device or a pipe, nor another output of the same command.
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\n' >"$WORK/vocab.txt"
+cp "$WORK/ok.tsv" "$WORK/before.tsv"
+expect_exit 2 "ok.tsv: is also an input of this command" "$DDPSIM" lengths "$WORK/ok.tsv" --vocab "$WORK/vocab.txt" \
+  --out "$WORK/ok.tsv"
+cmp -s "$WORK/ok.tsv" "$WORK/before.tsv" || fail "lengths overwrote its input"
+mkfifo "$WORK/fifo"
+expect_exit 2 "--timeline $WORK/fifo: is a device or a pipe" "$DDPSIM" run --steps 2 --timeline "$WORK/fifo" --out "$out"
+expect_exit 2 "steps.csv: named twice among this command's outputs" "$DDPSIM" run --steps 2 --policies static \
+  --out "$out" --timeline "$out/steps.csv"
+[[ -z $(find "$out" -type f 2>/dev/null) ]] || fail "output left behind: $(find "$out" -type f)"
+"$DDPSIM" run --steps 2 --policies static --out "$WORK/sim" >/dev/null || fail "a plain run failed"
+cp "$WORK/sim/steps.csv" "$WORK/sim.csv"
+expect_exit 2 "steps.csv: is also an input of this command" "$DDPSIM" replay "$WORK/sim/steps.csv" \
+  --model rtx3090-distilbert --out "$WORK/sim"
+cmp -s "$WORK/sim/steps.csv" "$WORK/sim.csv" || fail "replay overwrote the trace it replayed"
+expect_exit 2 "m.json: named twice" "$DDPSIM" calibrate "$WORK/sim.csv" --out "$WORK/m.json" --residuals "$WORK/m.json"
+[[ ! -e $WORK/m.json ]] || fail "calibrate wrote m.json though its outputs collide"
 finish

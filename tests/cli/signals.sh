@@ -5,7 +5,18 @@ timeout --preserve-status -s INT 2 "$DDPSIM" run --set simulation.mode=full --st
   >/dev/null 2>"$WORK/err"
 status=$?
 [[ $status == 130 ]] || fail "SIGINT during a run: exit $status, expected 130; stderr: $(cat "$WORK/err")"
-grep -q "ddpsim run: stopped by SIGINT (interrupted); no output of this run was written" "$WORK/err" ||
+grep -q "^ddpsim run: stopped by SIGINT (interrupted); no output file was being written" "$WORK/err" ||
   fail "no message on SIGINT: $(cat "$WORK/err")"
+[[ $(wc -l <"$WORK/err") == 1 ]] || fail "the SIGINT message is not one line: $(cat "$WORK/err")"
 [[ -z $(ls -A "$out" 2>/dev/null) ]] || fail "output left behind after SIGINT: $(ls -A "$out")"
+# Again once the simulation is over and the files are being written (SimGrid's own SIGINT
+# handler must not be the one left in place).
+for delay in 3 6; do
+  timeout --preserve-status -s INT $delay "$DDPSIM" run --steps 30000 --out "$out" --timeline "$WORK/tl.json" \
+    --timeline-steps 0:2000 >/dev/null 2>"$WORK/err"
+  status=$?
+  [[ $status == 130 || $status == 0 ]] || fail "SIGINT after ${delay}s: exit $status; stderr: $(cat "$WORK/err")"
+  [[ $status == 0 ]] || grep -q "^ddpsim run: stopped by SIGINT" "$WORK/err" || fail "no message: $(cat "$WORK/err")"
+  [[ -z $(find "$out" "$WORK" -name '*.tmp.*' 2>/dev/null) ]] || fail "temporaries left after SIGINT at ${delay}s"
+done
 finish
