@@ -110,7 +110,7 @@ TEST_CASE("minmax balances predicted time with cost=model") {
 
 TEST_CASE("noise is mean-one, seeded per rank and step, and the same for every policy") {
   nlohmann::json doc = with(default_config_json(), "training.steps=400");
-  doc["policies"] = {"static", "static"};
+  doc["policies"] = {"static"};
   doc["simulation"] = {{"noise_sigma", 0.1}};
   const Config c = config_of(doc);
   const auto dataset = make_length_source(c.data, c.training.max_length)->dataset(0);

@@ -220,7 +220,7 @@ int run(int argc, char** argv) {
   }
 
   check_options(o, vm);
-  if (threads < 0) throw ddpsim::UsageError("--threads must be ≥ 0");
+  if (threads < 0 || threads > 1024) throw ddpsim::UsageError("--threads must be from 0 to 1024");
   if (vm.count("nproc-per-node") && (nproc < 1 || nproc > 1024))
     throw ddpsim::UsageError("--nproc-per-node must be from 1 to 1024");
   if (timeout_s < 1) throw ddpsim::UsageError("--timeout-s must be at least 1");

@@ -42,9 +42,18 @@ nlohmann::json PlatformConfig::to_json() const {
 
 namespace {
 
+// Bandwidths and ratios: positive, and within a range where step times stay finite.
 double positive(const JsonFields& f, const char* key, double fallback) {
   const double v = f.get<double>(key, fallback);
-  if (!(v > 0)) throw InputError(f.where() + ": " + key + " must be > 0, got " + std::to_string(v));
+  if (!(v >= 1e-6 && v <= 1e6))
+    throw InputError(f.where() + ": " + key + " must be from 1e-06 to 1e+06, got " + nlohmann::json(v).dump());
+  return v;
+}
+
+double latency(const JsonFields& f, const char* key, double fallback) {
+  const double v = f.get<double>(key, fallback);
+  if (!(v >= 0 && v <= 1e6))
+    throw InputError(f.where() + ": " + key + " must be from 0 to 1e+06 µs, got " + nlohmann::json(v).dump());
   return v;
 }
 
@@ -61,22 +70,26 @@ PlatformConfig parse_platform(const nlohmann::json& doc, const std::string& wher
     if (!base_dir.empty() && !std::filesystem::path(p.file).is_absolute())
       p.file = (std::filesystem::path(base_dir) / p.file).lexically_normal().string();
     p.hosts = f.require<std::vector<std::string>>("hosts");
+    std::map<std::string, std::size_t> first;
+    for (std::size_t g = 0; g < p.hosts.size(); ++g)
+      if (const auto [at, fresh] = first.emplace(p.hosts[g], g); !fresh)
+        throw InputError(where + ": hosts[" + std::to_string(g) + "] repeats \"" + p.hosts[g] + "\" of hosts[" +
+                         std::to_string(at->second) + "] (one host per rank)");
     if (static_cast<int>(p.hosts.size()) != G)
       throw InputError(where + ": hosts maps " + std::to_string(p.hosts.size()) + " ranks, world_size is " +
                        std::to_string(G) + " (one host name per rank)");
     p.gpus_per_node = f.get<int>("gpus_per_node", G);
   } else if (p.topology == "pcie" || p.topology == "nvlink" || p.topology == "cluster") {
     p.link_GBps = positive(f, "link_GBps", p.link_GBps);
-    p.latency_us = f.get<double>("latency_us", p.latency_us);
-    if (p.latency_us < 0) throw InputError(where + ": latency_us must be ≥ 0");
+    p.latency_us = latency(f, "latency_us", p.latency_us);
     if (p.topology == "pcie") {
       p.host_GBps = f.get<double>("host_GBps", p.host_GBps);
-      if (p.host_GBps < 0) throw InputError(where + ": host_GBps must be ≥ 0 (0 = unlimited)");
+      if (p.host_GBps != 0) p.host_GBps = positive(f, "host_GBps", p.host_GBps);  // 0 = unlimited
     }
     if (p.topology == "cluster") {
       p.gpus_per_node = f.get<int>("gpus_per_node", p.gpus_per_node);
       p.nic_GBps = positive(f, "nic_GBps", p.nic_GBps);
-      p.nic_latency_us = f.get<double>("nic_latency_us", p.nic_latency_us);
+      p.nic_latency_us = latency(f, "nic_latency_us", p.nic_latency_us);
       p.nodes_per_leaf = f.get<int>("nodes_per_leaf", p.nodes_per_leaf);
       p.oversubscription = positive(f, "oversubscription", p.oversubscription);
       if (p.gpus_per_node < 1 || p.nodes_per_leaf < 1)

@@ -1,6 +1,8 @@
 #include "eval/config.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -56,7 +58,17 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
   const std::string key(assignment.substr(0, eq));
   const std::string text(assignment.substr(eq + 1));
   nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) value = text;
+  if (value.is_discarded()) {
+    // Not JSON: a string, unless it is a number beyond a double's range (1e400).
+    char* end = nullptr;
+    errno = 0;
+    std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && errno == ERANGE)
+      throw UsageError("--set " + key + ": " + text + " is beyond the range of a number");
+    value = text;
+  } else {
+    value = parse_json(text, "--set " + key);  // again, strictly: a key given twice is refused
+  }
   nlohmann::json* node = &doc;
   std::size_t begin = 0;
   for (;;) {
@@ -142,7 +154,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
     throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(t.max_length));
   auto at_most = [&](const char* key, double v, double limit) {
     if (v > limit)
-      throw InputError(where + ": " + key + " must be ≤ " + format("%g", limit) + ", got " + format("%g", v));
+      throw InputError(where + ": " + key + " must be ≤ " + format("%.0f", limit) + ", got " + format("%.0f", v));
   };
   at_most("world_size", t.world_size, 65536);
   at_most("global_batch", t.global_batch, 1e7);
@@ -182,10 +194,10 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
     const auto& v = f.raw("sched_ms");
     if (v.is_string() && v.get<std::string>() == "measured")
       s.sched_measured = true;
-    else if (v.is_number() && v.get<double>() >= 0)
+    else if (v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1e6)
       s.sched_ms = v.get<double>();
     else
-      throw InputError(where + ": sched_ms is a number of ms ≥ 0 or \"measured\"");
+      throw InputError(where + ": sched_ms is a number of ms from 0 to 1e6 or \"measured\", got " + v.dump());
   }
   if (f.has("noise_sigma")) {
     s.noise_sigma = f.get<double>("noise_sigma", s.noise_sigma);
@@ -244,8 +256,15 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     const auto& list = top.raw("policies");
     if (!list.is_array() || list.empty())
       throw InputError(origin + ": policies must be a non-empty array of policy names or objects");
-    for (std::size_t i = 0; i < list.size(); ++i)
-      c.policies.push_back(parse_policy(list[i], origin + ": policies[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string at =
+          policies_origin.empty() ? origin + ": policies[" + std::to_string(i) + "]" : policies_origin;
+      c.policies.push_back(parse_policy(list[i], at));
+      for (std::size_t j = 0; j + 1 < c.policies.size(); ++j)
+        if (c.policies[j].label() == c.policies.back().label())
+          throw InputError(at + ": " + c.policies.back().label() + " is already policies[" + std::to_string(j) +
+                           "] (each policy once: outputs are keyed by it)");
+    }
   } else {
     c.policies.push_back(parse_policy_spec("static"));
   }

@@ -28,10 +28,13 @@ long long PerfModel::total_params() const {
 
 namespace {
 
-double non_negative(const JsonFields& f, const char* key, double fallback) {
+// Times (ms), memory (MiB) and coefficients: non-negative and bounded, so that every prediction
+// a run asks for stays finite.
+double non_negative(const JsonFields& f, const char* key, double fallback, double limit = 1e7) {
   const double v = f.get<double>(key, fallback);
-  if (!(v >= 0) || !std::isfinite(v))
-    throw InputError(f.where() + ": " + key + " must be a finite number ≥ 0, got " + std::to_string(v));
+  if (!(v >= 0 && v <= limit))
+    throw InputError(f.where() + ": " + key + " must be a finite number ≥ 0 (at most " + nlohmann::json(limit).dump() +
+                     "), got " + nlohmann::json(v).dump());
   return v;
 }
 
@@ -86,7 +89,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     throw InputError(origin + ": allreduce_slowdown must be in [1, 100] (1: communication is not slowed by compute)");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
-    m.noise_sigma = non_negative(n, "sigma", 0);
+    m.noise_sigma = non_negative(n, "sigma", 0, 3);
     n.reject_unknown();
   }
   if (f.has("memory_mib")) {
@@ -98,7 +101,8 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     mem.reject_unknown();
   }
   m.bytes_per_param = f.get<int>("gradient_bytes_per_param", 4);
-  if (m.bytes_per_param < 1) throw InputError(origin + ": gradient_bytes_per_param must be ≥ 1");
+  if (m.bytes_per_param < 1 || m.bytes_per_param > 16)
+    throw InputError(origin + ": gradient_bytes_per_param must be from 1 to 16");
   const auto& layers = f.raw("layers");
   if (!layers.is_array() || layers.empty())
     throw InputError(origin + ": layers must be a non-empty array of {name, params, bwd_fraction}");
@@ -108,7 +112,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     LayerSpec spec;
     spec.name = l.require<std::string>("name");
     spec.params = l.require<long long>("params");
-    if (spec.params < 1) throw InputError(l.where() + ": params must be ≥ 1");
+    if (spec.params < 1 || spec.params > 1e13) throw InputError(l.where() + ": params must be from 1 to 1e13");
     spec.bwd_fraction = non_negative(l, "bwd_fraction", 0);
     l.reject_unknown();
     fraction_sum += spec.bwd_fraction;

@@ -43,7 +43,7 @@ std::string MeasuredGrid::check() const {
     for (std::size_t j = 0; j < L.size(); ++j) {
       const double t = ms[i][j];
       const std::string at = " at b=" + std::to_string(b[i]) + ", L=" + std::to_string(L[j]);
-      if (!std::isfinite(t) || t < 0) return "ms" + at + " must be a finite number ≥ 0";
+      if (!(t >= 0 && t <= 1e7)) return "ms" + at + " must be a finite number from 0 to 1e7";
       if ((i > 0 && t < ms[i - 1][j]) || (j > 0 && t < ms[i][j - 1]))
         return "ms" + at + " is below a smaller batch's or length's time: the table must be non-decreasing";
     }

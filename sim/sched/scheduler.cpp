@@ -30,7 +30,10 @@ PolicySpec parse_policy_spec(std::string_view text) {
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == parts[i].size())
       throw UsageError("policy \"" + std::string(text) + "\": option \"" + std::string(parts[i]) +
                        "\" must look like key=value");
-    spec.options[std::string(parts[i].substr(0, eq))] = std::string(parts[i].substr(eq + 1));
+    const std::string key(parts[i].substr(0, eq));
+    if (spec.options.count(key))
+      throw UsageError("policy \"" + std::string(text) + "\": option " + key + " is given twice");
+    spec.options[key] = std::string(parts[i].substr(eq + 1));
   }
   return spec;
 }

@@ -6,7 +6,7 @@ run_bad() { expect_exit "$@" --steps 3 --out "$out" --timeline "$out/t.json"; no
 
 printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1">\n<zone id="z" routing="Full">\n<host id="a" speed="1Gf"\n</zone>\n</platform>\n' >"$WORK/bad.xml"
 run_bad 1 "bad.xml: invalid SimGrid platform: .*bad.xml:6" "$DDPSIM" run \
-  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/bad.xml\",\"hosts\":[\"a\",\"a\",\"a\",\"a\"]}"
+  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/bad.xml\",\"hosts\":[\"a\",\"b\",\"c\",\"d\"]}"
 run_bad 1 'pcie-4x-rtx3090.xml: no host "gpu9" for rank 2 \(platform.hosts\[2\]\)' "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\",\"gpu9\",\"gpu3\"]}"
 run_bad 1 "platform: hosts maps 2 ranks, world_size is 4" "$DDPSIM" run \
@@ -26,7 +26,7 @@ for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1
     --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
 done
 run_bad 1 "missing.xml: cannot open platform file" "$DDPSIM" run \
-  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"a\",\"a\",\"a\"]}"
+  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"b\",\"c\",\"d\"]}"
 printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": -2}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"
 run_bad 1 "m.json: forward_ms: beta must be a finite number ≥ 0" "$DDPSIM" run --set "model=$WORK/m.json"
 printf '{"name": "m", "source": "test",\n "forward_ms": {"a": 1,}}' >"$WORK/broken.json"
@@ -40,6 +40,19 @@ run_bad 2 'timeline-steps "5:2": expected FROM:TO' "$DDPSIM" run --timeline-step
 printf '{"policies": ["static", "minmax:buffer=x"]}' >"$WORK/policy.json"
 run_bad 1 "policy.json: policies\[1\]: policy minmax:buffer=x: option buffer must be an integer" "$DDPSIM" run "$WORK/policy.json"
 run_bad 1 "--policies: policy sorted:mega=0: option mega must be" "$DDPSIM" run --policies static,sorted:mega=0
+# Values given twice, and numbers that would make step times infinite.
+run_bad 2 'policy "minmax:buffer=4:buffer=8": option buffer is given twice' "$DDPSIM" run --policies minmax:buffer=4:buffer=8
+run_bad 1 '--policies: static is already policies\[0\]' "$DDPSIM" run --policies static,static
+run_bad 1 '--set training: key "world_size" appears twice' "$DDPSIM" run --set 'training={"world_size":4,"world_size":2}'
+run_bad 2 '--set simulation.noise_sigma: 1e400 is beyond the range of a number' "$DDPSIM" run --set simulation.noise_sigma=1e400
+run_bad 1 'sched_ms is a number of ms from 0 to 1e6 or "measured", got 1.7e\+308' "$DDPSIM" run --set simulation.sched_ms=1.7e308
+run_bad 1 'platform: link_GBps must be from 1e-06 to 1e\+06, got 1e-300' "$DDPSIM" run --set platform.link_GBps=1e-300
+run_bad 1 'platform: latency_us must be from 0 to 1e\+06 µs' "$DDPSIM" run --set platform.latency_us=1.7e308
+run_bad 1 'global_batch must be ≤ 10000000, got 10000001' "$DDPSIM" run --set training.global_batch=10000001
+run_bad 1 'platform: hosts\[1\] repeats "gpu0" of hosts\[0\]' "$DDPSIM" run \
+  --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu0\",\"gpu2\",\"gpu3\"]}"
+printf '{"name": "m", "source": "test", "forward_ms": {"a": 1}, "backward_ms": {"a": 1}, "optimizer_ms": 1e308,\n "layers": [{"name": "l", "params": 10, "bwd_fraction": 1}]}' >"$WORK/huge.json"
+run_bad 1 'huge.json: optimizer_ms must be a finite number ≥ 0 \(at most 10000000.0\), got 1e\+308' "$DDPSIM" run --set "model=$WORK/huge.json"
 printf '[1, 2]' >"$WORK/array.json"
 run_bad 1 "array.json: expected a JSON object, got array" "$DDPSIM" run "$WORK/array.json"
 finish

@@ -13,7 +13,7 @@ expect_exit 2 "--precision is fp32 or bf16, got \"fp16\"" "$DDPTRAIN" --syntheti
 # Numbers out of range are refused before anything starts, naming the option and its range.
 for bad in "--steps 0" "--steps -1" "--bucket-mb 0" "--first-bucket-mb -1" "--warmup 2" "--clip-norm -1" \
   "--nproc-per-node 0" "--emulate-ranks 0" "--emulate-link-GBps 0" "--synthetic-samples 10000000000" \
-  "--lr -1" "--log-every 0" "--dropout 1"; do
+  "--lr -1" "--log-every 0" "--dropout 1" "--threads 2000"; do
   read -r option value <<<"$bad"
   expect_exit 2 "$option must|$option is" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny "$option=$value"
 done
