@@ -118,6 +118,12 @@ int simulate_verb(const Args& args, bool compare) {
     timeline = parse_range(vm["timeline-steps"].as<std::string>());
     check_output_path(vm["timeline"].as<std::string>(), "--timeline");  // before the work, not after
   }
+  std::vector<std::filesystem::path> outputs;
+  if (vm.count("out"))
+    for (const char* name : {"steps.csv", "summary.json"})
+      outputs.push_back(std::filesystem::path(vm["out"].as<std::string>()) / name);
+  if (vm.count("timeline")) outputs.emplace_back(vm["timeline"].as<std::string>());
+  check_outputs(outputs);
 
   const StepShape shape = config.shape();
   const auto source = make_length_source(config.data, config.training.max_length);

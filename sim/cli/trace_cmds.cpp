@@ -122,6 +122,9 @@ int calibrate(const Args& args) {
   options.form = vm["form"].as<std::string>();
   options.folds = vm["folds"].as<int>();
   if (options.folds < 2) throw UsageError("--folds must be at least 2");
+  std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
+  if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
+  check_outputs(outputs);  // before the fit, which takes a while on large traces
   const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
@@ -154,6 +157,9 @@ int replay(const Args& args) {
   if (!vm.count("trace")) throw UsageError("give the TRACE.csv to replay");
   const Trace trace = read_trace(vm["trace"].as<std::string>());
   const Config config = config_with_model(vm);
+  if (vm.count("out"))
+    check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "steps.csv",
+                   std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
   const SimulationRun sim = ddpsim::replay(trace, config);
   std::vector<TokenSummary> summaries;
   for (const auto& run : sim.runs) summaries.push_back(summarize(run));
@@ -204,6 +210,9 @@ int validate(const Args& args) {
     if (used != warmup_text.size() || warmup < 0)
       throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + warmup_text + "\"");
   }
+  if (vm.count("out"))
+    check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json",
+                   std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n\n"
             << validation_report(v);

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 
 namespace ddpsim {
 
@@ -195,6 +197,18 @@ void check_output_path(const std::filesystem::path& path, const std::string& opt
     throw UsageError(option + " " + path.string() + ": is a folder, expected a file name");
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw UsageError(option + " " + path.string() + ": is a device or a pipe, expected a file name");
+}
+
+void check_outputs(const std::vector<std::filesystem::path>& paths) {
+  std::set<std::filesystem::path> seen;
+  for (const auto& path : paths) {
+    check_output_path(path, "output");
+    if (is_input_file(path))
+      throw UsageError(path.string() + ": is also an input of this command; write the output elsewhere");
+    std::error_code ec;
+    if (!seen.insert(std::filesystem::weakly_canonical(path, ec)).second)
+      throw UsageError(path.string() + ": named twice among this command's outputs");
+  }
 }
 
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {

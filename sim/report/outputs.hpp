@@ -38,6 +38,9 @@ void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair
 // a kill between renames leaves some of the new files but none of the old; write_outputs is this
 // for one folder.
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
+// Before the work: refuses (UsageError) output paths that AtomicFile would refuse after it (a
+// folder, a device, one of the command's inputs, a path named twice).
+void check_outputs(const std::vector<std::filesystem::path>& paths);
 // Refuses (UsageError naming `option`) an output path that is an existing folder.
 void check_output_path(const std::filesystem::path& path, const std::string& option);
 
