@@ -52,6 +52,11 @@ nlohmann::json read_config_json(const std::string& path) {
 }
 
 void apply_override(nlohmann::json& doc, std::string_view assignment) {
+  try {
+    (void)nlohmann::json(std::string(assignment)).dump();  // its text ends up in messages and outputs
+  } catch (const nlohmann::json::type_error&) {
+    throw UsageError("--set: the assignment is not valid UTF-8 text");
+  }
   const auto eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0)
     throw UsageError("--set \"" + std::string(assignment) + "\": expected key=value, e.g. training.global_batch=64");
