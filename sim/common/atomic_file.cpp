@@ -35,8 +35,7 @@ AtomicFile::AtomicFile(std::filesystem::path target) : shown_(target.string()), 
   const auto status = fs::status(target_, ec);
   if (fs::exists(status) && !fs::is_regular_file(status))
     throw InputError(shown_ + ": exists and is not a regular file (a folder, a device or a pipe); not replacing it");
-  if (is_input_file(target_))
-    throw UsageError(shown_ + ": is also an input of this command; write the output elsewhere");
+  check_not_input(shown_);
   {
     std::lock_guard lock(pending_mutex);
     if (!pending.insert(fs::absolute(target_, ec)).second)

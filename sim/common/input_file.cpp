@@ -17,13 +17,13 @@ std::vector<std::filesystem::path> inputs;  // every file checked, so outputs ne
 
 }  // namespace
 
-bool is_input_file(const std::filesystem::path& path) {
+void check_not_input(const std::filesystem::path& path) {
   std::lock_guard lock(inputs_mutex);
   for (const auto& input : inputs) {
     std::error_code ec;
-    if (std::filesystem::equivalent(input, path, ec)) return true;
+    if (std::filesystem::equivalent(input, path, ec))
+      throw UsageError(path.string() + ": is also an input of this command; write the output elsewhere");
   }
-  return false;
 }
 
 void check_input_file(const std::string& path, const char* what, std::uintmax_t cap) {

@@ -14,9 +14,9 @@ constexpr std::uintmax_t MiB = 1024 * 1024;
 // `what` ("JSON file", "trace") names it in the message.
 void check_input_file(const std::string& path, const char* what, std::uintmax_t cap);
 
-// Whether `path` is a file check_input_file accepted in this process (the same file, by
-// identity): AtomicFile refuses to write over one.
-bool is_input_file(const std::filesystem::path& path);
+// Throws UsageError when `path` is a file check_input_file accepted in this process (the same
+// file, by identity): outputs never overwrite an input.
+void check_not_input(const std::filesystem::path& path);
 
 // check_input_file, then the whole file.
 std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap = 64 * MiB);

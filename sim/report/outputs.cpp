@@ -203,8 +203,7 @@ void check_outputs(const std::vector<std::filesystem::path>& paths) {
   std::set<std::filesystem::path> seen;
   for (const auto& path : paths) {
     check_output_path(path, "output");
-    if (is_input_file(path))
-      throw UsageError(path.string() + ": is also an input of this command; write the output elsewhere");
+    check_not_input(path);
     std::error_code ec;
     if (!seen.insert(std::filesystem::weakly_canonical(path, ec)).second)
       throw UsageError(path.string() + ": named twice among this command's outputs");
