@@ -14,6 +14,8 @@ packages=(
   libopenblas0-openmp                        # an optimised BLAS for LibTorch (the reference one is ~20x slower)
   libeigen3-dev                              # least squares for ddpsim calibrate
   clang libclang-rt-14-dev                   # libFuzzer harnesses of the parsers (scripts/fuzz.sh)
+  slurmctld slurmd slurm-client munge        # real Slurm for sweep arrays (scripts/slurm_sweep.sh) and its test
+  python3-matplotlib                         # figures (plots/)
 )
 
 missing=()

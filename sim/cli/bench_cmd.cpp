@@ -1,12 +1,14 @@
-// `ddpsim bench`: decision latency of every policy at growing scale.
+// `ddpsim bench`: decision latency of every policy at growing scale, simulator and sweep speed.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
 #include "common/error.hpp"
 #include "eval/bench.hpp"
+#include "sweep/bench.hpp"
 
 namespace ddpsim::cli {
 
@@ -23,8 +25,13 @@ Targets: minmax/exact <= 5 us at (4,48,64) and <= 1 ms at (1024,16384,64); kk <=
 Then times the simulator end to end (planning, compute model, SimGrid) on the embedded
 default's six policies: the study's setting (G=4, 800 steps) in fast mode (target < 1 s) and
 in full mode; G=64 (8 nodes x 8 GPUs, ring), 800 steps, full mode (target < 30 s); G=1024
-(128 nodes x 8, hierarchical), 200 steps, fast mode (target < 60 s). Build in Release for
-meaningful figures.
+(128 nodes x 8, hierarchical), 200 steps, fast mode (target < 60 s).
+
+Then times `ddpsim sweep` with 2 worker processes over 1,000 cells of the study's setting (six
+policies x 800 steps, fast mode; cells differ by seed), every cell checked, run, written and
+tabulated: target < 60 s, reported as cells/s.
+
+Build in Release for meaningful figures.
 )";
 
 }  // namespace
@@ -34,20 +41,26 @@ int bench(const Args& args) {
   visible.add_options()(
       "json",
       "print {\"sched\": [{policy, solver, G, B, K, mean_us, p95_us}, ...], \"sim\": [{config, mode, G, steps, "
-      "policies, wall_s, rank_steps_per_s, target_s}, ...]} instead of tables")(
+      "policies, wall_s, rank_steps_per_s, target_s}, ...], \"sweep\": {cells, jobs, policies, steps, wall_s, "
+      "cells_per_s, target_s}} instead of tables")(
       "quick", "a tenth of the decisions and steps: a smoke test, not a measurement")(
-      "only", po::value<std::string>(), "sched or sim: run one half")("help,h", "this help");
+      "only", po::value<std::string>(), "sched, sim or sweep: run one part")("help,h", "this help");
   po::variables_map vm;
   if (!parse(args, USAGE, visible, {}, {}, vm)) return 0;
 
   const bool json = vm.count("json") > 0;
   const std::string only = vm.count("only") ? vm["only"].as<std::string>() : "";
-  if (!only.empty() && only != "sched" && only != "sim")
-    throw UsageError("--only is sched or sim, got \"" + only + "\"");
+  if (!only.empty() && only != "sched" && only != "sim" && only != "sweep")
+    throw UsageError("--only is sched, sim or sweep, got \"" + only + "\"");
   const double scale = vm.count("quick") ? 0.1 : 1.0;
   const auto say = [&](const std::string& what) { std::cerr << "bench: " << what << "\n"; };
-  const auto results = only == "sim" ? std::vector<SchedBenchResult>{} : run_sched_bench(scale, say);
-  const auto sims = only == "sched" ? std::vector<SimBenchResult>{} : run_sim_bench(scale, say);
+  const auto results = only.empty() || only == "sched" ? run_sched_bench(scale, say) : std::vector<SchedBenchResult>{};
+  const auto sims = only.empty() || only == "sim" ? run_sim_bench(scale, say) : std::vector<SimBenchResult>{};
+  std::optional<SweepBenchResult> sweep;
+  if (only.empty() || only == "sweep") {
+    say("sweep: " + std::to_string(static_cast<int>(1000 * scale)) + " cells of the study's setting, 2 jobs");
+    sweep = run_sweep_bench(scale, 2);
+  }
   if (json) {
     nlohmann::ordered_json sim_rows = nlohmann::ordered_json::array();
     for (const auto& r : sims)
@@ -72,7 +85,12 @@ int bench(const Args& args) {
                       {"decisions", r.decisions},
                       {"mean_us", r.mean_us},
                       {"p95_us", r.p95_us}});
-    std::cout << nlohmann::ordered_json{{"sched", rows}, {"sim", sim_rows}}.dump(2) << "\n";
+    nlohmann::ordered_json doc{{"sched", rows}, {"sim", sim_rows}};
+    if (sweep)
+      doc["sweep"] = {{"cells", sweep->cells},      {"jobs", sweep->jobs},     {"policies", sweep->policies},
+                      {"steps", sweep->steps},      {"wall_s", sweep->wall_s}, {"cells_per_s", sweep->cells_per_s},
+                      {"target_s", sweep->target_s}};
+    std::cout << doc.dump(2) << "\n";
     return 0;
   }
   if (!sims.empty()) {
@@ -82,9 +100,14 @@ int bench(const Args& args) {
       std::printf("%-36s %-5s %5d %6d %8d %10.3f %14.0f %8s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
                   r.policies, r.wall_s, r.rank_steps_per_s,
                   r.target_s > 0 ? ("< " + std::to_string(static_cast<int>(r.target_s)) + " s").c_str() : "");
-    if (results.empty()) return 0;
     std::printf("\n");
   }
+  if (sweep)
+    std::printf(
+        "sweep: %d cells (%d policies x %d steps, fast mode), %d jobs: %.1f s, %.1f cells/s (target: 1000 "
+        "cells < %.0f s)\n\n",
+        sweep->cells, sweep->policies, sweep->steps, sweep->jobs, sweep->wall_s, sweep->cells_per_s, sweep->target_s);
+  if (results.empty()) return 0;
   std::printf("%-14s %-10s %6s %6s %4s %10s %12s %12s\n", "policy", "solver", "G", "B", "K", "decisions", "mean us",
               "p95 us");
   for (const auto& r : results)

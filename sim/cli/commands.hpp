@@ -12,6 +12,7 @@ using Args = std::vector<std::string>;
 int balance(const Args& args);
 int run(const Args& args);
 int compare(const Args& args);
+int sweep(const Args& args);
 int calibrate(const Args& args);
 int replay(const Args& args);
 int validate(const Args& args);

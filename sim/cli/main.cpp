@@ -21,6 +21,9 @@ commands:
                             study's setting on 4x RTX 3090 over PCIe
   compare [CONFIG] --policies a,b,...
                             the same, one column per policy with changes against the first
+  sweep SWEEP.json --out DIR [--jobs N] [--shard I/N]
+                            what-if grids over config keys: every cell in parallel worker
+                            processes, resumable, sharded for cluster array jobs; results.csv
   calibrate TRACE... --out MODEL.json
                             fit a performance model to profiled traces (ddptrain's)
   replay TRACE --model M    simulate exactly the batches a trace recorded
@@ -40,8 +43,9 @@ exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "ddpsim: missing command (run, compare, calibrate, replay, validate, balance, bench, lengths; see "
-                 "ddpsim --help)\n";
+    std::cerr
+        << "ddpsim: missing command (run, compare, sweep, calibrate, replay, validate, balance, bench, lengths; see "
+           "ddpsim --help)\n";
     return 2;
   }
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
@@ -54,15 +58,16 @@ int main(int argc, char** argv) {
   try {
     if (verb == "run") return ddpsim::cli::run(args);
     if (verb == "compare") return ddpsim::cli::compare(args);
+    if (verb == "sweep") return ddpsim::cli::sweep(args);
     if (verb == "calibrate") return ddpsim::cli::calibrate(args);
     if (verb == "replay") return ddpsim::cli::replay(args);
     if (verb == "validate") return ddpsim::cli::validate(args);
     if (verb == "balance") return ddpsim::cli::balance(args);
     if (verb == "bench") return ddpsim::cli::bench(args);
     if (verb == "lengths") return ddpsim::cli::lengths(args);
-    std::cerr
-        << "ddpsim: unknown command \"" << verb
-        << "\" (commands: run, compare, calibrate, replay, validate, balance, bench, lengths; see ddpsim --help)\n";
+    std::cerr << "ddpsim: unknown command \"" << verb
+              << "\" (commands: run, compare, sweep, calibrate, replay, validate, balance, bench, lengths; see ddpsim "
+                 "--help)\n";
     return 2;
   } catch (const ddpsim::UsageError& e) {
     std::cerr << "ddpsim " << verb << ": " << e.what() << " (see ddpsim " << verb << " --help)\n";

@@ -1,6 +1,4 @@
 // `ddpsim run` and `ddpsim compare`: the SimGrid step simulation of a config's policies.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
+#include "cli/progress.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "eval/simulate.hpp"
@@ -74,28 +73,6 @@ std::pair<int, int> parse_range(const std::string& text) {
   throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");
 }
 
-// A progress line on stderr, only on a terminal and only once the run has taken 2 s.
-class Progress {
- public:
-  Progress() : terminal_(::isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()) {}
-  void operator()(long done, long total) {
-    if (!terminal_) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (elapsed < 2.0) return;
-    const int width = 30, filled = static_cast<int>(width * done / std::max(total, 1L));
-    std::fprintf(stderr, "\r  simulating [%s%s] %ld/%ld steps, %.0f s", std::string(filled, '#').c_str(),
-                 std::string(width - filled, '.').c_str(), done, total, elapsed);
-    shown_ = true;
-  }
-  ~Progress() {
-    if (shown_) std::fprintf(stderr, "\r%70s\r", "");
-  }
-
- private:
-  bool terminal_, shown_ = false;
-  std::chrono::steady_clock::time_point start_;
-};
-
 int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
@@ -139,7 +116,7 @@ int simulate_verb(const Args& args, bool compare) {
   const auto start = std::chrono::steady_clock::now();
   SimulationRun sim;
   {
-    Progress progress;
+    Progress progress("simulating", "steps");
     sim = simulate(config, dataset, timeline, std::ref(progress));
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -26,7 +26,9 @@ void check_not_input(const std::filesystem::path& path) {
   }
 }
 
-void check_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
+namespace {
+
+void check_file(const std::string& path, const char* what, std::uintmax_t cap, bool protect) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -38,17 +40,32 @@ void check_input_file(const std::string& path, const char* what, std::uintmax_t 
   if (!ec && size > cap)
     throw InputError(path + ": " + std::to_string(size / MiB) + " MiB, larger than the " + std::to_string(cap / MiB) +
                      " MiB this input may be");
+  if (!protect) return;
   std::lock_guard lock(inputs_mutex);
   inputs.push_back(fs::absolute(path, ec));
 }
 
-std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
-  check_input_file(path, what, cap);
+std::string read_file(const std::string& path, const char* what, std::uintmax_t cap, bool protect) {
+  check_file(path, what, cap, protect);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open " + what + " (permission denied?)");
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+}  // namespace
+
+void check_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
+  check_file(path, what, cap, /*protect=*/true);
+}
+
+std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap) {
+  return read_file(path, what, cap, /*protect=*/true);
+}
+
+std::string read_own_file(const std::string& path, const char* what, std::uintmax_t cap) {
+  return read_file(path, what, cap, /*protect=*/false);
 }
 
 }  // namespace ddpsim

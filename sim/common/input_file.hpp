@@ -21,4 +21,8 @@ void check_not_input(const std::filesystem::path& path);
 // check_input_file, then the whole file.
 std::string read_input_file(const std::string& path, const char* what, std::uintmax_t cap = 64 * MiB);
 
+// The same checks for a file the command itself keeps up to date (a sweep's grid and cells),
+// which its outputs may replace.
+std::string read_own_file(const std::string& path, const char* what, std::uintmax_t cap = 64 * MiB);
+
 }  // namespace ddpsim

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstring>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace ddpsim {
@@ -19,21 +20,31 @@ struct Slot {
   char path[PATH_BYTES];
 };
 Slot slots[SLOTS];
+constexpr int WORKERS = 1024;
+std::atomic<pid_t> workers[WORKERS];  // 0: free
 char program_name[128] = "ddpsim";
 bool installed = false;
+bool silent = false;
 
 void put(const char* text) {
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, text, std::strlen(text));
 }
 
 extern "C" void on_signal(int signal) {
+  for (auto& worker : workers)
+    if (const pid_t pid = worker.load(); pid > 0) ::kill(pid, signal);
+  for (auto& worker : workers)
+    if (const pid_t pid = worker.load(); pid > 0) ::waitpid(pid, nullptr, 0);  // they remove their own files
   int removed = 0;
   for (auto& slot : slots)
     if (slot.state.load() == READY && ::unlink(slot.path) == 0) ++removed;
-  put(program_name);
-  put(": stopped by ");
-  put(signal == SIGINT ? "SIGINT (interrupted)" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
-  put(removed ? "; its unfinished output files were removed\n" : "; no output file was being written\n");
+  if (!silent) {
+    put(program_name);
+    put(": stopped by ");
+    put(signal == SIGINT ? "SIGINT (interrupted)" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
+    put(removed ? "; its unfinished output files were removed\n" : "; no output file was being written\n");
+  }
+  // Blocked inside its own handler: the signal ends the process as soon as the handler returns.
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
@@ -71,6 +82,24 @@ int remember_temporary(const std::filesystem::path& path) {
 
 void forget_temporary(int slot) {
   if (slot >= 0) slots[slot].state.store(FREE);
+}
+
+int remember_worker(pid_t pid) {
+  for (int i = 0; i < WORKERS; ++i) {
+    pid_t expected = 0;
+    if (workers[i].compare_exchange_strong(expected, pid)) return i;
+  }
+  return -1;
+}
+
+void forget_worker(int slot) {
+  if (slot >= 0) workers[slot].store(0);
+}
+
+void become_worker() {
+  for (auto& worker : workers) worker.store(0);
+  for (auto& slot : slots) slot.state.store(FREE);
+  silent = true;
 }
 
 }  // namespace ddpsim

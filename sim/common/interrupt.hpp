@@ -3,6 +3,8 @@
 // stopped the program and ends it by that signal (the shell reports 128 + its number).
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 
 namespace ddpsim {
@@ -17,5 +19,14 @@ void reinstall_interrupt_handler();
 // path is too long or all slots are taken: the file is then left to its owner's destructor).
 int remember_temporary(const std::filesystem::path& path);
 void forget_temporary(int slot);
+
+// Registers a forked worker the handler stops with the same signal, and waits for, before the
+// process ends: an interrupted parent leaves no worker running on. Returns a slot for
+// forget_worker (-1 when all are taken).
+int remember_worker(pid_t pid);
+void forget_worker(int slot);
+// In a forked worker: forget the parent's workers and temporaries, and end silently on a
+// signal (the parent reports it).
+void become_worker();
 
 }  // namespace ddpsim

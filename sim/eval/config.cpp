@@ -74,19 +74,25 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
   } else {
     value = parse_json(text, "--set " + key);  // again, strictly: a key given twice is refused
   }
+  if (const std::string why = set_by_path(doc, key, std::move(value)); !why.empty())
+    throw UsageError("--set " + key + ": " + why);
+}
+
+std::string set_by_path(nlohmann::json& doc, std::string_view key, nlohmann::json value) {
   nlohmann::json* node = &doc;
   std::size_t begin = 0;
   for (;;) {
     const auto dot = key.find('.', begin);
-    const std::string part = key.substr(begin, dot == std::string::npos ? dot : dot - begin);
-    if (part.empty()) throw UsageError("--set " + key + ": empty key segment");
+    const std::string part(key.substr(begin, dot == std::string_view::npos ? dot : dot - begin));
+    if (part.empty()) return "empty key segment";
     if (node->is_null()) *node = nlohmann::json::object();  // a section the config leaves out
-    if (!node->is_object()) throw UsageError("--set " + key + ": \"" + part + "\" is inside a non-object value");
+    if (!node->is_object()) return "\"" + part + "\" is inside a non-object value";
     node = &(*node)[part];
-    if (dot == std::string::npos) break;
+    if (dot == std::string_view::npos) break;
     begin = dot + 1;
   }
   *node = std::move(value);
+  return "";
 }
 
 namespace {

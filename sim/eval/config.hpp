@@ -82,6 +82,9 @@ nlohmann::json default_config_json();
 nlohmann::json read_config_json(const std::string& path);
 // Applies "--set training.global_batch=64": the value is JSON if it parses, else a string.
 void apply_override(nlohmann::json& doc, std::string_view assignment);
+// Sets the value at a dotted key path ("training.world_size"), creating missing sections;
+// returns why it cannot ("" on success), for the caller to blame its own source.
+std::string set_by_path(nlohmann::json& doc, std::string_view key, nlohmann::json value);
 // Validates and fills defaults; `base_dir` anchors relative paths. `policies_origin` names the
 // policies in errors when they came from elsewhere than the config ("--policies").
 Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,

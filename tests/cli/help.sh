@@ -1,8 +1,8 @@
 # Every verb explains itself; bad usage exits 2.
 source "$(dirname "$0")/lib.sh"
 expect_ok "$DDPSIM" --help
-for verb in run compare balance; do grep -q "  $verb" "$WORK/out" || fail "--help does not list $verb"; done
-for verb in run compare balance bench lengths; do
+for verb in run compare sweep balance; do grep -q "  $verb" "$WORK/out" || fail "--help does not list $verb"; done
+for verb in run compare sweep calibrate replay validate balance bench lengths; do
   expect_ok "$DDPSIM" "$verb" --help
   grep -q "usage: ddpsim $verb" "$WORK/out" || fail "$verb --help lacks its usage line"
 done

@@ -1,0 +1,258 @@
+#include "sweep/run.hpp"
+
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/hash.hpp"
+#include "common/input_file.hpp"
+#include "common/interrupt.hpp"
+#include "eval/simulate.hpp"
+#include "report/outputs.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ddpsim {
+
+namespace {
+
+// The summary metrics results.csv carries, in column order: summary.json's, less the measured
+// decision times, which differ from run to run.
+constexpr const char* METRICS[] = {"steps",
+                                   "mean_max_step_ms",
+                                   "p95_max_step_ms",
+                                   "mean_samples_per_s",
+                                   "p95_samples_per_s",
+                                   "mean_tokens_per_s",
+                                   "p95_tokens_per_s",
+                                   "mean_std_step_ms",
+                                   "mean_std_compute_ms",
+                                   "mean_std_padded_tokens",
+                                   "mean_std_peak_mem_mib",
+                                   "mean_max_padded_tokens",
+                                   "p95_max_padded_tokens",
+                                   "padding_waste",
+                                   "samples_consumed",
+                                   "mean_global_batch",
+                                   "mean_max_compute_ms",
+                                   "mean_comm_wait_ms",
+                                   "mean_max_peak_mem_mib"};
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string number_field(const nlohmann::ordered_json& value) {
+  if (!value.is_number()) return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.10g", value.get<double>());
+  return text;
+}
+
+// 100 · (1 − value / baseline): the share of the baseline's step time a policy saves.
+std::string gain_field(const nlohmann::ordered_json& value, const nlohmann::ordered_json& baseline) {
+  if (!value.is_number() || !baseline.is_number() || baseline.get<double>() <= 0) return "";
+  return number_field(100 * (1 - value.get<double>() / baseline.get<double>()));
+}
+
+// The worker: simulates one cell and writes its file; its error, if any, goes up the pipe.
+[[noreturn]] void work(const Config& config, const std::vector<int>& dataset, const fs::path& target, int pipe_fd) {
+  int code = 0;
+  try {
+    const SimulationRun sim = simulate(config, dataset);
+    std::vector<TokenSummary> summaries;
+    for (const auto& run : sim.runs) summaries.push_back(summarize(run));
+    write_file_atomically(target, summary_json(config.resolved, sim.runs, summaries));
+  } catch (const std::exception& e) {
+    const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks
+    [[maybe_unused]] const auto written = ::write(pipe_fd, what.data(), what.size());
+    code = 1;
+  }
+  ::_exit(code);  // no atexit handlers, no flushing of buffers inherited from the parent
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+}  // namespace
+
+std::optional<nlohmann::ordered_json> load_cell(const fs::path& cells_dir, const std::string& hash) {
+  const fs::path path = cells_dir / (hash + ".json");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  const std::string text = read_own_file(path.string(), "sweep cell");
+  auto doc = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("config") || !doc.contains("policies") ||
+      !doc["policies"].is_object() || doc["policies"].empty())
+    throw InputError(path.string() +
+                     ": not a sweep cell (expected the {\"config\", \"policies\"} of a summary.json); "
+                     "remove it and the sweep runs the cell again");
+  if (fnv1a64_hex(doc["config"].dump()) != hash)
+    throw InputError(path.string() +
+                     ": holds another config than its name says (an edited or damaged file); remove "
+                     "it and the sweep runs the cell again");
+  return doc;
+}
+
+CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::vector<std::size_t>& todo, int jobs,
+                       const fs::path& cells_dir, const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::error_code ec;
+  fs::create_directories(cells_dir, ec);
+  if (ec) throw InputError(cells_dir.string() + ": cannot create the folder: " + ec.message());
+  const auto start = std::chrono::steady_clock::now();
+  struct Worker {
+    std::size_t cell;
+    int pipe_fd;
+    int slot;  // among the workers a signal stops
+  };
+  std::map<pid_t, Worker> running;
+  // Datasets are built once here and shared with the workers (copy-on-write after fork): a TSV
+  // source tokenizes its file once for the whole sweep, not once per cell.
+  std::map<std::string, std::vector<int>> datasets;
+  std::string failure;
+  std::size_t next = 0, done = 0;
+  while (true) {
+    while (failure.empty() && next < todo.size() && running.size() < static_cast<std::size_t>(jobs)) {
+      const SweepCell& cell = grid.cells[todo[next++]];
+      try {
+        const Config config = cell_config(spec, grid, cell);
+        const std::string key = config.resolved["data"].dump() + " " + std::to_string(config.training.max_length) +
+                                " " + std::to_string(config.training.seed);
+        if (!datasets.count(key)) {
+          if (datasets.size() >= 16) datasets.clear();  // a swept seed: keep memory bounded
+          datasets[key] = make_length_source(config.data, config.training.max_length)->dataset(config.training.seed);
+        }
+        int fds[2];
+        if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+        std::cout.flush();
+        std::fflush(nullptr);
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+          ::close(fds[0]);
+          ::close(fds[1]);
+          throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+        }
+        if (pid == 0) {
+          become_worker();
+          ::close(fds[0]);
+          work(config, datasets[key], cells_dir / (cell.hash + ".json"), fds[1]);
+        }
+        ::close(fds[1]);
+        running[pid] = {cell.index, fds[0], remember_worker(pid)};
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    if (running.empty()) break;
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (pid < 0) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const Worker worker = it->second;
+    running.erase(it);
+    forget_worker(worker.slot);
+    const std::string message = read_all(worker.pipe_fd);
+    ::close(worker.pipe_fd);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      ++done;
+      if (progress) progress(done, todo.size());
+    } else if (failure.empty()) {
+      const std::string reason = !message.empty() ? message
+                                 : WIFSIGNALED(status)
+                                     ? std::string("the worker died of ") + ::strsignal(WTERMSIG(status))
+                                     : "the worker exited with status " + std::to_string(WEXITSTATUS(status));
+      failure = spec.origin + ", " + grid.describe(grid.cells[worker.cell]) + ": " + reason;
+    }
+  }
+  if (!failure.empty())
+    throw InputError(failure + " (" + std::to_string(done) + " cells finished in this run are kept in " +
+                     cells_dir.string() + "; a rerun skips them)");
+  return {done, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::ordered_json>& cells) {
+  std::string out = "cell";
+  const auto add = [&out](const std::string& field) {
+    out += ',';
+    out += field;
+  };
+  for (const auto& key : grid.keys) add(csv_field(key));
+  add("policy");
+  for (const char* metric : METRICS) add(metric);
+  out += ",gain_pct,p95_gain_pct\n";
+  for (std::size_t i = 0; i < grid.cells.size(); ++i) {
+    const auto& policies = cells[i]["policies"];
+    const auto& first = policies.begin().value();
+    for (const auto& [label, p] : policies.items()) {
+      out += grid.cells[i].hash;
+      for (const auto& value : grid.cells[i].values) add(csv_field(value_text(value)));
+      add(csv_field(label));
+      for (const char* metric : METRICS) add(p.contains(metric) ? number_field(p[metric]) : "");
+      for (const char* metric : {"mean_max_step_ms", "p95_max_step_ms"})
+        add(p.contains(metric) && first.contains(metric) ? gain_field(p[metric], first[metric]) : "");
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+std::vector<nlohmann::ordered_json> collect_cells(const SweepGrid& grid, const std::vector<fs::path>& dirs) {
+  std::vector<nlohmann::ordered_json> cells;
+  std::vector<std::size_t> missing;
+  for (const auto& cell : grid.cells) {
+    std::optional<nlohmann::ordered_json> found;
+    for (const auto& dir : dirs)
+      if ((found = load_cell(dir / "cells", cell.hash))) break;
+    if (found) {
+      cells.push_back(std::move(*found));
+    } else {
+      missing.push_back(cell.index);
+      cells.emplace_back();
+    }
+  }
+  if (!missing.empty()) {
+    std::string where;
+    for (const auto& dir : dirs) where += (where.empty() ? "" : ", ") + dir.string();
+    std::string which;
+    for (std::size_t i = 0; i < std::min<std::size_t>(missing.size(), 3); ++i)
+      which += (i ? "; " : "") + grid.describe(grid.cells[missing[i]]);
+    throw InputError(std::to_string(missing.size()) + " of " + std::to_string(grid.cells.size()) +
+                     " cells are in none of " + where + ": " + which + (missing.size() > 3 ? "; …" : "") +
+                     " (run the missing shards, or rerun the sweep there)");
+  }
+  return cells;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace ddpsim

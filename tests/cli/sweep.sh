@@ -1,0 +1,82 @@
+# `ddpsim sweep`: the same results.csv whatever --jobs, sharding or interruption; finished
+# cells reused; a sweep's own files and messages.
+source "$(dirname "$0")/lib.sh"
+cat >"$WORK/s.json" <<'JSON'
+{"set": {"training.steps": 30},
+ "axes": {"training.world_size": [2, 4], "training.global_batch": [16, 48]},
+ "zip": [{"label.noise": ["low", "high"], "simulation.noise_sigma": [0.01, 0.2]}],
+ "policies": ["static", "minmax", "kk"]}
+JSON
+
+expect_ok "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/a" --jobs 2
+grep -q "= 8 cells" "$WORK/out" || fail "the cell count is not shown before the run: $(cat "$WORK/out")"
+grep -q "3 policies per cell" "$WORK/out" || fail "the policy count is not shown: $(cat "$WORK/out")"
+header='cell,training.world_size,training.global_batch,label.noise,simulation.noise_sigma,policy,steps,mean_max_step_ms'
+[[ $(head -1 "$WORK/a/results.csv") == "$header"* ]] || fail "results.csv header: $(head -1 "$WORK/a/results.csv")"
+[[ $(wc -l <"$WORK/a/results.csv") == 25 ]] || fail "results.csv has $(wc -l <"$WORK/a/results.csv") lines, expected 1 + 8 cells x 3 policies"
+[[ $(ls "$WORK/a/cells" | wc -l) == 8 ]] || fail "expected 8 cell files: $(ls "$WORK/a/cells")"
+# Rows in grid order (last key fastest), policies in the config's order, the first policy's gain 0.
+awk -F, 'NR==2 && !($2==2 && $3==16 && $4=="low" && $6=="static" && $NF==0 && $(NF-1)==0) {exit 1}
+         NR==3 && $6!="minmax" {exit 1} NR==5 && $4!="high" {exit 1}' "$WORK/a/results.csv" ||
+  fail "results.csv rows out of order: $(head -5 "$WORK/a/results.csv")"
+# gain_pct = 100 (1 - mean_max_step_ms / the cell's first policy's).
+awk -F, 'NR>1 { if ($6=="static") base=$8; else { g = 100*(1-$8/base); d = g-$(NF-1); if (d>1e-6 || d<-1e-6) exit 1 } }' \
+  "$WORK/a/results.csv" || fail "gain_pct is not 100 (1 - mean / first policy's mean)"
+grep -q '^static ' "$WORK/out" || fail "no per-policy digest printed: $(cat "$WORK/out")"
+
+# One job, and three shards merged: byte-identical results.
+expect_ok "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/b" --jobs 1
+cmp -s "$WORK/a/results.csv" "$WORK/b/results.csv" || fail "--jobs 1 and --jobs 2 results differ"
+for i in 1 2 3; do
+  expect_ok "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/shard$i" --shard "$i/3"
+  [[ ! -e $WORK/shard$i/results.csv ]] || fail "a shard wrote results.csv"
+done
+[[ $(cat "$WORK"/shard*/cells/*.json | grep -c '"config"') == 8 ]] || fail "the shards did not split the 8 cells"
+expect_ok "$DDPSIM" sweep --merge "$WORK/shard1" "$WORK/shard2" "$WORK/shard3" --out "$WORK/merged"
+cmp -s "$WORK/a/results.csv" "$WORK/merged/results.csv" || fail "merged shards differ from one run"
+cmp -s "$WORK/a/sweep.json" "$WORK/merged/sweep.json" || fail "merged sweep.json differs"
+
+# A rerun runs nothing; --resume continues the same sweep only.
+expect_ok "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/a" --resume
+grep -q "8 already done, 0 to run" "$WORK/out" || fail "a rerun ran cells again: $(cat "$WORK/out")"
+cmp -s "$WORK/a/results.csv" "$WORK/b/results.csv" || fail "the rerun changed results.csv"
+expect_exit 1 "holds no sweep.json: --resume continues the same sweep" \
+  "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/fresh" --resume
+[[ ! -e $WORK/fresh/results.csv ]] || fail "--resume into a fresh folder wrote results"
+# A grown sweep reuses the cells it shares with the previous one.
+sed 's/\[2, 4\]/[2, 4, 8]/' "$WORK/s.json" >"$WORK/grown.json"
+expect_ok "$DDPSIM" sweep "$WORK/grown.json" --out "$WORK/a"
+grep -q "12 cells, 8 already done, 4 to run" "$WORK/out" || fail "a grown sweep did not reuse cells: $(cat "$WORK/out")"
+[[ $(wc -l <"$WORK/a/results.csv") == 37 ]] || fail "the grown results.csv has $(wc -l <"$WORK/a/results.csv") lines"
+
+# A killed sweep loses only the cells in flight: the rerun finishes with the same results.
+cat >"$WORK/long.json" <<'JSON'
+{"set": {"training.steps": 400, "simulation.mode": "full"}, "axes": {"training.seed": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}}
+JSON
+"$DDPSIM" sweep "$WORK/long.json" --out "$WORK/killed" --jobs 2 >/dev/null 2>"$WORK/killed.err" &
+pid=$!
+for _ in $(seq 100); do [[ $(ls "$WORK/killed/cells" 2>/dev/null | grep -c 'json$') -ge 2 ]] && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+code=$?
+[[ $code == 130 ]] || fail "SIGINT ended the sweep with $code, expected 130"
+[[ $(cat "$WORK/killed.err") == "ddpsim sweep: stopped by SIGINT"* && $(wc -l <"$WORK/killed.err") == 1 ]] ||
+  fail "an interrupted sweep does not say so in one line: $(cat "$WORK/killed.err")"
+pgrep -f "$WORK/long.json" >/dev/null && fail "workers still run after the sweep was interrupted"
+[[ ! -e $WORK/killed/results.csv ]] || fail "an interrupted sweep wrote results.csv"
+ls "$WORK/killed/cells" | grep -qv 'json$' && fail "temporaries left in cells/: $(ls "$WORK/killed/cells")"
+done_before=$(ls "$WORK/killed/cells" | wc -l)
+expect_ok "$DDPSIM" sweep "$WORK/long.json" --out "$WORK/killed" --jobs 2
+grep -q "$done_before already done" "$WORK/out" || fail "the rerun did not skip the $done_before finished cells: $(cat "$WORK/out")"
+expect_ok "$DDPSIM" sweep "$WORK/long.json" --out "$WORK/whole" --jobs 2
+cmp -s "$WORK/killed/results.csv" "$WORK/whole/results.csv" || fail "the resumed sweep differs from an uninterrupted one"
+
+# --dry-run checks every cell and writes nothing.
+expect_ok "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/dry" --dry-run
+[[ ! -e $WORK/dry ]] || fail "--dry-run wrote $WORK/dry"
+[[ $(grep -c '  cell [0-9]' "$WORK/out") == 8 ]] || fail "--dry-run does not list the cells: $(cat "$WORK/out")"
+# The example sweeps in configs/ are valid.
+for example in "$SRC"/configs/sweep-*.json; do
+  expect_ok "$DDPSIM" sweep "$example" --out "$WORK/dry" --dry-run
+done
+finish

@@ -1,0 +1,75 @@
+# Bad sweep input: one clear line naming the file and key, exit 1 or 2, nothing in DIR.
+source "$(dirname "$0")/lib.sh"
+out="$WORK/out_dir"
+no_output() { [[ ! -e $out/results.csv && ! -e $out/sweep.json ]] || fail "output left behind after: $*"; }
+bad() {  # bad CODE PATTERN SWEEP_TEXT [OPTIONS...]
+  local code=$1 pattern=$2 text=$3; shift 3
+  printf '%s' "$text" >"$WORK/s.json"
+  expect_exit "$code" "$pattern" "$DDPSIM" sweep "$WORK/s.json" --out "$out" "$@"
+  no_output "$text $*"
+}
+ok='{"set": {"training.steps": 5}, "axes": {"training.world_size": [2, 4]}}'
+
+bad 1 's.json, cell 0 \(training.wrld_size=2\): training: unknown key "wrld_size" \(did you mean "world_size"' \
+  '{"axes": {"training.wrld_size": [2, 4]}}'
+bad 1 's.json: axes: "training.world_size" is an empty list' '{"axes": {"training.world_size": []}}'
+bad 1 's.json: axes: "training.world_size" is number 4: expected a non-empty array' '{"axes": {"training.world_size": 4}}'
+bad 1 's.json: zip\[0\]: "b" lists 1 values, "a" 2: zipped lists move together' \
+  '{"zip": [{"a": [1, 2], "b": [1]}]}'
+bad 1 's.json: zip\[0\] is array: expected an object' '{"zip": [[1, 2]]}'
+bad 1 's.json: no "axes" or "zip"' '{"set": {"training.steps": 5}}'
+bad 1 's.json: unknown key "axis" \(did you mean "axes"' '{"axis": {"training.steps": [5]}}'
+bad 1 's.json: key "axes" appears twice in one object' '{"axes": {"training.steps": [5]}, "axes": {}}'
+bad 1 's.json: expected a JSON object' '[1, 2]'
+bad 1 '"training" and "training.steps" are both swept' '{"axes": {"training": [{}], "training.steps": [5]}}'
+bad 1 '"training.steps" is swept and also fixed by "training.steps"' \
+  '{"set": {"training.steps": 5}, "axes": {"training.steps": [5, 6]}}'
+bad 1 's.json: the grid has 1000 × 1000 = 1000000 cells, more than the 100000' \
+  "{\"axes\": {\"training.seed\": [$(seq -s, 1000)], \"training.steps\": [$(seq -s, 1000)]}}"
+bad 1 'cell 1 \(training.world_size=2\) is the same config as cell 0 \(training.world_size=2\)' \
+  '{"axes": {"training.world_size": [2, 2]}}'
+bad 1 'cell 1 \(training.world_size=64\): policies\[0\]: static: infeasible: global batch B=48 is smaller than G=64' '{"axes": {"training.world_size": [2, 64]}}'
+bad 1 's.json: key "policies"\[1\] is number 3: expected a string' '{"axes": {"training.seed": [1]}, "policies": ["static", 3]}'
+bad 1 'policies\[1\]: .*buffer' '{"axes": {"training.seed": [1]}, "policies": ["static", "minmax:buffer=x"]}'
+bad 1 'missing.json: cannot open JSON file \(no such file\)' '{"base": "missing.json", "axes": {"training.seed": [1]}}'
+bad 2 '--shard "3/2": expected I/N with 1 <= I <= N' "$ok" --shard 3/2
+bad 2 '--shard "0/4": expected I/N' "$ok" --shard 0/4
+bad 2 '--shard "1/x": expected I/N' "$ok" --shard 1/x
+bad 2 '--jobs 0: expected 1 to 1024' "$ok" --jobs 0
+bad 2 '--merge combines finished shards; a SWEEP file belongs to a run' "$ok" --merge "$WORK"
+expect_exit 2 '--merge combines finished shards; --jobs belongs to a run' "$DDPSIM" sweep --merge "$WORK" --jobs 2 --out "$out"
+expect_exit 2 'missing SWEEP.json' "$DDPSIM" sweep --out "$out"
+expect_exit 2 '--out DIR is required' "$DDPSIM" sweep "$WORK/s.json"
+expect_exit 1 'nope.json: cannot open sweep file \(no such file\)' "$DDPSIM" sweep "$WORK/nope.json" --out "$out"
+expect_exit 1 'cannot open sweep file: it is a directory' "$DDPSIM" sweep "$WORK" --out "$out"
+no_output "missing files"
+
+# Merging: different sweeps, missing cells, folders that are not a sweep's.
+printf '%s' "$ok" >"$WORK/a.json"
+printf '%s' '{"set": {"training.steps": 6}, "axes": {"training.world_size": [2, 4]}}' >"$WORK/b.json"
+expect_ok "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1" --shard 1/2
+expect_ok "$DDPSIM" sweep "$WORK/b.json" --out "$WORK/b2" --shard 2/2
+expect_exit 1 'b2/sweep.json is another sweep \(grid [0-9a-f]{16}, 2 cells\) than .*a1/sweep.json' \
+  "$DDPSIM" sweep --merge "$WORK/a1" "$WORK/b2" --out "$out"
+no_output "merge of different sweeps"
+expect_exit 1 '1 of 2 cells are in none of .*a1: cell 1 \(training.world_size=4\) \(run the missing shards' \
+  "$DDPSIM" sweep --merge "$WORK/a1" --out "$out"
+no_output "merge with a missing cell"
+expect_exit 1 'nowhere: not a folder' "$DDPSIM" sweep --merge "$WORK/nowhere" --out "$out"
+mkdir -p "$WORK/empty"
+expect_exit 1 'empty: no sweep.json' "$DDPSIM" sweep --merge "$WORK/empty" --out "$out"
+# A damaged cell or grid is named, with what to do.
+cell=$(ls "$WORK/a1/cells" | head -1)
+printf '{"config": {}, "policies": {"static": {}}}' >"$WORK/a1/cells/$cell"
+expect_exit 1 "$cell: holds another config than its name says .*remove it" \
+  "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1"
+printf 'garbage' >"$WORK/a1/cells/$cell"
+expect_exit 1 "$cell: not a sweep cell" "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1"
+sed -i 's/"grid_hash": "./"grid_hash": "x/' "$WORK/a1/sweep.json"
+expect_exit 1 'a1/sweep.json: grid_hash does not match its cells' "$DDPSIM" sweep --merge "$WORK/a1" --out "$out"
+no_output "damaged inputs"
+# results.csv that is a folder is refused before any cell runs.
+mkdir -p "$WORK/busy/results.csv"
+expect_exit 2 'results.csv' "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/busy"
+[[ ! -e $WORK/busy/cells ]] || fail "cells ran although results.csv could not be written"
+finish
