@@ -131,6 +131,10 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   CHECK_THROWS_WITH_AS(Trainer(capped, nullptr, quiet),
                        doctest::Contains("saved with b_max none, this run has 12,12; resume with the same --bmax"),
                        ddpsim::InputError);
+  TrainOptions truncated = resumed_options;
+  truncated.max_length = o.max_length / 2;  // another sample stream under the same step count
+  const std::string expected = ", max_length " + std::to_string(o.max_length / 2) + "; resume with the same --data";
+  CHECK_THROWS_WITH_AS(Trainer(truncated, nullptr, quiet), doctest::Contains(expected.c_str()), ddpsim::InputError);
   TrainOptions done = resumed_options;
   done.steps = 10;  // the checkpoint is at step 10: nothing left to train
   CHECK_THROWS_WITH_AS(Trainer(done, nullptr, quiet), doctest::Contains("saved at step 10, and --steps 10 leaves"),

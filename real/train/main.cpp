@@ -123,6 +123,7 @@ int run(int argc, char** argv) {
   ddptrain::TrainOptions o;
   std::string bmax, backend = "auto", precision = "fp32";
   int nproc = 0, timeout_s = 120, threads = 0;
+  std::int64_t seed = 0;  // signed, so that -1 is refused instead of wrapping around
   ddptrain::ProfileOptions profile;
   std::string profile_batches = "auto", profile_lengths = "auto", profile_warmup = "auto",
               profile_bytes = "65536,1048576,4194304,16777216,67108864";
@@ -154,7 +155,7 @@ int run(int argc, char** argv) {
       "--bmax probe: fraction of device memory the probed batch leaves free")(
       "perf-model", po::value(&o.perf_model),
       "ddpsim performance model (built-in name or JSON) that minmax:cost=model balances predicted time with")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "data order, sampling, initialisation, dropout");
+      "seed", po::value(&seed)->default_value(0), "data order, sampling, initialisation, dropout");
   optim.add_options()("lr", po::value(&o.lr)->default_value(o.lr, "5e-5"), "AdamW peak learning rate")(
       "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup, "0.1"), "linear warm-up, fraction of the steps")(
@@ -209,6 +210,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   po::notify(vm);
+  if (seed < 0) throw ddpsim::UsageError("--seed must be from 0 to 9223372036854775807");
+  o.seed = static_cast<std::uint64_t>(seed);
   if (vm.count("write-layout")) {
     ddptrain::DistilBertForSequenceClassification model(ddptrain::DistilBertConfig::named(o.model_size), o.seed);
     ddpsim::AtomicFile file(vm["write-layout"].as<std::string>());
@@ -220,6 +223,11 @@ int run(int argc, char** argv) {
   }
 
   check_options(o, vm);
+  if (vm.count("data") && vm.count("synthetic-lengths"))
+    throw ddpsim::UsageError("--data trains on a TSV, --synthetic-lengths on made-up sentences: give one of them");
+  if (vm.count("emulate-ranks") && vm.count("nproc-per-node"))
+    throw ddpsim::UsageError(
+        "--emulate-ranks plays N ranks in one process, --nproc-per-node starts N processes: give one of them");
   if (threads < 0 || threads > 1024) throw ddpsim::UsageError("--threads must be from 0 to 1024");
   if (vm.count("nproc-per-node") && (nproc < 1 || nproc > 1024))
     throw ddpsim::UsageError("--nproc-per-node must be from 1 to 1024");

@@ -110,6 +110,12 @@ class Trainer {
   double lr_at(int step) const;
   std::vector<std::pair<std::string, std::string>> metadata() const;
   std::string policy_label() const { return ddpsim::parse_policy_spec(opt_.policy).label(); }
+  // What decides the sample stream besides the policy, B and the seed: a checkpoint records it.
+  std::string data_identity() const {
+    return (opt_.data.empty() ? "synthetic " + opt_.synthetic_lengths + " x" + std::to_string(opt_.synthetic_samples)
+                              : "TSV " + opt_.data) +
+           ", max_length " + std::to_string(opt_.max_length);
+  }
   void write_outputs();
 
   TrainOptions opt_;

@@ -81,6 +81,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   archive.write("ranks", torch::tensor({static_cast<std::int64_t>(G_)}));
   archive.write("rng", rng);
   archive.write("policy", c10::IValue(policy_label()));
+  archive.write("data", c10::IValue(data_identity()));
   archive.write("global_batch", torch::tensor({static_cast<std::int64_t>(opt_.global_batch)}));
   archive.write("seed", torch::tensor({static_cast<std::int64_t>(opt_.seed)}));
   archive.write("b_max", torch::tensor(std::vector<std::int64_t>(opt_.b_max.begin(), opt_.b_max.end()), torch::kInt64));
@@ -138,6 +139,12 @@ void Trainer::load_checkpoint(const std::string& path) {
       seed != static_cast<std::int64_t>(opt_.seed))
     throw ddpsim::InputError(path + ": saved with policy " + policy.toStringRef() + ", B=" + std::to_string(batch) +
                              ", seed " + std::to_string(seed) + "; resume with the same ones");
+  // Another dataset, size or truncation would resume a different sample stream under the same
+  // step count. (Checkpoints of earlier versions do not say: they are taken as they are.)
+  if (c10::IValue data; archive.try_read("data", data) && data.isString() && data.toStringRef() != data_identity())
+    throw ddpsim::InputError(path + ": saved with data " + data.toStringRef() + ", this run has " + data_identity() +
+                             "; resume with the same --data or --synthetic-lengths, --synthetic-samples and "
+                             "--max-length");
   // The caps steer the policy: a resume under other caps (a probe can find another) would replay
   // a different sample stream.
   torch::Tensor saved_caps;

@@ -38,7 +38,9 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   trace.path = path;
   trace.hash = fnv1a64_hex(text);
 
+  // A byte order mark (a spreadsheet's export) is not part of the first column's name.
   std::istringstream lines(text);
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) lines.ignore(3);
   std::string line;
   long line_no = 0;
   std::map<std::string, std::size_t> col;
@@ -63,7 +65,10 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     const auto fields = split(line);
     if (col.empty()) {  // the header
       trace.columns = fields;
-      for (std::size_t i = 0; i < fields.size(); ++i) col[fields[i]] = i;
+      for (std::size_t i = 0; i < fields.size(); ++i)
+        if (!col.emplace(fields[i], i).second)
+          throw InputError(path + ":" + std::to_string(line_no) + ": column \"" + fields[i] +
+                           "\" appears twice in the header");
       std::vector<std::string> needed = {"step", "rank", "batch_size", "max_len"};
       needed.insert(needed.end(), required.begin(), required.end());
       for (const auto& name : needed)
@@ -115,6 +120,9 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty()
                          ? static_cast<int>(integer("global_batch"))
                          : 0;
+    // 0 belongs to rows without a batch (a profile's communication rows).
+    if (r.global_batch == 0 && r.batch_size > 0 && col.count("global_batch") && !fields[col["global_batch"]].empty())
+      throw InputError(where("global_batch") + "expected at least 1 (or empty: the sum of the step's batch sizes)");
     r.loss_weight = col.count("loss_weight") ? amount("loss_weight") : NOT_MEASURED;
     r.allreduce_bytes = amount("allreduce_bytes");
     r.allreduce_ms = amount("allreduce_ms");
@@ -128,6 +136,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (std::isnan(number(name.c_str())))
         throw InputError(where(name) + "empty, but this command needs it on every row");
     const std::string policy = col.count("policy") ? fields[col["policy"]] : "trace";
+    if (policy.empty()) throw InputError(where("policy") + "empty (expected the policy that planned the row)");
     if (!seen.insert({policy, r.step, r.rank}).second)
       throw InputError(
           path + ":" + std::to_string(line_no) + ": step " + std::to_string(r.step) + ", rank " +
@@ -158,9 +167,14 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(G)) {  // B_t where not given
       int total = 0;
       for (int g = 0; g < G; ++g) total += run.rows[i + static_cast<std::size_t>(g)].batch_size;
-      for (int g = 0; g < G; ++g)
-        if (run.rows[i + static_cast<std::size_t>(g)].global_batch == 0)
-          run.rows[i + static_cast<std::size_t>(g)].global_batch = total;
+      for (int g = 0; g < G; ++g) {
+        RankStep& r = run.rows[i + static_cast<std::size_t>(g)];
+        if (r.global_batch == 0) r.global_batch = total;
+        if (r.global_batch != total)
+          throw InputError(path + ": policy " + run.label + ", step " + std::to_string(r.step) + ": global_batch " +
+                           std::to_string(r.global_batch) + " is not the sum of the ranks' batch_size (" +
+                           std::to_string(total) + ")");
+      }
     }
   }
   return trace;

@@ -115,6 +115,10 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
     if (baseline->runs.size() != 1)
       throw InputError(baseline->path + ": a baseline trace holds one policy, this one " +
                        std::to_string(baseline->runs.size()));
+    for (const auto& run : measured.runs)
+      if (run.G != baseline->runs[0].G)
+        throw InputError(baseline->path + ": " + std::to_string(baseline->runs[0].G) + " ranks, " + measured.path +
+                         " " + std::to_string(run.G) + ": a gain compares runs of one world size");
     const SimulationRun base = replay(*baseline, config);
     v.has_baseline = true;
     std::tie(v.steady.baseline, v.all.baseline) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);

@@ -47,7 +47,7 @@ int balance(const Args& args) {
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
   if (vm.count("print-config")) {
-    std::cout << config.resolved.dump(2) << "\n";
+    std::cout << config.printable().dump(2) << "\n";
     return 0;
   }
 

@@ -1,7 +1,10 @@
 // ddpsim: evaluates per-step batch schedulers for synchronous data-parallel training offline.
 // Dispatches to a verb; every error ends as one line on stderr and exit 1 (input) or 2 (usage).
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <utility>
 
 #include <boost/program_options/errors.hpp>
 
@@ -39,35 +42,49 @@ commands:
 exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 )";
 
+// The verbs in the order --help lists them.
+using Verb = int (*)(const ddpsim::cli::Args&);
+const std::pair<const char*, Verb> VERBS[] = {{"run", ddpsim::cli::run},         {"compare", ddpsim::cli::compare},
+                                              {"sweep", ddpsim::cli::sweep},     {"calibrate", ddpsim::cli::calibrate},
+                                              {"replay", ddpsim::cli::replay},   {"validate", ddpsim::cli::validate},
+                                              {"balance", ddpsim::cli::balance}, {"bench", ddpsim::cli::bench},
+                                              {"lengths", ddpsim::cli::lengths}};
+
+std::string verb_names() {
+  std::string names;
+  for (const auto& entry : VERBS) {
+    if (!names.empty()) names += ", ";
+    names += entry.first;
+  }
+  return names;
+}
+
+// A report lost to a full disk (> /dev/full) is a failure, not a success.
+int flushed(const std::string& verb, int code) {
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout) return code;
+  std::cerr << "ddpsim " << verb << ": cannot write to standard output (" << std::strerror(errno) << ")\n";
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr
-        << "ddpsim: missing command (run, compare, sweep, calibrate, replay, validate, balance, bench, lengths; see "
-           "ddpsim --help)\n";
+    std::cerr << "ddpsim: missing command (" << verb_names() << "; see ddpsim --help)\n";
     return 2;
   }
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     std::cout << USAGE;
-    return 0;
+    return flushed("--help", 0);
   }
   const std::string verb = argv[1];
   ddpsim::install_interrupt_handler(("ddpsim " + verb.substr(0, 32)).c_str());
   const ddpsim::cli::Args args(argv + 2, argv + argc);
   try {
-    if (verb == "run") return ddpsim::cli::run(args);
-    if (verb == "compare") return ddpsim::cli::compare(args);
-    if (verb == "sweep") return ddpsim::cli::sweep(args);
-    if (verb == "calibrate") return ddpsim::cli::calibrate(args);
-    if (verb == "replay") return ddpsim::cli::replay(args);
-    if (verb == "validate") return ddpsim::cli::validate(args);
-    if (verb == "balance") return ddpsim::cli::balance(args);
-    if (verb == "bench") return ddpsim::cli::bench(args);
-    if (verb == "lengths") return ddpsim::cli::lengths(args);
-    std::cerr << "ddpsim: unknown command \"" << verb
-              << "\" (commands: run, compare, sweep, calibrate, replay, validate, balance, bench, lengths; see ddpsim "
-                 "--help)\n";
+    for (const auto& [name, run] : VERBS)
+      if (verb == name) return flushed(verb, run(args));
+    std::cerr << "ddpsim: unknown command \"" << verb << "\" (commands: " << verb_names() << "; see ddpsim --help)\n";
     return 2;
   } catch (const ddpsim::UsageError& e) {
     std::cerr << "ddpsim " << verb << ": " << e.what() << " (see ddpsim " << verb << " --help)\n";

@@ -85,7 +85,7 @@ int simulate_verb(const Args& args, bool compare) {
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
   if (vm.count("print-config")) {
-    std::cout << config.resolved.dump(2) << "\n";
+    std::cout << config.printable().dump(2) << "\n";
     return 0;
   }
   std::pair<int, int> timeline{0, 0};

@@ -41,6 +41,9 @@ AtomicFile::AtomicFile(std::filesystem::path target) : shown_(target.string()), 
     if (!pending.insert(fs::absolute(target_, ec)).second)
       throw UsageError(shown_ + ": named twice among this command's outputs");
   }
+  // Like publish(): an output's folder is made as needed (`calibrate --out models/new/m.json`).
+  if (const auto parent = target_.parent_path(); !parent.empty() && !fs::exists(parent, ec))
+    fs::create_directories(parent, ec);
   temp_ = target_;
   temp_ += ".tmp." + std::to_string(::getpid());
   slot_ = remember_temporary(temp_);

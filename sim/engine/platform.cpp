@@ -1,5 +1,6 @@
 #include "engine/platform.hpp"
 
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -159,6 +160,15 @@ constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
       if (links.empty() && latency == 0)  // SimGrid's own test for "no connecting path"
         fail(config.file + ": no route from host \"" + from->get_name() + "\" (rank " + std::to_string(a) +
              ") to host \"" + to->get_name() + "\" (rank " + std::to_string(b) + "), which the allreduce needs");
+      // SimGrid takes a zero bandwidth as given: every transfer over it would never end.
+      for (const auto* link : links)
+        if (!(link->get_bandwidth() > 0) || !std::isfinite(link->get_bandwidth()) || !(link->get_latency() >= 0)) {
+          std::ostringstream why;
+          why << config.file << ": link \"" << link->get_name() << "\" (on the route from \"" << from->get_name()
+              << "\" to \"" << to->get_name() << "\") has bandwidth " << link->get_bandwidth() << " B/s and latency "
+              << link->get_latency() << " s: expected a bandwidth > 0 and a latency >= 0";
+          fail(why.str());
+        }
     }
   } catch (const InputError& e) {
     fail(e.what());
@@ -188,7 +198,12 @@ void check_platform_file(const PlatformConfig& config, const std::vector<std::pa
   // A sweep checks the same platform for every cell: one child per distinct question is enough.
   static std::set<std::string> passed;
   std::string question = config.to_json().dump();
-  for (const auto& [a, b] : pairs) question += " " + std::to_string(a) + "-" + std::to_string(b);
+  for (const auto& [a, b] : pairs) {
+    question += ' ';
+    question += std::to_string(a);
+    question += '-';
+    question += std::to_string(b);
+  }
   if (passed.count(question)) return;
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));

@@ -62,6 +62,7 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
     throw UsageError("--set \"" + std::string(assignment) + "\": expected key=value, e.g. training.global_batch=64");
   const std::string key(assignment.substr(0, eq));
   const std::string text(assignment.substr(eq + 1));
+  if (text.empty()) throw UsageError("--set " + key + "=: no value after '=' (an empty string is written '\"\"')");
   nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     // Not JSON: a string, unless it is a number beyond a double's range (1e400).
@@ -357,6 +358,19 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
   return c;
+}
+
+nlohmann::json Config::printable() const {
+  nlohmann::json doc = resolved;
+  const auto absolute = [](nlohmann::json& path) {
+    if (path.is_string() && !path.get<std::string>().empty())
+      path = fs::absolute(path.get<std::string>()).lexically_normal().string();
+  };
+  if (doc["data"].contains("path")) absolute(doc["data"]["path"]);
+  if (doc["data"].contains("vocab")) absolute(doc["data"]["vocab"]);
+  if (!is_builtin_model(doc["model"].get<std::string>())) absolute(doc["model"]);
+  if (doc["platform"].contains("file")) absolute(doc["platform"]["file"]);
+  return doc;
 }
 
 std::unique_ptr<LengthSource> make_length_source(const DataConfig& d, int max_length) {

@@ -74,6 +74,9 @@ struct Config {
   nlohmann::json resolved;  // every value in force, defaults included, for summary.json
 
   StepShape shape() const;
+  // `resolved` with every file path absolute: what --print-config writes, valid input from any
+  // folder (summary.json keeps the paths as given, so that outputs do not depend on the machine).
+  nlohmann::json printable() const;
 };
 
 // The embedded default (configs/default.json): the study's setting.

@@ -49,8 +49,9 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
              "," + std::to_string(r.padded_tokens) + "," + ms(r.fwd_ms) + "," + ms(r.bwd_ms) + "," +
              ms(r.comm_wait_ms) + "," + ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
              (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + "," +
-             (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," + std::to_string(r.global_batch) +
-             "," + format("%.6f", r.loss_weight);
+             (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," +
+             (r.global_batch > 0 ? std::to_string(r.global_batch) : std::string()) + "," +
+             format("%.6f", r.loss_weight);
       if (allreduce) {
         out += ',';
         if (!std::isnan(r.allreduce_bytes)) out += format("%.0f", r.allreduce_bytes);

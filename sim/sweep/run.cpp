@@ -149,19 +149,27 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
         if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
         std::cout.flush();
         std::fflush(nullptr);
+        // A stop signal between fork and remember_worker would miss the new worker: hold such
+        // signals until it is registered (here) or has become a worker (there).
+        sigset_t stops, previous;
+        sigemptyset(&stops);
+        for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, signal);
+        ::sigprocmask(SIG_BLOCK, &stops, &previous);
         const pid_t pid = ::fork();
-        if (pid < 0) {
-          ::close(fds[0]);
-          ::close(fds[1]);
-          throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-        }
         if (pid == 0) {
           become_worker();
+          ::sigprocmask(SIG_SETMASK, &previous, nullptr);
           ::close(fds[0]);
           work(config, datasets[key], cells_dir / (cell.hash + ".json"), fds[1]);
         }
+        const int fork_errno = errno;
+        if (pid > 0) running[pid] = {cell.index, fds[0], remember_worker(pid)};
+        ::sigprocmask(SIG_SETMASK, &previous, nullptr);
         ::close(fds[1]);
-        running[pid] = {cell.index, fds[0], remember_worker(pid)};
+        if (pid < 0) {
+          ::close(fds[0]);
+          throw std::runtime_error(std::string("fork: ") + std::strerror(fork_errno));
+        }
       } catch (const std::exception& e) {
         failure = e.what();
       }

@@ -56,4 +56,16 @@ expect_ok "$DDPSIM" run --print-config --set model=h100-distilbert
 cp "$WORK/out" "$WORK/printed.json"
 expect_ok "$DDPSIM" run "$WORK/printed.json" --print-config
 cmp -s "$WORK/out" "$WORK/printed.json" || fail "--print-config output does not read back to itself"
+# ... from any folder: a config's relative paths are printed absolute.
+mkdir -p "$WORK/cfg" "$WORK/elsewhere"
+cp "$SRC/models/rtx3090-distilbert.json" "$WORK/cfg/m.json"
+printf '{"model": "m.json", "training": {"steps": 3}}' >"$WORK/cfg/c.json"
+(cd "$WORK/cfg" && "$DDPSIM" run c.json --print-config) >"$WORK/elsewhere/printed.json" || fail "print-config failed"
+(cd "$WORK/elsewhere" && "$DDPSIM" run printed.json --policies static >/dev/null) ||
+  fail "a printed config does not run from another folder: $(cat "$WORK/elsewhere/printed.json")"
+# Output lost to a full disk is an error, not a success.
+if [[ -w /dev/full ]]; then
+  "$DDPSIM" run --print-config >/dev/full 2>"$WORK/err" && fail "ddpsim run > /dev/full exited 0"
+  grep -q "cannot write to standard output" "$WORK/err" || fail "no message for a full stdout: $(cat "$WORK/err")"
+fi
 finish

@@ -25,6 +25,12 @@ for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1
   run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
     --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
 done
+# A link on a needed route with no bandwidth would stall every transfer: named, with its route.
+printf "$H"'<zone id="z" routing="Full">\n<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidth="0GBps" latency="1us"/>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/zerobw.xml"
+run_bad 1 'zerobw.xml: link "l" \(on the route from "a" to "b"\) has bandwidth 0 B/s' "$DDPSIM" run \
+  --set training.world_size=2 --set training.global_batch=4 \
+  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/zerobw.xml\",\"hosts\":[\"a\",\"b\"]}"
+run_bad 2 "--set training.steps=: no value after '='" "$DDPSIM" run --set training.steps=
 run_bad 1 "missing.xml: cannot open platform file" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"b\",\"c\",\"d\"]}"
 printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": -2}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"

@@ -18,6 +18,27 @@ expect_exit 1 "absent.csv: cannot open trace" "$DDPSIM" replay "$WORK/absent.csv
 expect_ok "$DDPSIM" run --steps 5 --policies static --out "$WORK/sim"
 expect_ok "$DDPSIM" replay "$WORK/sim/steps.csv" --model rtx3090-distilbert
 grep -q "max step time, mean" "$WORK/out" || fail "replay with a built-in model printed no table"
+# Traces that contradict themselves: a column named twice, an explicit global batch of 0 or one
+# that is not the step's sum, a row without its policy. A spreadsheet's byte order mark is fine.
+printf 'step,rank,batch_size,max_len,fwd_ms,fwd_ms\n0,0,4,9,1,2\n' >"$WORK/twice.csv"
+expect_exit 1 'twice.csv:1: column "fwd_ms" appears twice in the header' "$DDPSIM" calibrate "$WORK/twice.csv" --out "$out/m.json"
+printf 'step,rank,batch_size,max_len,step_ms,global_batch\n0,0,4,9,1,0\n' >"$WORK/gb0.csv"
+expect_exit 1 'gb0.csv:2: column global_batch: expected at least 1' "$DDPSIM" replay "$WORK/gb0.csv" --model rtx3090-distilbert
+printf 'step,rank,batch_size,max_len,step_ms,global_batch\n0,0,4,9,1,8\n0,1,3,9,1,8\n' >"$WORK/gbsum.csv"
+expect_exit 1 'gbsum.csv: policy trace, step 0: global_batch 8 is not the sum of the ranks. batch_size \(7\)' \
+  "$DDPSIM" replay "$WORK/gbsum.csv" --model rtx3090-distilbert
+printf 'step,rank,policy,batch_size,max_len,step_ms\n0,0,,4,9,1\n' >"$WORK/nopolicy.csv"
+expect_exit 1 'nopolicy.csv:2: column policy: empty' "$DDPSIM" replay "$WORK/nopolicy.csv" --model rtx3090-distilbert
+printf '\xef\xbb\xbfstep,rank,batch_size,max_len,step_ms\n0,0,4,9,1\n' >"$WORK/bom.csv"
+expect_ok "$DDPSIM" replay "$WORK/bom.csv" --model rtx3090-distilbert
+# An output's folder is created as needed.
+expect_ok "$DDPSIM" calibrate "$WORK/sim/steps.csv" --out "$WORK/new/folder/m.json"
+[[ -s $WORK/new/folder/m.json ]] || fail "calibrate did not create the --out folder"
+# A gain compares runs of one world size.
+expect_ok "$DDPSIM" run --steps 5 --policies minmax --set training.world_size=2 --set training.global_batch=8 --out "$WORK/g2"
+expect_exit 1 'steps.csv: 4 ranks, .*g2/steps.csv 2: a gain compares runs of one world size' "$DDPSIM" validate \
+  --measured "$WORK/g2/steps.csv" --baseline "$WORK/sim/steps.csv" --model rtx3090-distilbert
+[[ -z $(ls -A "$out") ]] || fail "output left behind: $(ls -A "$out")"
 for verb in calibrate replay validate; do
   expect_ok "$DDPSIM" "$verb" --help
   grep -q "usage: ddpsim $verb" "$WORK/out" || fail "$verb --help lacks its usage line"

@@ -17,6 +17,10 @@ for bad in "--steps 0" "--steps -1" "--bucket-mb 0" "--first-bucket-mb -1" "--wa
   read -r option value <<<"$bad"
   expect_exit 2 "$option must|$option is" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny "$option=$value"
 done
+expect_exit 2 "--seed must be from 0 to 9223372036854775807" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --seed=-1
+expect_exit 2 "give one of them" "$DDPTRAIN" --synthetic-lengths sst2 --data "$WORK/bad.tsv" --model tiny
+expect_exit 2 "--emulate-ranks plays N ranks in one process, --nproc-per-node starts N processes" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --emulate-ranks 2 --nproc-per-node 2
 expect_exit 2 "--bmax \"-1\": expected a cap from 1" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --bmax=-1
 expect_exit 1 "RANK=3 is not below WORLD_SIZE=2" env RANK=3 WORLD_SIZE=2 "$DDPTRAIN" --synthetic-lengths sst2 --model tiny
 
