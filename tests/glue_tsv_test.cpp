@@ -86,6 +86,17 @@ TEST_CASE("a wrong field count names the line") {
   CHECK_THROWS_WITH_AS(read_rows(blank), doctest::Contains("blank.tsv:3: expected 2"), ddpsim::InputError);
 }
 
+TEST_CASE("a column named twice and a sentence that is not UTF-8 are errors naming the line") {
+  const auto twice = write_fixture("twice.tsv", "sentence\tlabel\tsentence\na\t1\tb\n");
+  CHECK_THROWS_WITH_AS(read_rows(twice), doctest::Contains("twice.tsv:1: column 'sentence' appears twice"),
+                       ddpsim::InputError);
+  const auto latin1 = write_fixture("latin1.tsv", "sentence\tlabel\ncaf\xe9 au lait\t1\n");
+  CHECK_THROWS_WITH_AS(read_rows(latin1), doctest::Contains("latin1.tsv:2: the sentence is not valid UTF-8 (byte 4"),
+                       ddpsim::InputError);
+  const auto utf8 = write_fixture("utf8.tsv", "sentence\tlabel\ncaf\xc3\xa9 au lait\t1\n");
+  CHECK(read_rows(utf8).size() == 1);
+}
+
 TEST_CASE("a label that is not an integer names the line and the value") {
   for (const std::string label : {"pos", "1.0", "", " 1", "1x", "99999999999"}) {
     CAPTURE(label);

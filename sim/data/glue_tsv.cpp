@@ -5,9 +5,12 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 
+#include <utf8proc.h>
+
 #include <charconv>
 #include <cstddef>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,13 +33,33 @@ void split_tabs(std::string_view line, std::vector<std::string_view>& fields) {
   }
 }
 
-std::size_t find_column(const std::vector<std::string_view>& header, std::string_view name) {
+// The column's index; a header naming it twice would leave the choice to chance.
+std::size_t find_column(const std::vector<std::string_view>& header, std::string_view name,
+                        const std::function<void(const std::string&)>& fail) {
+  std::size_t found = NOT_FOUND;
   for (std::size_t i = 0; i < header.size(); ++i) {
     if (header[i] == name) {
-      return i;
+      if (found != NOT_FOUND) {
+        fail("column '" + std::string(name) + "' appears twice in the header");
+      }
+      found = i;
     }
   }
-  return NOT_FOUND;
+  return found;
+}
+
+// The byte offset of the first invalid UTF-8 sequence, or -1.
+std::ptrdiff_t invalid_utf8_at(std::string_view text) {
+  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  utf8proc_int32_t codepoint = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto used = utf8proc_iterate(bytes + at, static_cast<utf8proc_ssize_t>(text.size() - at), &codepoint);
+    if (used < 0) {
+      return static_cast<std::ptrdiff_t>(at);
+    }
+    at += static_cast<std::size_t>(used);
+  }
+  return -1;
 }
 
 std::string describe_header(std::string_view header_line) {
@@ -80,8 +103,9 @@ std::int64_t read_glue_tsv(const std::filesystem::path& path, const GlueRowFn& o
   }
   split_tabs(line, fields);
   const std::size_t field_count = fields.size();
-  const std::size_t sentence_column = find_column(fields, "sentence");
-  const std::size_t label_column = find_column(fields, "label");
+  const auto header_fail = [&](const std::string& reason) { fail(1, reason + " " + describe_header(line)); };
+  const std::size_t sentence_column = find_column(fields, "sentence", header_fail);
+  const std::size_t label_column = find_column(fields, "label", header_fail);
   if (sentence_column == NOT_FOUND) {
     fail(1, "no 'sentence' column in header " + describe_header(line));
   }
@@ -105,6 +129,9 @@ std::int64_t read_glue_tsv(const std::filesystem::path& path, const GlueRowFn& o
       if (text.empty() || error != std::errc{} || end != text.data() + text.size()) {
         fail(line_number, "label '" + std::string(text) + "' is not an integer");
       }
+    }
+    if (const auto at = invalid_utf8_at(fields[sentence_column]); at >= 0) {
+      fail(line_number, "the sentence is not valid UTF-8 (byte " + std::to_string(at + 1) + " of the field)");
     }
     on_row(fields[sentence_column], label, line_number);
     ++rows;

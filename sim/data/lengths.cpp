@@ -66,6 +66,16 @@ LengthHistogram histogram_from_json(const nlohmann::json& doc, const std::string
     if (count > 0) h.counts.emplace_back(len, count);
   }
   if (h.samples() == 0) throw InputError(origin + ": histogram holds no samples");
+  // The summary keys are optional, but a file whose summary contradicts its counts was edited
+  // by hand or truncated: which of the two is meant cannot be known.
+  const auto check = [&](const char* key, std::int64_t actual) {
+    if (doc.contains(key) && convert<std::int64_t>(doc[key], origin + ": key \"" + key + "\"") != actual)
+      throw InputError(origin + ": \"" + key + "\" is " + doc[key].dump() + ", but the counts give " +
+                       std::to_string(actual));
+  };
+  check("samples", h.samples());
+  check("min_length", h.counts.front().first);
+  check("max_length_seen", h.counts.back().first);
   return h;
 }
 
