@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "common/json_util.hpp"
 #include "embedded_h100_distilbert.hpp"
 #include "embedded_rtx3090_distilbert.hpp"
+#include "model/hf_model.hpp"
 
 namespace ddpsim {
 
@@ -144,7 +146,28 @@ PerfModel load_perf_model(const std::string& name_or_path) {
   if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
     throw InputError("model \"" + name_or_path +
                      "\": not a built-in model (rtx3090-distilbert, h100-distilbert) nor a .json file path");
-  return parse_perf_model(read_json_file(name_or_path), name_or_path);
+  const nlohmann::json doc = read_json_file(name_or_path);
+  if (doc.is_object() && doc.contains("hf_config")) return derive_perf_model(doc, name_or_path);
+  return parse_perf_model(doc, name_or_path);
+}
+
+PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin) {
+  JsonFields f(doc, origin);
+  std::filesystem::path config = f.require<std::string>("hf_config");
+  if (config.is_relative()) config = (std::filesystem::path(origin).parent_path() / config).lexically_normal();
+  const std::string gpu = f.require<std::string>("gpu");
+  const std::string dtype = f.get<std::string>("dtype", "bf16");
+  const double efficiency = f.get<double>("efficiency", 0.5);
+  const std::string name = f.get<std::string>("name", std::filesystem::path(origin).stem().string());
+  f.reject_unknown({"$comment"});
+  const TransformerSpec spec = transformer_from_hf_config(read_json_file(config.string()), config.string());
+  nlohmann::json model;
+  try {
+    model = derived_model_json(spec, name, gpu, dtype, efficiency);
+  } catch (const InputError& e) {
+    throw InputError(origin + ": " + e.what());
+  }
+  return parse_perf_model(model, origin);
 }
 
 }  // namespace ddpsim

@@ -53,8 +53,11 @@ struct PerfModel {
 
 // Parses and validates a model document; `origin` names it in errors.
 PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin);
-// A built-in name (rtx3090-distilbert, h100-distilbert) or a path to a model JSON file.
+// A built-in name (rtx3090-distilbert, h100-distilbert) or a path to a model JSON file: a
+// model, or a spec ({"hf_config": PATH, "gpu": PRESET, "dtype", "efficiency", "name"}) that
+// derive_perf_model turns into one (model/hf_model.hpp).
 PerfModel load_perf_model(const std::string& name_or_path);
+PerfModel derive_perf_model(const nlohmann::json& spec, const std::string& origin);
 const std::vector<std::string>& builtin_model_names();
 // True for a name load_perf_model() resolves without a file, which is never taken as a path.
 bool is_builtin_model(const std::string& name);

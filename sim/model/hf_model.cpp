@@ -1,0 +1,301 @@
+#include "model/hf_model.hpp"
+
+#include <cmath>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+
+#include "embedded_gpu_presets.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+constexpr double MIB = 1024.0 * 1024.0;
+
+// Config fields by family: a missing one is named with what needs it.
+class HfFields {
+ public:
+  HfFields(const nlohmann::json& config, std::string origin, std::string family)
+      : config_(config), origin_(std::move(origin)), family_(std::move(family)) {}
+
+  long long need(const char* key) const {
+    if (!config_.contains(key) || config_[key].is_null())
+      throw InputError(origin_ + ": a " + family_ + " config needs \"" + key + "\"");
+    return positive(key);
+  }
+  long long get(const char* key, long long fallback) const {
+    return config_.contains(key) && !config_[key].is_null() ? positive(key) : fallback;
+  }
+  bool flag(const char* key, bool fallback) const {
+    return config_.contains(key) && !config_[key].is_null() ? convert<bool>(config_[key], where(key)) : fallback;
+  }
+
+  std::string where(const char* key) const { return origin_ + ": key \"" + key + "\""; }
+
+ private:
+  long long positive(const char* key) const {
+    const auto v = convert<long long>(config_[key], where(key));
+    // Bounded so that products of two fields stay far below 2^63.
+    if (v < 1 || v > 100'000'000) throw InputError(where(key) + " must be from 1 to 100000000");
+    return v;
+  }
+
+  const nlohmann::json& config_;
+  std::string origin_, family_;
+};
+
+// Labels of a sequence-classification head: id2label's size, num_labels, or 2.
+long long label_count(const nlohmann::json& config) {
+  if (config.contains("id2label") && config["id2label"].is_object() && !config["id2label"].empty())
+    return static_cast<long long>(config["id2label"].size());
+  if (config.contains("num_labels") && config["num_labels"].is_number_integer() && config["num_labels"] > 0)
+    return config["num_labels"].get<long long>();
+  return 2;
+}
+
+std::string head_of(const nlohmann::json& config) {
+  if (!config.contains("architectures") || !config["architectures"].is_array()) return "none";
+  for (const auto& a : config["architectures"]) {
+    if (!a.is_string()) continue;
+    const std::string name = a.get<std::string>();
+    if (name.ends_with("ForSequenceClassification")) return "sequence classification";
+    if (name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel")) return "causal LM";
+  }
+  return "none";  // other heads (masked LM, QA, ...) are not modelled: the base model alone
+}
+
+// Every layer is a list of tensors held in memory: a bound keeps a typo from exhausting it.
+int layer_count(const HfFields& f, const char* key) {
+  const long long layers = f.need(key);
+  if (layers > 10000) throw InputError(f.where(key) + " must be at most 10000 layers");
+  return static_cast<int>(layers);
+}
+
+}  // namespace
+
+long long TransformerSpec::params() const {
+  long long n = 0;
+  for (const auto& t : tensors) n += t.numel();
+  return n;
+}
+
+TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const std::string& origin) {
+  if (!config.is_object()) throw InputError(origin + ": expected a Hugging Face config.json object");
+  if (!config.contains("model_type") || !config["model_type"].is_string())
+    throw InputError(origin + ": no \"model_type\" (expected a Hugging Face config.json)");
+  TransformerSpec s;
+  s.family = config["model_type"].get<std::string>();
+  s.head = head_of(config);
+  const HfFields f(config, origin, s.family);
+  const auto add = [&s](std::string name, long long rows, long long cols = 1, bool matmul = false) {
+    s.tensors.push_back({std::move(name), rows, cols, matmul});
+  };
+  const auto linear = [&](const std::string& name, long long out, long long in, bool bias) {
+    add(name + ".weight", out, in, true);
+    if (bias) add(name + ".bias", out);
+  };
+  const auto norm = [&](const std::string& name, long long h, bool bias) {
+    add(name + ".weight", h);
+    if (bias) add(name + ".bias", h);
+  };
+  long long vocab = 0, tied_head = 0;  // a tied LM head: no tensor of its own, but its FLOPs
+  int head_dim = 0;
+
+  if (s.family == "distilbert") {
+    const long long d = f.need("dim"), ff = f.need("hidden_dim");
+    vocab = f.need("vocab_size");
+    s.layers = layer_count(f, "n_layers");
+    s.heads = static_cast<int>(f.need("n_heads"));
+    s.hidden = static_cast<int>(d);
+    const std::string p = s.head == "none" ? "" : "distilbert.";
+    add(p + "embeddings.word_embeddings.weight", vocab, d);
+    add(p + "embeddings.position_embeddings.weight", f.need("max_position_embeddings"), d);
+    norm(p + "embeddings.LayerNorm", d, true);
+    for (int i = 0; i < s.layers; ++i) {
+      const std::string l = p + "transformer.layer." + std::to_string(i) + ".";
+      for (const char* proj : {"q_lin", "k_lin", "v_lin", "out_lin"}) linear(l + "attention." + proj, d, d, true);
+      norm(l + "sa_layer_norm", d, true);
+      linear(l + "ffn.lin1", ff, d, true);
+      linear(l + "ffn.lin2", d, ff, true);
+      norm(l + "output_layer_norm", d, true);
+    }
+    if (s.head == "sequence classification") {
+      linear("pre_classifier", d, d, true);
+      linear("classifier", label_count(config), d, true);
+    }
+  } else if (s.family == "bert" || s.family == "roberta") {
+    const long long h = f.need("hidden_size"), ff = f.need("intermediate_size");
+    vocab = f.need("vocab_size");
+    s.layers = layer_count(f, "num_hidden_layers");
+    s.heads = static_cast<int>(f.need("num_attention_heads"));
+    s.hidden = static_cast<int>(h);
+    const std::string p = s.head == "none" ? "" : s.family + ".";
+    add(p + "embeddings.word_embeddings.weight", vocab, h);
+    add(p + "embeddings.position_embeddings.weight", f.need("max_position_embeddings"), h);
+    add(p + "embeddings.token_type_embeddings.weight", f.get("type_vocab_size", 2), h);
+    norm(p + "embeddings.LayerNorm", h, true);
+    for (int i = 0; i < s.layers; ++i) {
+      const std::string l = p + "encoder.layer." + std::to_string(i) + ".";
+      for (const char* proj : {"query", "key", "value"}) linear(l + "attention.self." + proj, h, h, true);
+      linear(l + "attention.output.dense", h, h, true);
+      norm(l + "attention.output.LayerNorm", h, true);
+      linear(l + "intermediate.dense", ff, h, true);
+      linear(l + "output.dense", h, ff, true);
+      norm(l + "output.LayerNorm", h, true);
+    }
+    if (s.head == "sequence classification" && s.family == "roberta") {
+      linear("classifier.dense", h, h, true);  // RoBERTa's head replaces the pooler
+      linear("classifier.out_proj", label_count(config), h, true);
+    } else {
+      linear(p + "pooler.dense", h, h, true);
+      if (s.head == "sequence classification") linear("classifier", label_count(config), h, true);
+    }
+    if (s.head == "causal LM") throw InputError(origin + ": a " + s.family + " causal LM head is not modelled");
+  } else if (s.family == "gpt2") {
+    const long long d = f.need("n_embd"), ff = f.get("n_inner", 4 * d);
+    vocab = f.need("vocab_size");
+    s.layers = layer_count(f, "n_layer");
+    s.heads = static_cast<int>(f.need("n_head"));
+    s.hidden = static_cast<int>(d);
+    const std::string p = s.head == "none" ? "" : "transformer.";
+    add(p + "wte.weight", vocab, d);
+    add(p + "wpe.weight", f.need("n_positions"), d);
+    for (int i = 0; i < s.layers; ++i) {
+      const std::string l = p + "h." + std::to_string(i) + ".";
+      norm(l + "ln_1", d, true);
+      linear(l + "attn.c_attn", 3 * d, d, true);
+      linear(l + "attn.c_proj", d, d, true);
+      norm(l + "ln_2", d, true);
+      linear(l + "mlp.c_fc", ff, d, true);
+      linear(l + "mlp.c_proj", d, ff, true);
+    }
+    norm(p + "ln_f", d, true);
+    if (s.head == "causal LM") {
+      if (f.flag("tie_word_embeddings", true))
+        tied_head = vocab * d;
+      else
+        linear("lm_head", vocab, d, false);
+    } else if (s.head == "sequence classification") {
+      add("score.weight", label_count(config), d, true);
+    }
+  } else if (s.family == "llama" || s.family == "mistral" || s.family == "qwen2") {
+    const long long h = f.need("hidden_size"), ff = f.need("intermediate_size");
+    vocab = f.need("vocab_size");
+    s.layers = layer_count(f, "num_hidden_layers");
+    s.heads = static_cast<int>(f.need("num_attention_heads"));
+    s.hidden = static_cast<int>(h);
+    const long long kv = f.get("num_key_value_heads", s.heads);  // grouped-query attention
+    head_dim = static_cast<int>(f.get("head_dim", h / s.heads));
+    const bool qkv_bias = s.family == "qwen2" || f.flag("attention_bias", false);
+    const bool o_bias = s.family != "qwen2" && f.flag("attention_bias", false);
+    add("model.embed_tokens.weight", vocab, h);
+    for (int i = 0; i < s.layers; ++i) {
+      const std::string l = "model.layers." + std::to_string(i) + ".";
+      linear(l + "self_attn.q_proj", s.heads * head_dim, h, qkv_bias);
+      linear(l + "self_attn.k_proj", kv * head_dim, h, qkv_bias);
+      linear(l + "self_attn.v_proj", kv * head_dim, h, qkv_bias);
+      linear(l + "self_attn.o_proj", h, s.heads * head_dim, o_bias);
+      linear(l + "mlp.gate_proj", ff, h, f.flag("mlp_bias", false));  // SwiGLU: gate and up, then down
+      linear(l + "mlp.up_proj", ff, h, f.flag("mlp_bias", false));
+      linear(l + "mlp.down_proj", h, ff, f.flag("mlp_bias", false));
+      norm(l + "input_layernorm", h, false);  // RMSNorm: a weight, no bias
+      norm(l + "post_attention_layernorm", h, false);
+    }
+    norm("model.norm", h, false);
+    if (s.head == "causal LM") {
+      if (f.flag("tie_word_embeddings", false))
+        tied_head = vocab * h;
+      else
+        linear("lm_head", vocab, h, false);
+    } else if (s.head == "sequence classification") {
+      add("score.weight", label_count(config), h, true);
+    }
+  } else {
+    throw InputError(origin + ": model_type \"" + s.family +
+                     "\" is not modelled (distilbert, bert, roberta, gpt2, llama, mistral, qwen2)");
+  }
+  if (s.hidden % s.heads != 0 && head_dim == 0)
+    throw InputError(origin + ": the hidden size " + std::to_string(s.hidden) + " is not a multiple of the " +
+                     std::to_string(s.heads) + " attention heads");
+  if (head_dim == 0) head_dim = s.hidden / s.heads;
+
+  long long matmul = tied_head;
+  for (const auto& t : s.tensors)
+    if (t.matmul) matmul += t.numel();
+  s.linear_flops_per_token = 2.0 * static_cast<double>(matmul);
+  s.attention_flops_per_pair = 4.0 * s.layers * s.heads * static_cast<double>(head_dim);
+  return s;
+}
+
+const nlohmann::json& gpu_presets() {
+  static const nlohmann::json presets = parse_json(embedded::gpu_presets, "built-in models/gpus.json");
+  return presets;
+}
+
+nlohmann::json derived_model_json(const TransformerSpec& spec, const std::string& model_name, const std::string& gpu,
+                                  const std::string& dtype, double efficiency) {
+  const auto& presets = gpu_presets();
+  if (gpu.empty() || gpu[0] == '$' || !presets.contains(gpu)) {
+    std::string known;
+    for (const auto& [key, value] : presets.items())
+      if (key[0] != '$') known += (known.empty() ? "" : ", ") + key;
+    throw InputError("gpu \"" + gpu + "\" is not a preset of models/gpus.json (" + known + ")");
+  }
+  const auto& preset = presets[gpu];
+  if (!preset["tflops"].contains(dtype)) {
+    std::string known;
+    for (const auto& [key, value] : preset["tflops"].items()) known += (known.empty() ? "" : ", ") + key;
+    throw InputError("dtype \"" + dtype + "\": " + gpu + " has peak figures for " + known);
+  }
+  if (!(efficiency > 0 && efficiency <= 1))
+    throw InputError("efficiency must be in (0, 1], got " + std::to_string(efficiency));
+  const double flops = preset["tflops"][dtype].get<double>() * 1e12 * efficiency;  // FLOP/s achieved
+  const double dtype_bytes = dtype == "fp32" || dtype == "tf32" ? 4 : 2;
+  const double bandwidth = preset["memory_GBps"].get<double>() * 1e9;
+  const double params = static_cast<double>(spec.params());
+
+  // Forward: 2 FLOPs per weight per token, plus attention per token pair; backward twice that.
+  const double beta_ms = spec.linear_flops_per_token / flops * 1e3;
+  const double gamma_ms = spec.attention_flops_per_pair / flops * 1e3;
+  // AdamW streams the fp32 master weights, m and v in and out (24 B), reads the gradient and
+  // writes the weight (in the training dtype; fp32 has no separate master copy).
+  const double optimizer_bytes = dtype_bytes == 4 ? 28 : 24 + 2 * dtype_bytes;
+  // Weights, gradients and AdamW state: 16 B per parameter in fp32 and in mixed precision alike;
+  // activations per layer 34·h bytes per token and 5·heads bytes per token pair at 16 bits
+  // (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022,
+  // without recomputation or fused attention); 512 MiB for the CUDA context and allocator.
+  const double activation_scale = dtype_bytes / 2;
+  // Backward time follows FLOPs: matmul weights take it, other tensors (embedding rows, norms)
+  // a nominal hundredth per element.
+  const auto weight = [](const TensorSpec& t) { return static_cast<double>(t.numel()) * (t.matmul ? 1.0 : 0.01); };
+  double total_weight = 0;
+  for (const auto& t : spec.tensors) total_weight += weight(t);
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& t : spec.tensors)
+    layers.push_back({{"name", t.name}, {"params", t.numel()}, {"bwd_fraction", weight(t) / total_weight}});
+  char source[768];
+  std::snprintf(source, sizeof source,
+                "derived from specs, not profiled: %s (%s head, %.4g B parameters) on %s, %s at %.0f%% of the "
+                "%.4g TFLOPS peak; no fixed per-step overhead (calibrate a profile for one); memory per "
+                "Korthikanti et al. 2022 without recomputation; figures: %s",
+                spec.family.c_str(), spec.head.c_str(), params / 1e9, preset["name"].get<std::string>().c_str(),
+                dtype.c_str(), efficiency * 100, preset["tflops"][dtype].get<double>(),
+                preset["source"].get<std::string>().c_str());
+  return {{"name", model_name},
+          {"gpu", preset["name"]},
+          {"source", source},
+          {"forward_ms", {{"a", 0}, {"beta", beta_ms}, {"gamma", gamma_ms}}},
+          {"backward_ms", {{"a", 0}, {"beta", 2 * beta_ms}, {"gamma", 2 * gamma_ms}}},
+          {"optimizer_ms", params * optimizer_bytes / bandwidth * 1e3},
+          {"noise", {{"sigma", 0.01}}},
+          {"memory_mib",
+           {{"m0", 512 + params * 16 / MIB},
+            {"mu", 34.0 * spec.hidden * spec.layers * activation_scale / MIB},
+            {"nu", 5.0 * spec.heads * spec.layers * activation_scale / MIB},
+            {"capacity", preset["memory_gib"].get<double>() * 1024}}},
+          {"gradient_bytes_per_param", static_cast<int>(dtype_bytes)},
+          {"layers", layers}};
+}
+
+}  // namespace ddpsim

@@ -1,0 +1,103 @@
+// Models from specifications: parameter counts equal the published ones, FLOPs follow the
+// layout, and a spec file turns into a performance model whose times follow the peak.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "model/hf_model.hpp"
+#include "model/perf_model.hpp"
+#include "test_data.hpp"
+
+using namespace ddpsim;
+
+namespace {
+TransformerSpec shipped(const std::string& name) {
+  const std::string path = test::source_path("models/hf/" + name + ".json");
+  return transformer_from_hf_config(read_json_file(path), path);
+}
+}  // namespace
+
+TEST_CASE("derived parameter counts equal the published ones") {
+  CHECK(shipped("distilbert-base-uncased").params() == 66'955'010);  // with the SST-2 classifier
+  CHECK(shipped("bert-base-uncased").params() == 109'482'240);       // BertModel, pooler included
+  CHECK(shipped("gpt2").params() == 124'439'808);                    // LM head tied to wte
+  CHECK(shipped("llama-3-8b").params() == 8'030'261'248);
+  CHECK(shipped("qwen2-7b").params() == 7'615'616'512);
+}
+
+TEST_CASE("the layout is in registration order, with grouped-query attention and untied heads") {
+  const TransformerSpec llama = shipped("llama-3-8b");
+  CHECK(llama.head == "causal LM");
+  CHECK(llama.tensors.front().name == "model.embed_tokens.weight");
+  CHECK(llama.tensors.back().name == "lm_head.weight");
+  CHECK(llama.tensors.size() == 1 + 32 * 9 + 1 + 1);
+  CHECK(llama.tensors[1].name == "model.layers.0.self_attn.q_proj.weight");
+  CHECK(llama.tensors[2].rows == 8 * 128);  // k_proj: 8 key-value heads of 128
+  CHECK(llama.attention_flops_per_pair == 4.0 * 32 * 32 * 128);
+  const TransformerSpec qwen = shipped("qwen2-7b");
+  CHECK(qwen.tensors[2].name == "model.layers.0.self_attn.q_proj.bias");  // Qwen2: q, k, v biases
+  // GPT-2: 2 FLOPs per weight of every block's four matmuls, and of the tied LM head.
+  const TransformerSpec gpt2 = shipped("gpt2");
+  CHECK(gpt2.linear_flops_per_token == 2.0 * (12.0 * (768 * 2304 + 768 * 768 + 2 * 768 * 3072) + 50257.0 * 768));
+  CHECK(shipped("distilbert-base-uncased").tensors.back().name == "classifier.bias");
+}
+
+TEST_CASE("a spec file is a performance model: times from the peak, memory from the layout") {
+  const PerfModel m = load_perf_model(test::source_path("models/llama-3-8b-h100.json"));
+  CHECK(m.total_params() == 8'030'261'248);
+  CHECK(m.gpu == "NVIDIA H100 SXM5 80GB");
+  CHECK(m.source.rfind("derived from specs", 0) == 0);
+  CHECK(m.bytes_per_param == 2);
+  const TransformerSpec llama = shipped("llama-3-8b");
+  const double flops = 989.4e12 * 0.4;
+  CHECK(
+      m.fwd_ms(2, 1000) ==
+      doctest::Approx((2 * 1000 * llama.linear_flops_per_token + 2e6 * llama.attention_flops_per_pair) / flops * 1e3));
+  CHECK(m.bwd_ms(2, 1000) == doctest::Approx(2 * m.fwd_ms(2, 1000)));
+  CHECK(m.mem_capacity_mib == 80 * 1024);
+  CHECK(m.peak_mem_mib(1, 16) > 8.03e9 * 16 / (1024.0 * 1024));  // weights, gradients, AdamW state
+  // 16 B per parameter of weights, gradients and AdamW state: 128 GB, more than one H100 holds.
+  // Plain DDP cannot fine-tune it there (sharding the state is what ZeRO is for).
+  CHECK(m.max_batch(4096) == 0);
+
+  test::TempDir dir;
+  std::ofstream(dir / "gpt2.json") << nlohmann::json{
+      {"hf_config", test::source_path("models/hf/gpt2.json")},
+      {"gpu", "a100-80gb"}}.dump();
+  const PerfModel gpt2 = load_perf_model(dir / "gpt2.json");
+  CHECK(gpt2.name == "gpt2");
+  // About 2 GiB of state, and about 1 GiB of activations per 1,024-token sample.
+  CHECK(gpt2.max_batch(1024) > 40);
+  CHECK(gpt2.max_batch(1024) < 120);
+}
+
+TEST_CASE("bad specs name the file and what is missing") {
+  test::TempDir dir;
+  const auto fails = [&](const nlohmann::json& config, const nlohmann::json& spec, const std::string& expected) {
+    std::ofstream(dir / "config.json") << config.dump();
+    std::ofstream(dir / "spec.json") << spec.dump();
+    CAPTURE(expected);
+    CHECK_THROWS_WITH_AS(load_perf_model(dir / "spec.json"), doctest::Contains(expected.c_str()), InputError);
+  };
+  nlohmann::json llama = read_json_file(test::source_path("models/hf/llama-3-8b.json"));
+  const nlohmann::json spec = {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}};
+  nlohmann::json no_hidden = llama;
+  no_hidden.erase("hidden_size");
+  fails(no_hidden, spec, "config.json: a llama config needs \"hidden_size\"");
+  fails({{"model_type", "t5"}}, spec, "model_type \"t5\" is not modelled");
+  fails({{"hidden_size", 8}}, spec, "no \"model_type\"");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "v100"}}, "spec.json: gpu \"v100\" is not a preset");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "b200"}, {"dtype", "fp32"}},
+        "dtype \"fp32\": b200 has peak figures for");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"efficiency", 1.5}},
+        "efficiency must be in (0, 1]");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"dtyp", "bf16"}}, "did you mean \"dtype\"");
+  fails(llama, {{"hf_config", "missing.json"}, {"gpu", "h100-sxm"}}, "missing.json: cannot open JSON file");
+  llama["num_hidden_layers"] = 20000;
+  fails(llama, spec, "key \"num_hidden_layers\" must be at most 10000 layers");
+  llama["num_hidden_layers"] = 32;
+  llama["num_attention_heads"] = -4;
+  fails(llama, spec, "key \"num_attention_heads\" must be from 1 to 100000000");
+}
