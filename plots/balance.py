@@ -1,60 +1,58 @@
 #!/usr/bin/env python3
-"""Plots the study's token-level figures from a `ddpsim balance --out DIR` run: per-step
-maximum padded tokens over ranks, and per-step cross-rank std of padded tokens, one line per
-policy. Needs python3-matplotlib (Debian package).
+"""Draws the study's token-level figures from a `ddpsim balance --out DIR` run (or any trace):
+per step, the maximum padded tokens over ranks (top) and their population standard deviation
+across ranks (bottom), one line per policy.
 
-usage: plots/balance.py DIR/steps.csv [--out FIGURE.png] [--policies static,minmax:...]
+usage: plots/balance.py DIR_OR_STEPS_CSV [--out FIGURE.png] [--policies a,b,...]
+
+The figure is 1000x700 pixels, written to FIGURE.png (default: balance.png beside the trace)
+through a temporary renamed into place; its path is printed. Bad input is one line naming the
+file, line and column, and nothing is written.
+
+examples:
+  plots/balance.py runs/b                     # after: ddpsim balance --out runs/b
+  plots/balance.py runs/b/steps.csv --policies static,minmax --out figs/balance.png
 """
-import argparse
-import csv
+import os
 import statistics
-import sys
 from collections import defaultdict
 
-
-def read_steps(path):
-    """policy -> step -> list of padded tokens per rank, from a trace CSV (columns by name)."""
-    per_policy = defaultdict(lambda: defaultdict(list))
-    with open(path, newline="") as f:
-        rows = csv.DictReader(line for line in f if not line.startswith("#"))
-        missing = {"step", "policy", "padded_tokens"} - set(rows.fieldnames or [])
-        if missing:
-            sys.exit(f"{path}: missing column(s) {', '.join(sorted(missing))}")
-        for line, row in enumerate(rows, start=2):
-            try:
-                per_policy[row["policy"]][int(row["step"])].append(int(row["padded_tokens"]))
-            except ValueError as e:
-                sys.exit(f"{path}:{line}: {e}")
-    return per_policy
+import common
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("steps_csv")
-    parser.add_argument("--out", default="balance.png")
+    parser = common.make_parser(__doc__)
+    parser.add_argument("trace", help="a run folder or its steps.csv")
+    parser.add_argument("--out", help="the PNG to write (default: balance.png beside the trace)")
     parser.add_argument("--policies", help="comma-separated subset, in legend order")
     args = parser.parse_args()
+    path = os.path.join(args.trace, "steps.csv") if os.path.isdir(args.trace) else args.trace
+    out = args.out or os.path.join(os.path.dirname(path), "balance.png")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    tokens = defaultdict(lambda: defaultdict(list))  # policy -> step -> padded tokens per rank
+    _, rows = common.read_csv(path, ("policy", "step", "padded_tokens"))
+    for line, row in rows:
+        step = common.count(path, line, "step", row["step"])
+        tokens[row["policy"]][step].append(common.count(path, line, "padded_tokens", row["padded_tokens"]))
+    policies = args.policies.split(",") if args.policies else list(tokens)
+    for policy in policies:
+        if policy not in tokens:
+            common.fail(f"{path}: no rows for policy {policy} (have: {', '.join(tokens)})")
 
-    data = read_steps(args.steps_csv)
-    policies = args.policies.split(",") if args.policies else list(data)
+    plt = common.pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     for policy in policies:
-        if policy not in data:
-            sys.exit(f"{args.steps_csv}: no rows for policy {policy} (have: {', '.join(data)})")
-        steps = sorted(data[policy])
-        top.plot(steps, [max(data[policy][s]) for s in steps], label=policy, linewidth=0.8)
-        bottom.plot(steps, [statistics.pstdev(data[policy][s]) for s in steps], label=policy, linewidth=0.8)
+        steps = sorted(tokens[policy])
+        top.plot(steps, [max(tokens[policy][s]) for s in steps], label=policy, linewidth=0.8)
+        bottom.plot(steps, [statistics.pstdev(tokens[policy][s]) for s in steps], label=policy, linewidth=0.8)
     top.set_ylabel("max padded tokens over ranks")
     bottom.set_ylabel("std of padded tokens across ranks")
     bottom.set_xlabel("step")
     top.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    folder, name = os.path.split(out)
+    for written in common.save_figures(folder or ".", {name: fig}):
+        print(f"wrote {written}")
 
 
 if __name__ == "__main__":

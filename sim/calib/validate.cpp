@@ -104,13 +104,7 @@ std::pair<PolicyValidation, PolicyValidation> compare_both(const PolicyRun& meas
 }  // namespace
 
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup) {
-  Validation v;
-  const SimulationRun sim = replay(measured, config);
-  for (std::size_t p = 0; p < measured.runs.size(); ++p) {
-    auto [steady, all] = compare_both(measured.runs[p], sim.runs[p], measured.path, warmup);
-    v.steady.policies.push_back(std::move(steady));
-    v.all.policies.push_back(std::move(all));
-  }
+  // Both traces are checked before either is simulated: an error is cheaper, and clearer, then.
   if (baseline) {
     if (baseline->runs.size() != 1)
       throw InputError(baseline->path + ": a baseline trace holds one policy, this one " +
@@ -119,6 +113,15 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
       if (run.G != baseline->runs[0].G)
         throw InputError(baseline->path + ": " + std::to_string(baseline->runs[0].G) + " ranks, " + measured.path +
                          " " + std::to_string(run.G) + ": a gain compares runs of one world size");
+  }
+  Validation v;
+  const SimulationRun sim = replay(measured, config);
+  for (std::size_t p = 0; p < measured.runs.size(); ++p) {
+    auto [steady, all] = compare_both(measured.runs[p], sim.runs[p], measured.path, warmup);
+    v.steady.policies.push_back(std::move(steady));
+    v.all.policies.push_back(std::move(all));
+  }
+  if (baseline) {
     const SimulationRun base = replay(*baseline, config);
     v.has_baseline = true;
     std::tie(v.steady.baseline, v.all.baseline) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);

@@ -59,6 +59,16 @@ expect_png "$WORK/sweep/kk.png" 840x350
 expect_ok "$PY" "$plots/sweep.py" "$fixture" --out "$WORK/sweep" lines --x world_size \
   --where global_batch=32 --where topology=pcie --logx
 expect_png "$WORK/sweep/lines-mean_max_step_ms-training.world_size.png" 600x350
+# plots/balance.py on a `ddpsim balance` run: max and std of padded tokens per step.
+"$DDPSIM" balance --steps 30 --policies static,minmax --out "$WORK/bal" >/dev/null 2>"$WORK/err" ||
+  fail "ddpsim balance failed: $(cat "$WORK/err")"
+expect_ok "$PY" "$plots/balance.py" "$WORK/bal"
+expect_png "$WORK/bal/balance.png" 1000x700
+expect_ok "$PY" "$plots/balance.py" "$WORK/bal/steps.csv" --policies minmax --out "$WORK/bal/fig/b.png"
+expect_png "$WORK/bal/fig/b.png" 1000x700
+expect_exit 1 "no rows for policy kk \(have: static, minmax\)" "$PY" "$plots/balance.py" "$WORK/bal" --policies kk \
+  --out "$WORK/bal/none.png"
+[[ ! -e $WORK/bal/none.png ]] || fail "balance.py wrote a figure after an error"
 # A real sweep's results.csv: a heatmap over G x B with a facet, and lines.
 cat >"$WORK/sweep.json" <<'EOF'
 {"set": {"training.steps": 20}, "policies": ["static", "minmax", "kk"],
