@@ -73,6 +73,22 @@ TEST_CASE("a spec file is a performance model: times from the peak, memory from 
   CHECK(gpt2.max_batch(1024) < 120);
 }
 
+TEST_CASE("fused attention drops the quadratic memory term; recomputation keeps layer inputs only") {
+  const TransformerSpec qwen = shipped("qwen2-7b");
+  const auto plain = derived_model_json(qwen, "q", "h200", "bf16", {});
+  const auto fused = derived_model_json(qwen, "q", "h200", "bf16", {.fused_attention = true});
+  const auto recomputed = derived_model_json(qwen, "q", "h200", "bf16", {.checkpointing = true});
+  CHECK(plain["memory_mib"]["nu"].get<double>() > 0);
+  CHECK(fused["memory_mib"]["nu"] == 0.0);
+  CHECK(fused["memory_mib"]["mu"] == plain["memory_mib"]["mu"]);
+  CHECK(recomputed["memory_mib"]["mu"].get<double>() ==
+        doctest::Approx((2.0 * 3584 * 28 + 34.0 * 3584) / (1024.0 * 1024)));
+  // Backward redoes the forward: three forwards' worth instead of two.
+  CHECK(recomputed["backward_ms"]["beta"].get<double>() ==
+        doctest::Approx(3 * recomputed["forward_ms"]["beta"].get<double>()));
+  CHECK(plain["backward_ms"]["beta"].get<double>() == doctest::Approx(2 * plain["forward_ms"]["beta"].get<double>()));
+}
+
 TEST_CASE("bad specs name the file and what is missing") {
   test::TempDir dir;
   const auto fails = [&](const nlohmann::json& config, const nlohmann::json& spec, const std::string& expected) {

@@ -234,7 +234,8 @@ const nlohmann::json& gpu_presets() {
 }
 
 nlohmann::json derived_model_json(const TransformerSpec& spec, const std::string& model_name, const std::string& gpu,
-                                  const std::string& dtype, double efficiency) {
+                                  const std::string& dtype, const DerivationOptions& options) {
+  const double efficiency = options.efficiency;
   const auto& presets = gpu_presets();
   if (gpu.empty() || gpu[0] == '$' || !presets.contains(gpu)) {
     std::string known;
@@ -266,6 +267,14 @@ nlohmann::json derived_model_json(const TransformerSpec& spec, const std::string
   // (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022,
   // without recomputation or fused attention); 512 MiB for the CUDA context and allocator.
   const double activation_scale = dtype_bytes / 2;
+  // With full recomputation only each layer's input (2·h bytes per token at 16 bits) is kept,
+  // plus one layer's activations while it is recomputed (the score term then fits in one layer,
+  // dropped here with the fused kernels that go with it in practice); backward redoes forward.
+  const double nu_per_layer = options.fused_attention ? 0.0 : 5.0 * spec.heads * activation_scale;
+  const double mu_bytes = options.checkpointing
+                              ? (2.0 * spec.hidden * spec.layers + 34.0 * spec.hidden) * activation_scale
+                              : 34.0 * spec.hidden * spec.layers * activation_scale;
+  const double backward_factor = options.checkpointing ? 3 : 2;
   // Backward time follows FLOPs: matmul weights take it, other tensors (embedding rows, norms)
   // a nominal hundredth per element.
   const auto weight = [](const TensorSpec& t) { return static_cast<double>(t.numel()) * (t.matmul ? 1.0 : 0.01); };
@@ -278,21 +287,23 @@ nlohmann::json derived_model_json(const TransformerSpec& spec, const std::string
   std::snprintf(source, sizeof source,
                 "derived from specs, not profiled: %s (%s head, %.4g B parameters) on %s, %s at %.0f%% of the "
                 "%.4g TFLOPS peak; no fixed per-step overhead (calibrate a profile for one); memory per "
-                "Korthikanti et al. 2022 without recomputation; figures: %s",
+                "Korthikanti et al. 2022, attention scores %s%s; figures: %s",
                 spec.family.c_str(), spec.head.c_str(), params / 1e9, preset["name"].get<std::string>().c_str(),
                 dtype.c_str(), efficiency * 100, preset["tflops"][dtype].get<double>(),
+                options.fused_attention ? "never stored (fused attention)" : "stored",
+                options.checkpointing ? ", full activation recomputation" : "",
                 preset["source"].get<std::string>().c_str());
   return {{"name", model_name},
           {"gpu", preset["name"]},
           {"source", source},
           {"forward_ms", {{"a", 0}, {"beta", beta_ms}, {"gamma", gamma_ms}}},
-          {"backward_ms", {{"a", 0}, {"beta", 2 * beta_ms}, {"gamma", 2 * gamma_ms}}},
+          {"backward_ms", {{"a", 0}, {"beta", backward_factor * beta_ms}, {"gamma", backward_factor * gamma_ms}}},
           {"optimizer_ms", params * optimizer_bytes / bandwidth * 1e3},
           {"noise", {{"sigma", 0.01}}},
           {"memory_mib",
            {{"m0", 512 + params * 16 / MIB},
-            {"mu", 34.0 * spec.hidden * spec.layers * activation_scale / MIB},
-            {"nu", 5.0 * spec.heads * spec.layers * activation_scale / MIB},
+            {"mu", mu_bytes / MIB},
+            {"nu", options.fused_attention || options.checkpointing ? 0.0 : nu_per_layer * spec.layers / MIB},
             {"capacity", preset["memory_gib"].get<double>() * 1024}}},
           {"gradient_bytes_per_param", static_cast<int>(dtype_bytes)},
           {"layers", layers}};

@@ -34,9 +34,15 @@ struct TransformerSpec {
 TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const std::string& origin);
 
 // A spec-derived model document (the schema of models/*.json) for `spec` trained on `gpu` (a
-// key of models/gpus.json) in `dtype`, at `efficiency` of the peak throughput.
+// key of models/gpus.json) in `dtype`.
+struct DerivationOptions {
+  double efficiency = 0.5;       // of the dense peak
+  bool fused_attention = false;  // scores never stored (FlashAttention): memory linear in L
+  bool checkpointing = false;    // full activation recomputation: layer inputs kept, one more forward
+};
+
 nlohmann::json derived_model_json(const TransformerSpec& spec, const std::string& model_name, const std::string& gpu,
-                                  const std::string& dtype, double efficiency);
+                                  const std::string& dtype, const DerivationOptions& options);
 
 // The GPU presets (models/gpus.json, compiled in).
 const nlohmann::json& gpu_presets();

@@ -157,13 +157,16 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   if (config.is_relative()) config = (std::filesystem::path(origin).parent_path() / config).lexically_normal();
   const std::string gpu = f.require<std::string>("gpu");
   const std::string dtype = f.get<std::string>("dtype", "bf16");
-  const double efficiency = f.get<double>("efficiency", 0.5);
+  DerivationOptions options;
+  options.efficiency = f.get<double>("efficiency", options.efficiency);
+  options.fused_attention = f.get<bool>("fused_attention", false);
+  options.checkpointing = f.get<bool>("activation_checkpointing", false);
   const std::string name = f.get<std::string>("name", std::filesystem::path(origin).stem().string());
   f.reject_unknown({"$comment"});
   const TransformerSpec spec = transformer_from_hf_config(read_json_file(config.string()), config.string());
   nlohmann::json model;
   try {
-    model = derived_model_json(spec, name, gpu, dtype, efficiency);
+    model = derived_model_json(spec, name, gpu, dtype, options);
   } catch (const InputError& e) {
     throw InputError(origin + ": " + e.what());
   }

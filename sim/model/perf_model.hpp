@@ -54,8 +54,8 @@ struct PerfModel {
 // Parses and validates a model document; `origin` names it in errors.
 PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin);
 // A built-in name (rtx3090-distilbert, h100-distilbert) or a path to a model JSON file: a
-// model, or a spec ({"hf_config": PATH, "gpu": PRESET, "dtype", "efficiency", "name"}) that
-// derive_perf_model turns into one (model/hf_model.hpp).
+// model, or a spec ({"hf_config": PATH, "gpu": PRESET, "dtype", "efficiency", "fused_attention",
+// "activation_checkpointing", "name"}) that derive_perf_model turns into one (model/hf_model.hpp).
 PerfModel load_perf_model(const std::string& name_or_path);
 PerfModel derive_perf_model(const nlohmann::json& spec, const std::string& origin);
 const std::vector<std::string>& builtin_model_names();

@@ -63,6 +63,9 @@ printf '{"model": "m.json", "training": {"steps": 3}}' >"$WORK/cfg/c.json"
 (cd "$WORK/cfg" && "$DDPSIM" run c.json --print-config) >"$WORK/elsewhere/printed.json" || fail "print-config failed"
 (cd "$WORK/elsewhere" && "$DDPSIM" run printed.json --policies static >/dev/null) ||
   fail "a printed config does not run from another folder: $(cat "$WORK/elsewhere/printed.json")"
+# The LLM example config runs (spec-derived Qwen2-7B, lengths up to 16k, caps from its memory).
+expect_ok "$DDPSIM" compare "$SRC/configs/llm-rollouts.json" --steps 3
+grep -q "qwen2-7b-h200" "$WORK/out" || fail "configs/llm-rollouts.json does not use its model: $(cat "$WORK/out")"
 # Output lost to a full disk is an error, not a success.
 if [[ -w /dev/full ]]; then
   "$DDPSIM" run --print-config >/dev/full 2>"$WORK/err" && fail "ddpsim run > /dev/full exited 0"

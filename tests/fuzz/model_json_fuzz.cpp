@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto spec = ddpsim::transformer_from_hf_config(
         ddpsim::parse_json(ddpsim::fuzz::text(data, size), "config.json"), "config.json");
     check_predictions(
-        ddpsim::parse_perf_model(ddpsim::derived_model_json(spec, "fuzz", "h100-sxm", "bf16", 0.5), "derived"));
+        ddpsim::parse_perf_model(ddpsim::derived_model_json(spec, "fuzz", "h100-sxm", "bf16", {}), "derived"));
   });
   return 0;
 }
