@@ -199,6 +199,8 @@ int sweep(const Args& args) {
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("out")) throw UsageError("--out DIR is required");
   const fs::path out = vm["out"].as<std::string>();
+  if (std::error_code ec; fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw UsageError("--out " + out.string() + ": exists and is not a folder");
   if (vm.count("merge")) {
     for (const char* other : {"sweep", "jobs", "shard", "resume", "dry-run"})
       if (vm.count(other))

@@ -38,6 +38,9 @@ bad 2 '--shard "1/x": expected I/N' "$ok" --shard 1/x
 bad 2 '--jobs 0: expected 1 to 1024' "$ok" --jobs 0
 bad 2 '--merge combines finished shards; a SWEEP file belongs to a run' "$ok" --merge "$WORK"
 expect_exit 2 '--merge combines finished shards; --jobs belongs to a run' "$DDPSIM" sweep --merge "$WORK" --jobs 2 --out "$out"
+touch "$WORK/a_file"
+expect_exit 2 "--out $WORK/a_file: exists and is not a folder" "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/a_file"
+expect_exit 2 "--out $WORK/a_file: exists and is not a folder" "$DDPSIM" sweep --merge "$WORK" --out "$WORK/a_file"
 expect_exit 2 'missing SWEEP.json' "$DDPSIM" sweep --out "$out"
 expect_exit 2 '--out DIR is required' "$DDPSIM" sweep "$WORK/s.json"
 expect_exit 1 'nope.json: cannot open sweep file \(no such file\)' "$DDPSIM" sweep "$WORK/nope.json" --out "$out"
