@@ -51,8 +51,7 @@ def main():
     top.legend(fontsize=8)
     fig.tight_layout()
     folder, name = os.path.split(out)
-    for written in common.save_figures(folder or ".", {name: fig}):
-        print(f"wrote {written}")
+    common.save_figures(folder or ".", {name: fig})
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def output_folder(parser, out, inputs):
 
 def save_figures(folder, figures):
     """Writes each {file name: figure} as a PNG in folder (created if needed), each through a
-    temporary beside its target, renamed into place only once all are written; returns the paths."""
+    temporary beside its target, renamed into place only once all are written; prints the paths."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         fail(f"{folder}: not a folder")
     temps = []
@@ -150,11 +150,10 @@ def save_figures(folder, figures):
             with os.fdopen(fd, "wb") as f:
                 fig.savefig(f, format="png", dpi=DPI, metadata={"Software": None})
             os.chmod(temp, 0o666 & ~_UMASK)  # mkstemp makes it private
-        paths = []
         for name, temp in zip(figures, temps):
-            paths.append(os.path.join(folder, name))
-            os.replace(temp, paths[-1])
-        return paths
+            os.replace(temp, os.path.join(folder, name))
+        for name in figures:
+            print(f"wrote {os.path.join(folder, name)}")
     except BaseException as e:
         for temp in temps:
             try:

@@ -164,8 +164,7 @@ def main():
         common.fail(f"{paths[0]}: nothing to draw: step_ms, padded_tokens and peak_mem_mib are empty")
     for fig in figures.values():
         fig.tight_layout()
-    for path in common.save_figures(out, figures):
-        print(f"wrote {path}")
+    common.save_figures(out, figures)
 
 
 if __name__ == "__main__":

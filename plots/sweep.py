@@ -254,8 +254,7 @@ def main():
     res = Results(args.results)
     plt = common.pyplot()
     fig, name = heatmap(plt, res, args, parser) if args.command == "heatmap" else lines(plt, res, args)
-    for path in common.save_figures(out, {args.name or name: fig}):
-        print(f"wrote {path}")
+    common.save_figures(out, {args.name or name: fig})
 
 
 if __name__ == "__main__":

@@ -194,8 +194,7 @@ def main():
         common.note("validation.json has no gains (validate ran without --baseline): gains.png is skipped")
     for fig in figures.values():
         fig.tight_layout()
-    for path in common.save_figures(out, figures):
-        print(f"wrote {path}")
+    common.save_figures(out, figures)
 
 
 if __name__ == "__main__":
