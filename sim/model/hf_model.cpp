@@ -101,13 +101,18 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
   };
   long long vocab = 0, tied_head = 0;  // a tied LM head: no tensor of its own, but its FLOPs
   int head_dim = 0;
+  // The sizes every family has, each under its own key names; returns the hidden size.
+  const auto sizes = [&](const char* hidden, const char* layers, const char* heads) {
+    const long long h = f.need(hidden);
+    vocab = f.need("vocab_size");
+    s.layers = layer_count(f, layers);
+    s.heads = static_cast<int>(f.need(heads));
+    s.hidden = static_cast<int>(h);
+    return h;
+  };
 
   if (s.family == "distilbert") {
-    const long long d = f.need("dim"), ff = f.need("hidden_dim");
-    vocab = f.need("vocab_size");
-    s.layers = layer_count(f, "n_layers");
-    s.heads = static_cast<int>(f.need("n_heads"));
-    s.hidden = static_cast<int>(d);
+    const long long d = sizes("dim", "n_layers", "n_heads"), ff = f.need("hidden_dim");
     const std::string p = s.head == "none" ? "" : "distilbert.";
     add(p + "embeddings.word_embeddings.weight", vocab, d);
     add(p + "embeddings.position_embeddings.weight", f.need("max_position_embeddings"), d);
@@ -125,11 +130,8 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
       linear("classifier", label_count(config), d, true);
     }
   } else if (s.family == "bert" || s.family == "roberta") {
-    const long long h = f.need("hidden_size"), ff = f.need("intermediate_size");
-    vocab = f.need("vocab_size");
-    s.layers = layer_count(f, "num_hidden_layers");
-    s.heads = static_cast<int>(f.need("num_attention_heads"));
-    s.hidden = static_cast<int>(h);
+    const long long h = sizes("hidden_size", "num_hidden_layers", "num_attention_heads"),
+                    ff = f.need("intermediate_size");
     const std::string p = s.head == "none" ? "" : s.family + ".";
     add(p + "embeddings.word_embeddings.weight", vocab, h);
     add(p + "embeddings.position_embeddings.weight", f.need("max_position_embeddings"), h);
@@ -153,11 +155,7 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     }
     if (s.head == "causal LM") throw InputError(origin + ": a " + s.family + " causal LM head is not modelled");
   } else if (s.family == "gpt2") {
-    const long long d = f.need("n_embd"), ff = f.get("n_inner", 4 * d);
-    vocab = f.need("vocab_size");
-    s.layers = layer_count(f, "n_layer");
-    s.heads = static_cast<int>(f.need("n_head"));
-    s.hidden = static_cast<int>(d);
+    const long long d = sizes("n_embd", "n_layer", "n_head"), ff = f.get("n_inner", 4 * d);
     const std::string p = s.head == "none" ? "" : "transformer.";
     add(p + "wte.weight", vocab, d);
     add(p + "wpe.weight", f.need("n_positions"), d);
@@ -180,11 +178,8 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
       add("score.weight", label_count(config), d, true);
     }
   } else if (s.family == "llama" || s.family == "mistral" || s.family == "qwen2") {
-    const long long h = f.need("hidden_size"), ff = f.need("intermediate_size");
-    vocab = f.need("vocab_size");
-    s.layers = layer_count(f, "num_hidden_layers");
-    s.heads = static_cast<int>(f.need("num_attention_heads"));
-    s.hidden = static_cast<int>(h);
+    const long long h = sizes("hidden_size", "num_hidden_layers", "num_attention_heads"),
+                    ff = f.need("intermediate_size");
     const long long kv = f.get("num_key_value_heads", s.heads);  // grouped-query attention
     head_dim = static_cast<int>(f.get("head_dim", h / s.heads));
     const bool qkv_bias = s.family == "qwen2" || f.flag("attention_bias", false);
