@@ -15,9 +15,11 @@ using namespace ddpsim;
 
 namespace {
 
-// VeRL's karmarkar_karp(seqlen_list, k, equal_size=True), one Python line per line: a Set is
-// (sum, items), a State is its sets sorted largest first, merged one pair at a time.
-std::vector<int> verl_reference(const std::vector<double>& w, int k) {
+// VeRL's karmarkar_karp(seqlen_list, k, equal_size), one Python line per line: a Set is
+// (sum, items), a State is its sets sorted largest first, merged one pair at a time. Returns
+// the parts, concatenated.
+std::vector<int> verl_reference(const std::vector<double>& w, int k, bool equal_size = true,
+                                std::vector<int>* sizes = nullptr) {
   struct Set {
     double sum = 0;
     std::vector<int> items;
@@ -29,7 +31,9 @@ std::vector<int> verl_reference(const std::vector<double>& w, int k) {
   };
   using State = std::vector<Set>;
   auto spread = [](const State& s) { return s.front().sum - s.back().sum; };
-  auto sort_desc = [](State& s) { std::sort(s.begin(), s.end(), [](const Set& a, const Set& b) { return b < a; }); };
+  auto sort_desc = [](State& s) {
+    std::stable_sort(s.begin(), s.end(), [](const Set& a, const Set& b) { return b < a; });
+  };
   // heapq is a min-heap under State.__lt__: larger spread first, then larger first set.
   auto pops_first = [&](const State& a, const State& b) {
     return spread(a) != spread(b) ? spread(a) > spread(b) : b.front() < a.front();
@@ -38,7 +42,12 @@ std::vector<int> verl_reference(const std::vector<double>& w, int k) {
   std::iota(sorted.begin(), sorted.end(), 0);
   std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) { return w[a] < w[b]; });
   std::vector<State> pq;
-  for (std::size_t off = 0; off < w.size(); off += static_cast<std::size_t>(k)) {
+  for (std::size_t off = 0; !equal_size && off < w.size(); ++off) {
+    State s(static_cast<std::size_t>(k));
+    s[0] = {w[static_cast<std::size_t>(sorted[off])], {sorted[off]}};
+    pq.push_back(s);
+  }
+  for (std::size_t off = 0; equal_size && off < w.size(); off += static_cast<std::size_t>(k)) {
     State s(static_cast<std::size_t>(k));
     for (int i = 0; i < k; ++i) {
       const int idx = sorted[off + static_cast<std::size_t>(i)];
@@ -66,7 +75,11 @@ std::vector<int> verl_reference(const std::vector<double>& w, int k) {
     pq.push_back(a);
   }
   std::vector<int> out;
-  for (const Set& s : pq.front()) out.insert(out.end(), s.items.begin(), s.items.end());
+  if (sizes) sizes->clear();
+  for (const Set& s : pq.front()) {
+    out.insert(out.end(), s.items.begin(), s.items.end());
+    if (sizes) sizes->push_back(static_cast<int>(s.items.size()));
+  }
   return out;
 }
 
@@ -107,6 +120,36 @@ TEST_CASE("the output is VeRL's, item for item, on 1,000 random integer instance
     const auto parts = kk.partition(w, G);
     REQUIRE(std::vector<int>(parts.begin(), parts.end()) == verl_reference(w, G));
   }
+}
+
+TEST_CASE("with free counts too, parts and sizes are VeRL's on 1,000 random integer instances") {
+  std::mt19937_64 rng(12);
+  KarmarkarKarp kk;
+  for (int trial = 0; trial < 1000; ++trial) {
+    const int k = 1 + static_cast<int>(rng() % 8);
+    const int n = k + static_cast<int>(rng() % 40);
+    const int distinct = 1 + static_cast<int>(rng() % 30);
+    std::vector<double> w(static_cast<std::size_t>(n));
+    for (double& x : w) x = 24576.0 * static_cast<double>(1 + rng() % static_cast<std::uint64_t>(distinct));
+    CAPTURE(trial);
+    std::vector<int> sizes;
+    const auto expected = verl_reference(w, k, false, &sizes);
+    const auto parts = kk.partition(w, k, false);
+    REQUIRE(std::vector<int>(parts.begin(), parts.end()) == expected);
+    REQUIRE(std::vector<int>(kk.part_sizes().begin(), kk.part_sizes().end()) == sizes);
+  }
+}
+
+// Each item starts alone, its spread its weight. {9} and {5} pop first and give {9|5} (spread
+// 4), which pops with {2}: {9|5+2} (spread 2), which pops with {1}: {9|5+2+1}. Items keep the
+// order they joined in.
+TEST_CASE("a hand-worked free-count example: {9,2,5,1} into two parts gives {9} and {5,2,1}") {
+  const std::vector<double> w = {9, 2, 5, 1};
+  KarmarkarKarp kk;
+  const auto items = kk.partition(w, 2, false);
+  CHECK(std::vector<int>(items.begin(), items.end()) == std::vector<int>{0, 2, 1, 3});
+  CHECK(std::vector<int>(kk.part_sizes().begin(), kk.part_sizes().end()) == std::vector<int>{1, 3});
+  CHECK_THROWS_WITH_AS(kk.partition(w, 5, false), doctest::Contains("4 items cannot fill 5 parts"), InputError);
 }
 
 TEST_CASE("every item lands in exactly one part of n/G items, and beats the naive splits") {

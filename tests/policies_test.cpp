@@ -9,6 +9,7 @@
 #include "data/lengths.hpp"
 #include "report/policy_run.hpp"
 #include "sched/scheduler.hpp"
+#include "sched/verl_balance.hpp"
 
 using namespace ddpsim;
 
@@ -34,7 +35,9 @@ const char* const ALL_POLICIES[] = {"static",
                                     "kk",
                                     "kk:cost=tokens_sq",
                                     "sorted:mega=5",
-                                    "token_budget:max_tokens=400"};
+                                    "token_budget:max_tokens=400",
+                                    "verl",
+                                    "verl:max_token_len=300:balance=off"};
 
 // Runs `steps` steps by hand so the test sees the buffers and the sampler.
 struct Harness {
@@ -207,4 +210,67 @@ TEST_CASE("the same shape and seed give the same decisions") {
       CHECK(a.rows[i].real_tokens == b.rows[i].real_tokens);
     }
   }
+}
+
+// The hand-worked case of the README's verl section, with workload = length (linear 1,
+// quadratic 0) and max_token_len 10. Equal-count KK gives rank 0 the samples #2 #3 #4 #7
+// (lengths 7 1 8 5) and rank 1 #0 #1 #5 #6 (10 3 2 6), 21 tokens each; ordered light, heavy,
+// light: #3 #2 #4 #7 and #5 #6 #0 #1. Each rank needs ⌈21/10⌉ = 3 micro-batches; free-count KK
+// on rank 0's workloads 1 7 8 5 gives {8} {7} {1,5}, ordered {1,5} {8} {7}; on rank 1's
+// 2 6 10 3, {10} {6} {2,3}, ordered {2,3} {10} {6}.
+TEST_CASE("verl reproduces VeRL's rank split and micro-batches on a hand-worked case") {
+  const std::vector<int> lengths = {10, 3, 7, 1, 8, 2, 6, 5};
+  VerlOptions o;
+  o.max_token_len = 10;
+  o.linear = 1;
+  o.quadratic = 0;
+  KarmarkarKarp kk;
+  using Plan = VerlPlan;
+  CHECK(verl_balance(lengths, 2, o, kk) == Plan{{{3, 7}, {4}, {2}}, {{5, 1}, {0}, {6}}});
+  o.micro_balance = false;  // KK's order: heaviest micro-batch first
+  CHECK(verl_balance(lengths, 2, o, kk) == Plan{{{4}, {2}, {3, 7}}, {{0}, {6}, {5, 1}}});
+  o.balance = false;  // each rank keeps its own draw: 10 3 7 1 and 8 2 6 5 (21 tokens each)
+  CHECK(verl_balance(lengths, 2, o, kk) == Plan{{{0}, {2}, {1, 3}}, {{4}, {5, 7}, {6}}});
+  o.max_token_len = 9;
+  CHECK_THROWS_WITH_AS(verl_balance(lengths, 2, o, kk), doctest::Contains("10 tokens exceeds max_token_len=9"),
+                       InputError);
+}
+
+TEST_CASE("verl and a fixed micro-batch count: micro-batches cover each rank's batch in order") {
+  StepShape s = shape(4, 64);
+  s.max_length = 64;
+  const PolicyRun verl = run_policy(parse_policy_spec("verl:max_token_len=256"), s, 50, sst2_dataset());
+  s.micro_batches = 3;
+  const PolicyRun fixed = run_policy(parse_policy_spec("static"), s, 50, sst2_dataset());
+  for (const PolicyRun* run : {&verl, &fixed}) {
+    for (const RankStep& r : run->rows) {
+      REQUIRE(!r.micro.empty());
+      std::int64_t tokens = 0, padded = 0;
+      int samples = 0;
+      for (const MicroBatchShape& m : r.micro) {
+        CHECK(m.batch_size >= 1);
+        tokens += m.real_tokens;
+        padded += std::int64_t{m.batch_size} * m.max_len;
+        samples += m.batch_size;
+      }
+      CHECK(tokens == r.real_tokens);
+      CHECK(padded == r.padded_tokens);
+      CHECK(samples == r.batch_size);
+    }
+  }
+  for (const RankStep& r : fixed.rows) CHECK(r.micro.size() == 3);
+  // One count for every rank of a step, and at least ⌈Σ tokens / max_token_len⌉ of them.
+  for (std::size_t i = 0; i < verl.rows.size(); i += 4) {
+    std::int64_t most = 0;
+    for (std::size_t g = 0; g < 4; ++g) {
+      CHECK(verl.rows[i + g].micro.size() == verl.rows[i].micro.size());
+      most = std::max(most, verl.rows[i + g].real_tokens);
+    }
+    CHECK(static_cast<std::int64_t>(verl.rows[i].micro.size()) >= (most + 255) / 256);
+  }
+  // verl forms its own micro-batches: a fixed count for the others leaves it as it was.
+  const PolicyRun verl_again = run_policy(parse_policy_spec("verl:max_token_len=256"), s, 50, sst2_dataset());
+  for (std::size_t i = 0; i < verl.rows.size(); ++i) CHECK(verl_again.rows[i].micro == verl.rows[i].micro);
+  CHECK_THROWS_WITH_AS(run_policy(parse_policy_spec("verl:max_token_len=32"), s, 1, sst2_dataset()),
+                       doctest::Contains("max_token_len=32 is below max_length=64"), InputError);
 }

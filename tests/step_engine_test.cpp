@@ -95,6 +95,34 @@ TEST_CASE("overlap hides the early buckets behind backward but never the last on
   }
 }
 
+TEST_CASE("accumulation: earlier micro-batches run before the last one, and only its backward hides buckets") {
+  // Rank 1 accumulates two more micro-batches than the others (12 ms more): every rank's
+  // allreduce waits for it, and the others' wait grows by as much.
+  PolicyWork p = equal_work(4, 3, WORK);
+  for (RankWork& w : p.work) w.accum_fwd_ms = 5.0, w.accum_bwd_ms = 15.0;
+  for (int t = 0; t < 3; ++t)
+    p.work[static_cast<std::size_t>(t * 4 + 1)].accum_fwd_ms = 9.0,
+                                            p.work[static_cast<std::size_t>(t * 4 + 1)].accum_bwd_ms = 23.0;
+  const double floor = 9.0 + 23.0 + 10.0 + 30.0 + ring_ms(4, BUCKETS.back().bytes) + 2.0;
+  for (const char* mode : {"fast", "full"}) {
+    CAPTURE(mode);
+    EngineSetup setup = pcie_setup(mode, true);
+    setup.timeline_to = 1;
+    const auto result = simulate_steps(setup, {p});
+    for (int t = 0; t < 3; ++t)
+      for (int g = 0; g < 4; ++g) {
+        const RankTiming& r = result.policies[0].timing[static_cast<std::size_t>(t * 4 + g)];
+        CHECK(r.fwd_ms == doctest::Approx(g == 1 ? 19.0 : 15.0));
+        CHECK(r.bwd_ms == doctest::Approx(g == 1 ? 53.0 : 45.0));
+        CHECK(r.step_ms == doctest::Approx(floor).epsilon(1e-9));
+        if (g != 1) CHECK(r.comm_wait_ms == doctest::Approx(result.policies[0].timing[1].comm_wait_ms + 12.0));
+      }
+    const auto accumulate = std::count_if(result.policies[0].spans.begin(), result.policies[0].spans.end(),
+                                          [](const Span& s) { return s.name == "accumulate"; });
+    CHECK(accumulate == 4);
+  }
+}
+
 TEST_CASE("a slow rank holds every rank's step while only its compute grows") {
   PolicyWork p = equal_work(4, 4, WORK);
   for (int t = 0; t < 4; ++t) {

@@ -64,6 +64,7 @@ void GradBuckets::on_gradient(std::size_t param, const torch::Tensor& grad) {
   const Slot& slot = slots_[param];
   Bucket& bucket = buckets_[slot.bucket];
   bucket.flat.narrow(0, static_cast<std::int64_t>(slot.offset), grad.numel()).add_(grad.reshape({-1}));
+  if (accumulating_) return;
   if (!seen_[param]) {
     seen_[param] = true;
     bucket.ready++;

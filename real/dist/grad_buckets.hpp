@@ -23,10 +23,14 @@ class GradBuckets {
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
-  // Call before each backward: clears the buffers and readiness.
+  // Call before each step's first backward: clears the buffers and readiness.
   void prepare();
   // Off: the hooks leave gradients alone (a profile's backward without DDP's communication).
   void set_active(bool active) { active_ = active; }
+  // On: DDP's no_sync — gradients add up in the buckets, and no bucket counts as ready, for the
+  // micro-batches before a step's last one; off (the default) for the last, whose backward then
+  // launches each bucket's allreduce of the accumulated sum.
+  void set_accumulating(bool accumulating) { accumulating_ = accumulating; }
   // Call after backward: launches buckets that never filled (unused parameters count as zero)
   // and waits for all of them.
   void wait();
@@ -45,7 +49,7 @@ class GradBuckets {
   double bucket_bytes(std::size_t b) const;
 
  private:
-  bool active_ = true, communicate_ = true;
+  bool active_ = true, communicate_ = true, accumulating_ = false;
   struct Slot {
     std::size_t bucket, offset;  // where this parameter's gradient lives
   };

@@ -102,6 +102,7 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   };
   require(in(o.steps, 1, 1e8), "--steps must be from 1 to 100000000");
   require(in(o.global_batch, 1, 1e6), "--global-batch must be from 1 to 1000000");
+  require(in(o.micro_batches, 1, 1e4), "--micro-batches must be from 1 to 10000");
   require(in(double(o.synthetic_samples), 1, 1e7),
           "--synthetic-samples must be from 1 to 10000000 (the samples are held in memory)");
   require(in(o.max_length, 2, 1e6), "--max-length must be at least 2 (a [CLS] and a [SEP] token)");
@@ -145,9 +146,12 @@ int run(int argc, char** argv) {
       "write-layout", po::value<std::string>(),
       "write the model's parameter layout as a ddpsim model JSON to FILE and exit (for ddpsim calibrate --base)");
   sched.add_options()("policy", po::value(&o.policy)->default_value(o.policy),
-                      "static | minmax[:cost=..][:buffer=K] | kk | sorted | token_budget (as in ddpsim)")(
-      "global-batch", po::value(&o.global_batch)->default_value(o.global_batch), "B, samples per step over all ranks")(
-      "steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
+                      "static | minmax[:cost=..][:buffer=K] | kk | sorted | token_budget | verl[:max_token_len=N] "
+                      "(as in ddpsim)")("global-batch", po::value(&o.global_batch)->default_value(o.global_batch),
+                                        "B, samples per step over all ranks")(
+      "micro-batches", po::value(&o.micro_batches)->default_value(o.micro_batches),
+      "gradient accumulation: each rank's batch in this many micro-batches, reduced once after the last "
+      "(verl forms its own)")("steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
       "bmax", po::value(&bmax),
       "per-rank batch cap: N; a ddpsim model JSON whose memory model gives it; or 'probe' (CUDA): the largest "
       "batch of --max-length samples whose forward and backward fit, with AdamW's state and --probe-reserve aside")(

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "common/error.hpp"
 #include "model/perf_model.hpp"
@@ -127,6 +128,7 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   shape_.B = opt_.global_batch;
   shape_.max_length = opt_.max_length;
   shape_.b_max = opt_.b_max;
+  shape_.micro_batches = opt_.micro_batches;
   shape_.seed = opt_.seed;
   if (!opt_.perf_model.empty())
     shape_.time_cost = std::make_shared<ddpsim::ModelTimeCost>(
@@ -233,6 +235,57 @@ void Trainer::plan_next(ddpsim::StepPlan& plan) {
   decision_us_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
 }
 
+Trainer::Passes Trainer::forward_backward(const ddpsim::StepPlan& plan, StepTimer& timer) {
+  // This process's ranks: its own, or all G when emulating.
+  const int first = comm_ ? rank_ : 0, last = comm_ ? rank_ + 1 : G_;
+  Passes out;
+  for (auto* v : {&out.fwd_ms, &out.bwd_ms, &out.loss, &out.peak_mem_mib}) v->assign(static_cast<std::size_t>(G_), 0.0);
+  if (buckets_) buckets_->prepare();
+  std::size_t mark = 1;
+  for (int g = first; g < last; ++g) {
+    const auto gi = static_cast<std::size_t>(g);
+    const auto& samples = plan.batches[gi];
+    const std::vector<int> one = {static_cast<int>(samples.size())};
+    const auto& sizes = plan.micro_sizes.empty() ? one : plan.micro_sizes[gi];
+    timer.reset_peak_memory();
+    double peak = std::numeric_limits<double>::quiet_NaN();  // and so it stays on CPU
+    auto next = samples.begin();
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      if (sizes[k] == 0) continue;  // a rank given no samples (its buckets still join the allreduce)
+      const std::vector<ddpsim::Sample> micro(next, next + sizes[k]);
+      next += sizes[k];
+      const Batch batch = collate(data_, micro, device_);
+      // DDP's no_sync: the buckets reduce only what the last micro-batch's backward completes.
+      if (buckets_) buckets_->set_accumulating(k + 1 < sizes.size());
+      timer.mark(mark);
+      const auto loss = mean_loss(batch);
+      timer.mark(mark + 1);
+      // L̃_g = L_g · G·b_g/B_t, L_g the mean over the rank's b_g samples: micro-batch k's mean
+      // counts b_k/b_g of it. The allreduce averages over G (emulation divides by G itself).
+      const double share = samples.empty() ? 1.0 : double(sizes[k]) / double(samples.size());
+      (loss * (plan.loss_weights[gi] * share / (comm_ ? 1.0 : G_))).backward();
+      timer.mark(mark + 2);
+      out.fwd_ms[gi] += timer.ms(mark, mark + 1);
+      out.bwd_ms[gi] += timer.ms(mark + 1, mark + 2);
+      out.loss[gi] += loss.item<double>() * share;
+      peak = std::isnan(peak) ? timer.peak_memory_mib() : std::max(peak, timer.peak_memory_mib());
+      out.backward_end = mark + 2;
+      mark += 3;
+    }
+    out.peak_mem_mib[gi] = peak;
+  }
+  if (buckets_) buckets_->set_accumulating(false);
+  out.next_mark = mark;
+  return out;
+}
+
+void Trainer::compute_gradients(const ddpsim::StepPlan& plan) {
+  StepTimer timer(device_);
+  timer.mark(0);
+  forward_backward(plan, timer);
+  if (buckets_) buckets_->finish();
+}
+
 double Trainer::step() {
   StepTimer timer(device_);
   timer.reset_peak_memory();
@@ -243,30 +296,9 @@ double Trainer::step() {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(step_));
   model_->train();
 
-  // This process's ranks: its own, or all G when emulating.
-  const int first = comm_ ? rank_ : 0, last = comm_ ? rank_ + 1 : G_;
-  std::vector<double> fwd(G_, 0), bwd(G_, 0), loss(G_, 0), mem(G_, 0);
-  std::vector<Batch> batches(static_cast<std::size_t>(G_));
-  if (buckets_) buckets_->prepare();
-  for (int g = first; g < last; ++g) {
-    const auto gi = static_cast<std::size_t>(g);
-    batches[gi] = collate(data_, plan.batches[gi], device_);
-    const std::size_t m = 1 + 3 * gi;
-    timer.reset_peak_memory();
-    timer.mark(m);
-    const auto loss_g = mean_loss(batches[gi]);
-    timer.mark(m + 1);
-    // L̃_g = L_g · G·b_g/B_t; the allreduce averages over G (emulation divides by G itself).
-    const double weight = plan.loss_weights[gi] / (comm_ ? 1.0 : G_);
-    (loss_g * weight).backward();
-    timer.mark(m + 2);
-    fwd[gi] = timer.ms(m, m + 1);
-    bwd[gi] = timer.ms(m + 1, m + 2);
-    loss[gi] = loss_g.item<double>();
-    mem[gi] = timer.peak_memory_mib();
-  }
-  const std::size_t wait_start = 1 + 3 * static_cast<std::size_t>(last), wait_end = wait_start + 1,
-                    opt_end = wait_start + 2;
+  const Passes passes = forward_backward(plan, timer);
+  const auto &fwd = passes.fwd_ms, &bwd = passes.bwd_ms, &loss = passes.loss, &mem = passes.peak_mem_mib;
+  const std::size_t wait_start = passes.next_mark, wait_end = wait_start + 1, opt_end = wait_start + 2;
   timer.mark(wait_start);
   if (buckets_) buckets_->wait();
   timer.mark(wait_end);
@@ -298,8 +330,7 @@ double Trainer::step() {
     for (int k = 0; k < METRICS; ++k) metrics[g][k] = values[k];
   };
   if (comm_) {
-    const std::size_t my_bwd_end = 3 + 3 * static_cast<std::size_t>(rank_);
-    put(rank_, timer.ms(my_bwd_end, wait_end), timer.ms(0, opt_end));
+    put(rank_, timer.ms(passes.backward_end, wait_end), timer.ms(0, opt_end));
     // Collectives run on the group's device (NCCL: the GPU), hence the .to(device_).
     metrics = comm_->allgather(metrics[rank_].to(device_)).cpu();
     for (int g = 1; g < G_; ++g)
@@ -314,22 +345,11 @@ double Trainer::step() {
     for (int g = 0; g < G_; ++g)
       put(g, step_ms - fwd[static_cast<std::size_t>(g)] - bwd[static_cast<std::size_t>(g)] - opt_ms, step_ms);
   } else {
-    put(0, timer.ms(3, wait_end), timer.ms(0, opt_end));
+    put(0, timer.ms(passes.backward_end, wait_end), timer.ms(0, opt_end));
   }
   const auto m = metrics.to(torch::kCPU);
   for (int g = 0; g < G_; ++g) {
-    const auto gi = static_cast<std::size_t>(g);
-    ddpsim::RankStep row;
-    row.step = step_;
-    row.rank = g;
-    row.batch_size = static_cast<int>(plan.batches[gi].size());
-    for (const auto& s : plan.batches[gi]) {
-      row.max_len = std::max(row.max_len, s.len);
-      row.real_tokens += s.len;
-    }
-    row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
-    row.global_batch = plan.global_batch;
-    row.loss_weight = plan.loss_weights[gi];
+    ddpsim::RankStep row = ddpsim::plan_row(plan, step_, g);
     row.fwd_ms = m[g][0].item<double>();
     row.bwd_ms = m[g][1].item<double>();
     row.comm_wait_ms = m[g][2].item<double>();
@@ -340,7 +360,7 @@ double Trainer::step() {
     rows_.push_back(row);
   }
   step_++;
-  return loss[static_cast<std::size_t>(first)];
+  return loss[static_cast<std::size_t>(comm_ ? rank_ : 0)];
 }
 
 double Trainer::evaluate() {

@@ -25,6 +25,8 @@
 
 namespace ddptrain {
 
+class StepTimer;
+
 struct TrainOptions {
   // Data: a GLUE TSV + vocab, or synthetic lengths ("sst2" or a histogram file).
   std::string data, vocab, dev, synthetic_lengths;
@@ -37,6 +39,7 @@ struct TrainOptions {
   // Schedule.
   std::string policy = "static";
   int global_batch = 48;
+  int micro_batches = 1;  // gradient accumulation over this many micro-batches per rank and step
   int steps = 100;
   std::vector<int> b_max;      // one per rank, or empty
   bool probe_bmax = false;     // CUDA: b_max from the largest batch at max_length that fits (see probe_bmax())
@@ -91,12 +94,24 @@ class Trainer {
   // Rank 0 writes OUT/steps.csv.
   void profile(ProfileOptions options);
 
+  // One step's forward and backward passes on this process's ranks, micro-batch by
+  // micro-batch, and the gradient allreduce, without the optimizer: the averaged gradient is
+  // left in each parameter's .grad (tests compare it with the single-process one).
+  void compute_gradients(const ddpsim::StepPlan& plan);
   int steps_done() const { return step_; }
   int ranks() const { return G_; }
   DistilBertForSequenceClassification& model() { return model_; }
   const std::vector<ddpsim::RankStep>& rows() const { return rows_; }
 
  private:
+  // Per rank (G entries; only this process's ranks filled): compute times summed over the
+  // micro-batches, mean loss, peak memory; and the timer marks used.
+  struct Passes {
+    std::vector<double> fwd_ms, bwd_ms, loss, peak_mem_mib;
+    std::size_t backward_end = 0;  // the mark that ends this process's last backward
+    std::size_t next_mark = 0;     // the first mark left free
+  };
+  Passes forward_backward(const ddpsim::StepPlan& plan, StepTimer& timer);
   void load_checkpoint(const std::string& path);
   std::vector<int> probe_bmax();
   // A batch's mean cross-entropy: the forward in the run's precision, the loss in fp32.

@@ -24,6 +24,7 @@ void Trainer::write_outputs() {
                            {"emulated_ranks", opt_.emulate_ranks},
                            {"ranks", G_},
                            {"global_batch", opt_.global_batch},
+                           {"micro_batches", opt_.micro_batches},
                            {"steps", opt_.steps},
                            {"max_length", opt_.max_length},
                            {"seed", opt_.seed},

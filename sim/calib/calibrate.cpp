@@ -132,7 +132,8 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
     names += (names.empty() ? "" : ", ") + t.path;
     for (const auto& run : t.runs)
       for (const RankStep& r : run.rows) {
-        if (std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms) || r.batch_size < 1) continue;
+        // A step of several micro-batches times several shapes at once: no point of the fit.
+        if (std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms) || r.batch_size < 1 || !r.micro.empty()) continue;
         bl.emplace_back(r.batch_size, r.max_len);
         fwd.push_back(r.fwd_ms);
         bwd.push_back(r.bwd_ms);

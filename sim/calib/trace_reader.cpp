@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim {
 
@@ -103,6 +104,52 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (v < 0) throw InputError(where(name) + "expected a value ≥ 0, got \"" + fields[col.at(name)] + "\"");
       return v;
     };
+    // The four micro-batch columns (outputs.hpp): lists that must add up to the row's figures.
+    auto read_micro_batches = [&](RankStep& r) {
+      for (const auto& name : micro_batch_columns())
+        if (!col.count(name))
+          throw InputError(path + ":" + std::to_string(line_no) + ": the header has micro_batches but lacks \"" + name +
+                           "\" (micro-batch traces carry " + micro_batch_columns()[0] + ", " +
+                           micro_batch_columns()[1] + ", " + micro_batch_columns()[2] + " and " +
+                           micro_batch_columns()[3] + ")");
+      const long long count = integer("micro_batches");
+      auto list = [&](const std::string& name) {
+        std::vector<long long> values;
+        const std::string& f = fields[col.at(name)];
+        for (std::size_t begin = 0; begin <= f.size();) {
+          const auto end = std::min(f.find(';', begin), f.size());
+          long long v = 0;
+          const auto [stop, ec] = std::from_chars(f.data() + begin, f.data() + end, v);
+          if (ec != std::errc() || stop != f.data() + end || v < 0)
+            throw InputError(where(name) + "expected integers ≥ 0 separated by ';', got \"" + f + "\"");
+          values.push_back(v);
+          begin = end + 1;
+        }
+        if (static_cast<long long>(values.size()) != count)
+          throw InputError(where(name) + std::to_string(values.size()) + " values, but micro_batches is " +
+                           std::to_string(count));
+        return values;
+      };
+      const auto sizes = list("micro_sizes"), lens = list("micro_max_lens"), tokens = list("micro_tokens");
+      long long samples = 0, longest = 0, real = 0;
+      for (long long i = 0; i < count; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        samples += sizes[k];
+        longest = std::max(longest, lens[k]);
+        real += tokens[k];
+      }
+      if (samples != r.batch_size || longest != r.max_len || (r.real_tokens > 0 && real != r.real_tokens))
+        throw InputError(where("micro_sizes") + "the micro-batches hold " + std::to_string(samples) +
+                         " samples, at most " + std::to_string(longest) + " tokens long, " + std::to_string(real) +
+                         " tokens in all; the row says batch_size " + std::to_string(r.batch_size) + ", max_len " +
+                         std::to_string(r.max_len) + ", real_tokens " + std::to_string(r.real_tokens));
+      if (count < 2) return;
+      r.padded_tokens = 0;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        r.micro.push_back({static_cast<int>(sizes[k]), static_cast<int>(lens[k]), tokens[k]});
+        r.padded_tokens += sizes[k] * lens[k];
+      }
+    };
     RankStep r;
     r.step = static_cast<int>(integer("step"));
     r.rank = static_cast<int>(integer("rank"));
@@ -127,6 +174,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.allreduce_bytes = amount("allreduce_bytes");
     r.allreduce_ms = amount("allreduce_ms");
     r.concurrent_allreduce_bytes = amount("concurrent_allreduce_bytes");
+    if (col.count("micro_batches") && !fields[col["micro_batches"]].empty()) read_micro_batches(r);
     // Rows of communication alone have no batch; compute was measured on one.
     if ((!std::isnan(r.fwd_ms) || !std::isnan(r.bwd_ms)) && (r.batch_size < 1 || r.max_len < 1))
       throw InputError(path + ":" + std::to_string(line_no) +

@@ -28,6 +28,7 @@ length 256, comparing static, minmax (tokens and tokens_sq), kk, sorted and toke
 
 policies: static | minmax[:cost=tokens|tokens_sq][:buffer=K][:solver=exact|enumerate]
           | kk[:cost=tokens|tokens_sq] | sorted[:mega=M] | token_budget[:max_tokens=N][:buffer=K]
+          | verl[:max_token_len=N][:linear=A][:quadratic=C][:balance=on|off][:micro_balance=on|off]
 
 examples:
   ddpsim balance

@@ -31,7 +31,9 @@ Without CONFIG: the study's setting (SST-2 lengths, G=4, B=48, 800 steps) on `pc
 25 MiB buckets (first 1 MiB), overlap on, fast mode.
 
 config sections (see the README): data, training (world_size, global_batch, steps,
-max_length, seed, b_max, bucket_mb, first_bucket_mb, overlap), policies, model (a built-in
+max_length, seed, b_max, bucket_mb, first_bucket_mb, overlap, micro_batches: gradient
+accumulation over that many micro-batches per rank), policies (verl forms its own micro-batches
+from max_token_len, as VeRL does), model (a built-in
 name or a JSON file), platform (topology pcie | nvlink | cluster | xml, bandwidths in GB/s,
 latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarchical,
 sched_ms, noise_sigma, rank_speed, stragglers).
@@ -54,6 +56,8 @@ examples:
   ddpsim compare
   ddpsim compare --policies static,minmax,minmax:cost=model
   ddpsim compare my.json --policies static,minmax --set simulation.algorithm=tree
+  ddpsim compare configs/llm-rollouts.json --policies static,verl:max_token_len=16384 \
+      --set training.micro_batches=4
 )";
 
 std::pair<int, int> parse_range(const std::string& text) {

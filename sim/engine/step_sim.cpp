@@ -193,8 +193,13 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           sg4::this_actor::sleep_for(w.sched_ms * 1e-3);
           if (w.sched_ms > 0) span("schedule", t0);
           t0 = sg4::Engine::get_clock();
+          if (w.accum_ms() > 0) {
+            sg4::this_actor::sleep_for(w.accum_ms() * 1e-3);
+            span("accumulate", t0);
+          }
+          const double fwd_start = sg4::Engine::get_clock();
           sg4::this_actor::sleep_for(w.fwd_ms * 1e-3);
-          span("forward", t0);
+          span("forward", fwd_start);
           const double bwd_start = sg4::Engine::get_clock();
           set_in_backward(+1);
           double elapsed = 0;
@@ -213,7 +218,8 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           sg4::this_actor::sleep_for(w.opt_ms * 1e-3);
           span("optimizer", comm_end);
           const double end = sg4::Engine::get_clock();
-          out.timing[at(t, G, g)] = {(bwd_start - t0) * 1e3, (bwd_end - bwd_start) * 1e3, (comm_end - bwd_end) * 1e3,
+          out.timing[at(t, G, g)] = {(bwd_start - fwd_start) * 1e3 + w.accum_fwd_ms,
+                                     (bwd_end - bwd_start) * 1e3 + w.accum_bwd_ms, (comm_end - bwd_end) * 1e3,
                                      (end - comm_end) * 1e3, (end - prev_end) * 1e3};
           prev_end = end;
           if (g == 0 && progress && (++done % 16 == 0 || t + 1 == pw.steps)) progress(done, total);
@@ -270,7 +276,7 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
       const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
       for (std::size_t g = 0; g < Gs; ++g) {
         const RankWork& w = pw.work[at(t, G, static_cast<int>(g))];
-        fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.fwd_ms;
+        fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.accum_ms() + w.fwd_ms;
         bwd_end[g] = fwd_end[g] + w.bwd_ms;
       }
       double end_of_comm = 0;
@@ -314,11 +320,12 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
         const double start = std::max(prev_end[g], sync);
         const double end = end_of_comm + w.opt_ms;
         const double bwd_ms = slowed ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
-        out.timing[at(t, G, static_cast<int>(g))] = {w.fwd_ms, bwd_ms, end_of_comm - bwd_end[g], w.opt_ms,
-                                                     end - prev_end[g]};
+        out.timing[at(t, G, static_cast<int>(g))] = {w.accum_fwd_ms + w.fwd_ms, w.accum_bwd_ms + bwd_ms,
+                                                     end_of_comm - bwd_end[g], w.opt_ms, end - prev_end[g]};
         if (in_timeline(s, t)) {
           const int r = static_cast<int>(g);
           if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
+          if (w.accum_ms() > 0) out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms()});
           out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
           out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
           out.spans.push_back({t, r, false, "optimizer", end_of_comm, w.opt_ms});

@@ -17,13 +17,17 @@
 
 namespace ddpsim {
 
-// What one rank computes in one step, in ms.
+// What one rank computes in one step, in ms. With gradient accumulation, fwd_ms and bwd_ms
+// are the last micro-batch's, whose backward overlaps the allreduce; the micro-batches before
+// it run forward and backward with no communication beside them (DDP's no_sync).
 struct RankWork {
   double sched_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+  double accum_fwd_ms = 0, accum_bwd_ms = 0;  // the earlier micro-batches, in all
+  double accum_ms() const { return accum_fwd_ms + accum_bwd_ms; }
 };
 
-// What the simulation says it took, in ms. step_ms runs from the end of the rank's previous
-// step (waiting included) to the end of its optimizer step.
+// What the simulation says it took, in ms, forward and backward over all micro-batches. step_ms runs from the end of
+// the rank's previous step (waiting included) to the end of its optimizer step.
 struct RankTiming {
   double fwd_ms = 0, bwd_ms = 0, comm_wait_ms = 0, opt_ms = 0, step_ms = 0;
 };

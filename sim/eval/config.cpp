@@ -22,6 +22,7 @@ StepShape Config::shape() const {
   s.B = training.global_batch;
   s.max_length = training.max_length;
   s.b_max = training.b_max;
+  s.micro_batches = training.micro_batches;
   s.seed = training.seed;
   if (model) {
     std::shared_ptr<const CostModel> time = std::make_shared<ModelTimeCost>(model);
@@ -139,6 +140,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.bucket_mb = f.get<double>("bucket_mb", t.bucket_mb);
   t.first_bucket_mb = f.get<double>("first_bucket_mb", t.first_bucket_mb);
   t.overlap = f.get<bool>("overlap", t.overlap);
+  t.micro_batches = f.get<int>("micro_batches", t.micro_batches);
   if (!(t.bucket_mb > 0) || !(t.first_bucket_mb > 0))
     throw InputError(where + ": bucket_mb and first_bucket_mb must be > 0");
   if (f.has("b_max")) {
@@ -162,6 +164,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   positive("world_size", t.world_size);
   positive("global_batch", t.global_batch);
   positive("steps", t.steps);
+  positive("micro_batches", t.micro_batches);
   if (t.max_length < 2)
     throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(t.max_length));
   auto at_most = [&](const char* key, double v, double limit) {
@@ -171,6 +174,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   at_most("world_size", t.world_size, 65536);
   at_most("global_batch", t.global_batch, 1e7);
   at_most("max_length", t.max_length, 1e6);
+  at_most("micro_batches", t.micro_batches, 1e4);
   at_most("bucket_mb", t.bucket_mb, 1e6);
   at_most("first_bucket_mb", t.first_bucket_mb, 1e6);
   for (int cap : t.b_max) positive("b_max", cap);
@@ -343,7 +347,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"b_max", c.training.b_max},
                   {"bucket_mb", c.training.bucket_mb},
                   {"first_bucket_mb", c.training.first_bucket_mb},
-                  {"overlap", c.training.overlap}}},
+                  {"overlap", c.training.overlap},
+                  {"micro_batches", c.training.micro_batches}}},
                 {"policies", policies},
                 {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};

@@ -41,6 +41,7 @@ struct TrainingConfig {
   double bucket_mb = 25;          // DDP bucket_cap_mb (MiB)
   double first_bucket_mb = 1;     // DDP's smaller first bucket (MiB)
   bool overlap = true;            // start each bucket's allreduce during backward
+  int micro_batches = 1;          // gradient accumulation: micro-batches per rank and step
 };
 
 // Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).

@@ -1,5 +1,6 @@
 #include "eval/simulate.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,14 @@ namespace ddpsim {
 std::vector<Bucket> config_buckets(const Config& config) {
   constexpr double MiB = 1024.0 * 1024.0;
   return make_buckets(*config.model, config.training.bucket_mb * MiB, config.training.first_bucket_mb * MiB);
+}
+
+// Activations live for one micro-batch, so the step's peak is its largest micro-batch's.
+double peak_mem_mib(const PerfModel& m, const RankStep& r) {
+  if (r.micro.empty()) return m.peak_mem_mib(r.batch_size, r.max_len);
+  double peak = 0;
+  for (const MicroBatchShape& mb : r.micro) peak = std::max(peak, m.peak_mem_mib(mb.batch_size, mb.max_len));
+  return peak;
 }
 
 PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
@@ -28,8 +37,17 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
     const double z = noise.normal();
     const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config.simulation.speed_factor(r.rank, r.step);
     RankWork w;
-    w.fwd_ms = m.fwd_ms(r.batch_size, r.max_len) * factor;
-    w.bwd_ms = m.bwd_ms(r.batch_size, r.max_len) * factor;
+    if (r.micro.empty()) {
+      w.fwd_ms = m.fwd_ms(r.batch_size, r.max_len) * factor;
+      w.bwd_ms = m.bwd_ms(r.batch_size, r.max_len) * factor;
+    } else {
+      for (std::size_t k = 0; k + 1 < r.micro.size(); ++k) {
+        w.accum_fwd_ms += m.fwd_ms(r.micro[k].batch_size, r.micro[k].max_len) * factor;
+        w.accum_bwd_ms += m.bwd_ms(r.micro[k].batch_size, r.micro[k].max_len) * factor;
+      }
+      w.fwd_ms = m.fwd_ms(r.micro.back().batch_size, r.micro.back().max_len) * factor;
+      w.bwd_ms = m.bwd_ms(r.micro.back().batch_size, r.micro.back().max_len) * factor;
+    }
     w.opt_ms = m.optimizer_ms * factor;
     w.sched_ms = config.simulation.sched_measured && step_index < run.decision_us.size()
                      ? run.decision_us[step_index] * 1e-3
@@ -73,7 +91,7 @@ SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, s
       rows[i].comm_wait_ms = timing[i].comm_wait_ms;
       rows[i].opt_ms = timing[i].opt_ms;
       rows[i].step_ms = timing[i].step_ms;
-      rows[i].peak_mem_mib = config.model->peak_mem_mib(rows[i].batch_size, rows[i].max_len);
+      rows[i].peak_mem_mib = peak_mem_mib(*config.model, rows[i]);
     }
   }
   return sim;

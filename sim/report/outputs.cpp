@@ -21,6 +21,34 @@ const std::vector<std::string>& trace_columns() {
   return columns;
 }
 
+const std::vector<std::string>& micro_batch_columns() {
+  static const std::vector<std::string> columns = {"micro_batches", "micro_sizes", "micro_max_lens", "micro_tokens"};
+  return columns;
+}
+
+namespace {
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) (out += i ? separator : "") += items[i];
+  return out;
+}
+}  // namespace
+
+std::string micro_batch_fields(const RankStep& r) {
+  const std::vector<MicroBatchShape> one = {{r.batch_size, r.max_len, r.real_tokens}};
+  const auto& micro = r.micro.empty() ? one : r.micro;
+  std::string sizes, lens, tokens;
+  for (std::size_t i = 0; i < micro.size(); ++i) {
+    const char* sep = i ? ";" : "";
+    (sizes += sep) += std::to_string(micro[i].batch_size);
+    (lens += sep) += std::to_string(micro[i].max_len);
+    (tokens += sep) += std::to_string(micro[i].real_tokens);
+  }
+  std::string out = std::to_string(micro.size());
+  for (const std::string* list : {&sizes, &lens, &tokens}) (out += ',') += *list;
+  return out;
+}
+
 std::string format(const char* spec, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, spec, value);
@@ -31,14 +59,16 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
   std::string out;
   for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
   for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
-  bool allreduce = false, concurrent = false;
+  bool allreduce = false, concurrent = false, micro = false;
   for (const auto& run : runs)
     for (const RankStep& r : run.rows) {
       allreduce |= !std::isnan(r.allreduce_ms);
       concurrent |= !std::isnan(r.concurrent_allreduce_bytes);
+      micro |= !r.micro.empty();
     }
   if (allreduce) out += ",allreduce_bytes,allreduce_ms";
   if (concurrent) out += ",concurrent_allreduce_bytes";
+  if (micro) (out += ',') += join(micro_batch_columns(), ",");
   out += "\n";
   // A missing measurement is an empty field, never 0.
   auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
@@ -62,6 +92,7 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
         out += ',';
         if (!std::isnan(r.concurrent_allreduce_bytes)) out += format("%.0f", r.concurrent_allreduce_bytes);
       }
+      if (micro) (out += ',') += micro_batch_fields(r);
       out += "\n";
     }
   }
@@ -94,6 +125,7 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
     p["padding_waste"] = s.padding_waste;
     p["samples_consumed"] = s.samples;
     p["mean_global_batch"] = s.mean_global_batch;
+    if (s.micro_batched) p["mean_micro_batches"] = s.mean_micro_batches;
     if (s.timed()) {
       p["mean_max_compute_ms"] = s.mean_max_compute_ms;
       p["mean_comm_wait_ms"] = s.mean_comm_wait_ms;
@@ -160,14 +192,18 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
       {"max peak memory, mean (MiB)", &TokenSummary::mean_max_peak_mem_mib, "%.0f"},
       {"std of peak memory, mean (MiB)", &TokenSummary::mean_std_peak_mem_mib, "%.1f"},
   };
-  std::vector<std::vector<std::string>> cells(std::size(rows) + 1);
+  std::vector<Row> shown(std::begin(rows), std::end(rows));
+  // Gradient accumulation adds its own row; runs without it keep the study's table.
+  if (std::any_of(summaries.begin(), summaries.end(), [](const TokenSummary& s) { return s.micro_batched; }))
+    shown.push_back({"micro-batches per rank, mean", &TokenSummary::mean_micro_batches, "%.2f"});
+  std::vector<std::vector<std::string>> cells(shown.size() + 1);
   cells[0].push_back("");
-  for (const auto& r : rows) cells[static_cast<std::size_t>(&r - rows) + 1].push_back(r.name);
+  for (std::size_t r = 0; r < shown.size(); ++r) cells[r + 1].push_back(shown[r].name);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     cells[0].push_back(runs[i].label);
-    for (std::size_t r = 0; r < std::size(rows); ++r) {
-      const double v = summaries[i].*rows[r].field, base = summaries[0].*rows[r].field;
-      std::string text = format(rows[r].spec, v);
+    for (std::size_t r = 0; r < shown.size(); ++r) {
+      const double v = summaries[i].*shown[r].field, base = summaries[0].*shown[r].field;
+      std::string text = format(shown[r].spec, v);
       if (changes && i > 0 && base != 0) text += " (" + format("%+.1f", 100.0 * (v - base) / base) + "%)";
       cells[r + 1].push_back(text);
     }

@@ -18,6 +18,12 @@ using Metadata = std::vector<std::pair<std::string, std::string>>;
 
 // The trace columns every writer emits, in this order; readers look columns up by name.
 const std::vector<std::string>& trace_columns();
+// Four more columns, written when some step accumulates gradients over micro-batches:
+// micro_batches (the count), then micro_sizes, micro_max_lens and micro_tokens (real tokens),
+// each a ';'-separated list in training order.
+const std::vector<std::string>& micro_batch_columns();
+// A row's fields for those columns (a step of one micro-batch: count 1 and its own figures).
+std::string micro_batch_fields(const RankStep& row);
 
 std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata);
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,

@@ -7,6 +7,33 @@
 
 namespace ddpsim {
 
+RankStep plan_row(const StepPlan& plan, int step, int g) {
+  const auto gi = static_cast<std::size_t>(g);
+  const auto& batch = plan.batches[gi];
+  RankStep row;
+  row.step = step;
+  row.rank = g;
+  row.batch_size = static_cast<int>(batch.size());
+  std::size_t next = 0;
+  for (const int size : plan.micro_sizes.empty() ? std::vector<int>{} : plan.micro_sizes[gi]) {
+    MicroBatchShape& m = row.micro.emplace_back();
+    m.batch_size = size;
+    for (const auto end = next + static_cast<std::size_t>(size); next < end; ++next) {
+      m.max_len = std::max(m.max_len, batch[next].len);
+      m.real_tokens += batch[next].len;
+    }
+    row.padded_tokens += std::int64_t{m.batch_size} * m.max_len;
+  }
+  for (const Sample& s : batch) {
+    row.max_len = std::max(row.max_len, s.len);
+    row.real_tokens += s.len;
+  }
+  if (row.micro.empty()) row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
+  row.global_batch = plan.global_batch;
+  row.loss_weight = plan.loss_weights[gi];
+  return row;
+}
+
 PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset) {
   auto policy = make_scheduler(spec, shape);
   DistributedSampler sampler(dataset, shape.G, shape.seed);
@@ -21,21 +48,7 @@ PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, 
     policy->plan(buffers, plan);
     const auto stop = std::chrono::steady_clock::now();
     run.decision_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-    for (int g = 0; g < shape.G; ++g) {
-      const auto& batch = plan.batches[static_cast<std::size_t>(g)];
-      RankStep row;
-      row.step = step;
-      row.rank = g;
-      row.batch_size = static_cast<int>(batch.size());
-      for (const Sample& s : batch) {
-        row.max_len = std::max(row.max_len, s.len);
-        row.real_tokens += s.len;
-      }
-      row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
-      row.global_batch = plan.global_batch;
-      row.loss_weight = plan.loss_weights[static_cast<std::size_t>(g)];
-      run.rows.push_back(row);
-    }
+    for (int g = 0; g < shape.G; ++g) run.rows.push_back(plan_row(plan, step, g));
   }
   return run;
 }
@@ -74,6 +87,12 @@ TokenSummary summarize(const PolicyRun& run) {
   s.mean_std_padded_tokens = mean(std_padded);
   s.padding_waste = padded ? double(padded - real) / double(padded) : 0.0;
   s.mean_global_batch = mean(global_batch);
+  if (std::any_of(run.rows.begin(), run.rows.end(), [](const RankStep& r) { return !r.micro.empty(); })) {
+    double micro = 0;
+    for (const RankStep& r : run.rows) micro += double(std::max<std::size_t>(r.micro.size(), 1));
+    s.mean_micro_batches = micro / double(run.rows.size());
+    s.micro_batched = true;
+  }
   s.mean_sched_us = mean(run.decision_us);
   s.p95_sched_us = percentile(run.decision_us, 95);
   if (run.rows.empty() || std::isnan(run.rows.front().step_ms)) return s;

@@ -15,6 +15,14 @@ namespace ddpsim {
 
 inline constexpr double NOT_MEASURED = std::numeric_limits<double>::quiet_NaN();
 
+// One micro-batch of a step that accumulates gradients over several.
+struct MicroBatchShape {
+  int batch_size = 0;
+  int max_len = 0;
+  std::int64_t real_tokens = 0;
+  bool operator==(const MicroBatchShape&) const = default;
+};
+
 // One rank in one step: the columns of the trace schema (design.md §3.1).
 struct RankStep {
   int step = 0;
@@ -22,7 +30,7 @@ struct RankStep {
   int batch_size = 0;
   int max_len = 0;
   std::int64_t real_tokens = 0;
-  std::int64_t padded_tokens = 0;  // batch_size · max_len
+  std::int64_t padded_tokens = 0;  // Σ over micro-batches of their batch_size · max_len
   int global_batch = 0;            // B_t, the same for every rank of the step
   double loss_weight = 0.0;        // G·b_g/B_t
   double fwd_ms = NOT_MEASURED, bwd_ms = NOT_MEASURED, comm_wait_ms = NOT_MEASURED, opt_ms = NOT_MEASURED;
@@ -35,6 +43,9 @@ struct RankStep {
   // An interference profile row: bwd_ms measured while allreduces of this many bytes ran
   // back to back for the whole backward (0: backward alone); an extra column, like the above.
   double concurrent_allreduce_bytes = NOT_MEASURED;
+  // The step's micro-batches in training order when it accumulates gradients over several
+  // (written as four extra columns); empty: one micro-batch of batch_size × max_len.
+  std::vector<MicroBatchShape> micro;
 };
 
 struct PolicyRun {
@@ -44,6 +55,10 @@ struct PolicyRun {
   std::vector<RankStep> rows;       // step-major, then rank
   std::vector<double> decision_us;  // per step: the policy's plan() on filled buffers
 };
+
+// Rank g's row of a planned step: its batch's shape and micro-batches, B_t and the loss weight;
+// the timing columns stay NaN. The simulator and the trainer record steps through it alike.
+RankStep plan_row(const StepPlan& plan, int step, int g);
 
 // Runs `steps` steps of the policy on a fresh sampler seeded with shape.seed, so every
 // policy sees the same sample stream.
@@ -59,6 +74,9 @@ struct TokenSummary {
   double padding_waste = 0;           // (padded − real) / padded over the whole run
   std::int64_t samples = 0;           // samples consumed
   double mean_global_batch = 0;
+  // Micro-batches per rank and step, mean over both; whether any step accumulates gradients.
+  double mean_micro_batches = 1;
+  bool micro_batched = false;
   double mean_sched_us = 0;
   double p95_sched_us = 0;
   double mean_max_step_ms = NOT_MEASURED, p95_max_step_ms = NOT_MEASURED;

@@ -59,15 +59,18 @@ void KarmarkarKarp::radix_sort(std::size_t n) {
   }
 }
 
-std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, int G) {
+std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, int G, bool equal_size) {
   const int n = static_cast<int>(weights.size());
-  if (G < 1 || n % G != 0)
+  if (G < 1 || (equal_size && n % G != 0))
     throw InputError("kk: " + std::to_string(n) + " items cannot form G=" + std::to_string(G) +
                      " parts of equal count");
+  if (!equal_size && n < G)
+    throw InputError("kk: " + std::to_string(n) + " items cannot fill " + std::to_string(G) + " parts");
   result_.clear();
+  sizes_.assign(static_cast<std::size_t>(G), 0);
   if (n == 0) return result_;
-  for (auto* v : {&keys_, &keys_scratch_}) v->resize(static_cast<std::size_t>(n));
-  for (auto* v : {&order_, &order_scratch_}) v->resize(static_cast<std::size_t>(n));
+  for (auto* v : {&keys_, &keys_scratch_}) v->resize(static_cast<std::size_t>(std::max(n, G)));
+  for (auto* v : {&order_, &order_scratch_}) v->resize(static_cast<std::size_t>(std::max(n, G)));
 
   // Items by (weight, index), like VeRL's sorted((seqlen, i)): the sort is stable.
   for (int i = 0; i < n; ++i) {
@@ -78,17 +81,22 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
   }
   radix_sort(static_cast<std::size_t>(n));
 
-  // State s owns parts [s·G, (s+1)·G), sorted largest first. Initially state s holds the G items
-  // at sorted positions [s·G, (s+1)·G), one per part.
-  const int states = n / G;
-  parts_.resize(static_cast<std::size_t>(n));
+  // State s owns parts [s·G, (s+1)·G), sorted largest first. With equal counts, state s starts
+  // with the G items at sorted positions [s·G, (s+1)·G), one per part; with free counts, with
+  // the item at sorted position s alone in its first part.
+  const int states = equal_size ? n / G : n;
+  constexpr Part EMPTY{};
+  parts_.assign(static_cast<std::size_t>(states) * G, EMPTY);
   next_.assign(static_cast<std::size_t>(n), -1);
-  for (int s = 0; s < states; ++s)
-    for (int i = 0; i < G; ++i) {
-      const int item = order_[static_cast<std::size_t>(s * G + (G - 1 - i))];
-      parts_[static_cast<std::size_t>(s * G + i)] = {weights[static_cast<std::size_t>(item)], item, item, 1};
-    }
   auto part = [&](int s, int i) -> Part& { return parts_[static_cast<std::size_t>(s) * G + i]; };
+  auto single = [&](int item) { return Part{weights[static_cast<std::size_t>(item)], item, item, 1}; };
+  for (int s = 0; s < states; ++s) {
+    if (!equal_size) {
+      part(s, 0) = single(order_[static_cast<std::size_t>(s)]);
+      continue;
+    }
+    for (int i = 0; i < G; ++i) part(s, i) = single(order_[static_cast<std::size_t>(s * G + (G - 1 - i))]);
+  }
   // VeRL's Set order: by sum, then item count, then item list, which distinct first items decide.
   auto larger = [](const Part& x, const Part& y) {
     if (x.sum != y.sum) return x.sum > y.sum;
@@ -115,16 +123,26 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
     for (int i = 0; i < G; ++i) {
       const Part& x = part(a, i);
       const Part& y = part(b, G - 1 - i);
+      if (x.count == 0 || y.count == 0) {
+        merged_[static_cast<std::size_t>(i)] = x.count == 0 ? y : x;
+        continue;
+      }
       next_[static_cast<std::size_t>(x.tail)] = y.head;
       merged_[static_cast<std::size_t>(i)] = {x.sum + y.sum, x.head, y.tail, x.count + y.count};
     }
-    // Largest first: by sum, then (all counts being equal here) by first item. Two stable passes,
-    // the minor key first; complemented keys sort descending.
+    // Largest first: by sum, then item count (equal throughout with equal counts), then first
+    // item. Stable passes, the minor key first; complemented keys sort descending. Empty parts
+    // (first item −1) tie only with each other.
     for (std::size_t i = 0; i < g; ++i) {
-      keys_[i] = ~static_cast<std::uint64_t>(static_cast<std::uint32_t>(merged_[i].head));
+      keys_[i] = ~static_cast<std::uint64_t>(static_cast<std::uint32_t>(merged_[i].head + 1));
       order_[i] = static_cast<int>(i);
     }
     radix_sort(g);
+    if (!equal_size) {
+      for (std::size_t i = 0; i < g; ++i)
+        keys_[i] = ~static_cast<std::uint64_t>(merged_[static_cast<std::size_t>(order_[i])].count);
+      radix_sort(g);
+    }
     for (std::size_t i = 0; i < g; ++i) keys_[i] = ~ascending_key(merged_[static_cast<std::size_t>(order_[i])].sum);
     radix_sort(g);
     for (std::size_t i = 0; i < g; ++i) part(a, static_cast<int>(i)) = merged_[static_cast<std::size_t>(order_[i])];
@@ -132,9 +150,13 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
     std::push_heap(heap_.begin(), heap_.end(), below);
   }
 
-  for (int i = 0; i < G; ++i)
-    for (int item = part(heap_.front(), i).head; item != -1; item = next_[static_cast<std::size_t>(item)])
-      result_.push_back(item);
+  for (int i = 0; i < G; ++i) {
+    const Part& p = part(heap_.front(), i);
+    if (p.count == 0)
+      throw InputError("kk: part " + std::to_string(i) + " of " + std::to_string(G) + " came out empty");
+    for (int item = p.head; item != -1; item = next_[static_cast<std::size_t>(item)]) result_.push_back(item);
+    sizes_[static_cast<std::size_t>(i)] = p.count;
+  }
   return result_;
 }
 

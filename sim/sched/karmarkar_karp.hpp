@@ -1,5 +1,6 @@
-// Karmarkar–Karp largest differencing into G parts of equal item count, as VeRL's
-// balance_batch partitions a global batch so that per-rank weight sums are close.
+// Karmarkar–Karp largest differencing into G parts, as VeRL's seqlen_balancing does it: with
+// equal item counts to split a global batch over ranks (balance_batch), with free counts to
+// cut one rank's batch into micro-batches (rearrange_micro_batches).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,13 @@ class KarmarkarKarp {
   // karmarkar_karp(equal_size=True): items by (weight, index); parts, and states of equal spread,
   // by sum, then item count, then first item (higher first). So integer weights give VeRL's
   // output item for item.
-  std::span<const int> partition(std::span<const double> weights, int G);
+  //
+  // With equal_size false, parts may hold any number of items (at least one each; n ≥ G, else
+  // InputError), as in VeRL's karmarkar_karp(equal_size=False); part_sizes() then tells where
+  // each part ends.
+  std::span<const int> partition(std::span<const double> weights, int G, bool equal_size = true);
+  // Items per part of the last partition, in the order partition() returned them.
+  std::span<const int> part_sizes() const { return sizes_; }
 
  private:
   // A part under construction: its weight sum and its items as a linked list through next_,
@@ -41,6 +48,7 @@ class KarmarkarKarp {
   std::vector<int> next_;
   std::vector<int> heap_;
   std::vector<int> result_;
+  std::vector<int> sizes_;
 };
 
 }  // namespace ddpsim

@@ -1,4 +1,4 @@
-// The five policies of design.md §3.3 behind the Scheduler interface, and the factory that
+// The policies of design.md §3.3 behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "sched/minmax_solver.hpp"
 #include "sched/policy_options.hpp"
 #include "sched/scheduler.hpp"
+#include "sched/verl_balance.hpp"
 
 namespace ddpsim {
 
@@ -31,6 +32,7 @@ void finish_plan(StepPlan& plan) {
 void reset_plan(StepPlan& plan, int G) {
   plan.batches.resize(static_cast<std::size_t>(G));
   for (auto& batch : plan.batches) batch.clear();
+  plan.micro_sizes.clear();
 }
 
 std::string shape_text(const StepShape& s) {
@@ -229,6 +231,74 @@ class TokenBudgetPolicy final : public Scheduler {
   int K_ = 64;
 };
 
+// VeRL's dynamic batching (sched/verl_balance.hpp) on the global batch static would draw.
+class VerlPolicy final : public Scheduler {
+ public:
+  VerlPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
+    require_divisible("verl", s);
+    o_.max_token_len = options.integer("max_token_len", o_.max_token_len, 1, INT32_MAX);
+    o_.linear = options.integer("linear", static_cast<int>(o_.linear), 0, INT32_MAX);
+    o_.quadratic = options.integer("quadratic", static_cast<int>(o_.quadratic), 0, INT32_MAX);
+    o_.balance = on_off(options, "balance");
+    o_.micro_balance = on_off(options, "micro_balance");
+    if (o_.max_token_len < s.max_length)
+      throw InputError("verl: max_token_len=" + std::to_string(o_.max_token_len) + " is below max_length=" +
+                       std::to_string(s.max_length) + ", so a longest sample fits no micro-batch");
+    if (o_.linear == 0 && o_.quadratic == 0) throw InputError("verl: linear and quadratic are both 0: no workload");
+  }
+  std::size_t buffer_size() const override { return static_cast<std::size_t>(shape_.B / shape_.G); }
+  bool forms_micro_batches() const override { return true; }
+
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    pool_.clear();
+    for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool_);
+    lengths_.resize(pool_.size());
+    for (std::size_t i = 0; i < pool_.size(); ++i) lengths_[i] = pool_[i].len;
+    const VerlPlan plan = verl_balance(lengths_, shape_.G, o_, kk_);
+    reset_plan(out, shape_.G);
+    out.micro_sizes.resize(plan.size());
+    for (std::size_t g = 0; g < plan.size(); ++g)
+      for (const auto& micro : plan[g]) {
+        for (int i : micro) out.batches[g].push_back(pool_[static_cast<std::size_t>(i)]);
+        out.micro_sizes[g].push_back(static_cast<int>(micro.size()));
+      }
+    finish_plan(out);
+  }
+
+ private:
+  static bool on_off(PolicyOptions& options, const std::string& key) {
+    const std::string value = options.text(key, "on");
+    if (value != "on" && value != "off")
+      throw InputError("verl: option " + key + " must be on or off, got \"" + value + "\"");
+    return value == "on";
+  }
+
+  StepShape shape_;
+  VerlOptions o_;
+  std::vector<Sample> pool_;
+  std::vector<int> lengths_;
+  KarmarkarKarp kk_;
+};
+
+// Gradient accumulation over a fixed count: any policy's per-rank batch cut into
+// training.micro_batches consecutive micro-batches.
+class FixedMicroBatches final : public Scheduler {
+ public:
+  FixedMicroBatches(std::unique_ptr<Scheduler> inner, int count) : inner_(std::move(inner)), count_(count) {}
+  std::size_t buffer_size() const override { return inner_->buffer_size(); }
+  std::string solver() const override { return inner_->solver(); }
+  void plan(RankBuffers& buffers, StepPlan& out) override {
+    inner_->plan(buffers, out);
+    out.micro_sizes.resize(out.batches.size());
+    for (std::size_t g = 0; g < out.batches.size(); ++g)
+      out.micro_sizes[g] = even_micro_sizes(static_cast<int>(out.batches[g].size()), count_);
+  }
+
+ private:
+  std::unique_ptr<Scheduler> inner_;
+  int count_;
+};
+
 }  // namespace
 
 std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
@@ -251,14 +321,20 @@ std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShap
     policy = std::make_unique<SortedPolicy>(shape, options);
   else if (spec.name == "token_budget")
     policy = std::make_unique<TokenBudgetPolicy>(shape, options);
+  else if (spec.name == "verl")
+    policy = std::make_unique<VerlPolicy>(shape, options);
   else {
     std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
     const std::string hint = closest_key(spec.name, known);
     throw InputError("unknown policy \"" + spec.name + "\"" +
                      (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
-                     "; known: static, minmax, kk, sorted, token_budget");
+                     "; known: static, minmax, kk, sorted, token_budget, verl");
   }
   options.reject_unknown();
+  if (shape.micro_batches < 1)
+    throw InputError("micro-batches per step must be ≥ 1, got " + std::to_string(shape.micro_batches));
+  if (shape.micro_batches > 1 && !policy->forms_micro_batches())
+    policy = std::make_unique<FixedMicroBatches>(std::move(policy), shape.micro_batches);
   return policy;
 }
 

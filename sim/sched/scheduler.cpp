@@ -1,5 +1,6 @@
 #include "sched/scheduler.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/error.hpp"
@@ -39,8 +40,15 @@ PolicySpec parse_policy_spec(std::string_view text) {
 }
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"static", "minmax", "kk", "sorted", "token_budget"};
+  static const std::vector<std::string> names = {"static", "minmax", "kk", "sorted", "token_budget", "verl"};
   return names;
+}
+
+std::vector<int> even_micro_sizes(int b, int count) {
+  const int n = std::max(1, std::min(count, b));
+  std::vector<int> sizes(static_cast<std::size_t>(n), b / n);
+  for (int i = 0; i < b % n; ++i) ++sizes[static_cast<std::size_t>(i)];
+  return sizes;
 }
 
 std::string PolicyOptions::text(const std::string& key, const std::string& fallback) {

@@ -35,6 +35,9 @@ struct StepShape {
   int B = 48;              // global batch (token_budget: ignored, the budget decides)
   int max_length = 256;    // longest sample after truncation
   std::vector<int> b_max;  // per-rank batch cap b_g^max; empty = no cap
+  // Micro-batches per rank and step with gradient accumulation (training.micro_batches): each
+  // rank's batch cut into this many in order, for every policy that does not form its own.
+  int micro_batches = 1;
   std::uint64_t seed = 0;
   // Predicted compute time per rank, for cost=model; null when no performance model is in force.
   std::shared_ptr<const CostModel> time_cost;
@@ -46,7 +49,15 @@ struct StepPlan {
   std::vector<std::vector<Sample>> batches;  // per rank, in training order
   std::vector<double> loss_weights;          // G·b_g/B_t; they average to 1
   int global_batch = 0;                      // B_t = Σ b_g (varies per step for token_budget)
+  // Per rank, the sizes of its micro-batches in training order (batches[g] is their
+  // concatenation), when the step accumulates gradients over several; empty: one micro-batch
+  // per rank. The gradient allreduce follows the last micro-batch's backward only.
+  std::vector<std::vector<int>> micro_sizes;
 };
+
+// Cuts b samples into `count` consecutive micro-batches as even as can be (the first ones one
+// larger), fewer when b < count, and one (possibly empty) when b = 0.
+std::vector<int> even_micro_sizes(int b, int count);
 
 class Scheduler {
  public:
@@ -57,6 +68,9 @@ class Scheduler {
   virtual void plan(RankBuffers& buffers, StepPlan& out) = 0;
   // Which solver decided, for reports ("exact", "enumerate"); empty where there is no choice.
   virtual std::string solver() const { return ""; }
+  // True for a policy that cuts each rank's batch into micro-batches itself (training.micro_batches
+  // does not apply to it).
+  virtual bool forms_micro_batches() const { return false; }
 };
 
 // Builds a policy; unknown names, unknown options and impossible shapes (B < G, B not

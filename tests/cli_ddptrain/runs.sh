@@ -27,4 +27,14 @@ grep -q '"precision": "bf16"' "$WORK/emu/summary.json" || fail "summary.json doe
 grep -q '^# emulated_ranks=4$' "$WORK/emu/steps.csv" || fail "trace metadata lacks emulated_ranks=4"
 grep -q "^# allreduce=modelled.*NOT a real 4-GPU run" "$WORK/emu/steps.csv" || fail "emulation is not labelled as such"
 [[ $(grep -vc '^#' "$WORK/emu/steps.csv") == $((1 + 6 * 4)) ]] || fail "emulated steps.csv should hold 6 steps x 4 ranks"
+
+# Gradient accumulation on real ranks: VeRL's micro-batches, and a fixed count, in the trace.
+expect_ok "$DDPTRAIN" "${common[@]}" --policy verl:max_token_len=64 --nproc-per-node 2 --out "$WORK/verl"
+grep -v '^#' "$WORK/verl/steps.csv" | head -1 | grep -q ',micro_batches,micro_sizes,micro_max_lens,micro_tokens$' ||
+  fail "a verl trace lacks the micro-batch columns"
+awk -F, '!/^#/ && NR > 1 && $17 < 2 { bad++ } END { exit bad > 0 }' <(grep -v '^#' "$WORK/verl/steps.csv") ||
+  fail "verl with max_token_len 64 should cut 8 SST-2 samples into 2 or more micro-batches"
+expect_ok "$DDPTRAIN" "${common[@]}" --micro-batches 3 --emulate-ranks 2 --out "$WORK/accum"
+grep -q '"mean_micro_batches": 3' "$WORK/accum/summary.json" || fail "summary.json lacks mean_micro_batches 3"
+expect_exit 2 'micro-batches must be from 1 to 10000' "$DDPTRAIN" "${common[@]}" --micro-batches 0
 finish

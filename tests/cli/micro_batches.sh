@@ -1,0 +1,33 @@
+# Gradient accumulation end to end: a fixed micro-batch count and VeRL's dynamic batching in
+# one run, the four micro-batch trace columns, a replay of that trace reproducing the run, and
+# the errors around them.
+source "$(dirname "$0")/lib.sh"
+run=$WORK/run
+expect_ok "$DDPSIM" run --steps 4 --policies static,verl:max_token_len=300 --set training.micro_batches=3 \
+  --set training.global_batch=64 --out "$run"
+head -n 20 "$run/steps.csv" | grep -q '^step,.*,micro_batches,micro_sizes,micro_max_lens,micro_tokens$' ||
+  fail "steps.csv lacks the micro-batch columns: $(grep '^step' "$run/steps.csv")"
+# static: three micro-batches of 16/3 samples in order; their sizes and tokens add up to the row's.
+awk -F, '$3 == "static" { if ($17 != 3 || $18 != "6;5;5") bad++ }
+         $3 ~ /^verl/ { n = split($18, s, ";"); t = split($20, k, ";"); sum = 0; tok = 0
+                        for (i = 1; i <= n; i++) { sum += s[i]; tok += k[i] }
+                        if (n != $17 || t != $17 || sum != $4 || tok != $6) bad++ }
+         END { exit bad > 0 }' <(grep -v '^#' "$run/steps.csv" | tail -n +2) ||
+  fail "micro-batch columns do not add up: $(grep -v '^#' "$run/steps.csv" | head -4)"
+grep -q '"mean_micro_batches": 3' "$run/summary.json" || fail "summary.json lacks mean_micro_batches 3"
+expect_ok "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert --set training.global_batch=64 \
+  --out "$WORK/replay"
+cmp <(grep -v '^#' "$run/steps.csv") <(grep -v '^#' "$WORK/replay/steps.csv") ||
+  fail "replaying a micro-batched trace does not reproduce the run"
+
+expect_exit 1 'verl: max_token_len=100 is below max_length=256' "$DDPSIM" run --policies verl:max_token_len=100
+expect_exit 1 'training: micro_batches must be ≥ 1, got 0' "$DDPSIM" run --set training.micro_batches=0
+expect_exit 1 'verl: option balance must be on or off, got "maybe"' "$DDPSIM" run --policies verl:balance=maybe
+# A trace whose micro-batches do not add up to its row is named by line and column.
+sed '0,/^0,0,static,16,/s/,3,6;5;5,/,3,6;5;4,/' "$run/steps.csv" >"$WORK/bad.csv"
+expect_exit 1 'bad.csv:[0-9]+: column micro_sizes: the micro-batches hold 15 samples' \
+  "$DDPSIM" replay "$WORK/bad.csv" --model rtx3090-distilbert
+sed '0,/^0,0,static,16,/s/,3,6;5;5,/,3,6;5,/' "$run/steps.csv" >"$WORK/short.csv"
+expect_exit 1 'short.csv:[0-9]+: column micro_sizes: 2 values, but micro_batches is 3' \
+  "$DDPSIM" replay "$WORK/short.csv" --model rtx3090-distilbert
+finish
