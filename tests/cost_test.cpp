@@ -10,7 +10,7 @@ using namespace ddpsim;
 
 TEST_CASE("token costs price a padded micro-batch, curve and cost agree") {
   const std::vector<int> running_max = {10, 10, 25, 25};
-  for (const char* name : {"tokens", "tokens_sq"}) {
+  for (const char* name : {"tokens", "tokens_sq", "workload"}) {
     CAPTURE(name);
     const auto cost = make_token_cost(name);
     std::vector<double> curve(running_max.size());
@@ -20,6 +20,7 @@ TEST_CASE("token costs price a padded micro-batch, curve and cost agree") {
   }
   CHECK(make_token_cost("tokens")->cost(0, 3, 25) == 75);
   CHECK(make_token_cost("tokens_sq")->cost(0, 3, 25) == 75.0 * 75.0);
+  CHECK(make_token_cost("workload")->cost(0, 3, 25) == 24576.0 * 75 + 3 * 625);
   CHECK_THROWS_WITH_AS(make_token_cost("seconds"), doctest::Contains("known: tokens, tokens_sq"), InputError);
 }
 
@@ -31,4 +32,13 @@ TEST_CASE("a rank 30% slower costs 30% more, in curves too") {
   scaled.curve(1, running_max, curve);
   CHECK(curve[1] == doctest::Approx(52.0));
   CHECK_THROWS_AS(RankScaledCost(make_token_cost("tokens"), {1.0, 0.0}), InputError);
+}
+
+TEST_CASE("packed micro-batches cost by their tokens and attention pairs, not by padding") {
+  // Samples of 10, 10 and 25 tokens: 45 tokens and 825 pairs packed, 75 tokens padded.
+  CHECK(make_token_cost("tokens")->packed_cost(0, 45, 825) == 45);
+  CHECK(make_token_cost("tokens_sq")->packed_cost(0, 45, 825) == 45.0 * 45.0);
+  CHECK(make_token_cost("workload")->packed_cost(0, 45, 825) == 24576.0 * 45 + 825);
+  const RankScaledCost scaled(make_token_cost("workload"), {1.0, 2.0});
+  CHECK(scaled.packed_cost(1, 45, 825) == 2 * (24576.0 * 45 + 825));
 }

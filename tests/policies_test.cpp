@@ -274,3 +274,30 @@ TEST_CASE("verl and a fixed micro-batch count: micro-batches cover each rank's b
   CHECK_THROWS_WITH_AS(run_policy(parse_policy_spec("verl:max_token_len=32"), s, 1, sst2_dataset()),
                        doctest::Contains("max_token_len=32 is below max_length=64"), InputError);
 }
+
+TEST_CASE("packed sequences: minmax balances real tokens, token_budget caps them, and nothing is padded") {
+  StepShape s = shape(4, 48);
+  s.packed = true;
+  const PolicyRun packed_mm = run_policy(parse_policy_spec("minmax"), s, 200, sst2_dataset());
+  const PolicyRun packed_static = run_policy(parse_policy_spec("static"), s, 200, sst2_dataset());
+  auto mean_max_real = [](const PolicyRun& run) {
+    double sum = 0;
+    for (std::size_t i = 0; i < run.rows.size(); i += 4) {
+      std::int64_t most = 0;
+      for (std::size_t g = 0; g < 4; ++g) most = std::max(most, run.rows[i + g].real_tokens);
+      sum += double(most);
+    }
+    return sum / double(run.rows.size() / 4);
+  };
+  CHECK(mean_max_real(packed_mm) < 0.95 * mean_max_real(packed_static));
+  for (const RankStep& r : packed_mm.rows) {
+    CHECK(r.padded_tokens == r.real_tokens);
+    CHECK(r.sq_tokens >= r.real_tokens);
+  }
+  const PolicyRun budget = run_policy(parse_policy_spec("token_budget:max_tokens=300"), s, 100, sst2_dataset());
+  for (const RankStep& r : budget.rows) CHECK((r.real_tokens <= 300 || r.batch_size == 1));
+  // Packed, a rank fits more samples under the same budget than padded to its longest.
+  s.packed = false;
+  const PolicyRun padded = run_policy(parse_policy_spec("token_budget:max_tokens=300"), s, 100, sst2_dataset());
+  CHECK(summarize(budget).mean_global_batch > summarize(padded).mean_global_batch);
+}

@@ -141,6 +141,33 @@ TEST_CASE("the timeline keeps the requested steps: compute and one span per buck
   CHECK(json.find("allreduce bucket 0") != std::string::npos);
 }
 
+TEST_CASE("packed sequences: compute and memory follow Σ s and Σ s², micro-batch by micro-batch") {
+  nlohmann::json doc = {{"training", {{"steps", 5}, {"attention", "packed"}, {"micro_batches", 3}}},
+                        {"policies", {"static"}},
+                        {"simulation", {{"noise_sigma", 0}}}};
+  const Config c = config_of(doc);
+  const SimulationRun sim = simulate_doc(doc);
+  const PerfModel& m = *c.model;
+  for (const RankStep& r : sim.runs[0].rows) {
+    REQUIRE(r.micro.size() == 3);
+    double fwd = 0, bwd = 0, mem = 0;
+    for (const MicroBatchShape& mb : r.micro) {
+      fwd += m.forward.analytic.a_ms + m.forward.analytic.beta_ms * double(mb.real_tokens) +
+             m.forward.analytic.gamma_ms * double(mb.sq_tokens);
+      bwd += m.bwd_packed_ms(double(mb.real_tokens), double(mb.sq_tokens));
+      mem = std::max(mem, m.packed_mem_mib(double(mb.real_tokens), double(mb.sq_tokens)));
+    }
+    CHECK(r.fwd_ms == doctest::Approx(fwd));
+    CHECK(r.bwd_ms == doctest::Approx(bwd));
+    CHECK(r.peak_mem_mib == doctest::Approx(mem));
+    CHECK(r.padded_tokens == r.real_tokens);
+  }
+  // The same samples padded cost more: every micro-batch pads to its longest sample.
+  const SimulationRun padded = simulate_doc(with(doc, "training.attention=padded"));
+  CHECK(summarize(padded.runs[0]).mean_max_compute_ms > summarize(sim.runs[0]).mean_max_compute_ms);
+  CHECK_THROWS_WITH_AS(config_of(with(doc, "training.attention=ragged")), doctest::Contains("\"padded\""), InputError);
+}
+
 TEST_CASE("simulator config sections are checked") {
   const nlohmann::json base = default_config_json();
   CHECK_THROWS_WITH_AS(config_of(with(base, "simulation.mode=slow")), doctest::Contains("\"fast\" or \"full\""),

@@ -349,7 +349,7 @@ double Trainer::step() {
   }
   const auto m = metrics.to(torch::kCPU);
   for (int g = 0; g < G_; ++g) {
-    ddpsim::RankStep row = ddpsim::plan_row(plan, step_, g);
+    ddpsim::RankStep row = ddpsim::plan_row(plan, step_, g, /*packed=*/false);
     row.fwd_ms = m[g][0].item<double>();
     row.bwd_ms = m[g][1].item<double>();
     row.comm_wait_ms = m[g][2].item<double>();

@@ -143,10 +143,11 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
                          " samples, at most " + std::to_string(longest) + " tokens long, " + std::to_string(real) +
                          " tokens in all; the row says batch_size " + std::to_string(r.batch_size) + ", max_len " +
                          std::to_string(r.max_len) + ", real_tokens " + std::to_string(r.real_tokens));
+      const auto pairs = col.count("micro_sq_tokens") ? list("micro_sq_tokens") : std::vector<long long>(sizes.size());
       if (count < 2) return;
       r.padded_tokens = 0;
       for (std::size_t k = 0; k < sizes.size(); ++k) {
-        r.micro.push_back({static_cast<int>(sizes[k]), static_cast<int>(lens[k]), tokens[k]});
+        r.micro.push_back({static_cast<int>(sizes[k]), static_cast<int>(lens[k]), tokens[k], pairs[k]});
         r.padded_tokens += sizes[k] * lens[k];
       }
     };
@@ -175,6 +176,15 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.allreduce_ms = amount("allreduce_ms");
     r.concurrent_allreduce_bytes = amount("concurrent_allreduce_bytes");
     if (col.count("micro_batches") && !fields[col["micro_batches"]].empty()) read_micro_batches(r);
+    // Packed sequences: the attention pairs, and nothing padded.
+    if (col.count("sq_tokens")) {
+      const double pairs = amount("sq_tokens");
+      if (std::isnan(pairs) || pairs != std::floor(pairs) || pairs > 9e18)
+        throw InputError(where("sq_tokens") + "expected Σ s² as an integer ≥ 0, got \"" + fields[col["sq_tokens"]] +
+                         "\"");
+      r.sq_tokens = static_cast<std::int64_t>(pairs);
+      r.padded_tokens = r.real_tokens;
+    }
     // Rows of communication alone have no batch; compute was measured on one.
     if ((!std::isnan(r.fwd_ms) || !std::isnan(r.bwd_ms)) && (r.batch_size < 1 || r.max_len < 1))
       throw InputError(path + ":" + std::to_string(line_no) +
@@ -192,7 +202,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
           (col.count("policy") ? " for policy " + policy : ": several runs mixed without a policy column"));
     if (!run_of.count(policy)) {
       run_of[policy] = trace.runs.size();
-      trace.runs.push_back(PolicyRun{policy, "", 0, {}, {}});
+      trace.runs.push_back(PolicyRun{policy, "", 0, {}, {}, col.count("sq_tokens") > 0});
     }
     trace.runs[run_of[policy]].rows.push_back(r);
     trace.rows++;

@@ -25,6 +25,15 @@ SimulationRun replay(const Trace& trace, Config config) {
                        std::to_string(config.platform.gpus_per_node) + " GPUs");
     config.training.world_size = G;
   }
+  const bool packed = config.training.attention == "packed";
+  if (packed != trace.runs.front().packed)
+    throw InputError(trace.path + (packed ? ": the config packs sequences (training.attention \"packed\") but the "
+                                            "trace has no sq_tokens column: it recorded padded micro-batches"
+                                          : ": the trace recorded packed sequences (column sq_tokens): replay it "
+                                            "with training.attention \"packed\""));
+  if (packed && (config.model->forward.use_grid || config.model->backward.use_grid))
+    throw InputError(trace.path + ": packed sequences need the model's analytic form, and " + config.model->name +
+                     " uses a measured grid (calibrate it with --form analytic)");
   std::vector<PolicyRun> runs = trace.runs;
   for (auto& run : runs) {
     run.decision_us.clear();

@@ -32,8 +32,8 @@ Without CONFIG: the study's setting (SST-2 lengths, G=4, B=48, 800 steps) on `pc
 
 config sections (see the README): data, training (world_size, global_batch, steps,
 max_length, seed, b_max, bucket_mb, first_bucket_mb, overlap, micro_batches: gradient
-accumulation over that many micro-batches per rank), policies (verl forms its own micro-batches
-from max_token_len, as VeRL does), model (a built-in
+accumulation over that many micro-batches per rank, attention: padded | packed sequences),
+policies (verl forms its own micro-batches from max_token_len, as VeRL does), model (a built-in
 name or a JSON file), platform (topology pcie | nvlink | cluster | xml, bandwidths in GB/s,
 latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarchical,
 sched_ms, noise_sigma, rank_speed, stragglers).
@@ -142,7 +142,8 @@ int simulate_verb(const Args& args, bool compare) {
                                {"model", config.model->origin},
                                {"platform", config.platform.topology},
                                {"algorithm", config.simulation.algorithm},
-                               {"mode", config.simulation.mode}};
+                               {"mode", config.simulation.mode},
+                               {"attention", config.training.attention}};
     files.emplace_back(dir / "steps.csv", trace_csv(sim.runs, metadata));
     files.emplace_back(dir / "summary.json", summary_json(config.resolved, sim.runs, summaries));
   }

@@ -23,6 +23,7 @@ StepShape Config::shape() const {
   s.max_length = training.max_length;
   s.b_max = training.b_max;
   s.micro_batches = training.micro_batches;
+  s.packed = training.attention == "packed";
   s.seed = training.seed;
   if (model) {
     std::shared_ptr<const CostModel> time = std::make_shared<ModelTimeCost>(model);
@@ -141,6 +142,12 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.first_bucket_mb = f.get<double>("first_bucket_mb", t.first_bucket_mb);
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get<int>("micro_batches", t.micro_batches);
+  t.attention = f.get<std::string>("attention", t.attention);
+  if (t.attention != "padded" && t.attention != "packed")
+    throw InputError(where +
+                     ": attention is \"padded\" (every sample padded to its micro-batch's longest) or "
+                     "\"packed\" (sequences packed without padding, varlen attention), got \"" +
+                     t.attention + "\"");
   if (!(t.bucket_mb > 0) || !(t.first_bucket_mb > 0))
     throw InputError(where + ": bucket_mb and first_bucket_mb must be > 0");
   if (f.has("b_max")) {
@@ -316,6 +323,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) +
                      " ranks, world_size is " + std::to_string(c.training.world_size));
   // Every policy against the shape, before any work: option values and B/G/K constraints.
+  if (c.training.attention == "packed" && (c.model->forward.use_grid || c.model->backward.use_grid))
+    throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
+                     c.model->name + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
   const StepShape shape = c.shape();
   for (std::size_t i = 0; i < c.policies.size(); ++i) {
     try {
@@ -348,7 +358,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"bucket_mb", c.training.bucket_mb},
                   {"first_bucket_mb", c.training.first_bucket_mb},
                   {"overlap", c.training.overlap},
-                  {"micro_batches", c.training.micro_batches}}},
+                  {"micro_batches", c.training.micro_batches},
+                  {"attention", c.training.attention}}},
                 {"policies", policies},
                 {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};

@@ -36,12 +36,13 @@ struct TrainingConfig {
   int steps = 800;
   int max_length = 256;  // truncation, tokens
   std::uint64_t seed = 0;
-  std::vector<int> b_max;         // per-rank cap; empty = none
-  bool b_max_from_model = false;  // "b_max": "model": the largest b that fits at max_length
-  double bucket_mb = 25;          // DDP bucket_cap_mb (MiB)
-  double first_bucket_mb = 1;     // DDP's smaller first bucket (MiB)
-  bool overlap = true;            // start each bucket's allreduce during backward
-  int micro_batches = 1;          // gradient accumulation: micro-batches per rank and step
+  std::vector<int> b_max;            // per-rank cap; empty = none
+  bool b_max_from_model = false;     // "b_max": "model": the largest b that fits at max_length
+  double bucket_mb = 25;             // DDP bucket_cap_mb (MiB)
+  double first_bucket_mb = 1;        // DDP's smaller first bucket (MiB)
+  bool overlap = true;               // start each bucket's allreduce during backward
+  int micro_batches = 1;             // gradient accumulation: micro-batches per rank and step
+  std::string attention = "padded";  // padded (b × L_max) | packed (remove-padding: Σ s, Σ s²)
 };
 
 // Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -15,10 +17,14 @@ std::vector<Bucket> config_buckets(const Config& config) {
 }
 
 // Activations live for one micro-batch, so the step's peak is its largest micro-batch's.
-double peak_mem_mib(const PerfModel& m, const RankStep& r) {
-  if (r.micro.empty()) return m.peak_mem_mib(r.batch_size, r.max_len);
+double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
+  if (r.micro.empty())
+    return packed ? m.packed_mem_mib(double(r.real_tokens), double(r.sq_tokens))
+                  : m.peak_mem_mib(r.batch_size, r.max_len);
   double peak = 0;
-  for (const MicroBatchShape& mb : r.micro) peak = std::max(peak, m.peak_mem_mib(mb.batch_size, mb.max_len));
+  for (const MicroBatchShape& mb : r.micro)
+    peak = std::max(peak, packed ? m.packed_mem_mib(double(mb.real_tokens), double(mb.sq_tokens))
+                                 : m.peak_mem_mib(mb.batch_size, mb.max_len));
   return peak;
 }
 
@@ -36,17 +42,25 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
     // Mean-one log-normal factor: E[exp(σz − σ²/2)] = 1, so noise leaves mean compute as modelled.
     const double z = noise.normal();
     const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config.simulation.speed_factor(r.rank, r.step);
+    // Forward and backward of one micro-batch: padded to its longest sample, or packed.
+    auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {
+      if (run.packed)
+        return std::pair(m.fwd_packed_ms(double(tokens), double(pairs)) * factor,
+                         m.bwd_packed_ms(double(tokens), double(pairs)) * factor);
+      return std::pair(m.fwd_ms(b, L) * factor, m.bwd_ms(b, L) * factor);
+    };
     RankWork w;
     if (r.micro.empty()) {
-      w.fwd_ms = m.fwd_ms(r.batch_size, r.max_len) * factor;
-      w.bwd_ms = m.bwd_ms(r.batch_size, r.max_len) * factor;
+      std::tie(w.fwd_ms, w.bwd_ms) = phases(r.batch_size, r.max_len, r.real_tokens, r.sq_tokens);
     } else {
       for (std::size_t k = 0; k + 1 < r.micro.size(); ++k) {
-        w.accum_fwd_ms += m.fwd_ms(r.micro[k].batch_size, r.micro[k].max_len) * factor;
-        w.accum_bwd_ms += m.bwd_ms(r.micro[k].batch_size, r.micro[k].max_len) * factor;
+        const MicroBatchShape& mb = r.micro[k];
+        const auto [fwd, bwd] = phases(mb.batch_size, mb.max_len, mb.real_tokens, mb.sq_tokens);
+        w.accum_fwd_ms += fwd;
+        w.accum_bwd_ms += bwd;
       }
-      w.fwd_ms = m.fwd_ms(r.micro.back().batch_size, r.micro.back().max_len) * factor;
-      w.bwd_ms = m.bwd_ms(r.micro.back().batch_size, r.micro.back().max_len) * factor;
+      const MicroBatchShape& last = r.micro.back();
+      std::tie(w.fwd_ms, w.bwd_ms) = phases(last.batch_size, last.max_len, last.real_tokens, last.sq_tokens);
     }
     w.opt_ms = m.optimizer_ms * factor;
     w.sched_ms = config.simulation.sched_measured && step_index < run.decision_us.size()
@@ -91,7 +105,7 @@ SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, s
       rows[i].comm_wait_ms = timing[i].comm_wait_ms;
       rows[i].opt_ms = timing[i].opt_ms;
       rows[i].step_ms = timing[i].step_ms;
-      rows[i].peak_mem_mib = peak_mem_mib(*config.model, rows[i]);
+      rows[i].peak_mem_mib = peak_mem_mib(*config.model, rows[i], sim.runs[p].packed);
     }
   }
   return sim;

@@ -46,6 +46,13 @@ struct PerfModel {
   double bwd_ms(int b, int L) const { return backward.at(b, L); }
   double compute_ms(int b, int L) const { return fwd_ms(b, L) + bwd_ms(b, L); }
   double peak_mem_mib(int b, int L) const { return mem_m0_mib + mem_mu_mib * b * L + mem_nu_mib * double(b) * L * L; }
+  // Packed sequences: Σ s tokens and Σ s² attention pairs, the analytic form's coefficients
+  // (a measured grid has no packed form; the config refuses packed attention with one).
+  double fwd_packed_ms(double tokens, double pairs) const { return forward.analytic.packed(tokens, pairs); }
+  double bwd_packed_ms(double tokens, double pairs) const { return backward.analytic.packed(tokens, pairs); }
+  double packed_mem_mib(double tokens, double pairs) const {
+    return mem_m0_mib + mem_mu_mib * tokens + mem_nu_mib * pairs;
+  }
   // Largest b whose peak memory at length L fits the capacity; 0 when not even one fits.
   int max_batch(int L) const;
   long long total_params() const;
@@ -68,6 +75,9 @@ class ModelTimeCost final : public CostModel {
   explicit ModelTimeCost(std::shared_ptr<const PerfModel> model) : model_(std::move(model)) {}
   std::string name() const override { return "model"; }
   double cost(int, int batch, int max_len) const override { return model_->compute_ms(batch, max_len); }
+  double packed_cost(int, double tokens, double pairs) const override {
+    return model_->fwd_packed_ms(tokens, pairs) + model_->bwd_packed_ms(tokens, pairs);
+  }
 
  private:
   std::shared_ptr<const PerfModel> model_;

@@ -12,10 +12,12 @@
 
 namespace ddpsim {
 
-// t(b, L) = a + β·b·L + γ·b·L², in ms.
+// t(b, L) = a + β·b·L + γ·b·L², in ms: per micro-batch, per token, per attention pair. Packed
+// sequences (no padding) cost the same per token and per pair: a + β·Σ s + γ·Σ s².
 struct PhaseTime {
   double a_ms = 0, beta_ms = 0, gamma_ms = 0;
   double at(int b, int L) const { return a_ms + beta_ms * b * L + gamma_ms * double(b) * L * L; }
+  double packed(double tokens, double pairs) const { return a_ms + beta_ms * tokens + gamma_ms * pairs; }
 };
 
 // ms[i][j] is the time at batch size b[i] and length L[j]; both axes strictly increasing and

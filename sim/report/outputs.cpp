@@ -59,16 +59,19 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
   std::string out;
   for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
   for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
-  bool allreduce = false, concurrent = false, micro = false;
-  for (const auto& run : runs)
+  bool allreduce = false, concurrent = false, micro = false, packed = false;
+  for (const auto& run : runs) {
+    packed |= run.packed;
     for (const RankStep& r : run.rows) {
       allreduce |= !std::isnan(r.allreduce_ms);
       concurrent |= !std::isnan(r.concurrent_allreduce_bytes);
       micro |= !r.micro.empty();
     }
+  }
   if (allreduce) out += ",allreduce_bytes,allreduce_ms";
   if (concurrent) out += ",concurrent_allreduce_bytes";
   if (micro) (out += ',') += join(micro_batch_columns(), ",");
+  if (packed) out += micro ? ",sq_tokens,micro_sq_tokens" : ",sq_tokens";
   out += "\n";
   // A missing measurement is an empty field, never 0.
   auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
@@ -93,6 +96,12 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
         if (!std::isnan(r.concurrent_allreduce_bytes)) out += format("%.0f", r.concurrent_allreduce_bytes);
       }
       if (micro) (out += ',') += micro_batch_fields(r);
+      if (packed) (out += ',') += std::to_string(r.sq_tokens);
+      if (packed && micro) {
+        out += ',';
+        if (r.micro.empty()) out += std::to_string(r.sq_tokens);
+        for (std::size_t i = 0; i < r.micro.size(); ++i) (out += i ? ";" : "") += std::to_string(r.micro[i].sq_tokens);
+      }
       out += "\n";
     }
   }

@@ -22,7 +22,9 @@ const std::vector<std::string>& trace_columns();
 // micro_batches (the count), then micro_sizes, micro_max_lens and micro_tokens (real tokens),
 // each a ';'-separated list in training order.
 const std::vector<std::string>& micro_batch_columns();
-// A row's fields for those columns (a step of one micro-batch: count 1 and its own figures).
+// Packed runs add sq_tokens (Σ s², the attention pairs) and, with micro-batches,
+// micro_sq_tokens. A row's fields for the four (a step of one micro-batch: count 1 and its own
+// figures):
 std::string micro_batch_fields(const RankStep& row);
 
 std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata);

@@ -7,7 +7,7 @@
 
 namespace ddpsim {
 
-RankStep plan_row(const StepPlan& plan, int step, int g) {
+RankStep plan_row(const StepPlan& plan, int step, int g, bool packed) {
   const auto gi = static_cast<std::size_t>(g);
   const auto& batch = plan.batches[gi];
   RankStep row;
@@ -21,14 +21,17 @@ RankStep plan_row(const StepPlan& plan, int step, int g) {
     for (const auto end = next + static_cast<std::size_t>(size); next < end; ++next) {
       m.max_len = std::max(m.max_len, batch[next].len);
       m.real_tokens += batch[next].len;
+      m.sq_tokens += std::int64_t{batch[next].len} * batch[next].len;
     }
     row.padded_tokens += std::int64_t{m.batch_size} * m.max_len;
   }
   for (const Sample& s : batch) {
     row.max_len = std::max(row.max_len, s.len);
     row.real_tokens += s.len;
+    row.sq_tokens += std::int64_t{s.len} * s.len;
   }
   if (row.micro.empty()) row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
+  if (packed) row.padded_tokens = row.real_tokens;
   row.global_batch = plan.global_batch;
   row.loss_weight = plan.loss_weights[gi];
   return row;
@@ -38,7 +41,7 @@ PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, 
   auto policy = make_scheduler(spec, shape);
   DistributedSampler sampler(dataset, shape.G, shape.seed);
   RankBuffers buffers(sampler);
-  PolicyRun run{spec.label(), policy->solver(), shape.G, {}, {}};
+  PolicyRun run{spec.label(), policy->solver(), shape.G, {}, {}, shape.packed};
   run.rows.reserve(static_cast<std::size_t>(steps) * static_cast<std::size_t>(shape.G));
   run.decision_us.reserve(static_cast<std::size_t>(steps));
   StepPlan plan;
@@ -48,7 +51,7 @@ PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, 
     policy->plan(buffers, plan);
     const auto stop = std::chrono::steady_clock::now();
     run.decision_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-    for (int g = 0; g < shape.G; ++g) run.rows.push_back(plan_row(plan, step, g));
+    for (int g = 0; g < shape.G; ++g) run.rows.push_back(plan_row(plan, step, g, shape.packed));
   }
   return run;
 }

@@ -20,6 +20,7 @@ struct MicroBatchShape {
   int batch_size = 0;
   int max_len = 0;
   std::int64_t real_tokens = 0;
+  std::int64_t sq_tokens = 0;  // Σ s², the attention pairs of packed sequences
   bool operator==(const MicroBatchShape&) const = default;
 };
 
@@ -30,9 +31,12 @@ struct RankStep {
   int batch_size = 0;
   int max_len = 0;
   std::int64_t real_tokens = 0;
-  std::int64_t padded_tokens = 0;  // Σ over micro-batches of their batch_size · max_len
-  int global_batch = 0;            // B_t, the same for every rank of the step
-  double loss_weight = 0.0;        // G·b_g/B_t
+  // The tokens computed on: Σ over micro-batches of batch_size · max_len, or with packed
+  // sequences real_tokens.
+  std::int64_t padded_tokens = 0;
+  std::int64_t sq_tokens = 0;  // Σ s² (packed attention's pairs)
+  int global_batch = 0;        // B_t, the same for every rank of the step
+  double loss_weight = 0.0;    // G·b_g/B_t
   double fwd_ms = NOT_MEASURED, bwd_ms = NOT_MEASURED, comm_wait_ms = NOT_MEASURED, opt_ms = NOT_MEASURED;
   double step_ms = NOT_MEASURED;  // wall time from the rank's previous step end, waiting included
   double peak_mem_mib = NOT_MEASURED;
@@ -54,11 +58,12 @@ struct PolicyRun {
   int G = 0;
   std::vector<RankStep> rows;       // step-major, then rank
   std::vector<double> decision_us;  // per step: the policy's plan() on filled buffers
+  bool packed = false;              // sequences packed without padding (StepShape::packed)
 };
 
 // Rank g's row of a planned step: its batch's shape and micro-batches, B_t and the loss weight;
 // the timing columns stay NaN. The simulator and the trainer record steps through it alike.
-RankStep plan_row(const StepPlan& plan, int step, int g);
+RankStep plan_row(const StepPlan& plan, int step, int g, bool packed);
 
 // Runs `steps` steps of the policy on a fresh sampler seeded with shape.seed, so every
 // policy sees the same sample stream.

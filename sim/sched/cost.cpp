@@ -31,6 +31,10 @@ double RankScaledCost::cost(int rank, int batch, int max_len) const {
   return base_->cost(rank, batch, max_len) * factors_.at(static_cast<std::size_t>(rank));
 }
 
+double RankScaledCost::packed_cost(int rank, double tokens, double pairs) const {
+  return base_->packed_cost(rank, tokens, pairs) * factors_.at(static_cast<std::size_t>(rank));
+}
+
 void RankScaledCost::curve(int rank, std::span<const int> running_max, std::span<double> out) const {
   base_->curve(rank, running_max, out);
   const double f = factors_.at(static_cast<std::size_t>(rank));
@@ -40,8 +44,9 @@ void RankScaledCost::curve(int rank, std::span<const int> running_max, std::span
 std::unique_ptr<CostModel> make_token_cost(std::string_view name) {
   if (name == "tokens") return std::make_unique<TokensCost>();
   if (name == "tokens_sq") return std::make_unique<TokensSqCost>();
+  if (name == "workload") return std::make_unique<WorkloadCost>();
   throw InputError("unknown cost \"" + std::string(name) +
-                   "\" (known: tokens, tokens_sq, and model where a performance model is in force)");
+                   "\" (known: tokens, tokens_sq, workload, and model where a performance model is in force)");
 }
 
 }  // namespace ddpsim

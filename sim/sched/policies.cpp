@@ -106,8 +106,19 @@ class MinMaxPolicy final : public Scheduler {
       int longest = 0;
       for (int k = 0; k < n; ++k)
         running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, buffer[k].len);
-      cost_->curve(g, {running_max_.data(), static_cast<std::size_t>(n)},
-                   curves_.row(g).first(static_cast<std::size_t>(n)));
+      if (shape_.packed) {
+        auto row = curves_.row(g);
+        double tokens = 0, pairs = 0;
+        for (int k = 0; k < n; ++k) {
+          const double len = buffer[static_cast<std::size_t>(k)].len;
+          tokens += len;
+          pairs += len * len;
+          row[static_cast<std::size_t>(k)] = cost_->packed_cost(g, tokens, pairs);
+        }
+      } else {
+        cost_->curve(g, {running_max_.data(), static_cast<std::size_t>(n)},
+                     curves_.row(g).first(static_cast<std::size_t>(n)));
+      }
       curves_.set_size(g, n);
     }
     if (solver_ == "exact") {
@@ -142,9 +153,10 @@ class KarmarkarKarpPolicy final : public Scheduler {
   KarmarkarKarpPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
     require_divisible("kk", s);
     const std::string cost = options.text("cost", "tokens");
-    if (cost != "tokens" && cost != "tokens_sq")
-      throw InputError("kk: unknown cost \"" + cost + "\" (known: tokens = Σ length, tokens_sq = Σ length²)");
-    squared_ = cost == "tokens_sq";
+    if (cost != "tokens" && cost != "tokens_sq" && cost != "workload")
+      throw InputError("kk: unknown cost \"" + cost +
+                       "\" (known: tokens = Σ length, tokens_sq = Σ length², workload = Σ 24576·length + length²)");
+    cost_ = make_token_cost(cost);
   }
   std::size_t buffer_size() const override { return static_cast<std::size_t>(shape_.B / shape_.G); }
   void plan(RankBuffers& buffers, StepPlan& out) override {
@@ -152,7 +164,7 @@ class KarmarkarKarpPolicy final : public Scheduler {
     for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool_);
     weights_.resize(pool_.size());
     for (std::size_t i = 0; i < pool_.size(); ++i)
-      weights_[i] = squared_ ? double(pool_[i].len) * pool_[i].len : double(pool_[i].len);
+      weights_[i] = cost_->packed_cost(0, pool_[i].len, double(pool_[i].len) * pool_[i].len);
     const std::span<const int> parts = kk_.partition(weights_, shape_.G);
     const std::size_t per_rank = buffer_size();
     reset_plan(out, shape_.G);
@@ -163,7 +175,7 @@ class KarmarkarKarpPolicy final : public Scheduler {
 
  private:
   StepShape shape_;
-  bool squared_ = false;
+  std::unique_ptr<CostModel> cost_;  // of one sample, alone
   std::vector<Sample> pool_;
   std::vector<double> weights_;
   KarmarkarKarp kk_;
@@ -201,7 +213,8 @@ class SortedPolicy final : public Scheduler {
 };
 
 // fairseq's max_tokens: each rank takes buffered samples in arrival order while its padded
-// tokens k·max_len stay within the budget, so the global batch varies per step.
+// tokens k·max_len (packed: its tokens Σ s) stay within the budget, so the global batch varies
+// per step.
 class TokenBudgetPolicy final : public Scheduler {
  public:
   TokenBudgetPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
@@ -217,9 +230,16 @@ class TokenBudgetPolicy final : public Scheduler {
     for (int g = 0; g < shape_.G; ++g) {
       const auto& buffer = buffers.buffer(g);
       const int limit = std::min({K_, shape_.cap(g), static_cast<int>(buffer.size())});
+      // Padded, k samples cost k · (longest); packed, Σ s.
       int k = 0, longest = 0;
-      while (k < limit && (k + 1) * std::max(longest, buffer[static_cast<std::size_t>(k)].len) <= max_tokens_)
-        longest = std::max(longest, buffer[static_cast<std::size_t>(k++)].len);
+      std::int64_t tokens = 0;
+      auto fits = [&](int len) {
+        return shape_.packed ? tokens + len <= max_tokens_ : (k + 1) * std::max(longest, len) <= max_tokens_;
+      };
+      while (k < limit && fits(buffer[static_cast<std::size_t>(k)].len)) {
+        longest = std::max(longest, buffer[static_cast<std::size_t>(k)].len);
+        tokens += buffer[static_cast<std::size_t>(k++)].len;
+      }
       buffers.take(g, static_cast<std::size_t>(std::max(k, 1)), out.batches[static_cast<std::size_t>(g)]);
     }
     finish_plan(out);

@@ -38,6 +38,9 @@ struct StepShape {
   // Micro-batches per rank and step with gradient accumulation (training.micro_batches): each
   // rank's batch cut into this many in order, for every policy that does not form its own.
   int micro_batches = 1;
+  // Packed sequences (remove-padding, varlen attention): a micro-batch costs by Σ s and Σ s²
+  // (CostModel::packed_cost) instead of b·L and b·L².
+  bool packed = false;
   std::uint64_t seed = 0;
   // Predicted compute time per rank, for cost=model; null when no performance model is in force.
   std::shared_ptr<const CostModel> time_cost;

@@ -1,6 +1,6 @@
-# Gradient accumulation end to end: a fixed micro-batch count and VeRL's dynamic batching in
-# one run, the four micro-batch trace columns, a replay of that trace reproducing the run, and
-# the errors around them.
+# Gradient accumulation and packed sequences end to end: a fixed micro-batch count and VeRL's
+# dynamic batching in one run, the micro-batch trace columns, replays of such traces
+# reproducing their runs, and the errors around them.
 source "$(dirname "$0")/lib.sh"
 run=$WORK/run
 expect_ok "$DDPSIM" run --steps 4 --policies static,verl:max_token_len=300 --set training.micro_batches=3 \
@@ -30,4 +30,26 @@ expect_exit 1 'bad.csv:[0-9]+: column micro_sizes: the micro-batches hold 15 sam
 sed '0,/^0,0,static,16,/s/,3,6;5;5,/,3,6;5,/' "$run/steps.csv" >"$WORK/short.csv"
 expect_exit 1 'short.csv:[0-9]+: column micro_sizes: 2 values, but micro_batches is 3' \
   "$DDPSIM" replay "$WORK/short.csv" --model rtx3090-distilbert
+
+# Packed sequences: sq_tokens columns, nothing padded, and a replay that must know it.
+packed=$WORK/packed
+expect_ok "$DDPSIM" run --steps 3 --policies static,verl:max_token_len=300 --set training.micro_batches=2 \
+  --set training.attention=packed --out "$packed"
+grep -q '^# attention=packed$' "$packed/steps.csv" || fail "a packed trace does not say so in its metadata"
+grep -v '^#' "$packed/steps.csv" | head -1 | grep -q ',micro_tokens,sq_tokens,micro_sq_tokens$' ||
+  fail "a packed trace lacks sq_tokens and micro_sq_tokens: $(grep '^step' "$packed/steps.csv")"
+awk -F, 'NR > 1 && $6 != $7 { bad++ } END { exit bad > 0 }' <(grep -v '^#' "$packed/steps.csv") ||
+  fail "packed rows should compute on their real tokens (padded_tokens = real_tokens)"
+expect_ok "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert --set training.attention=packed \
+  --out "$WORK/packed-replay"
+cmp <(grep -v '^#' "$packed/steps.csv") <(grep -v '^#' "$WORK/packed-replay/steps.csv") ||
+  fail "replaying a packed trace does not reproduce the run"
+expect_exit 1 'recorded packed sequences \(column sq_tokens\): replay it with training.attention "packed"' \
+  "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert
+expect_exit 1 'the config packs sequences .* but the trace has no sq_tokens column' \
+  "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert --set training.attention=packed
+sed '0,/"form": "analytic"/s//"form": "grid"/' "$SRC/models/cpu-distilbert-small-1core.json" >"$WORK/grid.json"
+expect_exit 1 'training.attention "packed" needs the analytic form .* uses a measured grid' \
+  "$DDPSIM" run --set model="$WORK/grid.json" --set training.attention=packed
+expect_exit 1 'attention is "padded" .* or "packed" .*, got "ragged"' "$DDPSIM" run --set training.attention=ragged
 finish
