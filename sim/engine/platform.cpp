@@ -118,11 +118,23 @@ namespace {
 
 using Direction = sg4::LinkInRoute::Direction;
 
+// SimGrid's parse errors can run over several lines (a banner for files older than version 4);
+// the user gets one line that says what to change.
+std::string load_error(const std::string& what) {
+  if (what.find("ancient XML file") != std::string::npos) {
+    const auto colon = what.find(": ");
+    return what.substr(0, colon == std::string::npos ? 0 : colon) +
+           ": the <platform> element has no version attribute (or one before 4): write <platform version=\"4.1\">, "
+           "units in bytes, flops and seconds";
+  }
+  return what.substr(0, what.find('\n'));
+}
+
 std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
   try {
     sg4::Engine::get_instance()->load_platform(config.file);
   } catch (const std::exception& e) {
-    throw InputError(config.file + ": invalid SimGrid platform: " + e.what());
+    throw InputError(config.file + ": invalid SimGrid platform: " + load_error(e.what()));
   }
   std::vector<sg4::Host*> hosts;
   for (std::size_t g = 0; g < config.hosts.size(); ++g) {
@@ -137,6 +149,7 @@ std::vector<sg4::Host*> build_xml(const PlatformConfig& config) {
 
 constexpr int CHECK_FAILED = 3;
 constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
+constexpr const char* ROUTE_MARK = "ddpsim-platform-route: ";
 
 // The child's side of check_platform_file: loads the platform into a fresh engine and checks
 // the rank hosts and the routes the collective uses; exits 0, or CHECK_FAILED with its reason.
@@ -154,6 +167,12 @@ constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
       if (a == b) continue;
       const auto* from = hosts[static_cast<std::size_t>(a)];
       const auto* to = hosts[static_cast<std::size_t>(b)];
+      // SimGrid 3.32 dereferences a missing route in a Full zone: say which pair is being looked
+      // up, so that the parent can name it if this child dies on it.
+      const std::string lookup = std::string("\n") + ROUTE_MARK + "from host \"" + from->get_name() + "\" (rank " +
+                                 std::to_string(a) + ") to host \"" + to->get_name() + "\" (rank " + std::to_string(b) +
+                                 ")\n";
+      [[maybe_unused]] const auto marked = ::write(STDERR_FILENO, lookup.data(), lookup.size());
       std::vector<sg4::Link*> links;
       double latency = 0;
       from->route_to(to, links, &latency);
@@ -238,6 +257,16 @@ void check_platform_file(const PlatformConfig& config, const std::vector<std::pa
       reason.erase(reason.find_last_not_of('\n') + 1);
       throw InputError(reason);
     }
+  }
+  const auto route = output.rfind(ROUTE_MARK);
+  if (route != std::string::npos) {
+    std::string pair = output.substr(route + std::strlen(ROUTE_MARK));
+    pair = pair.substr(0, pair.find('\n'));
+    const std::string how = WIFSIGNALED(status) ? std::string(::strsignal(WTERMSIG(status)))
+                                                : "exit status " + std::to_string(WEXITSTATUS(status));
+    throw InputError(config.file + ": SimGrid crashed (" + how + ") looking up the route " + pair +
+                     ", which the allreduce needs: is there a <route> between them (a Full zone needs one "
+                     "per pair of hosts)?");
   }
   throw InputError(config.file + ": invalid SimGrid platform: " + simgrid_reason(output, status));
 }

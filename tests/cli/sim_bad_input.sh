@@ -18,10 +18,15 @@ printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<route src="a" dst="a"><link
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<link id="l" bandwidth="1GBps" latency="1us"/>\n</zone>\n</platform>\n' >"$WORK/duplink.xml"
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<route src="a" dst="b"><link_ctn id="l"/></route>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/duproute.xml"
 printf "$H"'<zone id="z" routing="Bogus">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/badrouting.xml"
+# No route at all in a Full zone (SimGrid 3.32 crashes looking it up), and a file without version.
+printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/noroutes.xml"
+printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform>\n<zone id="z" routing="Full">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/noversion.xml"
 for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
   "duplink.xml: invalid SimGrid platform: Link 'l' declared several times" \
   "duproute.xml: invalid SimGrid platform: The route between a and b already exists" \
-  "badrouting.xml: invalid SimGrid platform: Not a valid model"; do
+  "badrouting.xml: invalid SimGrid platform: Not a valid model" \
+  'noroutes.xml: SimGrid crashed \(.*\) looking up the route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
+  'noversion.xml: invalid SimGrid platform: .*the <platform> element has no version attribute'; do
   run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
     --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
 done
