@@ -32,11 +32,12 @@ nlohmann::json known_model(double sigma) {
 
 // Simulated steps of three policies over wide lengths, written as a trace file.
 std::string simulated_trace(const TempDir& dir, double sigma, const std::string& name,
-                            std::vector<std::string> policies, int steps = 300) {
+                            std::vector<std::string> policies, int steps = 300,
+                            const std::string& attention = "padded") {
   std::ofstream(dir / (name + ".json")) << known_model(sigma).dump();
   nlohmann::json doc = {
       {"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 45}, {"min", 8}, {"max", 250}, {"samples", 20000}}},
-      {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", steps}, {"seed", 3}}},
+      {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", steps}, {"seed", 3}, {"attention", attention}}},
       {"policies", policies},
       {"model", dir / (name + ".json")}};
   const Config config = parse_config(doc, "test", "");
@@ -75,6 +76,32 @@ TEST_CASE("calibration recovers known parameters from a noisy simulated trace") 
   const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
   CHECK(fitted.forward.analytic.beta_ms == f.beta_ms);
   CHECK(std::string(fitted.forward.form()) == "analytic");
+}
+
+TEST_CASE("packed sequences: a + β·Σs + γ·Σs² comes back from a noisy packed trace, and only from one mode") {
+  TempDir dir;
+  const std::string path =
+      simulated_trace(dir, 0.05, "packed", {"static", "minmax", "token_budget:max_tokens=1024"}, 300, "packed");
+  const Trace trace = read_trace(path, {"fwd_ms", "bwd_ms"});
+  REQUIRE(trace.runs.front().packed);
+  const Calibration c = calibrate({trace});
+  CHECK(c.packed);
+  const PhaseTime &f = c.forward.model.analytic, &b = c.backward.model.analytic;
+  CHECK(f.a_ms == doctest::Approx(2.0).epsilon(0.03));
+  CHECK(f.beta_ms == doctest::Approx(0.002).epsilon(0.03));
+  CHECK(f.gamma_ms == doctest::Approx(1e-5).epsilon(0.03));
+  CHECK(b.gamma_ms == doctest::Approx(2e-5).epsilon(0.03));
+  CHECK(!c.forward.model.use_grid);
+  CHECK(std::isnan(c.forward.heldout.grid));
+  CHECK(c.noise_sigma == doctest::Approx(0.05).epsilon(0.10));
+  CHECK(c.memory.r2 > 0.999);  // m0 + μ·Σs + ν·Σs², written exactly by the simulator
+  MESSAGE(fit_report(c));
+  const auto json = calibrated_model(c, {trace}, load_perf_model("rtx3090-distilbert"), "fit", "sim");
+  const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
+  CHECK(fitted.fwd_packed_ms(100, 2000) == doctest::Approx(f.packed(100, 2000)));
+  const std::string padded = simulated_trace(dir, 0.05, "padded", {"static", "minmax"}, 50);
+  CHECK_THROWS_WITH_AS(calibrate({trace, read_trace(padded)}), doctest::Contains("one attention mode at a time"),
+                       InputError);
 }
 
 TEST_CASE("replaying a simulated trace with its own model reproduces it; validation says so") {
@@ -143,7 +170,8 @@ TEST_CASE("bad traces are named by file, line and column") {
       read_trace(write("nan.csv", "# device=x\nstep,rank,batch_size,max_len,fwd_ms\n0,0,4,9,1.5\n1,0,4,9,fast\n")),
       doctest::Contains("nan.csv:4: column fwd_ms: \"fast\" is not a number"), InputError);
   CHECK_THROWS_WITH_AS(read_trace(write("neg.csv", "step,rank,batch_size,max_len\n0,0,-4,9\n")),
-                       doctest::Contains("neg.csv:2: column batch_size: expected an integer from 0 to 2147483647"), InputError);
+                       doctest::Contains("neg.csv:2: column batch_size: expected an integer from 0 to 2147483647"),
+                       InputError);
   CHECK_THROWS_WITH_AS(
       read_trace(write("mixed.csv", "step,rank,batch_size,max_len\n0,0,4,9\n0,0,5,9\n")),
       doctest::Contains("mixed.csv:3: step 0, rank 0 appears twice: several runs mixed without a policy column"),

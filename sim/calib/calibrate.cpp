@@ -126,30 +126,48 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
     throw UsageError("--form is auto, analytic or grid, got \"" + options.form + "\"");
   Calibration c;
   std::vector<std::pair<int, int>> bl, mem_bl;
+  std::vector<std::pair<double, double>> work, mem_work;  // (Σ s, Σ s²) of packed rows
   std::vector<double> fwd, bwd, opt, mem;
-  std::string names;
+  std::string names, padded_trace, packed_trace;
   for (const Trace& t : traces) {
     names += (names.empty() ? "" : ", ") + t.path;
     for (const auto& run : t.runs)
       for (const RankStep& r : run.rows) {
         // A step of several micro-batches times several shapes at once: no point of the fit.
         if (std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms) || r.batch_size < 1 || !r.micro.empty()) continue;
+        (run.packed ? packed_trace : padded_trace) = t.path;
         bl.emplace_back(r.batch_size, r.max_len);
+        work.emplace_back(double(r.real_tokens), double(r.sq_tokens));
         fwd.push_back(r.fwd_ms);
         bwd.push_back(r.bwd_ms);
         if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
-        if (!std::isnan(r.peak_mem_mib)) mem_bl.emplace_back(r.batch_size, r.max_len), mem.push_back(r.peak_mem_mib);
+        if (!std::isnan(r.peak_mem_mib)) {
+          mem_bl.emplace_back(r.batch_size, r.max_len);
+          mem_work.emplace_back(double(r.real_tokens), double(r.sq_tokens));
+          mem.push_back(r.peak_mem_mib);
+        }
       }
   }
+  if (!padded_trace.empty() && !packed_trace.empty())
+    throw InputError(packed_trace + " measured packed sequences and " + padded_trace +
+                     " padded ones: calibrate one attention mode at a time");
+  c.packed = !packed_trace.empty();
   fit_allreduce(traces, c);
   fit_interference(traces, c);
-  const std::vector<ShapePoint> fwd_points = shape_medians(bl, fwd), bwd_points = shape_medians(bl, bwd);
+  auto medians = [&](const std::vector<double>& ms) {
+    return c.packed ? packed_medians(work, ms) : shape_medians(bl, ms);
+  };
+  const std::vector<ShapePoint> fwd_points = medians(fwd), bwd_points = medians(bwd);
   c.distinct_points = static_cast<int>(fwd_points.size());
-  std::set<int> lengths, tokens;
-  for (const ShapePoint& p : fwd_points) lengths.insert(p.L), tokens.insert(p.b * p.L);
-  if (fwd_points.size() < 3 || lengths.size() < 2 || tokens.size() < 2)
+  std::set<double> tokens, shapes;  // what β and γ multiply must vary independently
+  for (const ShapePoint& p : fwd_points) tokens.insert(p.tokens()), shapes.insert(p.pairs() / p.tokens());
+  if (c.packed && (fwd_points.size() < 3 || tokens.size() < 2 || shapes.size() < 2))
     throw InputError(names + ": " + std::to_string(fwd_points.size()) +
-                     " distinct (batch size, length) point(s) with " + std::to_string(lengths.size()) +
+                     " distinct (Σ s, Σ s²) point(s): fitting a + β·Σs + γ·Σs² needs at least 3 with 2 or more "
+                     "token counts and Σ s² / Σ s ratios; add steps of other sizes and length mixes");
+  if (!c.packed && (fwd_points.size() < 3 || shapes.size() < 2 || tokens.size() < 2))
+    throw InputError(names + ": " + std::to_string(fwd_points.size()) +
+                     " distinct (batch size, length) point(s) with " + std::to_string(shapes.size()) +
                      " distinct length(s): fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");
@@ -168,15 +186,19 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   // read as noise, it inflates the maximum over ranks of every simulated step. Only traces
   // without repeated shapes fall back to the residuals. Then both phases are scaled so that a
   // shape's mean time (what the simulator's mean-one noise reproduces) matches, not its median.
+  // A phase's prediction for row i: at its (b, L), or at its (Σ s, Σ s²) when packed.
+  auto predict = [&](const PhaseModel& m, std::size_t i) {
+    return c.packed ? m.analytic.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
+  };
   std::vector<double> ratio, logs;
-  std::map<std::pair<int, int>, std::vector<double>> log_compute;
+  std::map<std::pair<double, double>, std::vector<double>> log_compute;  // by shape (or packed work)
   for (std::size_t i = 0; i < bl.size(); ++i) {
-    const double predicted =
-        c.forward.model.at(bl[i].first, bl[i].second) + c.backward.model.at(bl[i].first, bl[i].second);
+    const double predicted = predict(c.forward.model, i) + predict(c.backward.model, i);
     if (predicted <= 0 || fwd[i] + bwd[i] <= 0) continue;
     ratio.push_back((fwd[i] + bwd[i]) / predicted);
     logs.push_back(std::log(ratio.back()));
-    log_compute[bl[i]].push_back(std::log(fwd[i] + bwd[i]));
+    log_compute[c.packed ? work[i] : std::pair<double, double>(bl[i].first, bl[i].second)].push_back(
+        std::log(fwd[i] + bwd[i]));
   }
   double squares = 0;
   long degrees = 0;
@@ -199,8 +221,8 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   std::vector<double> pf, pb;
   for (std::size_t i = 0; i < bl.size(); ++i) {
     const auto [b, L] = bl[i];
-    pf.push_back(c.forward.model.at(b, L));
-    pb.push_back(c.backward.model.at(b, L));
+    pf.push_back(predict(c.forward.model, i));
+    pb.push_back(predict(c.backward.model, i));
     c.residuals.push_back({"forward", b, L, fwd[i], pf.back()});
     c.residuals.push_back({"backward", b, L, bwd[i], pb.back()});
   }
@@ -208,11 +230,13 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   c.backward.quality = quality(bwd, pb);
   c.optimizer_ms = mean(opt);
   if (mem.size() >= 3) {
-    const PhaseTime m = fit_analytic(shape_medians(mem_bl, mem));
+    const PhaseTime m = fit_analytic(c.packed ? packed_medians(mem_work, mem) : shape_medians(mem_bl, mem));
     c.has_memory = true;
     c.mem_m0 = m.a_ms, c.mem_mu = m.beta_ms, c.mem_nu = m.gamma_ms;
     std::vector<double> pm;
-    for (const auto& [b, L] : mem_bl) pm.push_back(m.at(b, L));
+    for (std::size_t i = 0; i < mem.size(); ++i)
+      pm.push_back(c.packed ? m.packed(mem_work[i].first, mem_work[i].second)
+                            : m.at(mem_bl[i].first, mem_bl[i].second));
     c.memory = quality(mem, pm);
   }
   return c;
@@ -231,7 +255,7 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   auto phase = [](const PhaseModel& p) {
     nlohmann::ordered_json j = {
         {"a", p.analytic.a_ms}, {"beta", p.analytic.beta_ms}, {"gamma", p.analytic.gamma_ms}, {"form", p.form()}};
-    j["grid"] = {{"b", p.grid.b}, {"L", p.grid.L}, {"ms", p.grid.ms}};
+    if (!p.grid.empty()) j["grid"] = {{"b", p.grid.b}, {"L", p.grid.L}, {"ms", p.grid.ms}};
     return j;
   };
   auto fit = [](const FitQuality& q) {
@@ -248,8 +272,9 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["name"] = name;
   m["gpu"] = gpu;
   m["source"] = "calibrated by ddpsim calibrate from " + files + " (" + std::to_string(c.distinct_points) +
-                " distinct (b, L) points); parameter layout" + (c.has_memory ? "" : ", memory model") +
-                " and memory capacity from " + base.name;
+                (c.packed ? " distinct (Σs, Σs²) points of packed sequences" : " distinct (b, L) points") +
+                "); parameter layout" + (c.has_memory ? "" : ", memory model") + " and memory capacity from " +
+                base.name;
   m["forward_ms"] = phase(c.forward.model);
   m["backward_ms"] = phase(c.backward.model);
   m["optimizer_ms"] = c.optimizer_ms;
@@ -298,6 +323,16 @@ std::string fit_report(const Calibration& c) {
   std::string out;
   auto phase = [&](const char* name, const PhaseFit& p) {
     const PhaseTime& a = p.model.analytic;
+    if (c.packed) {
+      std::snprintf(line, sizeof line,
+                    "  %-9s packed t = %.4g + %.4g·Σs + %.4g·Σs² ms (no grid form for packed sequences)\n"
+                    "            held-out MAPE (%d folds over %d points): %.2f%%;"
+                    " over all rows R² %.4f, MAPE %.2f%% (%ld rows)\n",
+                    name, a.a_ms, a.beta_ms, a.gamma_ms, p.heldout.folds, p.shapes, 100 * p.heldout.analytic,
+                    p.quality.r2, 100 * p.quality.mape, p.quality.points);
+      out += line;
+      return;
+    }
     std::snprintf(line, sizeof line,
                   "  %-9s analytic t = %.4g + %.4g·b·L + %.4g·b·L² ms; grid %zu×%zu (b × L)\n"
                   "            held-out MAPE (%d folds over %d shapes): analytic %.2f%%, grid %.2f%% → %s form;"
@@ -307,8 +342,8 @@ std::string fit_report(const Calibration& c) {
                   100 * p.quality.mape, p.quality.points);
     out += line;
   };
-  std::snprintf(line, sizeof line, "fit over %d distinct (b, L) points (one median each, relative error)\n",
-                c.distinct_points);
+  std::snprintf(line, sizeof line, "fit over %d distinct %s points (one median each, relative error)\n",
+                c.distinct_points, c.packed ? "(Σs, Σs²)" : "(b, L)");
   out += line;
   phase("forward", c.forward);
   phase("backward", c.backward);
@@ -321,8 +356,9 @@ std::string fit_report(const Calibration& c) {
                 c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
   if (c.has_memory) {
-    std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·b·L + %.4g·b·L² MiB   R² %.4f   MAPE %.2f%%\n",
-                  c.mem_m0, c.mem_mu, c.mem_nu, c.memory.r2, 100 * c.memory.mape);
+    std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·%s + %.4g·%s MiB   R² %.4f   MAPE %.2f%%\n", c.mem_m0,
+                  c.mem_mu, c.packed ? "Σs" : "b·L", c.mem_nu, c.packed ? "Σs²" : "b·L²", c.memory.r2,
+                  100 * c.memory.mape);
     out += line;
   } else {
     out += "  memory    no peak_mem_mib in the traces: the base model's memory model is kept\n";

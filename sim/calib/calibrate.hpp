@@ -63,7 +63,8 @@ struct Calibration {
   std::vector<Interference> compute_beside_comm, comm_beside_compute;
   // Geometric means of beside / alone over those, at least 1.
   double comm_slowdown = 1, allreduce_slowdown = 1;
-  int distinct_points = 0;  // distinct (b, L)
+  int distinct_points = 0;  // distinct (b, L), or (Σ s, Σ s²) when packed
+  bool packed = false;      // fitted a + β·Σs + γ·Σs² on packed sequences (no grid form)
   // (phase, b, L, measured, predicted) for residual plots.
   struct Residual {
     std::string phase;

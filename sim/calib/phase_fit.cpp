@@ -56,14 +56,28 @@ std::vector<ShapePoint> shape_medians(const std::vector<std::pair<int, int>>& bl
   return points;
 }
 
+std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, double>>& tokens_pairs,
+                                       const std::vector<double>& ms) {
+  std::map<std::pair<double, double>, std::vector<double>> by_work;
+  for (std::size_t i = 0; i < tokens_pairs.size(); ++i) by_work[tokens_pairs[i]].push_back(ms[i]);
+  std::vector<ShapePoint> points;
+  for (const auto& [work, values] : by_work) {
+    ShapePoint p{0, 0, percentile(values, 50), static_cast<int>(values.size())};
+    p.packed = true;
+    p.packed_tokens = work.first;
+    p.packed_pairs = work.second;
+    points.push_back(p);
+  }
+  return points;
+}
+
 PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative) {
   std::vector<std::vector<double>> rows;
   std::vector<double> y;
   for (const ShapePoint& p : points) {
     // Weight 1/ms turns squared error into squared relative error.
     const double w = relative && p.ms > 0 ? 1.0 / p.ms : 1.0;
-    const double bL = double(p.b) * p.L;
-    rows.push_back({w, w * bL, w * bL * p.L});
+    rows.push_back({w, w * p.tokens(), w * p.pairs()});
     y.push_back(w * p.ms);
   }
   const auto c = nnls(rows, y);
@@ -149,6 +163,11 @@ HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uin
     if (train.empty()) continue;
     PhaseModel m;
     m.analytic = fit_analytic(train);
+    if (points.front().packed) {
+      for (const ShapePoint& p : test)
+        if (p.ms > 0) ape_analytic.push_back(std::abs(m.analytic.packed(p.tokens(), p.pairs()) - p.ms) / p.ms);
+      continue;
+    }
     m.grid = fit_grid(train, m.analytic);
     for (const ShapePoint& p : test) {
       if (p.ms <= 0) continue;
@@ -159,13 +178,14 @@ HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uin
     }
   }
   h.analytic = mean(ape_analytic);
-  h.grid = mean(ape_grid);
+  h.grid = ape_grid.empty() ? std::numeric_limits<double>::quiet_NaN() : mean(ape_grid);
   return h;
 }
 
 PhaseModel fit_phase(const std::vector<ShapePoint>& points, const HeldOut& heldout, const std::string& form) {
   PhaseModel m;
   m.analytic = fit_analytic(points);
+  if (!points.empty() && points.front().packed) return m;
   m.grid = fit_grid(points, m.analytic);
   m.use_grid = form == "grid" || (form == "auto" && heldout.grid < heldout.analytic);
   return m;

@@ -17,11 +17,18 @@
 
 namespace ddpsim {
 
-// One measured shape: b samples padded to L tokens, the median of its repetitions (ms).
+// One measured shape: b samples padded to L tokens, the median of its repetitions (ms); or,
+// for packed sequences, Σ s tokens and Σ s² attention pairs (b and L then 0).
 struct ShapePoint {
   int b = 0, L = 0;
   double ms = 0;
   int reps = 0;
+  bool packed = false;
+  double packed_tokens = 0, packed_pairs = 0;
+
+  // What the analytic form's β and γ multiply.
+  double tokens() const { return packed ? packed_tokens : double(b) * L; }
+  double pairs() const { return packed ? packed_pairs : double(b) * L * L; }
 };
 
 // min ‖Xc − y‖ subject to c ≥ 0 for a handful of columns (X given row by row): the optimum is
@@ -31,6 +38,9 @@ std::vector<double> nnls(const std::vector<std::vector<double>>& rows, const std
 
 // One median per distinct (b, L) of the rows, sorted by (b, L).
 std::vector<ShapePoint> shape_medians(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& ms);
+// One median per distinct (Σ s, Σ s²) of packed rows.
+std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, double>>& tokens_pairs,
+                                       const std::vector<double>& ms);
 
 // a + β·b·L + γ·b·L² with every coefficient ≥ 0, minimising Σ ((t(b, L) − ms) / ms)²
 // (`relative` false: Σ (t(b, L) − ms)², the plain least squares, kept for comparison).
@@ -53,7 +63,8 @@ struct HeldOut {
 HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uint64_t seed);
 
 // Both forms fitted to all points, and the one in use: `form` "auto" takes the smaller
-// held-out error, "analytic" or "grid" forces it.
+// held-out error, "analytic" or "grid" forces it. Packed points have no grid (its held-out
+// error is NaN): the analytic form, whatever `form` says.
 PhaseModel fit_phase(const std::vector<ShapePoint>& points, const HeldOut& heldout, const std::string& form);
 
 }  // namespace ddpsim
