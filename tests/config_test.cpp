@@ -57,7 +57,10 @@ TEST_CASE("wrong types and impossible values are named") {
         "stragglers[0]: to_step (3) must be after from_step (9)");
   fails(R"({"simulation": {"stragglers": [{"rank": 1, "factor": 2, "from_step": -4}]}})", "from_step must be ≥ 0");
   fails(R"({"simulation": {"stragglers": [{"rank": 1, "factr": 2}]}})", "unknown key \"factr\"");
-  fails(R"({"training": {"steps": 1000000000}})", "GiB of step rows (at most 8)");
+  fails(R"({"training": {"steps": 1000000000}})", "37.2529 GiB of per-step figures (at most 8)");
+  // Full mode keeps every row: a hundredth of those steps is already too many.
+  fails(R"({"training": {"steps": 10000000}, "simulation": {"mode": "full"}})",
+        "10000000 steps × 4 ranks × 1 policies would hold");
   CHECK_THROWS_WITH_AS(parse(R"({"training": {"bucket_mb": 1e999}})"), doctest::Contains("c.json: invalid JSON"),
                        InputError);
   fails(R"({"training": {"steps": 0}})", "steps must be ≥ 1");

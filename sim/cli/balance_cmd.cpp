@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "cli/config_args.hpp"
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
+#include "eval/simulate.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
@@ -59,29 +61,52 @@ int balance(const Args& args) {
   std::cout << "ddpsim balance: " << config.origin << "\n  data: " << source->describe() << "\n  G=" << shape.G
             << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length " << shape.max_length
             << ", seed " << shape.seed << "\n\n";
-  const bool show_progress = ::isatty(STDERR_FILENO);
-  std::vector<PolicyRun> runs;
-  std::vector<TokenSummary> summaries;
-  for (const auto& spec : config.policies) {
-    if (show_progress)
-      std::cerr << "  [" << runs.size() + 1 << "/" << config.policies.size() << "] " << spec.label() << "\r"
-                << std::flush;
-    runs.push_back(run_policy(spec, shape, config.training.steps, dataset));
-    summaries.push_back(summarize(runs.back()));
-  }
-  if (show_progress) std::cerr << std::string(60, ' ') << "\r";
-  std::cout << balance_table(runs, summaries);
-
+  // steps.csv is written as the steps are planned, so a long run never holds its rows.
+  std::unique_ptr<AtomicFile> trace_file;
+  std::unique_ptr<TraceWriter> trace;
+  std::filesystem::path dir;
   if (vm.count("out")) {
-    const std::filesystem::path dir = vm["out"].as<std::string>();
+    dir = vm["out"].as<std::string>();
+    check_outputs({dir / "steps.csv", dir / "summary.json"});
     const Metadata metadata = {{"tool", "ddpsim balance"},
                                {"config", config.origin},
                                {"data", source->describe()},
                                {"world_size", std::to_string(shape.G)},
                                {"global_batch", std::to_string(shape.B)},
                                {"seed", std::to_string(shape.seed)}};
-    write_outputs(dir, {{"steps.csv", trace_csv(runs, metadata)},
-                        {"summary.json", summary_json(config.resolved, runs, summaries)}});
+    trace_file = std::make_unique<AtomicFile>(dir / "steps.csv");
+    trace = std::make_unique<TraceWriter>(trace_file->stream(), metadata, trace_columns_for(config));
+  }
+  const bool show_progress = ::isatty(STDERR_FILENO);
+  const int block = std::max(1, (1 << 18) / shape.G);
+  std::vector<PolicyRun> runs;
+  std::vector<TokenSummary> summaries;
+  for (const auto& spec : config.policies) {
+    if (show_progress)
+      std::cerr << "  [" << runs.size() + 1 << "/" << config.policies.size() << "] " << spec.label() << "\r"
+                << std::flush;
+    PolicyStream stream(spec, shape, dataset);
+    SummaryBuilder summary(shape.G);
+    PolicyRun run;
+    for (int first = 0; first < config.training.steps; first += block) {
+      run = stream.next(std::min(block, config.training.steps - first));
+      for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(shape.G))
+        summary.add_step({run.rows.data() + i, static_cast<std::size_t>(shape.G)});
+      for (double us : run.decision_us) summary.add_decision(us);
+      if (trace) trace->write(run.label, run.rows);
+    }
+    run.rows = {};
+    run.decision_us = {};
+    runs.push_back(std::move(run));
+    summaries.push_back(summary.finish());
+  }
+  if (show_progress) std::cerr << std::string(60, ' ') << "\r";
+  std::cout << balance_table(runs, summaries);
+
+  if (trace) {
+    std::vector<std::unique_ptr<AtomicFile>> written;
+    written.push_back(std::move(trace_file));
+    publish({{dir / "summary.json", summary_json(config.resolved, runs, summaries)}}, std::move(written));
     std::cout << "\nwrote " << (dir / "steps.csv").string() << " and " << (dir / "summary.json").string() << "\n";
   }
   return 0;

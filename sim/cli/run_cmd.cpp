@@ -117,22 +117,12 @@ int simulate_verb(const Args& args, bool compare) {
             << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
             << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n\n";
 
-  const auto start = std::chrono::steady_clock::now();
-  SimulationRun sim;
-  {
-    Progress progress("simulating", "steps");
-    sim = simulate(config, dataset, timeline, std::ref(progress));
-  }
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<TokenSummary> summaries;
-  for (const auto& run : sim.runs) summaries.push_back(summarize(run));
-  std::cout << step_table(sim.runs, summaries, /*changes=*/compare);
-  std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
-               static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
-
-  std::vector<std::pair<std::filesystem::path, std::string>> files;
+  // steps.csv is written while the steps are simulated, so a long run never holds its rows.
+  std::unique_ptr<AtomicFile> trace_file;
+  std::unique_ptr<TraceWriter> trace;
+  std::filesystem::path dir;
   if (vm.count("out")) {
-    const std::filesystem::path dir = vm["out"].as<std::string>();
+    dir = vm["out"].as<std::string>();
     const Metadata metadata = {{"tool", compare ? "ddpsim compare" : "ddpsim run"},
                                {"config", config.origin},
                                {"data", source->describe()},
@@ -144,13 +134,32 @@ int simulate_verb(const Args& args, bool compare) {
                                {"algorithm", config.simulation.algorithm},
                                {"mode", config.simulation.mode},
                                {"attention", config.training.attention}};
-    files.emplace_back(dir / "steps.csv", trace_csv(sim.runs, metadata));
-    files.emplace_back(dir / "summary.json", summary_json(config.resolved, sim.runs, summaries));
+    trace_file = std::make_unique<AtomicFile>(dir / "steps.csv");
+    trace = std::make_unique<TraceWriter>(trace_file->stream(), metadata, trace_columns_for(config));
   }
+  RowSink sink;
+  if (trace) sink = [&](const std::string& policy, std::span<const RankStep> rows) { trace->write(policy, rows); };
+
+  const auto start = std::chrono::steady_clock::now();
+  SimulationRun sim;
+  {
+    Progress progress("simulating", "steps");
+    sim = simulate_streamed(config, dataset, timeline, std::ref(progress), sink);
+  }
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << step_table(sim.runs, sim.summaries, /*changes=*/compare);
+  std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
+               static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
+
+  std::vector<std::pair<std::filesystem::path, std::string>> files;
+  if (trace) files.emplace_back(dir / "summary.json", summary_json(config.resolved, sim.runs, sim.summaries));
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
-  publish(files);  // all of them or none
-  if (!files.empty()) {
+  std::vector<std::unique_ptr<AtomicFile>> written;
+  if (trace_file) written.push_back(std::move(trace_file));
+  publish(files, std::move(written));  // all of them or none
+  if (trace || !files.empty()) {
     std::cout << "wrote";
+    if (trace) std::cout << " " << (dir / "steps.csv").string();
     for (const auto& [path, content] : files) std::cout << " " << path.string();
     std::cout << "\n";
   }

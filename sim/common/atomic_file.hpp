@@ -20,6 +20,7 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   std::ostream& stream() { return out_; }
+  const std::filesystem::path& target() const { return target_; }
   // Flushes, checks for write errors, renames into place. Throws InputError on failure.
   void commit();
 

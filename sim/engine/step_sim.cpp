@@ -250,90 +250,21 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
   return result;
 }
 
-// Steps composed from memoised allreduce times. Exact for this engine's model wherever
-// nothing else shares the links during a collective, which holds because buckets are
-// reduced one after another; what it drops is the per-rank skew inside one collective.
+// Fast mode for all policies at once, each from time 0 with the ranks idle.
 EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& policies,
                       const std::function<void(long, long)>& progress) {
-  std::vector<double> sizes;
-  for (const Bucket& b : s.buckets) sizes.push_back(b.bytes);
+  FastEngine engine(s);
   EngineResult result;
-  result.allreduce_ms = measure_allreduce_ms(s, sizes);
-  const int G = s.G;
-  const auto Gs = static_cast<std::size_t>(G);
-  std::vector<double> prev_end(Gs), fwd_end(Gs), bwd_end(Gs);
-  // Interference either way; without it, the plain path keeps earlier outputs bit for bit.
-  const bool slowed = s.comm_slowdown != 1, comm_slowed = s.allreduce_slowdown != 1 && s.overlap;
-  constexpr double FOREVER = std::numeric_limits<double>::infinity();
-  std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
+  result.allreduce_ms = engine.allreduce_ms();
   long done = 0, total = 0;
   for (const auto& p : policies) total += p.steps;
   for (const PolicyWork& pw : policies) {
+    engine.start_policy();
     PolicyTimes out;
-    out.timing.resize(pw.work.size());
-    std::fill(prev_end.begin(), prev_end.end(), 0.0);
-    for (int t = 0; t < pw.steps; ++t) {
-      const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
-      for (std::size_t g = 0; g < Gs; ++g) {
-        const RankWork& w = pw.work[at(t, G, static_cast<int>(g))];
-        fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.accum_ms() + w.fwd_ms;
-        bwd_end[g] = fwd_end[g] + w.bwd_ms;
-      }
-      double end_of_comm = 0;
-      busy.clear();
-      for (std::size_t k = 0; k < s.buckets.size(); ++k) {
-        double ready = 0;
-        for (std::size_t g = 0; g < Gs; ++g) {
-          const double bwd = pw.work[at(t, G, static_cast<int>(g))].bwd_ms;
-          if (!s.overlap)
-            ready = std::max(ready, bwd_end[g]);
-          else if (!slowed)
-            ready = std::max(ready, fwd_end[g] + bwd * s.buckets[k].ready_fraction);
-          else  // earlier buckets' collectives, all known by now, stretch the backward before this one
-            ready = std::max(ready, compute_end(fwd_end[g], bwd * s.buckets[k].ready_fraction, busy, s.comm_slowdown));
-        }
-        const double start = std::max(end_of_comm, ready), work = result.allreduce_ms.at(s.buckets[k].bytes);
-        if (comm_slowed) {
-          // The last rank's backward end were this collective never to end: up to there it
-          // runs beside backward (what happens after it ends does not matter to it).
-          double compute_until = 0;
-          busy.emplace_back(start, FOREVER);
-          for (std::size_t g = 0; g < Gs; ++g)
-            compute_until = std::max(
-                compute_until,
-                slowed ? compute_end(fwd_end[g], pw.work[at(t, G, static_cast<int>(g))].bwd_ms, busy, s.comm_slowdown)
-                       : bwd_end[g]);
-          busy.pop_back();
-          end_of_comm = collective_end(start, work, compute_until, s.allreduce_slowdown);
-        } else {
-          end_of_comm = start + work;
-        }
-        busy.emplace_back(start, end_of_comm);
-        if (in_timeline(s, t))
-          for (int g = 0; g < G; ++g) out.spans.push_back({t, g, true, bucket_name(k), start, end_of_comm - start});
-      }
-      if (slowed && s.overlap)
-        for (std::size_t g = 0; g < Gs; ++g)
-          bwd_end[g] = compute_end(fwd_end[g], pw.work[at(t, G, static_cast<int>(g))].bwd_ms, busy, s.comm_slowdown);
-      for (std::size_t g = 0; g < Gs; ++g) {
-        const RankWork& w = pw.work[at(t, G, static_cast<int>(g))];
-        const double start = std::max(prev_end[g], sync);
-        const double end = end_of_comm + w.opt_ms;
-        const double bwd_ms = slowed ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
-        out.timing[at(t, G, static_cast<int>(g))] = {w.accum_fwd_ms + w.fwd_ms, w.accum_bwd_ms + bwd_ms,
-                                                     end_of_comm - bwd_end[g], w.opt_ms, end - prev_end[g]};
-        if (in_timeline(s, t)) {
-          const int r = static_cast<int>(g);
-          if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
-          if (w.accum_ms() > 0) out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms()});
-          out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
-          out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
-          out.spans.push_back({t, r, false, "optimizer", end_of_comm, w.opt_ms});
-        }
-        prev_end[g] = end;
-      }
-      if (progress && (++done % 256 == 0 || done == total)) progress(done, total);
-    }
+    engine.advance(pw, out, [&](int steps) {
+      done += steps;
+      if (progress) progress(done, total);
+    });
     result.policies.push_back(std::move(out));
   }
   return result;
@@ -364,6 +295,99 @@ std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::v
   std::map<double, double> ms;
   for (std::size_t i = 0; i < distinct.size(); ++i) ms[distinct[i]] = longest[i];
   return ms;
+}
+
+FastEngine::FastEngine(const EngineSetup& setup) : s_(setup) {
+  std::vector<double> sizes;
+  for (const Bucket& b : s_.buckets) sizes.push_back(b.bytes);
+  allreduce_ms_ = measure_allreduce_ms(s_, sizes);
+}
+
+void FastEngine::start_policy() {
+  prev_end_.assign(static_cast<std::size_t>(s_.G), 0.0);
+  step_ = 0;
+}
+
+// Steps composed from memoised allreduce times. Exact for this engine's model wherever
+// nothing else shares the links during a collective, which holds because buckets are
+// reduced one after another; what it drops is the per-rank skew inside one collective.
+void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::function<void(int)>& progress) {
+  const EngineSetup& s = s_;
+  const int G = s.G;
+  const auto Gs = static_cast<std::size_t>(G);
+  std::vector<double>& prev_end = prev_end_;
+  std::vector<double> fwd_end(Gs), bwd_end(Gs);
+  // Interference either way; without it, the plain path keeps earlier outputs bit for bit.
+  const bool slowed = s.comm_slowdown != 1, comm_slowed = s.allreduce_slowdown != 1 && s.overlap;
+  constexpr double FOREVER = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
+  const std::size_t first_row = out.timing.size();
+  out.timing.resize(first_row + pw.work.size());
+  int reported = 0;
+  for (int i = 0; i < pw.steps; ++i, ++step_) {
+    const int t = step_;  // the step's number in the policy's run
+    auto work = [&](std::size_t g) -> const RankWork& { return pw.work[at(i, G, static_cast<int>(g))]; };
+    const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
+    for (std::size_t g = 0; g < Gs; ++g) {
+      const RankWork& w = work(g);
+      fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.accum_ms() + w.fwd_ms;
+      bwd_end[g] = fwd_end[g] + w.bwd_ms;
+    }
+    double end_of_comm = 0;
+    busy.clear();
+    for (std::size_t k = 0; k < s.buckets.size(); ++k) {
+      double ready = 0;
+      for (std::size_t g = 0; g < Gs; ++g) {
+        const double bwd = work(g).bwd_ms;
+        if (!s.overlap)
+          ready = std::max(ready, bwd_end[g]);
+        else if (!slowed)
+          ready = std::max(ready, fwd_end[g] + bwd * s.buckets[k].ready_fraction);
+        else  // earlier buckets' collectives, all known by now, stretch the backward before this one
+          ready = std::max(ready, compute_end(fwd_end[g], bwd * s.buckets[k].ready_fraction, busy, s.comm_slowdown));
+      }
+      const double start = std::max(end_of_comm, ready), duration = allreduce_ms_.at(s.buckets[k].bytes);
+      if (comm_slowed) {
+        // The last rank's backward end were this collective never to end: up to there it
+        // runs beside backward (what happens after it ends does not matter to it).
+        double compute_until = 0;
+        busy.emplace_back(start, FOREVER);
+        for (std::size_t g = 0; g < Gs; ++g)
+          compute_until = std::max(
+              compute_until, slowed ? compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown) : bwd_end[g]);
+        busy.pop_back();
+        end_of_comm = collective_end(start, duration, compute_until, s.allreduce_slowdown);
+      } else {
+        end_of_comm = start + duration;
+      }
+      busy.emplace_back(start, end_of_comm);
+      if (in_timeline(s, t))
+        for (int g = 0; g < G; ++g) out.spans.push_back({t, g, true, bucket_name(k), start, end_of_comm - start});
+    }
+    if (slowed && s.overlap)
+      for (std::size_t g = 0; g < Gs; ++g) bwd_end[g] = compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown);
+    for (std::size_t g = 0; g < Gs; ++g) {
+      const RankWork& w = work(g);
+      const double start = std::max(prev_end[g], sync);
+      const double end = end_of_comm + w.opt_ms;
+      const double bwd_ms = slowed ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
+      out.timing[first_row + at(i, G, static_cast<int>(g))] = {w.accum_fwd_ms + w.fwd_ms, w.accum_bwd_ms + bwd_ms,
+                                                               end_of_comm - bwd_end[g], w.opt_ms, end - prev_end[g]};
+      if (in_timeline(s, t)) {
+        const int r = static_cast<int>(g);
+        if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
+        if (w.accum_ms() > 0) out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms()});
+        out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
+        out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
+        out.spans.push_back({t, r, false, "optimizer", end_of_comm, w.opt_ms});
+      }
+      prev_end[g] = end;
+    }
+    if (progress && ((i + 1) % 256 == 0 || i + 1 == pw.steps)) {
+      progress(i + 1 - reported);
+      reported = i + 1;
+    }
+  }
 }
 
 EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,

@@ -74,6 +74,26 @@ struct EngineResult {
   std::map<double, double> allreduce_ms;  // fast mode: bytes → isolated allreduce time
 };
 
+// Fast mode a block of steps at a time, so that a long run need not hold all its steps: the
+// ranks' clocks carry over from one block to the next, and spans are numbered by step within
+// the policy's run. Blocks concatenate to what simulate_steps() gives in one go.
+class FastEngine {
+ public:
+  explicit FastEngine(const EngineSetup& setup);  // times each bucket's allreduce once
+  // The next policy starts from time 0 with the ranks idle.
+  void start_policy();
+  // Appends the block's timings (and spans in the timeline range) to `out`; `progress` gets
+  // the steps done since its last call, now and then.
+  void advance(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress = {});
+  const std::map<double, double>& allreduce_ms() const { return allreduce_ms_; }
+
+ private:
+  EngineSetup s_;
+  std::map<double, double> allreduce_ms_;
+  std::vector<double> prev_end_;
+  int step_ = 0;
+};
+
 // Simulates every policy in turn (each from time 0, with the ranks idle). `progress` gets
 // (steps done, steps in all) now and then.
 EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,

@@ -291,16 +291,6 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   } else {
     c.policies.push_back(parse_policy_spec("static"));
   }
-  // Every policy's rows are held until written (and timed twice over in the engine): refuse a
-  // run that could not fit rather than fail hours in with bad_alloc.
-  constexpr double ROW_BYTES = 2.0 * sizeof(RankStep), LIMIT_GIB = 8;
-  const double gib =
-      double(c.training.steps) * c.training.world_size * double(c.policies.size()) * ROW_BYTES / (1024.0 * 1024 * 1024);
-  if (gib > LIMIT_GIB)
-    throw InputError(origin + ": " + std::to_string(c.training.steps) + " steps × " +
-                     std::to_string(c.training.world_size) + " ranks × " + std::to_string(c.policies.size()) +
-                     " policies would hold " + format("%g", gib) + " GiB of step rows (at most " +
-                     format("%g", LIMIT_GIB) + "): fewer steps, ranks or policies");
   std::string model = top.get<std::string>("model", "rtx3090-distilbert");
   if (!is_builtin_model(model)) model = resolve(model, base_dir);
   c.model = std::make_shared<const PerfModel>(load_perf_model(model));
@@ -323,6 +313,19 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) +
                      " ranks, world_size is " + std::to_string(c.training.world_size));
   // Every policy against the shape, before any work: option values and B/G/K constraints.
+  // Full mode holds every row until written (and times it twice over in the engine); fast mode
+  // streams its rows and keeps a few numbers per step for the summary's percentiles. Refuse a
+  // run that could not fit rather than fail hours in with bad_alloc.
+  const bool streamed = c.simulation.mode == "fast";
+  const double step_bytes = streamed ? 5.0 * sizeof(double) : 2.0 * sizeof(RankStep) * c.training.world_size;
+  constexpr double LIMIT_GIB = 8;
+  const double gib = double(c.training.steps) * double(c.policies.size()) * step_bytes / (1024.0 * 1024 * 1024);
+  if (gib > LIMIT_GIB)
+    throw InputError(origin + ": " + std::to_string(c.training.steps) + " steps × " +
+                     (streamed ? "" : std::to_string(c.training.world_size) + " ranks × ") +
+                     std::to_string(c.policies.size()) + " policies would hold " + format("%g", gib) + " GiB of " +
+                     (streamed ? "per-step figures" : "step rows (full mode keeps every row)") + " (at most " +
+                     format("%g", LIMIT_GIB) + "): fewer steps" + (streamed ? "" : ", ranks") + " or policies");
   if (c.training.attention == "packed" && (c.model->forward.use_grid || c.model->backward.use_grid))
     throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
                      c.model->name + " uses a measured grid over (b, L) (calibrate it with --form analytic)");

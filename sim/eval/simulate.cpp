@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <tuple>
 #include <utility>
 
@@ -28,10 +29,14 @@ double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
   return peak;
 }
 
-PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
-  const PerfModel& m = *config.model;
-  const double sigma = config.simulation.noise_sigma < 0 ? m.noise_sigma : config.simulation.noise_sigma;
-  Rng noise(config.training.seed ^ 0x9e3779b97f4a7c15ULL);
+ComputeCharger::ComputeCharger(const Config& config)
+    : config_(config),
+      sigma_(config.simulation.noise_sigma < 0 ? config.model->noise_sigma : config.simulation.noise_sigma),
+      noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL) {}
+
+PolicyWork ComputeCharger::charge(const PolicyRun& run) {
+  const PerfModel& m = *config_.model;
+  const double sigma = sigma_;
   PolicyWork pw;
   pw.steps = run.G ? static_cast<int>(run.rows.size()) / run.G : 0;
   pw.synchronized = run.label.rfind("static", 0) != 0;
@@ -40,8 +45,8 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
     const RankStep& r = run.rows[i];
     const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
     // Mean-one log-normal factor: E[exp(σz − σ²/2)] = 1, so noise leaves mean compute as modelled.
-    const double z = noise.normal();
-    const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config.simulation.speed_factor(r.rank, r.step);
+    const double z = noise_.normal();
+    const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config_.simulation.speed_factor(r.rank, r.step);
     // Forward and backward of one micro-batch: padded to its longest sample, or packed.
     auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {
       if (run.packed)
@@ -63,12 +68,16 @@ PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
       std::tie(w.fwd_ms, w.bwd_ms) = phases(last.batch_size, last.max_len, last.real_tokens, last.sq_tokens);
     }
     w.opt_ms = m.optimizer_ms * factor;
-    w.sched_ms = config.simulation.sched_measured && step_index < run.decision_us.size()
+    w.sched_ms = config_.simulation.sched_measured && step_index < run.decision_us.size()
                      ? run.decision_us[step_index] * 1e-3
-                     : config.simulation.sched_ms;
+                     : config_.simulation.sched_ms;
     pw.work.push_back(w);
   }
   return pw;
+}
+
+PolicyWork charge_compute(const Config& config, const PolicyRun& run) {
+  return ComputeCharger(config).charge(run);
 }
 
 SimulationRun simulate(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
@@ -79,36 +88,109 @@ SimulationRun simulate(const Config& config, std::span<const int> dataset, std::
   return simulate_runs(config, std::move(runs), timeline, progress);
 }
 
+namespace {
+
+EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
+  EngineSetup setup;
+  setup.G = config.training.world_size;
+  setup.platform = config.platform;
+  setup.algorithm = config.simulation.algorithm;
+  setup.buckets = config_buckets(config);
+  setup.overlap = config.training.overlap;
+  setup.comm_slowdown = config.model->comm_slowdown;
+  setup.allreduce_slowdown = config.model->allreduce_slowdown;
+  setup.mode = config.simulation.mode;
+  setup.timeline_from = timeline.first;
+  setup.timeline_to = timeline.second;
+  return setup;
+}
+
+// The engine's timings into the rows, and the memory the model gives each.
+void fill_rows(const Config& config, PolicyRun& run, const std::vector<RankTiming>& timing) {
+  for (std::size_t i = 0; i < run.rows.size(); ++i) {
+    RankStep& r = run.rows[i];
+    r.fwd_ms = timing[i].fwd_ms;
+    r.bwd_ms = timing[i].bwd_ms;
+    r.comm_wait_ms = timing[i].comm_wait_ms;
+    r.opt_ms = timing[i].opt_ms;
+    r.step_ms = timing[i].step_ms;
+    r.peak_mem_mib = peak_mem_mib(*config.model, r, run.packed);
+  }
+}
+
+}  // namespace
+
 SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, std::pair<int, int> timeline,
                             const std::function<void(long, long)>& progress) {
   SimulationRun sim;
   sim.runs = std::move(runs);
   std::vector<PolicyWork> work;
   for (const auto& run : sim.runs) work.push_back(charge_compute(config, run));
-  sim.setup.G = config.training.world_size;
-  sim.setup.platform = config.platform;
-  sim.setup.algorithm = config.simulation.algorithm;
-  sim.setup.buckets = config_buckets(config);
-  sim.setup.overlap = config.training.overlap;
-  sim.setup.comm_slowdown = config.model->comm_slowdown;
-  sim.setup.allreduce_slowdown = config.model->allreduce_slowdown;
-  sim.setup.mode = config.simulation.mode;
-  sim.setup.timeline_from = timeline.first;
-  sim.setup.timeline_to = timeline.second;
+  sim.setup = engine_setup(config, timeline);
   sim.engine = simulate_steps(sim.setup, work, progress);
   for (std::size_t p = 0; p < sim.runs.size(); ++p) {
-    auto& rows = sim.runs[p].rows;
-    const auto& timing = sim.engine.policies[p].timing;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      rows[i].fwd_ms = timing[i].fwd_ms;
-      rows[i].bwd_ms = timing[i].bwd_ms;
-      rows[i].comm_wait_ms = timing[i].comm_wait_ms;
-      rows[i].opt_ms = timing[i].opt_ms;
-      rows[i].step_ms = timing[i].step_ms;
-      rows[i].peak_mem_mib = peak_mem_mib(*config.model, rows[i], sim.runs[p].packed);
-    }
+    fill_rows(config, sim.runs[p], sim.engine.policies[p].timing);
+    sim.summaries.push_back(summarize(sim.runs[p]));
   }
   return sim;
+}
+
+SimulationRun simulate_streamed(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
+                                const std::function<void(long, long)>& progress, const RowSink& sink, int block_steps) {
+  if (config.simulation.mode != "fast") {  // SimGrid runs all steps in one go: the rows are held
+    SimulationRun sim = simulate(config, dataset, timeline, progress);
+    for (auto& run : sim.runs) {
+      if (sink) sink(run.label, run.rows);
+      run.rows = {};
+    }
+    return sim;
+  }
+  const int G = config.training.world_size, steps = config.training.steps;
+  if (block_steps < 1) block_steps = std::max(1, (1 << 18) / G);  // about 2^18 rows in flight
+  SimulationRun sim;
+  sim.setup = engine_setup(config, timeline);
+  FastEngine engine(sim.setup);
+  sim.engine.allreduce_ms = engine.allreduce_ms();
+  const StepShape shape = config.shape();
+  long done = 0;
+  const long total = static_cast<long>(steps) * static_cast<long>(config.policies.size());
+  for (const auto& spec : config.policies) {
+    PolicyStream stream(spec, shape, dataset);
+    ComputeCharger charger(config);
+    SummaryBuilder summary(G);
+    PolicyTimes times;  // spans only: a block's timings are used and dropped
+    engine.start_policy();
+    PolicyRun run;
+    for (int first = 0; first < steps; first += block_steps) {
+      PolicyRun block = stream.next(std::min(block_steps, steps - first));
+      PolicyTimes block_times;
+      engine.advance(charger.charge(block), block_times, [&](int n) {
+        done += n;
+        if (progress) progress(done, total);
+      });
+      fill_rows(config, block, block_times.timing);
+      for (std::size_t i = 0; i < block.rows.size(); i += static_cast<std::size_t>(G))
+        summary.add_step({block.rows.data() + i, static_cast<std::size_t>(G)});
+      for (double us : block.decision_us) summary.add_decision(us);
+      if (sink) sink(block.label, block.rows);
+      std::move(block_times.spans.begin(), block_times.spans.end(), std::back_inserter(times.spans));
+      block.rows = {};
+      block.decision_us = {};
+      run = std::move(block);  // its label, solver, G and attention
+    }
+    sim.runs.push_back(std::move(run));
+    sim.summaries.push_back(summary.finish());
+    sim.engine.policies.push_back(std::move(times));
+  }
+  return sim;
+}
+
+TraceColumns trace_columns_for(const Config& config) {
+  TraceColumns c;
+  c.packed = config.training.attention == "packed";
+  c.micro = config.training.micro_batches > 1;
+  for (const auto& spec : config.policies) c.micro |= make_scheduler(spec, config.shape())->forms_micro_batches();
+  return c;
 }
 
 std::string chrome_trace(const SimulationRun& sim) {

@@ -5,16 +5,20 @@
 
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "common/rng.hpp"
 #include "engine/step_sim.hpp"
 #include "eval/config.hpp"
+#include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
 namespace ddpsim {
 
 struct SimulationRun {
-  std::vector<PolicyRun> runs;  // rows with every timing column filled
+  std::vector<PolicyRun> runs;          // rows with every timing column filled (none when streamed)
+  std::vector<TokenSummary> summaries;  // one per run
   EngineSetup setup;
   EngineResult engine;
 };
@@ -26,8 +30,33 @@ SimulationRun simulate(const Config& config, std::span<const int> dataset, std::
 SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, std::pair<int, int> timeline = {0, 0},
                             const std::function<void(long, long)>& progress = {});
 
-// Each rank-step's compute (ms) for one policy's token-level rows. The noise is drawn in the
-// same order for every policy (common random numbers), so policies differ only by their plan.
+// A streamed run's rows, a block of steps of one policy at a time, timings filled.
+using RowSink = std::function<void(const std::string& policy, std::span<const RankStep> rows)>;
+
+// simulate() without holding the rows: in fast mode each policy goes `block_steps` steps at a
+// time (0: about 2^18 rows a block), each block's rows handed to `sink` and dropped, so memory
+// grows with steps only by the few numbers per step that the summary's percentiles need. Full
+// mode simulates whole, then hands the rows over. Same outputs as simulate(), rows aside.
+SimulationRun simulate_streamed(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
+                                const std::function<void(long, long)>& progress, const RowSink& sink,
+                                int block_steps = 0);
+
+// The optional trace columns a run of this config writes, known before its first row.
+TraceColumns trace_columns_for(const Config& config);
+
+// Each rank-step's compute (ms) for one policy's token-level rows, a block at a time: the noise
+// stream carries over between blocks. The noise is drawn in the same order for every policy
+// (common random numbers), so policies differ only by their plan.
+class ComputeCharger {
+ public:
+  explicit ComputeCharger(const Config& config);
+  PolicyWork charge(const PolicyRun& block);
+
+ private:
+  const Config& config_;
+  double sigma_;
+  Rng noise_;
+};
 PolicyWork charge_compute(const Config& config, const PolicyRun& run);
 
 // The per-rank gradient buckets the config's model and training section give.

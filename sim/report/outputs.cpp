@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -55,57 +56,70 @@ std::string format(const char* spec, double value) {
   return buffer;
 }
 
-std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata) {
-  std::string out;
-  for (const auto& [key, value] : metadata) out += "# " + key + "=" + value + "\n";
-  for (std::size_t i = 0; i < trace_columns().size(); ++i) out += (i ? "," : "") + trace_columns()[i];
-  bool allreduce = false, concurrent = false, micro = false, packed = false;
+TraceColumns TraceColumns::of(const std::vector<PolicyRun>& runs) {
+  TraceColumns c;
   for (const auto& run : runs) {
-    packed |= run.packed;
+    c.packed |= run.packed;
     for (const RankStep& r : run.rows) {
-      allreduce |= !std::isnan(r.allreduce_ms);
-      concurrent |= !std::isnan(r.concurrent_allreduce_bytes);
-      micro |= !r.micro.empty();
+      c.allreduce |= !std::isnan(r.allreduce_ms);
+      c.concurrent |= !std::isnan(r.concurrent_allreduce_bytes);
+      c.micro |= !r.micro.empty();
     }
   }
-  if (allreduce) out += ",allreduce_bytes,allreduce_ms";
-  if (concurrent) out += ",concurrent_allreduce_bytes";
-  if (micro) (out += ',') += join(micro_batch_columns(), ",");
-  if (packed) out += micro ? ",sq_tokens,micro_sq_tokens" : ",sq_tokens";
-  out += "\n";
+  return c;
+}
+
+TraceWriter::TraceWriter(std::ostream& out, const Metadata& metadata, TraceColumns columns) : out_(out), c_(columns) {
+  std::string head;
+  for (const auto& [key, value] : metadata) head += "# " + key + "=" + value + "\n";
+  head += join(trace_columns(), ",");
+  if (c_.allreduce) head += ",allreduce_bytes,allreduce_ms";
+  if (c_.concurrent) head += ",concurrent_allreduce_bytes";
+  if (c_.micro) (head += ',') += join(micro_batch_columns(), ",");
+  if (c_.packed) head += c_.micro ? ",sq_tokens,micro_sq_tokens" : ",sq_tokens";
+  out_ << head << '\n';
+}
+
+void TraceWriter::write(const std::string& policy, std::span<const RankStep> rows) {
   // A missing measurement is an empty field, never 0.
   auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
-  for (const auto& run : runs) {
-    for (const RankStep& r : run.rows) {
-      out += std::to_string(r.step) + "," + std::to_string(r.rank) + "," + run.label + "," +
-             std::to_string(r.batch_size) + "," + std::to_string(r.max_len) + "," + std::to_string(r.real_tokens) +
-             "," + std::to_string(r.padded_tokens) + "," + ms(r.fwd_ms) + "," + ms(r.bwd_ms) + "," +
-             ms(r.comm_wait_ms) + "," + ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
-             (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + "," +
-             (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," +
-             (r.global_batch > 0 ? std::to_string(r.global_batch) : std::string()) + "," +
-             format("%.6f", r.loss_weight);
-      if (allreduce) {
-        out += ',';
-        if (!std::isnan(r.allreduce_bytes)) out += format("%.0f", r.allreduce_bytes);
-        out += ',';
-        out += ms(r.allreduce_ms);
-      }
-      if (concurrent) {
-        out += ',';
-        if (!std::isnan(r.concurrent_allreduce_bytes)) out += format("%.0f", r.concurrent_allreduce_bytes);
-      }
-      if (micro) (out += ',') += micro_batch_fields(r);
-      if (packed) (out += ',') += std::to_string(r.sq_tokens);
-      if (packed && micro) {
-        out += ',';
-        if (r.micro.empty()) out += std::to_string(r.sq_tokens);
-        for (std::size_t i = 0; i < r.micro.size(); ++i) (out += i ? ";" : "") += std::to_string(r.micro[i].sq_tokens);
-      }
-      out += "\n";
+  std::string out;
+  for (const RankStep& r : rows) {
+    out.clear();
+    out += std::to_string(r.step) + "," + std::to_string(r.rank) + "," + policy + "," + std::to_string(r.batch_size) +
+           "," + std::to_string(r.max_len) + "," + std::to_string(r.real_tokens) + "," +
+           std::to_string(r.padded_tokens) + "," + ms(r.fwd_ms) + "," + ms(r.bwd_ms) + "," + ms(r.comm_wait_ms) + "," +
+           ms(r.opt_ms) + "," + ms(r.step_ms) + "," +
+           (std::isnan(r.peak_mem_mib) ? std::string() : format("%.1f", r.peak_mem_mib)) + "," +
+           (std::isnan(r.loss) ? std::string() : format("%.6f", r.loss)) + "," +
+           (r.global_batch > 0 ? std::to_string(r.global_batch) : std::string()) + "," + format("%.6f", r.loss_weight);
+    if (c_.allreduce) {
+      out += ',';
+      if (!std::isnan(r.allreduce_bytes)) out += format("%.0f", r.allreduce_bytes);
+      out += ',';
+      out += ms(r.allreduce_ms);
     }
+    if (c_.concurrent) {
+      out += ',';
+      if (!std::isnan(r.concurrent_allreduce_bytes)) out += format("%.0f", r.concurrent_allreduce_bytes);
+    }
+    if (c_.micro) (out += ',') += micro_batch_fields(r);
+    if (c_.packed) (out += ',') += std::to_string(r.sq_tokens);
+    if (c_.packed && c_.micro) {
+      out += ',';
+      if (r.micro.empty()) out += std::to_string(r.sq_tokens);
+      for (std::size_t i = 0; i < r.micro.size(); ++i) (out += i ? ";" : "") += std::to_string(r.micro[i].sq_tokens);
+    }
+    out += '\n';
+    out_ << out;
   }
-  return out;
+}
+
+std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata) {
+  std::ostringstream out;
+  TraceWriter writer(out, metadata, TraceColumns::of(runs));
+  for (const auto& run : runs) writer.write(run.label, run.rows);
+  return out.str();
 }
 
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
@@ -257,24 +271,29 @@ void check_outputs(const std::vector<std::filesystem::path>& paths) {
 }
 
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  publish(files, {});
+}
+
+void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files,
+             std::vector<std::unique_ptr<AtomicFile>> written) {
   for (const auto& [path, content] : files) {
     check_output_path(path, "output");
     std::error_code ec;
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) throw InputError(path.parent_path().string() + ": cannot create output folder: " + ec.message());
   }
-  std::vector<std::unique_ptr<AtomicFile>> pending;
+  std::vector<std::unique_ptr<AtomicFile>> pending = std::move(written);
   for (const auto& [path, content] : files) {
     pending.push_back(std::make_unique<AtomicFile>(path));
     pending.back()->stream() << content;
   }
-  for (std::size_t i = 0; i < files.size(); ++i)
-    if (!pending[i]->stream().flush()) throw InputError(files[i].first.string() + ": write failed (disk full?)");
+  for (const auto& file : pending)
+    if (!file->stream().flush()) throw InputError(file->target().string() + ": write failed (disk full?)");
   // The previous set goes before the new one moves in: a kill between two renames leaves an
   // incomplete set, never new files beside old ones.
-  for (const auto& [path, content] : files) {
+  for (const auto& file : pending) {
     std::error_code ignored;
-    std::filesystem::remove(path, ignored);
+    std::filesystem::remove(file->target(), ignored);
   }
   for (auto& file : pending) file->commit();
 }

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
+#include <ostream>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.hpp"
 #include "report/policy_run.hpp"
 
 namespace ddpsim {
@@ -28,6 +32,25 @@ const std::vector<std::string>& micro_batch_columns();
 std::string micro_batch_fields(const RankStep& row);
 
 std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metadata);
+
+// The optional columns a trace carries; the same for the whole file, so known before its rows.
+struct TraceColumns {
+  bool allreduce = false, concurrent = false, micro = false, packed = false;
+  // What the runs' rows need.
+  static TraceColumns of(const std::vector<PolicyRun>& runs);
+};
+
+// trace_csv() a block of rows at a time, for runs that stream their rows instead of keeping them.
+class TraceWriter {
+ public:
+  // Writes the metadata lines and the header.
+  TraceWriter(std::ostream& out, const Metadata& metadata, TraceColumns columns);
+  void write(const std::string& policy, std::span<const RankStep> rows);
+
+ private:
+  std::ostream& out_;
+  TraceColumns c_;
+};
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
                          const std::vector<TokenSummary>& summaries);
 // Token-level figures, one row per policy; later rows show their change against the first.
@@ -46,6 +69,9 @@ void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair
 // a kill between renames leaves some of the new files but none of the old; write_outputs is this
 // for one folder.
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
+// The same, with files already streamed into AtomicFiles (a long run's steps.csv) in the set.
+void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files,
+             std::vector<std::unique_ptr<AtomicFile>> written);
 // Before the work: refuses (UsageError) output paths that AtomicFile would refuse after it (a
 // folder, a device, one of the command's inputs, a path named twice).
 void check_outputs(const std::vector<std::filesystem::path>& paths);

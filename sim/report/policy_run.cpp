@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "common/stats.hpp"
 
@@ -37,23 +38,30 @@ RankStep plan_row(const StepPlan& plan, int step, int g, bool packed) {
   return row;
 }
 
-PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset) {
-  auto policy = make_scheduler(spec, shape);
-  DistributedSampler sampler(dataset, shape.G, shape.seed);
-  RankBuffers buffers(sampler);
-  PolicyRun run{spec.label(), policy->solver(), shape.G, {}, {}, shape.packed};
-  run.rows.reserve(static_cast<std::size_t>(steps) * static_cast<std::size_t>(shape.G));
+PolicyStream::PolicyStream(const PolicySpec& spec, const StepShape& shape, std::span<const int> dataset)
+    : label_(spec.label()),
+      shape_(shape),
+      policy_(make_scheduler(spec, shape)),
+      sampler_(std::make_unique<DistributedSampler>(dataset, shape.G, shape.seed)),
+      buffers_(std::make_unique<RankBuffers>(*sampler_)) {}
+
+PolicyRun PolicyStream::next(int steps) {
+  PolicyRun run{label_, policy_->solver(), shape_.G, {}, {}, shape_.packed};
+  run.rows.reserve(static_cast<std::size_t>(steps) * static_cast<std::size_t>(shape_.G));
   run.decision_us.reserve(static_cast<std::size_t>(steps));
-  StepPlan plan;
-  for (int step = 0; step < steps; ++step) {
-    buffers.fill_all(policy->buffer_size());
+  for (int end = step_ + steps; step_ < end; ++step_) {
+    buffers_->fill_all(policy_->buffer_size());
     const auto start = std::chrono::steady_clock::now();
-    policy->plan(buffers, plan);
+    policy_->plan(*buffers_, plan_);
     const auto stop = std::chrono::steady_clock::now();
     run.decision_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-    for (int g = 0; g < shape.G; ++g) run.rows.push_back(plan_row(plan, step, g, shape.packed));
+    for (int g = 0; g < shape_.G; ++g) run.rows.push_back(plan_row(plan_, step_, g, shape_.packed));
   }
   return run;
+}
+
+PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset) {
+  return PolicyStream(spec, shape, dataset).next(steps);
 }
 
 std::vector<double> max_step_ms(const PolicyRun& run) {
@@ -67,75 +75,81 @@ std::vector<double> max_step_ms(const PolicyRun& run) {
   return out;
 }
 
-TokenSummary summarize(const PolicyRun& run) {
-  TokenSummary s;
-  const std::size_t G = static_cast<std::size_t>(run.G);
-  s.steps = G ? static_cast<int>(run.rows.size() / G) : 0;
-  std::vector<double> max_padded, std_padded, global_batch, per_rank(G);
-  std::int64_t padded = 0, real = 0;
-  for (std::size_t i = 0; i < run.rows.size(); i += G) {
-    for (std::size_t g = 0; g < G; ++g) {
-      const RankStep& row = run.rows[i + g];
-      per_rank[g] = static_cast<double>(row.padded_tokens);
-      padded += row.padded_tokens;
-      real += row.real_tokens;
-      s.samples += row.batch_size;
-    }
-    max_padded.push_back(*std::max_element(per_rank.begin(), per_rank.end()));
-    std_padded.push_back(population_std(per_rank));
-    global_batch.push_back(run.rows[i].global_batch);
+SummaryBuilder::SummaryBuilder(int G) : G_(static_cast<std::size_t>(G)), per_rank_(G_), compute_(G_), mem_(G_) {}
+
+void SummaryBuilder::add_step(std::span<const RankStep> rows) {
+  if (steps_ == 0) timed_ = !rows.empty() && !std::isnan(rows.front().step_ms);
+  ++steps_;
+  double max_step = 0;
+  std::int64_t padded_step = 0;
+  for (std::size_t g = 0; g < G_; ++g) {
+    const RankStep& row = rows[g];
+    per_rank_[g] = static_cast<double>(row.padded_tokens);
+    padded_ += row.padded_tokens;
+    padded_step += row.padded_tokens;
+    real_ += row.real_tokens;
+    samples_ += row.batch_size;
+    micro_ += double(std::max<std::size_t>(row.micro.size(), 1));
+    micro_batched_ |= !row.micro.empty();
+    if (!timed_) continue;
+    max_step = std::max(max_step, row.step_ms);
+    compute_[g] = row.fwd_ms + row.bwd_ms;
+    mem_[g] = row.peak_mem_mib;
+    comm_wait_ += row.comm_wait_ms;
   }
-  s.mean_max_padded_tokens = mean(max_padded);
-  s.p95_max_padded_tokens = percentile(max_padded, 95);
-  s.mean_std_padded_tokens = mean(std_padded);
-  s.padding_waste = padded ? double(padded - real) / double(padded) : 0.0;
-  s.mean_global_batch = mean(global_batch);
-  if (std::any_of(run.rows.begin(), run.rows.end(), [](const RankStep& r) { return !r.micro.empty(); })) {
-    double micro = 0;
-    for (const RankStep& r : run.rows) micro += double(std::max<std::size_t>(r.micro.size(), 1));
-    s.mean_micro_batches = micro / double(run.rows.size());
+  max_padded_.push_back(*std::max_element(per_rank_.begin(), per_rank_.end()));
+  sum_std_padded_ += population_std(per_rank_);
+  sum_global_batch_ += rows.front().global_batch;
+  if (!timed_) return;
+  for (std::size_t g = 0; g < G_; ++g) per_rank_[g] = rows[g].step_ms;
+  max_step_.push_back(max_step);
+  samples_per_s_.push_back(rows.front().global_batch / (max_step * 1e-3));
+  tokens_per_s_.push_back(double(padded_step) / (max_step * 1e-3));
+  sum_std_step_ += population_std(per_rank_);
+  sum_std_compute_ += population_std(compute_);
+  sum_max_compute_ += *std::max_element(compute_.begin(), compute_.end());
+  sum_max_mem_ += *std::max_element(mem_.begin(), mem_.end());
+  sum_std_mem_ += population_std(mem_);
+}
+
+TokenSummary SummaryBuilder::finish() const {
+  TokenSummary s;
+  s.steps = static_cast<int>(steps_);
+  s.samples = samples_;
+  s.mean_max_padded_tokens = mean(max_padded_);
+  s.p95_max_padded_tokens = percentile(max_padded_, 95);
+  const double n = steps_ ? double(steps_) : 1.0;  // means as stats.hpp's mean() takes them
+  s.mean_std_padded_tokens = sum_std_padded_ / n;
+  s.padding_waste = padded_ ? double(padded_ - real_) / double(padded_) : 0.0;
+  s.mean_global_batch = sum_global_batch_ / n;
+  if (micro_batched_) {
+    s.mean_micro_batches = micro_ / double(steps_ * G_);
     s.micro_batched = true;
   }
-  s.mean_sched_us = mean(run.decision_us);
-  s.p95_sched_us = percentile(run.decision_us, 95);
-  if (run.rows.empty() || std::isnan(run.rows.front().step_ms)) return s;
-
-  const std::vector<double> max_step = max_step_ms(run);
-  std::vector<double> samples_per_s, tokens_per_s, std_step, std_compute, max_compute, max_mem, std_mem;
-  std::vector<double> step(G), compute(G), mem(G);
-  double comm_wait = 0;
-  for (std::size_t i = 0; i < run.rows.size(); i += G) {
-    std::int64_t padded_step = 0;
-    for (std::size_t g = 0; g < G; ++g) {
-      const RankStep& row = run.rows[i + g];
-      step[g] = row.step_ms;
-      compute[g] = row.fwd_ms + row.bwd_ms;
-      mem[g] = row.peak_mem_mib;
-      comm_wait += row.comm_wait_ms;
-      padded_step += row.padded_tokens;
-    }
-    const double m = max_step[i / G];
-    samples_per_s.push_back(run.rows[i].global_batch / (m * 1e-3));
-    tokens_per_s.push_back(double(padded_step) / (m * 1e-3));
-    std_step.push_back(population_std(step));
-    std_compute.push_back(population_std(compute));
-    max_compute.push_back(*std::max_element(compute.begin(), compute.end()));
-    max_mem.push_back(*std::max_element(mem.begin(), mem.end()));
-    std_mem.push_back(population_std(mem));
-  }
-  s.mean_max_step_ms = mean(max_step);
-  s.p95_max_step_ms = percentile(max_step, 95);
-  s.mean_samples_per_s = mean(samples_per_s);
-  s.p95_samples_per_s = percentile(samples_per_s, 95);
-  s.mean_tokens_per_s = mean(tokens_per_s);
-  s.p95_tokens_per_s = percentile(tokens_per_s, 95);
-  s.mean_std_step_ms = mean(std_step);
-  s.mean_std_compute_ms = mean(std_compute);
-  s.mean_max_compute_ms = mean(max_compute);
-  s.mean_comm_wait_ms = comm_wait / double(run.rows.size());
-  s.mean_max_peak_mem_mib = mean(max_mem);
-  s.mean_std_peak_mem_mib = mean(std_mem);
+  s.mean_sched_us = mean(decision_us_);
+  s.p95_sched_us = percentile(decision_us_, 95);
+  if (!timed_ || steps_ == 0) return s;
+  s.mean_max_step_ms = mean(max_step_);
+  s.p95_max_step_ms = percentile(max_step_, 95);
+  s.mean_samples_per_s = mean(samples_per_s_);
+  s.p95_samples_per_s = percentile(samples_per_s_, 95);
+  s.mean_tokens_per_s = mean(tokens_per_s_);
+  s.p95_tokens_per_s = percentile(tokens_per_s_, 95);
+  s.mean_std_step_ms = sum_std_step_ / n;
+  s.mean_std_compute_ms = sum_std_compute_ / n;
+  s.mean_max_compute_ms = sum_max_compute_ / n;
+  s.mean_comm_wait_ms = comm_wait_ / double(steps_ * G_);
+  s.mean_max_peak_mem_mib = sum_max_mem_ / n;
+  s.mean_std_peak_mem_mib = sum_std_mem_ / n;
   return s;
+}
+
+TokenSummary summarize(const PolicyRun& run) {
+  SummaryBuilder builder(run.G);
+  const auto G = static_cast<std::size_t>(run.G);
+  for (std::size_t i = 0; G && i + G <= run.rows.size(); i += G) builder.add_step({run.rows.data() + i, G});
+  for (double us : run.decision_us) builder.add_decision(us);
+  return builder.finish();
 }
 
 }  // namespace ddpsim

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,6 +66,24 @@ struct PolicyRun {
 // the timing columns stay NaN. The simulator and the trainer record steps through it alike.
 RankStep plan_row(const StepPlan& plan, int step, int g, bool packed);
 
+// A policy run a block of steps at a time: the scheduler, sampler and buffers carry over, so
+// blocks concatenate to the run that run_policy() makes in one go.
+class PolicyStream {
+ public:
+  PolicyStream(const PolicySpec& spec, const StepShape& shape, std::span<const int> dataset);
+  // The next `steps` steps, numbered on from the last block's.
+  PolicyRun next(int steps);
+
+ private:
+  std::string label_;
+  StepShape shape_;
+  std::unique_ptr<Scheduler> policy_;
+  std::unique_ptr<DistributedSampler> sampler_;  // buffers_ draws from it
+  std::unique_ptr<RankBuffers> buffers_;
+  StepPlan plan_;
+  int step_ = 0;
+};
+
 // Runs `steps` steps of the policy on a fresh sampler seeded with shape.seed, so every
 // policy sees the same sample stream.
 PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset);
@@ -96,6 +115,28 @@ struct TokenSummary {
 };
 
 TokenSummary summarize(const PolicyRun& run);
+
+// summarize(), step by step: a streamed run hands each step's rows over and drops them, keeping
+// the five numbers per step that its percentiles need instead of every rank's row.
+class SummaryBuilder {
+ public:
+  explicit SummaryBuilder(int G);
+  // One step's G rows, in rank order; timed or not as the first step was.
+  void add_step(std::span<const RankStep> rows);
+  void add_decision(double us) { decision_us_.push_back(us); }
+  TokenSummary finish() const;
+
+ private:
+  std::size_t G_, steps_ = 0;
+  bool timed_ = false, micro_batched_ = false;
+  std::int64_t padded_ = 0, real_ = 0, samples_ = 0;
+  double micro_ = 0, comm_wait_ = 0;
+  std::vector<double> per_rank_, compute_, mem_;  // scratch, one per rank
+  // Per step, what a percentile needs; the means need only sums.
+  std::vector<double> max_padded_, decision_us_, max_step_, samples_per_s_, tokens_per_s_;
+  double sum_std_padded_ = 0, sum_global_batch_ = 0, sum_std_step_ = 0, sum_std_compute_ = 0, sum_max_compute_ = 0,
+         sum_max_mem_ = 0, sum_std_mem_ = 0;
+};
 // Per step, the slowest rank's step_ms (the step's wall time, method.md §4).
 std::vector<double> max_step_ms(const PolicyRun& run);
 

@@ -74,10 +74,8 @@ std::string gain_field(const nlohmann::ordered_json& value, const nlohmann::orde
 [[noreturn]] void work(const Config& config, const std::vector<int>& dataset, const fs::path& target, int pipe_fd) {
   int code = 0;
   try {
-    const SimulationRun sim = simulate(config, dataset);
-    std::vector<TokenSummary> summaries;
-    for (const auto& run : sim.runs) summaries.push_back(summarize(run));
-    write_file_atomically(target, summary_json(config.resolved, sim.runs, summaries));
+    const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
+    write_file_atomically(target, summary_json(config.resolved, sim.runs, sim.summaries));
   } catch (const std::exception& e) {
     const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks
     [[maybe_unused]] const auto written = ::write(pipe_fd, what.data(), what.size());
