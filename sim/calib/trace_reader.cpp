@@ -31,6 +31,32 @@ std::vector<std::string> split(const std::string& line) {
   return fields;
 }
 
+// The optional columns come in sets, and the metadata's attention line (when there is one)
+// says what the columns show.
+void check_optional_columns(const std::string& where, const std::map<std::string, std::size_t>& col,
+                            const std::map<std::string, std::string>& metadata) {
+  auto has = [&](const std::string& name) { return col.count(name) > 0; };
+  bool micro = has("micro_sq_tokens");
+  for (const auto& name : micro_batch_columns()) micro |= has(name);
+  if (micro)
+    for (const auto& name : micro_batch_columns())
+      if (!has(name))
+        throw InputError(where + "the header has micro-batch columns but lacks \"" + name + "\" (they come as " +
+                         micro_batch_columns()[0] + ", " + micro_batch_columns()[1] + ", " + micro_batch_columns()[2] +
+                         " and " + micro_batch_columns()[3] + ")");
+  if (has("micro_sq_tokens") && !has("sq_tokens"))
+    throw InputError(where + "the header has micro_sq_tokens but lacks \"sq_tokens\"");
+  if (has("sq_tokens") && micro && !has("micro_sq_tokens"))
+    throw InputError(where + "a packed trace with micro-batch columns needs \"micro_sq_tokens\" too");
+  const auto attention = metadata.find("attention");
+  if (attention == metadata.end()) return;
+  if (attention->second != "padded" && attention->second != "packed")
+    throw InputError(where + "metadata attention=" + attention->second + ": expected padded or packed");
+  if ((attention->second == "packed") != has("sq_tokens"))
+    throw InputError(where + "metadata says attention=" + attention->second + " but the header " +
+                     (has("sq_tokens") ? "has" : "lacks") + " the packed traces' column \"sq_tokens\"");
+}
+
 }  // namespace
 
 Trace read_trace(const std::string& path, const std::vector<std::string>& required) {
@@ -76,6 +102,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
         if (!col.count(name))
           throw InputError(path + ":" + std::to_string(line_no) + ": the header lacks column \"" + name +
                            "\" (a trace needs step, rank, batch_size, max_len and the timing columns it is used for)");
+      check_optional_columns(path + ":" + std::to_string(line_no) + ": ", col, trace.metadata);
       continue;
     }
     if (fields.size() != trace.columns.size())
@@ -104,46 +131,64 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (v < 0) throw InputError(where(name) + "expected a value ≥ 0, got \"" + fields[col.at(name)] + "\"");
       return v;
     };
-    // The four micro-batch columns (outputs.hpp): lists that must add up to the row's figures.
-    auto read_micro_batches = [&](RankStep& r) {
-      for (const auto& name : micro_batch_columns())
-        if (!col.count(name))
-          throw InputError(path + ":" + std::to_string(line_no) + ": the header has micro_batches but lacks \"" + name +
-                           "\" (micro-batch traces carry " + micro_batch_columns()[0] + ", " +
-                           micro_batch_columns()[1] + ", " + micro_batch_columns()[2] + " and " +
-                           micro_batch_columns()[3] + ")");
-      const long long count = integer("micro_batches");
-      auto list = [&](const std::string& name) {
-        std::vector<long long> values;
-        const std::string& f = fields[col.at(name)];
-        for (std::size_t begin = 0; begin <= f.size();) {
-          const auto end = std::min(f.find(';', begin), f.size());
-          long long v = 0;
-          const auto [stop, ec] = std::from_chars(f.data() + begin, f.data() + end, v);
-          if (ec != std::errc() || stop != f.data() + end || v < 0)
-            throw InputError(where(name) + "expected integers ≥ 0 separated by ';', got \"" + f + "\"");
-          values.push_back(v);
-          begin = end + 1;
-        }
-        if (static_cast<long long>(values.size()) != count)
-          throw InputError(where(name) + std::to_string(values.size()) + " values, but micro_batches is " +
-                           std::to_string(count));
-        return values;
-      };
-      const auto sizes = list("micro_sizes"), lens = list("micro_max_lens"), tokens = list("micro_tokens");
-      long long samples = 0, longest = 0, real = 0;
-      for (long long i = 0; i < count; ++i) {
-        const auto k = static_cast<std::size_t>(i);
-        samples += sizes[k];
-        longest = std::max(longest, lens[k]);
-        real += tokens[k];
+    // A ';'-separated list of micro_batches integers in [0, maximum].
+    auto list = [&](const std::string& name, long long count, long long maximum) {
+      std::vector<long long> values;
+      const std::string& f = fields[col.at(name)];
+      for (std::size_t begin = 0; begin <= f.size();) {
+        const auto end = std::min(f.find(';', begin), f.size());
+        long long v = 0;
+        const auto [stop, ec] = std::from_chars(f.data() + begin, f.data() + end, v);
+        if (ec != std::errc() || stop != f.data() + end || v < 0 || v > maximum)
+          throw InputError(where(name) + "expected integers from 0 to " + std::to_string(maximum) +
+                           " separated by ';', got \"" + f + "\"");
+        values.push_back(v);
+        begin = end + 1;
       }
-      if (samples != r.batch_size || longest != r.max_len || (r.real_tokens > 0 && real != r.real_tokens))
-        throw InputError(where("micro_sizes") + "the micro-batches hold " + std::to_string(samples) +
-                         " samples, at most " + std::to_string(longest) + " tokens long, " + std::to_string(real) +
-                         " tokens in all; the row says batch_size " + std::to_string(r.batch_size) + ", max_len " +
-                         std::to_string(r.max_len) + ", real_tokens " + std::to_string(r.real_tokens));
-      const auto pairs = col.count("micro_sq_tokens") ? list("micro_sq_tokens") : std::vector<long long>(sizes.size());
+      if (static_cast<long long>(values.size()) != count)
+        throw InputError(where(name) + std::to_string(values.size()) + " values, but micro_batches is " +
+                         std::to_string(count));
+      return values;
+    };
+    // Σ s² of `tokens` tokens in `samples` samples of at most `longest`: between tokens²/samples
+    // (all equal) and samples·longest², and at least tokens (every sample has a token).
+    auto possible_pairs = [](long long pairs, long long tokens, long long samples, long long longest) {
+      const long double p = pairs, t = tokens, b = samples, L = longest;
+      return samples == 0 ? pairs == 0 && tokens == 0 : p >= t && t * t <= b * p && p <= b * L * L;
+    };
+    // The micro-batch columns (outputs.hpp): each micro-batch possible, and together the row.
+    auto read_micro_batches = [&](RankStep& r) {
+      const long long count = integer("micro_batches");
+      const long long INT = std::numeric_limits<int>::max(), PAIRS = std::numeric_limits<std::int64_t>::max() / 4;
+      const auto sizes = list("micro_sizes", count, INT), lens = list("micro_max_lens", count, INT),
+                 tokens = list("micro_tokens", count, INT);
+      const auto pairs =
+          col.count("micro_sq_tokens") ? list("micro_sq_tokens", count, PAIRS) : std::vector<long long>(sizes.size());
+      long long samples = 0, longest = 0, real = 0, sq = 0;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        const std::string which = "micro-batch " + std::to_string(k + 1) + " of " + std::to_string(count) + ": ";
+        if (count > 1 && sizes[k] < 1) throw InputError(where("micro_sizes") + which + "no samples");
+        if (sizes[k] > 0 && (lens[k] < 1 || tokens[k] < sizes[k] || tokens[k] > sizes[k] * lens[k]))
+          throw InputError(where("micro_tokens") + which + std::to_string(tokens[k]) + " tokens cannot be " +
+                           std::to_string(sizes[k]) + " samples of 1 to " + std::to_string(lens[k]) + " tokens");
+        if (col.count("micro_sq_tokens") && !possible_pairs(pairs[k], tokens[k], sizes[k], lens[k]))
+          throw InputError(where("micro_sq_tokens") + which + "Σ s² = " + std::to_string(pairs[k]) +
+                           " is impossible for " + std::to_string(sizes[k]) + " samples of " +
+                           std::to_string(tokens[k]) + " tokens, at most " + std::to_string(lens[k]) + " long");
+        if (__builtin_add_overflow(samples, sizes[k], &samples) || __builtin_add_overflow(real, tokens[k], &real) ||
+            __builtin_add_overflow(sq, pairs[k], &sq))
+          throw InputError(where("micro_sizes") + "the micro-batches' sums overflow");
+        longest = std::max(longest, lens[k]);
+      }
+      auto differs = [&](const char* column, const char* what, long long lists, long long row) {
+        if (lists != row)
+          throw InputError(where(column) + "the micro-batches hold " + std::to_string(lists) + " " + what +
+                           ", the row " + std::to_string(row));
+      };
+      differs("micro_sizes", "samples", samples, r.batch_size);
+      differs("micro_max_lens", "tokens as their longest sample", longest, r.max_len);
+      if (r.real_tokens > 0) differs("micro_tokens", "tokens", real, r.real_tokens);
+      if (col.count("micro_sq_tokens")) differs("micro_sq_tokens", "as Σ s²", sq, r.sq_tokens);
       if (count < 2) return;
       r.padded_tokens = 0;
       for (std::size_t k = 0; k < sizes.size(); ++k) {
@@ -175,7 +220,6 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.allreduce_bytes = amount("allreduce_bytes");
     r.allreduce_ms = amount("allreduce_ms");
     r.concurrent_allreduce_bytes = amount("concurrent_allreduce_bytes");
-    if (col.count("micro_batches") && !fields[col["micro_batches"]].empty()) read_micro_batches(r);
     // Packed sequences: the attention pairs, and nothing padded.
     if (col.count("sq_tokens")) {
       const double pairs = amount("sq_tokens");
@@ -183,8 +227,21 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
         throw InputError(where("sq_tokens") + "expected Σ s² as an integer ≥ 0, got \"" + fields[col["sq_tokens"]] +
                          "\"");
       r.sq_tokens = static_cast<std::int64_t>(pairs);
-      r.padded_tokens = r.real_tokens;
+      if (r.real_tokens > 0 && !possible_pairs(r.sq_tokens, r.real_tokens, r.batch_size, r.max_len))
+        throw InputError(where("sq_tokens") + "Σ s² = " + fields[col["sq_tokens"]] + " is impossible for " +
+                         std::to_string(r.batch_size) + " samples of " + std::to_string(r.real_tokens) +
+                         " tokens, at most " + std::to_string(r.max_len) + " long");
     }
+    if (col.count("micro_batches")) {
+      if (!fields[col["micro_batches"]].empty()) {
+        read_micro_batches(r);
+      } else {
+        for (const auto& name : micro_batch_columns())
+          if (!fields[col[name]].empty())
+            throw InputError(where("micro_batches") + "empty, but " + name + " lists micro-batches");
+      }
+    }
+    if (col.count("sq_tokens")) r.padded_tokens = r.real_tokens;
     // Rows of communication alone have no batch; compute was measured on one.
     if ((!std::isnan(r.fwd_ms) || !std::isnan(r.bwd_ms)) && (r.batch_size < 1 || r.max_len < 1))
       throw InputError(path + ":" + std::to_string(line_no) +

@@ -328,7 +328,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                      format("%g", LIMIT_GIB) + "): fewer steps" + (streamed ? "" : ", ranks") + " or policies");
   if (c.training.attention == "packed" && (c.model->forward.use_grid || c.model->backward.use_grid))
     throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
-                     c.model->name + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
+                     c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
   const StepShape shape = c.shape();
   for (std::size_t i = 0; i < c.policies.size(); ++i) {
     try {

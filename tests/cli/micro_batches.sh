@@ -25,11 +25,27 @@ expect_exit 1 'training: micro_batches must be ≥ 1, got 0' "$DDPSIM" run --set
 expect_exit 1 'verl: option balance must be on or off, got "maybe"' "$DDPSIM" run --policies verl:balance=maybe
 # A trace whose micro-batches do not add up to its row is named by line and column.
 sed '0,/^0,0,static,16,/s/,3,6;5;5,/,3,6;5;4,/' "$run/steps.csv" >"$WORK/bad.csv"
-expect_exit 1 'bad.csv:[0-9]+: column micro_sizes: the micro-batches hold 15 samples' \
+expect_exit 1 'bad.csv:[0-9]+: column micro_sizes: the micro-batches hold 15 samples, the row 16' \
   "$DDPSIM" replay "$WORK/bad.csv" --model rtx3090-distilbert
 sed '0,/^0,0,static,16,/s/,3,6;5;5,/,3,6;5,/' "$run/steps.csv" >"$WORK/short.csv"
 expect_exit 1 'short.csv:[0-9]+: column micro_sizes: 2 values, but micro_batches is 3' \
   "$DDPSIM" replay "$WORK/short.csv" --model rtx3090-distilbert
+# Each micro-batch must be possible, the columns come as a set, and values stay in range.
+bad_row() {  # bad_row NAME SED-EXPRESSION: a copy of the run's trace with its first static row edited
+  sed "0,/^0,0,static,16,/{/^0,0,static,16,/$2}" "$run/steps.csv" >"$WORK/$1.csv"
+}
+bad_row huge 's/,3,6;5;5,/,3,9223372036854775807;9223372036854775807;18,/'
+expect_exit 1 'huge.csv:[0-9]+: column micro_sizes: expected integers from 0 to 2147483647' \
+  "$DDPSIM" replay "$WORK/huge.csv" --model rtx3090-distilbert
+bad_row empty 's/,3,6;5;5,/,,6;5;5,/'
+expect_exit 1 'empty.csv:[0-9]+: column micro_batches: empty, but micro_sizes lists micro-batches' \
+  "$DDPSIM" replay "$WORK/empty.csv" --model rtx3090-distilbert
+cut -d, -f1-16,18- <(grep -v '^#' "$run/steps.csv") >"$WORK/nocount.csv"
+expect_exit 1 'nocount.csv:1: the header has micro-batch columns but lacks "micro_batches"' \
+  "$DDPSIM" replay "$WORK/nocount.csv" --model rtx3090-distilbert
+sed 's/^# attention=padded$/# attention=packed/' "$run/steps.csv" >"$WORK/says-packed.csv"
+expect_exit 1 'says-packed.csv:[0-9]+: metadata says attention=packed but the header lacks .*"sq_tokens"' \
+  "$DDPSIM" replay "$WORK/says-packed.csv" --model rtx3090-distilbert
 
 # Packed sequences: sq_tokens columns, nothing padded, and a replay that must know it.
 packed=$WORK/packed
@@ -44,6 +60,9 @@ expect_ok "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert --set 
   --out "$WORK/packed-replay"
 cmp <(grep -v '^#' "$packed/steps.csv") <(grep -v '^#' "$WORK/packed-replay/steps.csv") ||
   fail "replaying a packed trace does not reproduce the run"
+sed '0,/^0,0,static,16,/s/,\([0-9]*\);\([0-9]*\)$/,1;\2/' "$packed/steps.csv" >"$WORK/pairs.csv"
+expect_exit 1 'pairs.csv:[0-9]+: column micro_sq_tokens: micro-batch 1 of 2: Σ s² = 1 is impossible' \
+  "$DDPSIM" replay "$WORK/pairs.csv" --model rtx3090-distilbert --set training.attention=packed
 expect_exit 1 'recorded packed sequences \(column sq_tokens\): replay it with training.attention "packed"' \
   "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert
 expect_exit 1 'the config packs sequences .* but the trace has no sq_tokens column' \
