@@ -50,7 +50,9 @@ void check_optional_columns(const std::string& where, const std::map<std::string
     throw InputError(where + "a packed trace with micro-batch columns needs \"micro_sq_tokens\" too");
   const auto attention = metadata.find("attention");
   if (attention == metadata.end()) return;
-  if (attention->second != "padded" && attention->second != "packed")
+  // Earlier ddptrain traces name their (padded) attention kernel there: explicit or sdpa.
+  const std::set<std::string> known = {"padded", "packed", "explicit", "sdpa"};
+  if (!known.count(attention->second))
     throw InputError(where + "metadata attention=" + attention->second + ": expected padded or packed");
   if ((attention->second == "packed") != has("sq_tokens"))
     throw InputError(where + "metadata says attention=" + attention->second + " but the header " +
