@@ -90,6 +90,16 @@ std::vector<torch::Tensor> gradients(DistilBertForSequenceClassification& m) {
   return g;
 }
 
+// The gradient one process computes on all of the plan's samples, from the model of `seed`.
+std::vector<torch::Tensor> single_process_gradient(const ddpsim::StepPlan& plan, std::uint64_t seed) {
+  std::vector<ddpsim::Sample> all;
+  for (const auto& b : plan.batches) all.insert(all.end(), b.begin(), b.end());
+  DistilBertForSequenceClassification reference(no_dropout(), seed);
+  const Batch whole = collate(data(), all, torch::kCPU);
+  torch::nn::functional::cross_entropy(reference(whole.ids, whole.mask), whole.labels).backward();
+  return gradients(reference);
+}
+
 }  // namespace
 
 TEST_CASE("the DDP gradient equals the single-process gradient of the global batch") {
@@ -99,12 +109,7 @@ TEST_CASE("the DDP gradient equals the single-process gradient of the global bat
       CAPTURE(G);
       const auto plan = plan_step(policy, G, 12, /*skip=*/2);
       if (std::string(policy) != "static") CHECK(plan.batches[0].size() != plan.batches[1].size());  // unequal b_g
-      std::vector<ddpsim::Sample> all;
-      for (const auto& b : plan.batches) all.insert(all.end(), b.begin(), b.end());
-      DistilBertForSequenceClassification reference(no_dropout(), 7);
-      const Batch whole = collate(data(), all, torch::kCPU);
-      torch::nn::functional::cross_entropy(reference(whole.ids, whole.mask), whole.labels).backward();
-      const auto expected = gradients(reference);
+      const auto expected = single_process_gradient(plan, 7);
 
       on_ranks(G, [&](int r, std::unique_ptr<Communicator>& comm) {
         DistilBertForSequenceClassification model(no_dropout(), 7);
@@ -134,13 +139,8 @@ TEST_CASE("with gradient accumulation too: unequal micro-batch counts and sizes 
     const std::vector<int> many = b > 3 ? std::vector<int>{1, b - 3, 1, 1} : std::vector<int>{1, 1, 1};
     plan.micro_sizes.push_back(g == 1 ? many : std::vector<int>{b - 1, 1});
   }
-  std::vector<ddpsim::Sample> all;
-  for (const auto& b : plan.batches) all.insert(all.end(), b.begin(), b.end());
   // The trainer's synthetic data and initial model are those of its seed, the test's 5.
-  DistilBertForSequenceClassification reference(no_dropout(), 5);
-  const Batch whole = collate(data(), all, torch::kCPU);
-  torch::nn::functional::cross_entropy(reference(whole.ids, whole.mask), whole.labels).backward();
-  const auto expected = gradients(reference);
+  const auto expected = single_process_gradient(plan, 5);
 
   TrainOptions o = tiny_options(600, 12, 1);
   o.seed = 5;

@@ -90,9 +90,7 @@ int balance(const Args& args) {
     PolicyRun run;
     for (int first = 0; first < config.training.steps; first += block) {
       run = stream.next(std::min(block, config.training.steps - first));
-      for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(shape.G))
-        summary.add_step({run.rows.data() + i, static_cast<std::size_t>(shape.G)});
-      for (double us : run.decision_us) summary.add_decision(us);
+      summary.add_steps(run);
       if (trace) trace->write(run.label, run.rows);
     }
     run.rows = {};

@@ -17,6 +17,8 @@ std::vector<Bucket> config_buckets(const Config& config) {
   return make_buckets(*config.model, config.training.bucket_mb * MiB, config.training.first_bucket_mb * MiB);
 }
 
+namespace {
+
 // Activations live for one micro-batch, so the step's peak is its largest micro-batch's.
 double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
   if (r.micro.empty())
@@ -28,6 +30,8 @@ double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
                                  : m.peak_mem_mib(mb.batch_size, mb.max_len));
   return peak;
 }
+
+}  // namespace
 
 ComputeCharger::ComputeCharger(const Config& config)
     : config_(config),
@@ -169,9 +173,7 @@ SimulationRun simulate_streamed(const Config& config, std::span<const int> datas
         if (progress) progress(done, total);
       });
       fill_rows(config, block, block_times.timing);
-      for (std::size_t i = 0; i < block.rows.size(); i += static_cast<std::size_t>(G))
-        summary.add_step({block.rows.data() + i, static_cast<std::size_t>(G)});
-      for (double us : block.decision_us) summary.add_decision(us);
+      summary.add_steps(block);
       if (sink) sink(block.label, block.rows);
       std::move(block_times.spans.begin(), block_times.spans.end(), std::back_inserter(times.spans));
       block.rows = {};

@@ -144,11 +144,14 @@ TokenSummary SummaryBuilder::finish() const {
   return s;
 }
 
+void SummaryBuilder::add_steps(const PolicyRun& block) {
+  for (std::size_t i = 0; G_ && i + G_ <= block.rows.size(); i += G_) add_step({block.rows.data() + i, G_});
+  for (double us : block.decision_us) add_decision(us);
+}
+
 TokenSummary summarize(const PolicyRun& run) {
   SummaryBuilder builder(run.G);
-  const auto G = static_cast<std::size_t>(run.G);
-  for (std::size_t i = 0; G && i + G <= run.rows.size(); i += G) builder.add_step({run.rows.data() + i, G});
-  for (double us : run.decision_us) builder.add_decision(us);
+  builder.add_steps(run);
   return builder.finish();
 }
 

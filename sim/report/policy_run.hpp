@@ -124,6 +124,8 @@ class SummaryBuilder {
   // One step's G rows, in rank order; timed or not as the first step was.
   void add_step(std::span<const RankStep> rows);
   void add_decision(double us) { decision_us_.push_back(us); }
+  // Every step of a run or of a block of one, and its decision times.
+  void add_steps(const PolicyRun& block);
   TokenSummary finish() const;
 
  private:
