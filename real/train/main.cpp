@@ -214,6 +214,10 @@ int run(int argc, char** argv) {
     return 0;
   }
   po::notify(vm);
+  for (const auto& [name, value] : vm)  // an empty path would quietly mean "here"
+    if (const auto* text = boost::any_cast<std::string>(&value.value());
+        text && text->empty() && all.find(name, false).semantic()->max_tokens() > 0)
+      throw ddpsim::UsageError("--" + name + ": empty value");
   if (seed < 0) throw ddpsim::UsageError("--seed must be from 0 to 9223372036854775807");
   o.seed = static_cast<std::uint64_t>(seed);
   if (vm.count("write-layout")) {

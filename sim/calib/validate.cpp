@@ -34,6 +34,14 @@ SimulationRun replay(const Trace& trace, Config config) {
   if (packed && (config.model->forward.use_grid || config.model->backward.use_grid))
     throw InputError(trace.path + ": packed sequences need the model's analytic form, and " + config.model->origin +
                      " uses a measured grid (calibrate it with --form analytic)");
+  const bool micro_columns =
+      std::find(trace.columns.begin(), trace.columns.end(), "micro_batches") != trace.columns.end();
+  if (config.training.micro_batches > 1 && !micro_columns)
+    throw InputError(trace.path +
+                     ": the trace recorded one micro-batch per rank and step (no micro_batches "
+                     "column), and replay keeps the recorded plan: training.micro_batches " +
+                     std::to_string(config.training.micro_batches) +
+                     " would be ignored (simulate the split with ddpsim run, or leave it out)");
   std::vector<PolicyRun> runs = trace.runs;
   for (auto& run : runs) {
     run.decision_us.clear();

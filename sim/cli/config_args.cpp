@@ -8,14 +8,15 @@ namespace ddpsim::cli {
 
 namespace {
 
-std::vector<PolicySpec> parse_policy_list(const std::string& list) {
-  std::vector<PolicySpec> specs;
+// The items of a --policies list, as written; the config parser checks each.
+std::vector<std::string> split_policy_list(const std::string& list) {
+  std::vector<std::string> specs;
   std::size_t begin = 0;
   while (begin <= list.size()) {
     const auto comma = std::min(list.find(',', begin), list.size());
     const std::string item = list.substr(begin, comma - begin);
     if (item.empty()) throw UsageError("--policies \"" + list + "\": empty policy name");
-    specs.push_back(parse_policy_spec(item));
+    specs.push_back(item);
     begin = comma + 1;
   }
   return specs;
@@ -42,7 +43,7 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   if (vm.count("steps")) apply_override(doc, "training.steps=" + std::to_string(vm["steps"].as<int>()));
   if (vm.count("policies")) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& spec : parse_policy_list(vm["policies"].as<std::string>())) list.push_back(spec.label());
+    for (const auto& spec : split_policy_list(vm["policies"].as<std::string>())) list.push_back(spec);
     doc["policies"] = std::move(list);
   }
   if (adjust) adjust(doc);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include <unistd.h>
 
@@ -17,6 +18,34 @@ namespace {
 
 std::mutex pending_mutex;
 std::set<std::filesystem::path> pending;  // targets of the AtomicFiles alive now
+// Folders made for outputs, deepest first; removed again when empty after a failure.
+std::vector<std::filesystem::path> created_folders;
+
+// Makes `folder` and its missing ancestors, remembering them.
+void create_folder(const std::filesystem::path& folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> missing;
+  for (fs::path p = folder; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  if (missing.empty()) return;
+  fs::create_directories(folder, ec);
+  std::lock_guard lock(pending_mutex);
+  for (const auto& p : missing)
+    if (fs::is_directory(p)) created_folders.push_back(p);
+  if (ec) throw InputError(folder.string() + ": cannot create output folder (" + ec.message() + ")");
+}
+
+// An output folder this process made and left empty goes away with the failed outputs.
+void remove_empty_created_folders() {
+  std::lock_guard lock(pending_mutex);
+  std::erase_if(created_folders, [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_empty(p, ec) && std::filesystem::remove(p, ec);
+  });
+}
 
 // The file a rename would replace: a symbolic link's target, so the link stays a link.
 std::filesystem::path resolve_target(const std::filesystem::path& target) {
@@ -42,17 +71,29 @@ AtomicFile::AtomicFile(std::filesystem::path target) : shown_(target.string()), 
       throw UsageError(shown_ + ": named twice among this command's outputs");
   }
   // Like publish(): an output's folder is made as needed (`calibrate --out models/new/m.json`).
-  if (const auto parent = target_.parent_path(); !parent.empty() && !fs::exists(parent, ec))
-    fs::create_directories(parent, ec);
+  const auto parent = target_.parent_path();
+  if (!parent.empty()) {
+    try {
+      create_folder(parent);
+    } catch (...) {
+      release();
+      remove_empty_created_folders();
+      throw;
+    }
+  }
   temp_ = target_;
   temp_ += ".tmp." + std::to_string(::getpid());
   slot_ = remember_temporary(temp_);
   out_.open(temp_, std::ios::binary | std::ios::trunc);
   if (!out_) {
-    const std::string reason = std::strerror(errno);
+    const int error = errno;
     forget_temporary(slot_);
     release();
-    throw InputError(shown_ + ": cannot open for writing (" + reason + ")");
+    remove_empty_created_folders();
+    if (error == EACCES || error == EROFS)
+      throw InputError((parent.empty() ? std::string(".") : parent.string()) + ": cannot write into this folder (" +
+                       std::strerror(error) + ")");
+    throw InputError(shown_ + ": cannot open for writing (" + std::strerror(error) + ")");
   }
 }
 
@@ -69,6 +110,7 @@ AtomicFile::~AtomicFile() {
   std::filesystem::remove(temp_, ignored);
   forget_temporary(slot_);
   release();
+  remove_empty_created_folders();
 }
 
 void AtomicFile::commit() {

@@ -3,7 +3,8 @@
 // (an exception, an early return) removes its temporary file, and so does a signal that ends
 // the process (common/interrupt.hpp). A target that is a folder, a device or a pipe, one of the
 // command's inputs, or another live AtomicFile's target is refused before anything is written;
-// a symbolic link is written through, and a missing folder is created.
+// a symbolic link is written through, and a missing folder is created (and removed again if
+// it is still empty when the outputs fail).
 #pragma once
 
 #include <filesystem>

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
@@ -133,23 +134,24 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
 TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where) {
   JsonFields f(doc, where);
   TrainingConfig t;
-  t.world_size = f.get<int>("world_size", t.world_size);
-  t.global_batch = f.get<int>("global_batch", t.global_batch);
-  t.steps = f.get<int>("steps", t.steps);
-  t.max_length = f.get<int>("max_length", t.max_length);
+  t.world_size = f.get_in<int>("world_size", t.world_size, 1, 65536);
+  t.global_batch = f.get_in<int>("global_batch", t.global_batch, 1, 10000000);
+  t.steps = f.get_in<int>("steps", t.steps, 1, std::numeric_limits<int>::max());
+  t.max_length = f.get_in<int>("max_length", t.max_length, 2, 1000000);
   t.seed = f.get<std::uint64_t>("seed", t.seed);
   t.bucket_mb = f.get<double>("bucket_mb", t.bucket_mb);
   t.first_bucket_mb = f.get<double>("first_bucket_mb", t.first_bucket_mb);
   t.overlap = f.get<bool>("overlap", t.overlap);
-  t.micro_batches = f.get<int>("micro_batches", t.micro_batches);
+  t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
   if (t.attention != "padded" && t.attention != "packed")
     throw InputError(where +
                      ": attention is \"padded\" (every sample padded to its micro-batch's longest) or "
                      "\"packed\" (sequences packed without padding, varlen attention), got \"" +
                      t.attention + "\"");
-  if (!(t.bucket_mb > 0) || !(t.first_bucket_mb > 0))
-    throw InputError(where + ": bucket_mb and first_bucket_mb must be > 0");
+  for (const auto& [key, mb] : {std::pair{"bucket_mb", t.bucket_mb}, std::pair{"first_bucket_mb", t.first_bucket_mb}})
+    if (!(mb > 0 && mb <= 1e6))
+      throw InputError(where + ": " + key + " must be > 0 and ≤ 1000000 (MB), got " + format("%g", mb));
   if (f.has("b_max")) {
     const auto& b = f.raw("b_max");
     if (b.is_string()) {
@@ -157,39 +159,24 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
         throw InputError(where + ": b_max is an integer, a list of integers, or \"model\" (from the memory model)");
       t.b_max_from_model = true;
     } else if (b.is_number()) {
-      const int cap = f.get<int>("b_max", 0);
-      if (cap < 0) throw InputError(where + ": b_max must be ≥ 0 (0: no cap), got " + std::to_string(cap));
+      const int cap = f.get_in<int>("b_max", 0, 0, std::numeric_limits<int>::max());  // 0: no cap
       if (cap > 0) t.b_max.assign(static_cast<std::size_t>(std::max(t.world_size, 0)), cap);
     } else {
       t.b_max = f.get<std::vector<int>>("b_max", {});
     }
   }
   f.reject_unknown();
-  auto positive = [&](const char* key, long long v) {
-    if (v < 1) throw InputError(where + ": " + key + " must be ≥ 1, got " + std::to_string(v));
-  };
-  positive("world_size", t.world_size);
-  positive("global_batch", t.global_batch);
-  positive("steps", t.steps);
-  positive("micro_batches", t.micro_batches);
-  if (t.max_length < 2)
-    throw InputError(where + ": max_length must be ≥ 2 ([CLS] and [SEP]), got " + std::to_string(t.max_length));
-  auto at_most = [&](const char* key, double v, double limit) {
-    if (v > limit)
-      throw InputError(where + ": " + key + " must be ≤ " + format("%.0f", limit) + ", got " + format("%.0f", v));
-  };
-  at_most("world_size", t.world_size, 65536);
-  at_most("global_batch", t.global_batch, 1e7);
-  at_most("max_length", t.max_length, 1e6);
-  at_most("micro_batches", t.micro_batches, 1e4);
-  at_most("bucket_mb", t.bucket_mb, 1e6);
-  at_most("first_bucket_mb", t.first_bucket_mb, 1e6);
-  for (int cap : t.b_max) positive("b_max", cap);
+  for (int cap : t.b_max)
+    if (cap < 1) throw InputError(where + ": b_max must be ≥ 1 for every rank, got " + std::to_string(cap));
   return t;
 }
 
 PolicySpec parse_policy(const nlohmann::json& item, const std::string& where) {
-  if (item.is_string()) return parse_policy_spec(item.get<std::string>());
+  if (item.is_string()) try {
+      return parse_policy_spec(item.get<std::string>());
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
   if (!item.is_object()) throw InputError(where + ": a policy is a string like \"minmax:cost=tokens\" or an object");
   PolicySpec spec;
   for (const auto& [key, value] : item.items()) {
@@ -246,7 +233,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
       item.reject_unknown();  // a misspelt key is named before a missing one is
       st.rank = item.require<int>("rank");
       st.factor = item.require<double>("factor");
-      st.from_step = item.get<int>("from_step", 0);
+      st.from_step = item.get_in<int>("from_step", 0, 0, std::numeric_limits<int>::max());
       st.to_step = item.get<int>("to_step", -1);
       item.reject_unknown();
       if (st.rank < 0 || st.rank >= G)
@@ -254,8 +241,6 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
                          std::to_string(G - 1));
       if (!(st.factor >= 1e-6 && st.factor <= 1e6))
         throw InputError(item.where() + ": factor must be in [1e-6, 1e6], got " + format("%g", st.factor));
-      if (st.from_step < 0)
-        throw InputError(item.where() + ": from_step must be ≥ 0, got " + std::to_string(st.from_step));
       if (st.to_step != -1 && st.to_step <= st.from_step)
         throw InputError(item.where() + ": to_step (" + std::to_string(st.to_step) + ") must be after from_step (" +
                          std::to_string(st.from_step) + "); -1 or none for \"to the end\"");

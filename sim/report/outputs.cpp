@@ -276,12 +276,7 @@ void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& f
 
 void publish(const std::vector<std::pair<std::filesystem::path, std::string>>& files,
              std::vector<std::unique_ptr<AtomicFile>> written) {
-  for (const auto& [path, content] : files) {
-    check_output_path(path, "output");
-    std::error_code ec;
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) throw InputError(path.parent_path().string() + ": cannot create output folder: " + ec.message());
-  }
+  for (const auto& [path, content] : files) check_output_path(path, "output");
   std::vector<std::unique_ptr<AtomicFile>> pending = std::move(written);
   for (const auto& [path, content] : files) {
     pending.push_back(std::make_unique<AtomicFile>(path));

@@ -25,15 +25,15 @@ PolicySpec parse_policy_spec(std::string_view text) {
   }
   PolicySpec spec;
   spec.name = std::string(parts[0]);
-  if (spec.name.empty()) throw UsageError("policy \"" + std::string(text) + "\": missing policy name");
+  if (spec.name.empty()) throw InputError("policy \"" + std::string(text) + "\": missing policy name");
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const auto eq = parts[i].find('=');
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == parts[i].size())
-      throw UsageError("policy \"" + std::string(text) + "\": option \"" + std::string(parts[i]) +
+      throw InputError("policy \"" + std::string(text) + "\": option \"" + std::string(parts[i]) +
                        "\" must look like key=value");
     const std::string key(parts[i].substr(0, eq));
     if (spec.options.count(key))
-      throw UsageError("policy \"" + std::string(text) + "\": option " + key + " is given twice");
+      throw InputError("policy \"" + std::string(text) + "\": option " + key + " is given twice");
     spec.options[key] = std::string(parts[i].substr(eq + 1));
   }
   return spec;

@@ -6,7 +6,7 @@ vocab=$SHARED/bert-base-uncased/vocab.txt
 expect_exit 1 '--policies: unknown policy "bogus"' "$DDPSIM" compare --policies static,bogus --out "$out"
 expect_exit 1 "nofile.json: cannot open JSON file \(no such file\)" "$DDPSIM" compare "$WORK/nofile.json" --out "$out"
 expect_exit 2 '--timeline-steps chooses the steps of a --timeline FILE' "$DDPSIM" run --timeline-steps 1:2 --out "$out"
-expect_exit 1 "training: steps must be ≥ 1, got 0" "$DDPSIM" balance --steps 0 --out "$out"
+expect_exit 1 "training: key \"steps\" is number 0: expected an integer from 1 to 2147483647" "$DDPSIM" balance --steps 0 --out "$out"
 expect_exit 2 '--only is sched, sim or sweep, got "bogus"' "$DDPSIM" bench --only bogus
 expect_exit 2 "unrecognised option '--bogus'" "$DDPSIM" bench --bogus
 expect_exit 2 "'--measured' is required" "$DDPSIM" validate --model rtx3090-distilbert --out "$out"
@@ -42,4 +42,19 @@ expect_exit 2 "steps.csv: is also an input of this command" "$DDPSIM" replay "$W
 cmp -s "$WORK/sim/steps.csv" "$WORK/sim.csv" || fail "replay overwrote the trace it replayed"
 expect_exit 2 "m.json: named twice" "$DDPSIM" calibrate "$WORK/sim.csv" --out "$WORK/m.json" --residuals "$WORK/m.json"
 [[ ! -e $WORK/m.json ]] || fail "calibrate wrote m.json though its outputs collide"
+# replay keeps a trace's plan: a micro-batch split it cannot apply is refused, not ignored.
+expect_exit 1 "sim.csv: the trace recorded one micro-batch per rank and step .* training.micro_batches 2 would be ignored" \
+  "$DDPSIM" replay "$WORK/sim.csv" --model rtx3090-distilbert --set training.micro_batches=2 --out "$out"
+
+# An empty path is refused, not read as the current folder; a failed run takes away the output
+# folders it made.
+pushd "$WORK" >/dev/null || exit 1
+expect_exit 2 "--out: empty value" "$DDPSIM" run --steps 2 --out ''
+popd >/dev/null || exit 1
+[[ ! -e $WORK/steps.csv ]] || fail "run --out '' wrote into the current folder"
+expect_exit 2 "CONFIG: empty value" "$DDPSIM" run ''
+touch "$WORK/afile"
+expect_exit 1 "afile/t.json: cannot open for writing \(Not a directory\)" "$DDPSIM" run --steps 2 \
+  --out "$WORK/new/run" --timeline "$WORK/afile/t.json"
+[[ ! -e $WORK/new ]] || fail "a failed run left its new output folder: $(find "$WORK/new")"
 finish

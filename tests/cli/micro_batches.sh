@@ -21,7 +21,7 @@ cmp <(grep -v '^#' "$run/steps.csv") <(grep -v '^#' "$WORK/replay/steps.csv") ||
   fail "replaying a micro-batched trace does not reproduce the run"
 
 expect_exit 1 'verl: max_token_len=100 is below max_length=256' "$DDPSIM" run --policies verl:max_token_len=100
-expect_exit 1 'training: micro_batches must be ≥ 1, got 0' "$DDPSIM" run --set training.micro_batches=0
+expect_exit 1 'training: key "micro_batches" is number 0: expected an integer from 1 to 10000' "$DDPSIM" run --set training.micro_batches=0
 expect_exit 1 'verl: option balance must be on or off, got "maybe"' "$DDPSIM" run --policies verl:balance=maybe
 # A trace whose micro-batches do not add up to its row is named by line and column.
 sed '0,/^0,0,static,16,/s/,3,6;5;5,/,3,6;5;4,/' "$run/steps.csv" >"$WORK/bad.csv"

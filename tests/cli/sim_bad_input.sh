@@ -52,14 +52,25 @@ printf '{"policies": ["static", "minmax:buffer=x"]}' >"$WORK/policy.json"
 run_bad 1 "policy.json: policies\[1\]: policy minmax:buffer=x: option buffer must be an integer" "$DDPSIM" run "$WORK/policy.json"
 run_bad 1 "--policies: policy sorted:mega=0: option mega must be" "$DDPSIM" run --policies static,sorted:mega=0
 # Values given twice, and numbers that would make step times infinite.
-run_bad 2 'policy "minmax:buffer=4:buffer=8": option buffer is given twice' "$DDPSIM" run --policies minmax:buffer=4:buffer=8
+run_bad 1 '--policies: policy "minmax:buffer=4:buffer=8": option buffer is given twice' "$DDPSIM" run --policies minmax:buffer=4:buffer=8
+# A malformed policy string is a bad value like a bad option value: exit 1, naming where it is.
+run_bad 1 '--policies: policy "verl:max_token_len=": option "max_token_len=" must look like key=value' \
+  "$DDPSIM" run --policies verl:max_token_len=
+printf '{"policies": ["kk:cost"]}' >"$WORK/policy-syntax.json"
+run_bad 1 'policy-syntax.json: policies\[0\]: policy "kk:cost": option "cost" must look like key=value' \
+  "$DDPSIM" run "$WORK/policy-syntax.json"
+# Integers outside their range, or not integers, get the range in the message.
+run_bad 1 'training: key "micro_batches" is number 1.5: expected an integer from 1 to 10000' \
+  "$DDPSIM" run --set training.micro_batches=1.5
+run_bad 1 'training: key "world_size" is number 0: expected an integer from 1 to 65536' \
+  "$DDPSIM" run --set training.world_size=0
 run_bad 1 '--policies: static is already policies\[0\]' "$DDPSIM" run --policies static,static
 run_bad 1 '--set training: key "world_size" appears twice' "$DDPSIM" run --set 'training={"world_size":4,"world_size":2}'
 run_bad 2 '--set simulation.noise_sigma: 1e400 is beyond the range of a number' "$DDPSIM" run --set simulation.noise_sigma=1e400
 run_bad 1 'sched_ms is a number of ms from 0 to 1e6 or "measured", got 1.7e\+308' "$DDPSIM" run --set simulation.sched_ms=1.7e308
 run_bad 1 'platform: link_GBps must be from 1e-06 to 1e\+06, got 1e-300' "$DDPSIM" run --set platform.link_GBps=1e-300
 run_bad 1 'platform: latency_us must be from 0 to 1e\+06 µs' "$DDPSIM" run --set platform.latency_us=1.7e308
-run_bad 1 'global_batch must be ≤ 10000000, got 10000001' "$DDPSIM" run --set training.global_batch=10000001
+run_bad 1 'key "global_batch" is number 10000001: expected an integer from 1 to 10000000' "$DDPSIM" run --set training.global_batch=10000001
 run_bad 1 'platform: hosts\[1\] repeats "gpu0" of hosts\[0\]' "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu0\",\"gpu2\",\"gpu3\"]}"
 printf '{"name": "m", "source": "test", "forward_ms": {"a": 1}, "backward_ms": {"a": 1}, "optimizer_ms": 1e308,\n "layers": [{"name": "l", "params": 10, "bwd_fraction": 1}]}' >"$WORK/huge.json"

@@ -6,6 +6,7 @@ expect_exit 1 "missing.txt" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/mi
 expect_exit 1 "bad.tsv:3" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/vocab.txt" --model tiny
 expect_exit 2 "give --data TSV and --vocab" "$DDPTRAIN" --model tiny
 expect_exit 2 "unrecognised|unrecognized" "$DDPTRAIN" --model tiny --bogus
+expect_exit 2 "--out: empty value" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 --out ""
 expect_exit 2 "--bmax probe needs a CUDA device" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --bmax probe \
   --device cpu
 expect_exit 2 "--precision is fp32 or bf16, got \"fp16\"" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
