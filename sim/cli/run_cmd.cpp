@@ -9,6 +9,7 @@
 #include "cli/progress.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
 #include "report/outputs.hpp"
 
@@ -36,13 +37,19 @@ accumulation over that many micro-batches per rank, attention: padded | packed s
 policies (verl forms its own micro-batches from max_token_len, as VeRL does), model (a built-in
 name or a JSON file), platform (topology pcie | nvlink | cluster | xml, bandwidths in GB/s,
 latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarchical,
-sched_ms, noise_sigma, rank_speed, stragglers).
+sched_ms, noise_sigma, rank_speed, stragglers), parallel (a pipeline-parallel job instead of
+DDP: stages, schedule gpipe | 1f1b, micro_batches, data_parallel ddp | zero2, sync_every,
+fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weights per flow
+class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work in time units: abstract
+{forward, backward, transfer, sync, gather, optimizer}; prints step time, compute share and
+each flow class's traffic; --out writes DIR/summary.json).
 
 examples:
   ddpsim run
   ddpsim run --policies minmax --set platform.topology=nvlink --set model=h100-distilbert
   ddpsim run --set simulation.mode=full --timeline t.json --timeline-steps 10:12 --out runs/a
   ddpsim run --set 'simulation.stragglers=[{"rank":2,"factor":1.3,"from_step":200}]'
+  ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared
 )";
 
 constexpr const char* COMPARE_USAGE = R"(usage: ddpsim compare [CONFIG] [--policies a,b,...] [options]
@@ -77,6 +84,29 @@ std::pair<int, int> parse_range(const std::string& text) {
   throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");
 }
 
+// A config with a `parallel` section: a pipeline-parallel job, summed up in one table.
+int parallel_verb(const Config& config, const po::variables_map& vm, bool compare) {
+  if (vm.count("timeline"))
+    throw UsageError("--timeline draws DDP steps; a config with a parallel section has no timeline yet");
+  const auto& p = *config.parallel;
+  const std::filesystem::path summary =
+      vm.count("out") ? std::filesystem::path(vm["out"].as<std::string>()) / "summary.json" : "";
+  if (!summary.empty()) check_outputs({summary});
+  std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  pipeline: " << p.setup.stages
+            << " stages × " << p.setup.groups << " data-parallel group" << (p.setup.groups == 1 ? "" : "s") << ", "
+            << p.setup.schedule << ", " << p.setup.micro_batches << " micro-batches, " << p.setup.data_parallel << ", "
+            << config.training.steps << " step" << (config.training.steps == 1 ? "" : "s")
+            << "\n  channels: " << p.to_json()["channels"].dump()
+            << "\n  abstract work: " << p.to_json()["abstract"].dump() << "\n\n";
+  const auto figures = pipeline_figures(config, simulate_parallel(config));
+  std::cout << pipeline_table(config, figures);
+  if (!summary.empty()) {
+    publish({{summary, pipeline_summary(config, figures).dump(2) + "\n"}});
+    std::cout << "wrote " << summary.string() << "\n";
+  }
+  return 0;
+}
+
 int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
@@ -92,6 +122,7 @@ int simulate_verb(const Args& args, bool compare) {
     std::cout << config.printable().dump(2) << "\n";
     return 0;
   }
+  if (config.parallel) return parallel_verb(config, vm, compare);
   std::pair<int, int> timeline{0, 0};
   if (!vm.count("timeline") && !vm["timeline-steps"].defaulted())
     throw UsageError("--timeline-steps chooses the steps of a --timeline FILE, which is not given");

@@ -9,30 +9,14 @@
 
 #include "common/interrupt.hpp"
 #include "engine/collective.hpp"
+#include "engine/interference.hpp"
+#include "engine/simgrid_engine.hpp"
 
 namespace sg4 = simgrid::s4u;
 
 namespace ddpsim {
 
 namespace {
-
-// A SimGrid engine configured for ddpsim: the CM02 network model (time = latency +
-// size / bandwidth, bandwidth shared max-min between flows) without TCP window or
-// cross-traffic corrections, so configured figures mean what they say. The configuration
-// is process-wide in SimGrid and may be set only once.
-std::unique_ptr<sg4::Engine> make_engine() {
-  static bool configured = false;
-  auto engine = std::make_unique<sg4::Engine>("ddpsim");
-  if (!configured) {
-    xbt_log_control_set("root.thresh:critical");
-    sg4::Engine::set_config("network/model:CM02");
-    sg4::Engine::set_config("network/crosstraffic:0");
-    sg4::Engine::set_config("network/TCP-gamma:0");
-    configured = true;
-  }
-  reinstall_interrupt_handler();
-  return engine;
-}
 
 // One simulation's world: a configured engine, then the platform, then the collective bound
 // to its hosts (SimGrid needs them in this order).
@@ -111,33 +95,13 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
   std::vector<double> origin(policies.size(), 0.0);
   const std::size_t K = s.buckets.size();
 
-  // Interference: a rank's compute runs comm_slowdown times slower while its communication
-  // actor is inside a collective. The compute actor sleeps until its work is done or the
-  // state changes, then accounts for the time at the rate that held.
-  std::vector<char> in_flight(static_cast<std::size_t>(G), 0);
-  std::vector<sg4::MutexPtr> state_lock;
-  std::vector<sg4::ConditionVariablePtr> state_changed;
-  for (int g = 0; g < G; ++g) {
-    state_lock.push_back(sg4::Mutex::create());
-    state_changed.push_back(sg4::ConditionVariable::create());
-  }
+  // Interference: a rank's backward runs comm_slowdown times slower while its communication
+  // actor is inside a collective.
+  Interference interference(G);
   auto set_in_flight = [&](int g, bool on) {
-    if (s.comm_slowdown == 1) return;
-    const auto gi = static_cast<std::size_t>(g);
-    std::unique_lock lock(*state_lock[gi]);
-    in_flight[gi] = on;
-    state_changed[gi]->notify_all();
+    if (s.comm_slowdown != 1) interference.communicating(g, on ? +1 : -1);
   };
-  auto compute = [&](int g, double work_s) {
-    if (s.comm_slowdown == 1) return sg4::this_actor::sleep_for(work_s);
-    const auto gi = static_cast<std::size_t>(g);
-    std::unique_lock lock(*state_lock[gi]);
-    while (work_s > 0) {
-      const double rate = in_flight[gi] ? 1 / s.comm_slowdown : 1.0, since = sg4::Engine::get_clock();
-      if (state_changed[gi]->wait_for(lock, work_s / rate) == std::cv_status::timeout) return;
-      work_s -= (sg4::Engine::get_clock() - since) * rate;
-    }
-  };
+  auto compute = [&](int g, double work_s) { interference.compute(g, work_s, s.comm_slowdown); };
 
   // And the other way: a collective runs allreduce_slowdown times slower while any rank is in
   // backward. The network moves its bytes at full speed; the comm actor then works off what it

@@ -283,6 +283,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                               origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
+  if (top.has("parallel"))
+    c.parallel = pipeline::parse_parallel(top.raw("parallel"), origin + ": parallel", c.training.world_size);
   top.reject_unknown();
   if (c.platform.topology == "xml")
     check_platform_file(
@@ -361,6 +363,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"noise_sigma", c.simulation.noise_sigma < 0 ? c.model->noise_sigma : c.simulation.noise_sigma},
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
+  if (c.parallel) c.resolved["parallel"] = c.parallel->to_json();
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "data/lengths.hpp"
 #include "engine/platform.hpp"
 #include "model/perf_model.hpp"
+#include "pipeline/parallel_config.hpp"
 #include "sched/scheduler.hpp"
 
 namespace ddpsim {
@@ -73,7 +75,8 @@ struct Config {
   std::shared_ptr<const PerfModel> model;
   PlatformConfig platform;
   SimulationConfig simulation;
-  nlohmann::json resolved;  // every value in force, defaults included, for summary.json
+  std::optional<pipeline::ParallelConfig> parallel;  // a pipeline-parallel job instead of DDP
+  nlohmann::json resolved;                           // every value in force, defaults included, for summary.json
 
   StepShape shape() const;
   // `resolved` with every file path absolute: what --print-config writes, valid input from any

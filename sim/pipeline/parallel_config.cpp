@@ -1,0 +1,130 @@
+#include "pipeline/parallel_config.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "report/outputs.hpp"
+
+namespace ddpsim::pipeline {
+
+namespace {
+
+double non_negative(const JsonFields& f, const char* key, double fallback, double limit) {
+  const double v = f.get<double>(key, fallback);
+  if (!(v >= 0 && v <= limit))
+    throw InputError(f.where() + ": " + key + " must be from 0 to " + format("%g", limit) + ", got " + format("%g", v));
+  return v;
+}
+
+ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where) {
+  JsonFields f(doc, where);
+  ChannelConfig c;
+  c.model = f.get<std::string>("model", c.model);
+  if (c.model != "separate" && c.model != "shared")
+    throw InputError(where +
+                     ": model is \"separate\" (a link per flow class) or \"shared\" (one link per GPU "
+                     "and direction), got \"" +
+                     c.model + "\"");
+  c.receiver_limit = f.get<bool>("receiver_limit", c.receiver_limit);
+  if (f.has("weights")) {
+    JsonFields w(f.raw("weights"), where + ": weights");
+    for (int k = 0; k < FLOW_CLASSES; ++k) {
+      const auto& name = flow_class_names()[static_cast<std::size_t>(k)];
+      const double v = w.get<double>(name, 1.0);
+      if (!(v > 0 && v <= 1e6))
+        throw InputError(w.where() + ": " + name + " must be > 0 and ≤ 1e6 (a share of a shared link), got " +
+                         format("%g", v));
+      c.weights[static_cast<std::size_t>(k)] = v;
+    }
+    w.reject_unknown();
+  }
+  if (f.has("exclusive")) {
+    const auto& e = f.raw("exclusive");
+    if (e.is_array())
+      throw InputError(where + ": exclusive names one flow class (strict priority for one class only), got " +
+                       e.dump());
+    const std::string name = f.get<std::string>("exclusive", "");
+    for (int k = 0; k < FLOW_CLASSES; ++k)
+      if (flow_class_names()[static_cast<std::size_t>(k)] == name) c.exclusive = k;
+    if (c.exclusive < 0)
+      throw InputError(where + ": exclusive is one of fwd_prop, bwd_prop, grad_sync, got \"" + name + "\"");
+  }
+  f.reject_unknown();
+  return c;
+}
+
+}  // namespace
+
+ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& where, int world_size) {
+  JsonFields f(doc, where);
+  ParallelConfig p;
+  PipelineSetup& s = p.setup;
+  s.stages = f.get_in<int>("stages", s.stages, 1, 1024);
+  if (world_size % s.stages != 0)
+    throw InputError(where + ": stages (" + std::to_string(s.stages) + ") must divide training.world_size (" +
+                     std::to_string(world_size) + "): world size = stages × data-parallel groups");
+  s.groups = world_size / s.stages;
+  s.schedule = f.get<std::string>("schedule", s.schedule);
+  s.micro_batches = f.get_in<int>("micro_batches", s.micro_batches, 1, 4096);
+  s.data_parallel = f.get<std::string>("data_parallel", s.data_parallel);
+  s.sync_every = f.get_in<int>("sync_every", s.sync_every, 0, 4096);
+  s.fwd_impact = non_negative(f, "fwd_impact", s.fwd_impact, 100);
+  s.bwd_impact = non_negative(f, "bwd_impact", s.bwd_impact, 100);
+  if (f.has("channels")) s.channels = parse_channels(f.raw("channels"), where + ": channels");
+  JsonFields a(f.raw("abstract"), where + ": abstract");  // required: the only way to give the work yet
+  AbstractWork& w = p.abstract;
+  w.forward = non_negative(a, "forward", w.forward, 1e9);
+  w.backward = non_negative(a, "backward", w.backward, 1e9);
+  w.transfer = non_negative(a, "transfer", w.transfer, 1e9);
+  w.sync = non_negative(a, "sync", w.sync, 1e9);
+  w.gather = non_negative(a, "gather", w.gather, 1e9);
+  w.optimizer = non_negative(a, "optimizer", w.optimizer, 1e9);
+  a.reject_unknown();
+  f.reject_unknown();
+  check_setup(s, where);
+  s.channels.bytes_per_s = ABSTRACT_BYTES_PER_UNIT;
+  s.channels.latency_s = 0;
+  return p;
+}
+
+nlohmann::json ParallelConfig::to_json() const {
+  const PipelineSetup& s = setup;
+  nlohmann::json weights;
+  for (int k = 0; k < FLOW_CLASSES; ++k)
+    weights[flow_class_names()[static_cast<std::size_t>(k)]] = s.channels.weights[static_cast<std::size_t>(k)];
+  nlohmann::json channels = {
+      {"model", s.channels.model}, {"receiver_limit", s.channels.receiver_limit}, {"weights", weights}};
+  if (s.channels.exclusive >= 0)
+    channels["exclusive"] = flow_class_names()[static_cast<std::size_t>(s.channels.exclusive)];
+  return {{"stages", s.stages},
+          {"schedule", s.schedule},
+          {"micro_batches", s.micro_batches},
+          {"data_parallel", s.data_parallel},
+          {"sync_every", s.sync_every},
+          {"fwd_impact", s.fwd_impact},
+          {"bwd_impact", s.bwd_impact},
+          {"channels", channels},
+          {"abstract",
+           {{"forward", abstract.forward},
+            {"backward", abstract.backward},
+            {"transfer", abstract.transfer},
+            {"sync", abstract.sync},
+            {"gather", abstract.gather},
+            {"optimizer", abstract.optimizer}}}};
+}
+
+StepWork abstract_step(const PipelineSetup& s, const AbstractWork& w) {
+  const auto M = static_cast<std::size_t>(s.micro_batches);
+  GpuWork gpu;
+  gpu.fwd_s.assign(M, w.forward);
+  gpu.bwd_s.assign(M, w.backward);
+  gpu.act_bytes.assign(M, w.transfer * ABSTRACT_BYTES_PER_UNIT);
+  gpu.sync_bytes = w.sync * ABSTRACT_BYTES_PER_UNIT;
+  gpu.gather_bytes = w.gather * ABSTRACT_BYTES_PER_UNIT;
+  gpu.opt_s = w.optimizer;
+  return StepWork(static_cast<std::size_t>(s.gpus()), gpu);
+}
+
+}  // namespace ddpsim::pipeline

@@ -1,0 +1,32 @@
+// The config's `parallel` section: a pipeline-parallel job and, for method studies, its work
+// given directly in time units (the "abstract" mode).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/pipeline_sim.hpp"
+
+namespace ddpsim::pipeline {
+
+// Per-micro-batch stage times and transfer times in time units; a link moves one unit of
+// transfer per unit of time, so a transfer's figure is its time alone on its link.
+struct AbstractWork {
+  double forward = 1, backward = 2, transfer = 1, sync = 2, gather = 0, optimizer = 0;
+};
+
+struct ParallelConfig {
+  PipelineSetup setup;
+  AbstractWork abstract;
+  nlohmann::json to_json() const;
+};
+
+// Reads the section; `world_size` must be stages × groups. Errors name `where` and the key.
+ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& where, int world_size);
+
+// Every GPU's work in one abstract step, in seconds and bytes (one unit = 1 s = 1e9 bytes).
+StepWork abstract_step(const PipelineSetup& setup, const AbstractWork& work);
+constexpr double ABSTRACT_BYTES_PER_UNIT = 1e9;
+
+}  // namespace ddpsim::pipeline

@@ -1,0 +1,67 @@
+// Pipeline-parallel training steps on SimGrid: S stages inside each of D data-parallel
+// groups (GPU g = group·S + stage). Each GPU runs its stage's forward and backward passes in
+// the schedule's order (schedule.hpp); a forward waits for the previous stage's activations,
+// a backward for the next stage's activation gradients, and both send theirs on as SimGrid
+// flows (network.hpp). Every `sync_every` backward passes, a stage's D peers sync gradients
+// in a ring on their grad_sync flows, one sync at a time per GPU, while compute goes on at
+// 1/(1 + impact) of its speed. The step ends when every sync is done, the optimizer has run
+// and (ZeRO-2) the updated parameter shards are all-gathered; steps start together.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "pipeline/network.hpp"
+
+namespace ddpsim::pipeline {
+
+struct PipelineSetup {
+  int stages = 4, groups = 1;
+  std::string schedule = "1f1b";  // gpipe | 1f1b
+  int micro_batches = 8;
+  // ddp: a sync is a ring allreduce (2(D−1) rounds); zero2: a ring reduce-scatter (D−1
+  // rounds), and the parameters are all-gathered after the optimizer.
+  std::string data_parallel = "zero2";
+  int sync_every = 0;  // backward passes between syncs; 0: one sync after the last
+  ChannelConfig channels;
+  double fwd_impact = 0, bwd_impact = 0;  // compute slowdown while a sync runs on the GPU
+
+  int gpus() const { return stages * groups; }
+  int syncs_per_step() const;
+};
+
+// One GPU's work in one step: seconds and bytes.
+struct GpuWork {
+  std::vector<double> fwd_s, bwd_s;  // per micro-batch
+  std::vector<double> act_bytes;     // per micro-batch: activations sent on (and their gradients back)
+  double sync_bytes = 0;             // each GPU sends this much in one sync, over all its rounds
+  double gather_bytes = 0;           // zero2: sent in the all-gather after the optimizer
+  double opt_s = 0;
+};
+
+using StepWork = std::vector<GpuWork>;  // by GPU
+
+struct GpuStep {
+  double busy_s = 0;  // computing, slowdowns included
+  double end_s = 0;   // from the step's start
+};
+
+struct StepResult {
+  double step_s = 0;
+  std::vector<GpuStep> gpus;
+};
+
+struct PipelineResult {
+  std::vector<StepResult> steps;
+  std::array<FlowStats, FLOW_CLASSES> flows{};
+  double total_s = 0;
+  std::vector<int> max_in_flight;  // per stage: micro-batches whose activations it holds at once
+};
+
+// Checks the setup's shape; throws InputError naming `where` and the key.
+void check_setup(const PipelineSetup& setup, const std::string& where);
+
+PipelineResult simulate_pipeline(const PipelineSetup& setup, const std::vector<StepWork>& steps);
+
+}  // namespace ddpsim::pipeline

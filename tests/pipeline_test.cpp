@@ -1,0 +1,185 @@
+// The pipeline engine against hand-computed schedules, and SimGrid link sharing by weight.
+#include <doctest/doctest.h>
+
+#include <simgrid/s4u.hpp>
+
+#include "common/error.hpp"
+#include "engine/simgrid_engine.hpp"
+#include "pipeline/parallel_config.hpp"
+#include "pipeline/schedule.hpp"
+
+using namespace ddpsim;
+using namespace ddpsim::pipeline;
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+ParallelConfig parallel(const std::string& json, int world_size) {
+  return parse_parallel(nlohmann::json::parse(json), "parallel", world_size);
+}
+
+PipelineResult run_abstract(const ParallelConfig& p, int steps = 1) {
+  return simulate_pipeline(p.setup,
+                           std::vector<StepWork>(static_cast<std::size_t>(steps), abstract_step(p.setup, p.abstract)));
+}
+
+double compute_share(const PipelineResult& r) {
+  double busy = 0;
+  for (const auto& gpu : r.steps.front().gpus) busy += gpu.busy_s;
+  return busy / (static_cast<double>(r.steps.front().gpus.size()) * r.steps.front().step_s);
+}
+
+// Each flow: (src, dst, class, start time, bytes); returns each one's arrival time.
+std::vector<double> flows_end(const ChannelConfig& config, int gpus,
+                              const std::vector<std::tuple<int, int, FlowClass, double, double>>& flows) {
+  auto engine = make_engine();
+  std::vector<std::array<int, 3>> pairs;
+  for (const auto& [src, dst, c, start, bytes] : flows) pairs.push_back({src, dst, static_cast<int>(c)});
+  Network network(config, gpus, pairs);
+  std::vector<double> end(flows.size());
+  const double origin = sg4::Engine::get_clock();  // SimGrid's clock runs on across engines
+  for (std::size_t i = 0; i < flows.size(); ++i)
+    sg4::Actor::create("flow", network.host(std::get<0>(flows[i])), [&, i] {
+      const auto& [src, dst, c, start, bytes] = flows[i];
+      sg4::this_actor::sleep_for(start);
+      network.transfer(src, dst, c, bytes);
+      end[i] = sg4::Engine::get_clock() - origin;
+    });
+  engine->run();
+  return end;
+}
+
+}  // namespace
+
+TEST_CASE("GPipe holds every micro-batch's activations, 1F1B at most S - stage") {
+  CHECK(stage_ops("1f1b", 2, 0, 2) == std::vector<Op>{{true, 0}, {true, 1}, {false, 0}, {false, 1}});
+  CHECK(stage_ops("1f1b", 2, 1, 2) == std::vector<Op>{{true, 0}, {false, 0}, {true, 1}, {false, 1}});
+  for (int stage = 0; stage < 4; ++stage) {
+    CHECK(max_in_flight(stage_ops("gpipe", 4, stage, 8)) == 8);
+    CHECK(max_in_flight(stage_ops("1f1b", 4, stage, 8)) == 4 - stage);
+    CHECK(stage_ops("1f1b", 4, stage, 8).size() == 16);
+  }
+}
+
+TEST_CASE("without communication a step is (M + S - 1)(f + b) and the bubble (S - 1)/(M + S - 1)") {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    CAPTURE(schedule);
+    const auto p = parallel(std::string(R"({"stages": 4, "micro_batches": 8, "schedule": ")") + schedule +
+                                R"(", "abstract": {"forward": 1, "backward": 2, "transfer": 0}})",
+                            4);
+    const PipelineResult r = run_abstract(p, 3);
+    for (const auto& step : r.steps) CHECK(step.step_s == doctest::Approx(33).epsilon(1e-9));
+    CHECK(1 - compute_share(r) == doctest::Approx(3.0 / 11).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("S = 2, M = 2 with transfers on separate channels, by hand") {
+  // Stage 0: F0 [0,1] F1 [1,2]; activations arrive at 2 and 3. Stage 1 (GPipe): F0 [2,3]
+  // F1 [3,4] B0 [4,6] B1 [6,8]; gradients arrive at 7 and 9: stage 0 B0 [7,9] B1 [9,11].
+  // 1F1B, stage 1: F0 [2,3] B0 [3,5] F1 [5,6] B1 [6,8]; gradients at 6 and 9: B0 [6,8] B1 [9,11].
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    CAPTURE(schedule);
+    const auto p = parallel(std::string(R"({"stages": 2, "micro_batches": 2, "schedule": ")") + schedule +
+                                R"(", "abstract": {"forward": 1, "backward": 2, "transfer": 1}})",
+                            2);
+    const PipelineResult r = run_abstract(p);
+    CHECK(r.steps[0].step_s == doctest::Approx(11).epsilon(1e-9));
+    CHECK(r.steps[0].gpus[1].end_s == doctest::Approx(8).epsilon(1e-9));
+    CHECK(r.flows[0].transfers == 2);
+    CHECK(r.flows[1].transfers == 2);
+  }
+}
+
+TEST_CASE("a sync slows the backward beside it by its impact") {
+  // One stage, two groups, sync after each backward (2 units alone, D = 2: one round).
+  // F0 [0,1] F1 [1,2] B0 [2,4]; sync 0 [4,6] while B1 runs at 1/1.5: 4/3 done by 6, the rest
+  // by 6 + 2/3; sync 1 [20/3, 26/3].
+  const auto p = parallel(R"({"stages": 1, "schedule": "gpipe", "micro_batches": 2, "sync_every": 1, "bwd_impact": 0.5,
+                              "abstract": {"forward": 1, "backward": 2, "sync": 2}})",
+                          2);
+  const PipelineResult r = run_abstract(p);
+  CHECK(r.steps[0].step_s == doctest::Approx(26.0 / 3).epsilon(1e-9));
+  CHECK(r.flows[2].transfers == 4);
+}
+
+TEST_CASE("two flows on one shared link share it in the ratio of their weights") {
+  ChannelConfig c;
+  c.model = "shared";
+  c.bytes_per_s = 1e9;
+  c.latency_s = 1e-6;
+  const std::vector<std::tuple<int, int, FlowClass, double, double>> flows = {{0, 1, FlowClass::fwd_prop, 0, 3e9},
+                                                                              {0, 1, FlowClass::grad_sync, 0, 1e9}};
+  auto end = flows_end(c, 2, flows);  // equal shares: 1e9 done by 2 s, the rest alone
+  CHECK(end[1] == doctest::Approx(2 + 1e-6).epsilon(1e-6));
+  CHECK(end[0] == doctest::Approx(4 + 1e-6).epsilon(1e-6));
+  c.weights = {3, 1, 1};  // fwd_prop 3 : grad_sync 1, so both end together
+  end = flows_end(c, 2, flows);
+  CHECK(end[0] == doctest::Approx(4 + 1e-6).epsilon(1e-6));
+  CHECK(end[1] == doctest::Approx(4 + 1e-6).epsilon(1e-6));
+  c.weights = {1, 1, 4};  // grad_sync gets 4/5 of the link until it ends
+  end = flows_end(c, 2, flows);
+  CHECK(end[1] == doctest::Approx(1.25 + 1e-6).epsilon(1e-6));
+  CHECK(end[0] == doctest::Approx(4 + 1e-6).epsilon(1e-6));
+}
+
+TEST_CASE("an exclusive flow starves the others on its links until it ends") {
+  ChannelConfig c;
+  c.model = "shared";
+  c.bytes_per_s = 1e9;
+  c.exclusive = static_cast<int>(FlowClass::grad_sync);
+  // fwd_prop alone for 0.5 s, then grad_sync alone for 1 s, then the rest of fwd_prop.
+  const auto end = flows_end(c, 2, {{0, 1, FlowClass::fwd_prop, 0, 2e9}, {0, 1, FlowClass::grad_sync, 0.5, 1e9}});
+  CHECK(end[1] == doctest::Approx(1.5).epsilon(1e-9));
+  CHECK(end[0] == doctest::Approx(3).epsilon(1e-9));
+}
+
+TEST_CASE("a receiver's link limits two neighbours sending to it at once") {
+  ChannelConfig c;
+  c.model = "shared";
+  c.bytes_per_s = 1e9;
+  const std::vector<std::tuple<int, int, FlowClass, double, double>> flows = {{0, 1, FlowClass::fwd_prop, 0, 1e9},
+                                                                              {2, 1, FlowClass::bwd_prop, 0, 1e9}};
+  auto end = flows_end(c, 3, flows);
+  CHECK(end[0] == doctest::Approx(2).epsilon(1e-9));
+  CHECK(end[1] == doctest::Approx(2).epsilon(1e-9));
+  c.receiver_limit = false;
+  end = flows_end(c, 3, flows);
+  CHECK(end[0] == doctest::Approx(1).epsilon(1e-9));
+  CHECK(end[1] == doctest::Approx(1).epsilon(1e-9));
+}
+
+TEST_CASE("receiver congestion slows 1F1B, never GPipe, whose phases send one way at a time") {
+  auto step = [](const char* schedule, bool limit) {
+    auto p = parallel(std::string(R"({"stages": 4, "micro_batches": 8, "schedule": ")") + schedule +
+                          R"(", "channels": {"model": "shared"},
+                            "abstract": {"forward": 1, "backward": 2, "transfer": 3}})",
+                      4);
+    p.setup.channels.receiver_limit = limit;
+    return run_abstract(p).steps[0].step_s;
+  };
+  CHECK(step("gpipe", true) == doctest::Approx(step("gpipe", false)).epsilon(1e-12));
+  CHECK(step("1f1b", true) > step("1f1b", false) + 0.1);
+}
+
+TEST_CASE("bad parallel sections are refused with the key and what was expected") {
+  auto fails = [](const std::string& json, int world_size, const std::string& message) {
+    CAPTURE(json);
+    CHECK_THROWS_WITH_AS(parallel(json, world_size), doctest::Contains(message.c_str()), InputError);
+  };
+  const std::string work = R"("abstract": {})";
+  fails(R"({"stages": 3, )" + work + "}", 4, "stages (3) must divide training.world_size (4)");
+  fails(R"({"stages": 4, "micro_batches": 2, "schedule": "1f1b", )" + work + "}", 4,
+        "1f1b needs at least as many micro-batches as stages");
+  fails(R"({"stages": 2, "channels": {"weights": {"fwd_prop": -1}}, )" + work + "}", 2,
+        "weights: fwd_prop must be > 0");
+  fails(R"({"stages": 2, "channels": {"weights": {"grad_sync": 0}}, )" + work + "}", 2,
+        "weights: grad_sync must be > 0");
+  fails(R"({"stages": 2, "channels": {"exclusive": ["fwd_prop", "grad_sync"]}, )" + work + "}", 2,
+        "exclusive names one flow class");
+  fails(R"({"stages": 2, "channels": {"exclusive": "sync"}, )" + work + "}", 2,
+        "exclusive is one of fwd_prop, bwd_prop, grad_sync");
+  fails(R"({"stages": 2, "schedule": "interleaved", )" + work + "}", 2, "schedule is \"gpipe\" or \"1f1b\"");
+  fails(R"({"stages": 2, "stage": 2, )" + work + "}", 2, "unknown key \"stage\"");
+  fails(R"({"stages": 2})", 2, "missing key \"abstract\"");
+  fails(R"({"stages": 2, "micro_batches": 4, "sync_every": 5, )" + work + "}", 4, "sync_every (5) is more than");
+}
