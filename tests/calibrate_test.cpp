@@ -146,7 +146,7 @@ TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simula
     r.allreduce_ms = r.step_ms = ms.at(s);
     run.rows.push_back(r);
   }
-  std::ofstream(dir / "allreduce.csv") << trace_csv({run}, {{"world_size", "4"}});
+  std::ofstream(dir / "allreduce.csv") << trace_csv({run}, {{"world_size", "4"}, {"profile", "allreduce"}});
   const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
   const Calibration c = calibrate({read_trace(compute), read_trace(dir / "allreduce.csv")});
   REQUIRE(c.has_allreduce);
@@ -204,6 +204,7 @@ TEST_CASE("both interference factors come back from a profile of each activity a
         row.step = static_cast<int>(run.rows.size());
         row.batch_size = 12;
         row.max_len = L;
+        row.padded_tokens = 12 * L;
         row.bwd_ms = (4.0 + 0.01 * 12 * L) * (with ? 1.25 : 1.0) * std::exp(0.03 * rng.normal());
         row.concurrent_allreduce_bytes = with ? 25 << 20 : 0;
         run.rows.push_back(row);
@@ -216,10 +217,10 @@ TEST_CASE("both interference factors come back from a profile of each activity a
         row.step = static_cast<int>(run.rows.size());
         row.allreduce_bytes = bytes;
         row.allreduce_ms = (0.5 + bytes / 3e6) * (with ? 1.4 : 1.0) * std::exp(0.03 * rng.normal());
-        if (with) row.batch_size = 12, row.max_len = 64, row.bwd_ms = 20;
+        if (with) row.batch_size = 12, row.max_len = 64, row.padded_tokens = 12 * 64, row.bwd_ms = 20;
         run.rows.push_back(row);
       }
-  std::ofstream(dir / "interference.csv") << trace_csv({run}, {{"world_size", "2"}});
+  std::ofstream(dir / "interference.csv") << trace_csv({run}, {{"world_size", "2"}, {"profile", "interference"}});
   const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
   const Calibration c = calibrate({read_trace(compute), read_trace(dir / "interference.csv")});
   CHECK(c.compute_beside_comm.size() == 3);

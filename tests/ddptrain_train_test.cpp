@@ -135,6 +135,13 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   truncated.max_length = o.max_length / 2;  // another sample stream under the same step count
   const std::string expected = ", max_length " + std::to_string(o.max_length / 2) + "; resume with the same --data";
   CHECK_THROWS_WITH_AS(Trainer(truncated, nullptr, quiet), doctest::Contains(expected.c_str()), ddpsim::InputError);
+  TrainOptions bigger = resumed_options;
+  bigger.model_size = "small";  // other layers: named, not torch's missing-submodule error
+  CHECK_THROWS_WITH_AS(Trainer(bigger, nullptr, quiet), doctest::Contains("do not fit --model small"),
+                       ddpsim::InputError);
+  TrainOptions folder = resumed_options;
+  folder.resume = dir / ".";
+  CHECK_THROWS_WITH_AS(Trainer(folder, nullptr, quiet), doctest::Contains("not a regular file"), ddpsim::InputError);
   TrainOptions done = resumed_options;
   done.steps = 10;  // the checkpoint is at step 10: nothing left to train
   CHECK_THROWS_WITH_AS(Trainer(done, nullptr, quiet), doctest::Contains("saved at step 10, and --steps 10 leaves"),

@@ -49,6 +49,7 @@ TEST_CASE("malformed histograms name the entry at fault") {
   fails(R"({"count": [[3, 1]]})", "missing key \"counts\"");
   fails(R"({"counts": [[3, 1]], "sorce": "x"})", "did you mean \"source\"");
   fails(R"({"counts": [[3, 1], [5, 2]], "samples": 4})", "\"samples\" is 4, but the counts give 3");
+  fails(R"({"counts": [[5, 10], [10, 10]], "mean_length": 99})", "\"mean_length\" is 99, but the counts give 7.5");
   fails(R"({"counts": [[3, 1], [5, 2]], "max_length_seen": 6})", "\"max_length_seen\" is 6, but the counts give 5");
   fails(R"({"counts": [[3, 1]], "samples": "1"})", "key \"samples\" is string");
   // A dataset is held in memory: sizes past MAX_DATASET_SAMPLES are refused, not allocated.

@@ -148,7 +148,7 @@ TEST_CASE("impossible shapes are clear errors before the first step") {
   fails("sorted:mega=100000000", shape(4, 48), "option mega must be an integer from 1 to 100000");
   fails("minmax:solver=enumerate", shape(16, 256), "solver=enumerate would visit up to");
   CHECK_NOTHROW(make_scheduler(parse_policy_spec("minmax:solver=enumerate"), shape(4, 48)));
-  CHECK_THROWS_AS(parse_policy_spec("minmax:cost"), UsageError);
+  CHECK_THROWS_AS(parse_policy_spec("minmax:cost"), InputError);
 }
 
 TEST_CASE("kk keeps equal counts and evens out token sums better than static") {

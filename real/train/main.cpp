@@ -64,16 +64,19 @@ examples:
 std::vector<int> parse_bmax(const std::string& text, int ranks, int max_length) {
   if (text.empty() || text == "probe") return {};
   int cap = 0;
-  if (text.find_first_not_of("+-0123456789") == std::string::npos) {
+  if (text.find_first_not_of("+-.0123456789eE") == std::string::npos) {
     if (text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
       throw ddpsim::UsageError("--bmax \"" + text + "\": expected a cap from 1 to 999999999, a model JSON or probe");
     cap = std::stoi(text);
   } else {
     const auto model = ddpsim::load_perf_model(text);
     cap = model.max_batch(max_length);
+    if (cap < 1)
+      throw ddpsim::InputError("--bmax " + text + ": not one sample of length " + std::to_string(max_length) +
+                               " fits the model's memory capacity");
     std::cerr << "b_max " << cap << " per rank from the memory model of " << text << "\n";
   }
-  if (cap < 1) throw ddpsim::InputError("--bmax " + text + ": the cap must be ≥ 1");
+  if (cap < 1) throw ddpsim::UsageError("--bmax " + text + ": the cap must be ≥ 1");
   return std::vector<int>(static_cast<std::size_t>(ranks), cap);
 }
 
@@ -231,6 +234,12 @@ int run(int argc, char** argv) {
   }
 
   check_options(o, vm);
+  if (!vm.count("profile"))
+    for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
+                               "profile-max-warmup", "profile-reps"})
+      if (!vm[option].defaulted()) throw ddpsim::UsageError(std::string("--") + option + " is for --profile runs");
+  if (vm.count("dev") && vm.count("synthetic-lengths"))
+    throw ddpsim::UsageError("--dev is a TSV for --data runs; --synthetic-lengths makes its own dev set");
   if (vm.count("data") && vm.count("synthetic-lengths"))
     throw ddpsim::UsageError("--data trains on a TSV, --synthetic-lengths on made-up sentences: give one of them");
   if (vm.count("emulate-ranks") && vm.count("nproc-per-node"))

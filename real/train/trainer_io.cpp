@@ -106,7 +106,9 @@ void Trainer::save_checkpoint(const std::string& path) {
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw ddpsim::InputError(path + ": no such checkpoint");
+  if (!std::filesystem::exists(path)) throw ddpsim::InputError(path + ": no such checkpoint");
+  if (!std::filesystem::is_regular_file(path))
+    throw ddpsim::InputError(path + ": not a regular file (a folder, a device or a pipe); expected a checkpoint");
   torch::serialize::InputArchive sealed, archive, model, optimizer;
   torch::Tensor payload;
   c10::IValue hash;
@@ -158,7 +160,12 @@ void Trainer::load_checkpoint(const std::string& path) {
                              "; resume with the same --bmax (for a probed cap, give the saved one as --bmax N)");
   archive.read("model", model);
   archive.read("optimizer", optimizer);
-  model_->load(model);
+  try {
+    model_->load(model);
+  } catch (const c10::Error& e) {  // another --model's layers
+    throw ddpsim::InputError(path + ": its parameters do not fit --model " + opt_.model_size +
+                             "; resume with the model it was saved with (" + e.what_without_backtrace() + ")");
+  }
   model_->to(device_);  // loading may leave parameters where the archive had them
   optimizer_->load(optimizer);
   torch::Tensor rng;

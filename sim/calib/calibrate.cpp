@@ -148,6 +148,11 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
         }
       }
   }
+  // Times of 0 everywhere are a broken timer, not a free device: fitting them gives a model of zeros.
+  for (const auto& [phase, ms] : {std::pair{"fwd_ms", &fwd}, std::pair{"bwd_ms", &bwd}})
+    if (!ms->empty() && std::none_of(ms->begin(), ms->end(), [](double v) { return v > 0; }))
+      throw InputError(names + ": every " + phase + " is 0 (" + std::to_string(ms->size()) +
+                       " rows): nothing to fit; were the times measured?");
   if (!padded_trace.empty() && !packed_trace.empty())
     throw InputError(packed_trace + " measured packed sequences and " + padded_trace +
                      " padded ones: calibrate one attention mode at a time");

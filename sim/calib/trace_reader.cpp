@@ -17,6 +17,10 @@
 namespace ddpsim {
 
 namespace {
+constexpr long long MAX_LENGTH = 1000000;  // training.max_length's limit
+}  // namespace
+
+namespace {
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> fields;
@@ -244,6 +248,20 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       }
     }
     if (col.count("sq_tokens")) r.padded_tokens = r.real_tokens;
+    if (r.max_len > MAX_LENGTH)
+      throw InputError(where("max_len") + "expected at most " + std::to_string(MAX_LENGTH) + " tokens, got " +
+                       std::to_string(r.max_len));
+    if (r.real_tokens > 0 && r.batch_size > 0 &&
+        (r.real_tokens < r.batch_size || r.real_tokens > std::int64_t{r.batch_size} * r.max_len))
+      throw InputError(where("real_tokens") + std::to_string(r.real_tokens) + " tokens cannot be " +
+                       std::to_string(r.batch_size) + " samples of 1 to " + std::to_string(r.max_len) + " tokens");
+    if (col.count("padded_tokens") && !fields[col["padded_tokens"]].empty() &&
+        integer("padded_tokens") != r.padded_tokens)
+      throw InputError(where("padded_tokens") + "expected " + std::to_string(r.padded_tokens) + " (" +
+                       (col.count("sq_tokens") ? "packed: the real tokens"
+                        : r.micro.empty()      ? "batch_size × max_len"
+                                               : "Σ micro_sizes × micro_max_lens") +
+                       "), got " + fields[col["padded_tokens"]]);
     // Rows of communication alone have no batch; compute was measured on one.
     if ((!std::isnan(r.fwd_ms) || !std::isnan(r.bwd_ms)) && (r.batch_size < 1 || r.max_len < 1))
       throw InputError(path + ":" + std::to_string(line_no) +
@@ -275,6 +293,13 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     int G = 0;
     for (const auto& r : run.rows) G = std::max(G, r.rank + 1);
     run.G = G;
+    // A training trace has a row per rank (ddptrain's emulated ranks included); a profile
+    // records rank 0 of its group.
+    auto said = trace.metadata.find("emulated_ranks");
+    if (said == trace.metadata.end() || said->second == "0") said = trace.metadata.find("world_size");
+    if (said != trace.metadata.end() && !trace.metadata.count("profile") && said->second != std::to_string(G))
+      throw InputError(path + ": metadata " + said->first + "=" + said->second + ", but policy " + run.label +
+                       " has ranks 0 to " + std::to_string(G - 1));
     if (run.rows.size() % static_cast<std::size_t>(G) != 0)
       throw InputError(path + ": policy " + run.label + ": steps do not all have " + std::to_string(G) + " ranks");
     for (std::size_t i = 0; i < run.rows.size(); ++i)

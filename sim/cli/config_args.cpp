@@ -37,10 +37,21 @@ void add_config_options(po::options_description& visible, po::options_descriptio
 
 Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust) {
   const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
+  const std::string origin = path.empty() ? "embedded default config" : path;
   nlohmann::json doc = read_config_json(path);
+  const nlohmann::json as_read = doc;
+  std::string changes;  // the command line's own changes, to name them when they are at fault
   if (vm.count("set"))
-    for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) apply_override(doc, assignment);
-  if (vm.count("steps")) apply_override(doc, "training.steps=" + std::to_string(vm["steps"].as<int>()));
+    for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
+      apply_override(doc, assignment);
+      changes += (changes.empty() ? "--set " : ", --set ") + assignment;
+    }
+  if (vm.count("steps")) {
+    const int steps = vm["steps"].as<int>();
+    if (steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(steps));
+    apply_override(doc, "training.steps=" + std::to_string(steps));
+    changes += (changes.empty() ? "--steps " : ", --steps ") + std::to_string(steps);
+  }
   if (vm.count("policies")) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& spec : split_policy_list(vm["policies"].as<std::string>())) list.push_back(spec);
@@ -48,8 +59,22 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   }
   if (adjust) adjust(doc);
   const std::string base_dir = path.empty() ? "" : std::filesystem::path(path).parent_path().string();
-  return parse_config(doc, path.empty() ? "embedded default config" : path, base_dir,
-                      vm.count("policies") ? "--policies" : "");
+  const std::string policies_origin = vm.count("policies") ? "--policies" : "";
+  try {
+    return parse_config(doc, origin, base_dir, policies_origin);
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (changes.empty() || !what.starts_with(origin + ": ")) throw;
+    nlohmann::json unchanged = as_read;
+    if (vm.count("policies")) unchanged["policies"] = doc["policies"];
+    if (adjust) adjust(unchanged);
+    try {
+      parse_config(unchanged, origin, base_dir, policies_origin);
+    } catch (const InputError&) {
+      throw e;  // the file (or the shared parts) at fault already
+    }
+    throw InputError(origin + " with " + changes + what.substr(origin.size()));
+  }
 }
 
 }  // namespace ddpsim::cli

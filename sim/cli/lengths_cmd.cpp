@@ -5,6 +5,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "data/lengths.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim::cli {
 
@@ -38,6 +39,9 @@ int lengths(const Args& args) {
 
   const std::string tsv = vm["tsv"].as<std::string>();
   const int max_length = vm["max-length"].as<int>();
+  if (max_length < 2 || max_length > 1000000)
+    throw UsageError("--max-length must be from 2 ([CLS] and [SEP]) to 1000000, got " + std::to_string(max_length));
+  check_outputs({vm["out"].as<std::string>()});
   LengthHistogram histogram = histogram_from_lengths(tokenized_lengths(tsv, vm["vocab"].as<std::string>(), max_length));
   histogram.source = std::filesystem::path(tsv).filename().string();
   if (const auto parent = std::filesystem::path(tsv).parent_path().filename(); !parent.empty())

@@ -128,6 +128,10 @@ int simulate_verb(const Args& args, bool compare) {
     throw UsageError("--timeline-steps chooses the steps of a --timeline FILE, which is not given");
   if (vm.count("timeline")) {
     timeline = parse_range(vm["timeline-steps"].as<std::string>());
+    if (timeline.first >= config.training.steps)
+      throw UsageError("--timeline-steps " + vm["timeline-steps"].as<std::string>() + ": the run has " +
+                       std::to_string(config.training.steps) + " steps (0 to " +
+                       std::to_string(config.training.steps - 1) + "), so the timeline would be empty");
     check_output_path(vm["timeline"].as<std::string>(), "--timeline");  // before the work, not after
   }
   std::vector<std::filesystem::path> outputs;

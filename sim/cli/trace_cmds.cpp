@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "calib/calibrate.hpp"
 #include "calib/validate.hpp"
@@ -73,10 +74,26 @@ examples:
 // The config of load_config() with --model in force; a model file is taken from the current
 // folder, not the config's.
 Config config_with_model(const po::variables_map& vm) {
+  // --model names the model; a second one in --set would be ignored.
+  if (vm.count("set"))
+    for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
+      const std::string key = assignment.substr(0, assignment.find('='));
+      if (key == "model" || key.starts_with("model."))
+        throw UsageError("--set " + key + ": the performance model comes from --model");
+    }
   const std::string model = vm["model"].as<std::string>();
   return load_config(vm, [&](nlohmann::json& doc) {
     doc["model"] = is_builtin_model(model) ? model : std::filesystem::absolute(model).string();
   });
+}
+
+// Replay keeps the trace's ranks; a world size given on the command line must be theirs.
+void check_world_size(const po::variables_map& vm, const Config& config, const Trace& trace) {
+  if (!vm.count("set")) return;
+  for (const auto& assignment : vm["set"].as<std::vector<std::string>>())
+    if (assignment.starts_with("training.world_size=") && config.training.world_size != trace.runs.front().G)
+      throw InputError(trace.path + ": the trace has " + std::to_string(trace.runs.front().G) +
+                       " ranks, --set training.world_size says " + std::to_string(config.training.world_size));
 }
 
 void add_replay_options(po::options_description& visible, po::options_description& hidden,
@@ -108,7 +125,11 @@ int calibrate(const Args& args) {
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
   std::vector<Trace> traces;
+  std::set<std::filesystem::path> named;
   for (const auto& path : vm["trace"].as<std::vector<std::string>>()) {
+    std::error_code ec;
+    if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
+      throw UsageError(path + ": given twice (its rows would count twice in the fit)");
     traces.push_back(read_trace(path));
     const auto& cols = traces.back().columns;
     auto has = [&](const char* name) { return std::find(cols.begin(), cols.end(), name) != cols.end(); };
@@ -157,6 +178,7 @@ int replay(const Args& args) {
   if (!vm.count("trace")) throw UsageError("give the TRACE.csv to replay");
   const Trace trace = read_trace(vm["trace"].as<std::string>());
   const Config config = config_with_model(vm);
+  check_world_size(vm, config, trace);
   if (vm.count("out"))
     check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "steps.csv",
                    std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
@@ -198,6 +220,7 @@ int validate(const Args& args) {
   if (vm.count("baseline"))
     baseline = std::make_unique<Trace>(read_trace(vm["baseline"].as<std::string>(), {"step_ms"}));
   const Config config = config_with_model(vm);
+  check_world_size(vm, config, measured);
   const std::string warmup_text = vm["warmup"].as<std::string>();
   int warmup = AUTO_WARMUP;
   if (warmup_text != "auto") {

@@ -18,8 +18,9 @@ namespace {
 
 std::mutex pending_mutex;
 std::set<std::filesystem::path> pending;  // targets of the AtomicFiles alive now
-// Folders made for outputs, deepest first; removed again when empty after a failure.
-std::vector<std::filesystem::path> created_folders;
+// Folders made for outputs, deepest first, with their slots for the signal handler; removed
+// again when empty after a failure.
+std::vector<std::pair<std::filesystem::path, int>> created_folders;
 
 // Makes `folder` and its missing ancestors, remembering them.
 void create_folder(const std::filesystem::path& folder) {
@@ -34,16 +35,18 @@ void create_folder(const std::filesystem::path& folder) {
   fs::create_directories(folder, ec);
   std::lock_guard lock(pending_mutex);
   for (const auto& p : missing)
-    if (fs::is_directory(p)) created_folders.push_back(p);
+    if (fs::is_directory(p)) created_folders.emplace_back(p, remember_temporary(p, /*folder=*/true));
   if (ec) throw InputError(folder.string() + ": cannot create output folder (" + ec.message() + ")");
 }
 
 // An output folder this process made and left empty goes away with the failed outputs.
 void remove_empty_created_folders() {
   std::lock_guard lock(pending_mutex);
-  std::erase_if(created_folders, [](const std::filesystem::path& p) {
+  std::erase_if(created_folders, [](const std::pair<std::filesystem::path, int>& folder) {
     std::error_code ec;
-    return std::filesystem::is_empty(p, ec) && std::filesystem::remove(p, ec);
+    if (!std::filesystem::is_empty(folder.first, ec) || !std::filesystem::remove(folder.first, ec)) return false;
+    forget_temporary(folder.second);
+    return true;
   });
 }
 

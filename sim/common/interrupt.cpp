@@ -17,6 +17,7 @@ constexpr std::size_t PATH_BYTES = 4096;
 enum State : int { FREE, CLAIMED, READY };
 struct Slot {
   std::atomic<int> state{FREE};
+  bool folder = false;  // removed only when empty, after the files
   char path[PATH_BYTES];
 };
 Slot slots[SLOTS];
@@ -37,7 +38,10 @@ extern "C" void on_signal(int signal) {
     if (const pid_t pid = worker.load(); pid > 0) ::waitpid(pid, nullptr, 0);  // they remove their own files
   int removed = 0;
   for (auto& slot : slots)
-    if (slot.state.load() == READY && ::unlink(slot.path) == 0) ++removed;
+    if (slot.state.load() == READY && !slot.folder && ::unlink(slot.path) == 0) ++removed;
+  for (int pass = 0; pass < 2; ++pass)  // a parent folder empties once its child is gone
+    for (auto& slot : slots)
+      if (slot.state.load() == READY && slot.folder) ::rmdir(slot.path);
   if (!silent) {
     put(program_name);
     put(": stopped by ");
@@ -66,13 +70,14 @@ void reinstall_interrupt_handler() {
   for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
 }
 
-int remember_temporary(const std::filesystem::path& path) {
+int remember_temporary(const std::filesystem::path& path, bool folder) {
   const std::string text = std::filesystem::absolute(path).string();
   if (text.size() >= PATH_BYTES) return -1;
   for (int i = 0; i < SLOTS; ++i) {
     int expected = FREE;
     if (slots[i].state.compare_exchange_strong(expected, CLAIMED)) {
       std::memcpy(slots[i].path, text.c_str(), text.size() + 1);
+      slots[i].folder = folder;
       slots[i].state.store(READY);
       return i;
     }

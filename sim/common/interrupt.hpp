@@ -17,7 +17,8 @@ void reinstall_interrupt_handler();
 
 // Registers a temporary the handler removes; returns a slot for forget_temporary (-1 when the
 // path is too long or all slots are taken: the file is then left to its owner's destructor).
-int remember_temporary(const std::filesystem::path& path);
+// A folder (one made for outputs) is removed only if it is empty once the files are gone.
+int remember_temporary(const std::filesystem::path& path, bool folder = false);
 void forget_temporary(int slot);
 
 // Registers a forked worker the handler stops with the same signal, and waits for, before the

@@ -55,6 +55,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& origin) {
       duplicate = parsed.get<std::string>();
     return duplicate.empty();
   };
+  // nlohmann reads a NUL byte as the end of the input and would ignore what follows.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw InputError(origin + ":" + line_col(text, nul + 1) + ": invalid JSON: a NUL byte (JSON text has none)");
   try {
     auto doc = nlohmann::json::parse(text.begin(), text.end(), track);
     if (!duplicate.empty())

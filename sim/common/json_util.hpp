@@ -74,6 +74,20 @@ T convert(const nlohmann::json& value, const std::string& what) {
   }
 }
 
+// An integer in [lo, hi], exactly (as convert<T>, with the range in the message).
+template <class T>
+T convert_in(const nlohmann::json& value, const std::string& what, T lo, T hi) {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  const bool integer =
+      value.is_number_integer() &&
+      (!value.is_number_unsigned() ||
+       value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+  const std::int64_t v = integer ? value.get<std::int64_t>() : 0;
+  if (!integer || v < static_cast<std::int64_t>(lo) || v > static_cast<std::int64_t>(hi))
+    throw wrong_type(value, what, "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return static_cast<T>(v);
+}
+
 // Typed, checked access to one JSON object; `where` ("config.json: training") prefixes errors.
 class JsonFields {
  public:
@@ -100,21 +114,13 @@ class JsonFields {
   // An integer in [lo, hi]; a wrong type and a value out of range get one message naming the range.
   template <class T>
   T get_in(std::string_view key, T fallback, T lo, T hi) const {
-    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
     known_.emplace(key);
     auto it = object_.find(key);
-    if (it == object_.end()) return fallback;
-    const std::string what = where_ + ": key \"" + std::string(key) + "\"";
-    const std::string range = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-    const auto& value = *it;
-    const bool integer =
-        value.is_number_integer() &&
-        (!value.is_number_unsigned() ||
-         value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
-    const std::int64_t v = integer ? value.get<std::int64_t>() : 0;
-    if (!integer || v < static_cast<std::int64_t>(lo) || v > static_cast<std::int64_t>(hi))
-      throw wrong_type(value, what, range);
-    return static_cast<T>(v);
+    return it == object_.end() ? fallback : convert_in(*it, where_ + ": key \"" + std::string(key) + "\"", lo, hi);
+  }
+  template <class T>
+  T require_in(std::string_view key, T lo, T hi) const {
+    return convert_in(raw(key), where_ + ": key \"" + std::string(key) + "\"", lo, hi);
   }
   // Throws for any key that no get/require/has asked about (and none of `also_allowed`).
   void reject_unknown(std::initializer_list<std::string_view> also_allowed = {}) const;

@@ -76,6 +76,12 @@ LengthHistogram histogram_from_json(const nlohmann::json& doc, const std::string
   check("samples", h.samples());
   check("min_length", h.counts.front().first);
   check("max_length_seen", h.counts.back().first);
+  if (doc.contains("mean_length")) {  // written rounded to 3 decimals
+    const double said = convert<double>(doc["mean_length"], origin + ": key \"mean_length\"");
+    if (std::abs(said - h.mean_length()) > 5e-4 + 1e-9 * h.mean_length())
+      throw InputError(origin + ": \"mean_length\" is " + doc["mean_length"].dump() + ", but the counts give " +
+                       std::to_string(h.mean_length()));
+  }
   return h;
 }
 

@@ -74,6 +74,14 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
     std::strtod(text.c_str(), &end);
     if (!text.empty() && end == text.c_str() + text.size() && errno == ERANGE)
       throw UsageError("--set " + key + ": " + text + " is beyond the range of a number");
+    // Text that opens an object or an array was meant as JSON: say why it is not.
+    if (text.front() == '{' || text.front() == '[') {
+      try {
+        parse_json(text, "--set " + key);
+      } catch (const InputError& e) {
+        throw UsageError(e.what());
+      }
+    }
     value = text;
   } else {
     value = parse_json(text, "--set " + key);  // again, strictly: a key given twice is refused
@@ -112,13 +120,15 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
   d.source = f.get<std::string>("source", d.source);
   if (d.source == "histogram" || d.source == "trace" || d.source == "tsv") {
     d.path = resolve(f.require<std::string>("path"), base_dir);
+    if (d.path.empty()) throw InputError(where + ": path is empty (expected the " + d.source + " file)");
   }
   if (d.source == "tsv") d.vocab = resolve(f.require<std::string>("vocab"), base_dir);
+  if (d.source == "tsv" && d.vocab.empty()) throw InputError(where + ": vocab is empty (expected a vocab.txt)");
   if (d.source == "lognormal") {
     d.mean = f.get<double>("mean", d.mean);
     d.std = f.get<double>("std", d.std);
-    d.min = f.get<int>("min", d.min);
-    d.max = f.get<int>("max", d.max);
+    d.min = f.get_in<int>("min", d.min, 1, 1000000);
+    d.max = f.get_in<int>("max", d.max, 1, 1000000);
     d.samples = f.get<std::int64_t>("samples", d.samples);
     if (d.samples < 1 || d.samples > MAX_DATASET_SAMPLES)
       throw InputError(where + ": samples must be from 1 to " + std::to_string(MAX_DATASET_SAMPLES) + ", got " +

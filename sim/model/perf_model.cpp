@@ -102,9 +102,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     m.mem_capacity_mib = non_negative(mem, "capacity", 0);
     mem.reject_unknown();
   }
-  m.bytes_per_param = f.get<int>("gradient_bytes_per_param", 4);
-  if (m.bytes_per_param < 1 || m.bytes_per_param > 16)
-    throw InputError(origin + ": gradient_bytes_per_param must be from 1 to 16");
+  m.bytes_per_param = f.get_in<int>("gradient_bytes_per_param", 4, 1, 16);
   const auto& layers = f.raw("layers");
   if (!layers.is_array() || layers.empty())
     throw InputError(origin + ": layers must be a non-empty array of {name, params, bwd_fraction}");
@@ -113,8 +111,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     JsonFields l(layers[i], origin + ": layers[" + std::to_string(i) + "]");
     LayerSpec spec;
     spec.name = l.require<std::string>("name");
-    spec.params = l.require<long long>("params");
-    if (spec.params < 1 || spec.params > 1e13) throw InputError(l.where() + ": params must be from 1 to 1e13");
+    spec.params = l.require_in<long long>("params", 1, 10'000'000'000'000);
     spec.bwd_fraction = non_negative(l, "bwd_fraction", 0);
     l.reject_unknown();
     fraction_sum += spec.bwd_fraction;

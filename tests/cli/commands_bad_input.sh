@@ -6,7 +6,7 @@ vocab=$SHARED/bert-base-uncased/vocab.txt
 expect_exit 1 '--policies: unknown policy "bogus"' "$DDPSIM" compare --policies static,bogus --out "$out"
 expect_exit 1 "nofile.json: cannot open JSON file \(no such file\)" "$DDPSIM" compare "$WORK/nofile.json" --out "$out"
 expect_exit 2 '--timeline-steps chooses the steps of a --timeline FILE' "$DDPSIM" run --timeline-steps 1:2 --out "$out"
-expect_exit 1 "training: key \"steps\" is number 0: expected an integer from 1 to 2147483647" "$DDPSIM" balance --steps 0 --out "$out"
+expect_exit 2 "--steps must be at least 1, got 0" "$DDPSIM" balance --steps 0 --out "$out"
 expect_exit 2 '--only is sched, sim or sweep, got "bogus"' "$DDPSIM" bench --only bogus
 expect_exit 2 "unrecognised option '--bogus'" "$DDPSIM" bench --bogus
 expect_exit 2 "'--measured' is required" "$DDPSIM" validate --model rtx3090-distilbert --out "$out"
@@ -16,6 +16,8 @@ expect_exit 2 "'--model' is required" "$DDPSIM" replay "$WORK/nofile.csv" --out 
 expect_exit 2 "'--out' is required" "$DDPSIM" calibrate "$WORK/nofile.csv"
 expect_exit 1 "nofile.csv: cannot open trace" "$DDPSIM" calibrate "$WORK/nofile.csv" --out "$out/m.json"
 expect_exit 2 "'--vocab' is required" "$DDPSIM" lengths "$WORK/nofile.tsv" --out "$out/h.json"
+expect_exit 2 "--max-length must be from 2 \\(\\[CLS\\] and \\[SEP\\]\\) to 1000000, got 0" "$DDPSIM" lengths \
+  "$WORK/nofile.tsv" --vocab v --out "$out/h.json" --max-length 0
 printf 'sentence\tlabel\ngood\t1\n' >"$WORK/ok.tsv"
 expect_exit 1 "nofile.txt: cannot open" "$DDPSIM" lengths "$WORK/ok.tsv" --vocab "$WORK/nofile.txt" --out "$out/h.json"
 if [[ -f $vocab ]]; then
@@ -45,6 +47,11 @@ expect_exit 2 "m.json: named twice" "$DDPSIM" calibrate "$WORK/sim.csv" --out "$
 # replay keeps a trace's plan: a micro-batch split it cannot apply is refused, not ignored.
 expect_exit 1 "sim.csv: the trace recorded one micro-batch per rank and step .* training.micro_batches 2 would be ignored" \
   "$DDPSIM" replay "$WORK/sim.csv" --model rtx3090-distilbert --set training.micro_batches=2 --out "$out"
+
+expect_exit 1 "sim.csv: the trace has 4 ranks, --set training.world_size says 8" \
+  "$DDPSIM" replay "$WORK/sim.csv" --model rtx3090-distilbert --set training.world_size=8
+expect_exit 2 "--set model: the performance model comes from --model" \
+  "$DDPSIM" validate --measured "$WORK/sim.csv" --model rtx3090-distilbert --set model=h100-distilbert
 
 # An empty path is refused, not read as the current folder; a failed run takes away the output
 # folders it made.

@@ -21,7 +21,7 @@ cmp -s "$WORK/b/summary.json" "$WORK/c/summary.json" || fail "two identical pipe
 grep -q 'grad_sync: transfers' "$WORK/out" || fail "no grad_sync traffic with two data-parallel groups"
 
 out="$WORK/bad"
-expect_exit 1 'pipeline-study.json: parallel: stages \(3\) must divide training.world_size \(8\)' \
+expect_exit 1 'pipeline-study.json with --set parallel.stages=3: parallel: stages \(3\) must divide training.world_size \(8\)' \
   "$DDPSIM" run "$study" --set parallel.stages=3 --out "$out"
 expect_exit 1 'parallel: 1f1b needs at least as many micro-batches as stages' \
   "$DDPSIM" run "$study" --set parallel.schedule=1f1b --set parallel.micro_batches=2 --out "$out"

@@ -1,6 +1,6 @@
 # A signal during a run ends it with one message and the signal's status, and leaves no output.
 source "$(dirname "$0")/lib.sh"
-out="$WORK/out_dir"
+out="$WORK/new/out_dir"
 timeout --preserve-status -s INT 2 "$DDPSIM" run --set simulation.mode=full --steps 200000 --out "$out" \
   >/dev/null 2>"$WORK/err"
 status=$?
@@ -9,7 +9,7 @@ status=$?
 grep -q "^ddpsim run: stopped by SIGINT (interrupted); its unfinished output files were removed" "$WORK/err" ||
   fail "no message on SIGINT: $(cat "$WORK/err")"
 [[ $(wc -l <"$WORK/err") == 1 ]] || fail "the SIGINT message is not one line: $(cat "$WORK/err")"
-[[ -z $(ls -A "$out" 2>/dev/null) ]] || fail "output left behind after SIGINT: $(ls -A "$out")"
+[[ ! -e $WORK/new ]] || fail "output or its new folders left behind after SIGINT: $(find "$WORK/new")"
 # Again once the simulation is over and the files are being written (SimGrid's own SIGINT
 # handler must not be the one left in place).
 for delay in 3 6; do

@@ -59,6 +59,11 @@ run_bad 1 '--policies: policy "verl:max_token_len=": option "max_token_len=" mus
 printf '{"policies": ["kk:cost"]}' >"$WORK/policy-syntax.json"
 run_bad 1 'policy-syntax.json: policies\[0\]: policy "kk:cost": option "cost" must look like key=value' \
   "$DDPSIM" run "$WORK/policy-syntax.json"
+run_bad 2 '--set data: invalid JSON: number overflow' "$DDPSIM" run --set 'data={"source":"lognormal","mean":1e400}'
+run_bad 1 'data: path is empty \(expected the trace file\)' "$DDPSIM" run --set 'data={"source":"trace","path":""}'
+printf '{"training": {"world_size": 4}}\0garbage{{{' >"$WORK/nul.json"
+run_bad 1 'nul.json:1:32: invalid JSON: a NUL byte' "$DDPSIM" run "$WORK/nul.json"
+run_bad 2 '--timeline-steps 5:9: the run has 3 steps' "$DDPSIM" run --timeline-steps 5:9
 # Integers outside their range, or not integers, get the range in the message.
 run_bad 1 'training: key "micro_batches" is number 1.5: expected an integer from 1 to 10000' \
   "$DDPSIM" run --set training.micro_batches=1.5

@@ -27,6 +27,24 @@ expect_exit 1 'gb0.csv:2: column global_batch: expected at least 1' "$DDPSIM" re
 printf 'step,rank,batch_size,max_len,step_ms,global_batch\n0,0,4,9,1,8\n0,1,3,9,1,8\n' >"$WORK/gbsum.csv"
 expect_exit 1 'gbsum.csv: policy trace, step 0: global_batch 8 is not the sum of the ranks. batch_size \(7\)' \
   "$DDPSIM" replay "$WORK/gbsum.csv" --model rtx3090-distilbert
+# Token counts the row's shape cannot hold, a length beyond any config's, metadata that
+# disagrees with the rows.
+printf 'step,rank,batch_size,max_len,real_tokens,padded_tokens,step_ms\n0,0,4,9,37,36,1\n' >"$WORK/real.csv"
+expect_exit 1 'real.csv:2: column real_tokens: 37 tokens cannot be 4 samples of 1 to 9 tokens' \
+  "$DDPSIM" replay "$WORK/real.csv" --model rtx3090-distilbert
+printf 'step,rank,batch_size,max_len,real_tokens,padded_tokens,step_ms\n0,0,4,9,20,7,1\n' >"$WORK/padded.csv"
+expect_exit 1 'padded.csv:2: column padded_tokens: expected 36 \(batch_size × max_len\), got 7' \
+  "$DDPSIM" replay "$WORK/padded.csv" --model rtx3090-distilbert
+printf 'step,rank,batch_size,max_len,step_ms\n0,0,4,2000000,1\n' >"$WORK/long.csv"
+expect_exit 1 'long.csv:2: column max_len: expected at most 1000000 tokens' \
+  "$DDPSIM" replay "$WORK/long.csv" --model rtx3090-distilbert
+printf '# world_size=3\nstep,rank,batch_size,max_len,step_ms\n0,0,4,9,1\n0,1,4,9,1\n' >"$WORK/ws.csv"
+expect_exit 1 'ws.csv: metadata world_size=3, but policy trace has ranks 0 to 1' \
+  "$DDPSIM" replay "$WORK/ws.csv" --model rtx3090-distilbert
+printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,0,0\n1,0,8,9,0,0\n2,0,4,30,0,0\n' >"$WORK/zero.csv"
+expect_exit 1 'zero.csv: every fwd_ms is 0 \(3 rows\): nothing to fit' "$DDPSIM" calibrate "$WORK/zero.csv" --out "$out/m.json"
+expect_exit 2 'one.csv: given twice' "$DDPSIM" calibrate "$WORK/one.csv" "$WORK/../$(basename "$WORK")/one.csv" \
+  --out "$out/m.json"
 printf 'step,rank,policy,batch_size,max_len,step_ms\n0,0,,4,9,1\n' >"$WORK/nopolicy.csv"
 expect_exit 1 'nopolicy.csv:2: column policy: empty' "$DDPSIM" replay "$WORK/nopolicy.csv" --model rtx3090-distilbert
 printf '\xef\xbb\xbfstep,rank,batch_size,max_len,step_ms\n0,0,4,9,1\n' >"$WORK/bom.csv"

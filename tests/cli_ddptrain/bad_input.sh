@@ -7,6 +7,12 @@ expect_exit 1 "bad.tsv:3" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/voca
 expect_exit 2 "give --data TSV and --vocab" "$DDPTRAIN" --model tiny
 expect_exit 2 "unrecognised|unrecognized" "$DDPTRAIN" --model tiny --bogus
 expect_exit 2 "--out: empty value" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 --out ""
+expect_exit 2 "--profile-reps is for --profile runs" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 \
+  --profile-reps 0
+expect_exit 2 "--dev is a TSV for --data runs" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 \
+  --dev "$WORK/bad.tsv"
+expect_exit 2 '--bmax "1.5": expected a cap from 1 to 999999999' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
+  --steps 1 --bmax 1.5
 expect_exit 2 "--bmax probe needs a CUDA device" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --bmax probe \
   --device cpu
 expect_exit 2 "--precision is fp32 or bf16, got \"fp16\"" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
