@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "engine/simgrid_engine.hpp"
+#include "eval/pipeline_eval.hpp"
 #include "pipeline/parallel_config.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -180,6 +181,40 @@ TEST_CASE("bad parallel sections are refused with the key and what was expected"
         "exclusive is one of fwd_prop, bwd_prop, grad_sync");
   fails(R"({"stages": 2, "schedule": "interleaved", )" + work + "}", 2, "schedule is \"gpipe\" or \"1f1b\"");
   fails(R"({"stages": 2, "stage": 2, )" + work + "}", 2, "unknown key \"stage\"");
-  fails(R"({"stages": 2})", 2, "missing key \"abstract\"");
+  fails(R"({"stages": 2, "partition": "greedy"})", 2, "partition is uniform, time, memory, balanced or a list");
+  fails(R"({"stages": 2, "partition": [3, 0]})", 2, "partition[1] is 0: every stage needs at least one layer");
+  fails(R"({"stages": 2, "partition": [3, 3, 3]})", 2, "partition lists 3 stages' layer counts, stages is 2");
   fails(R"({"stages": 2, "micro_batches": 4, "sync_every": 5, )" + work + "}", 4, "sync_every (5) is more than");
+}
+
+namespace {
+
+Config model_config(const std::string& parallel) {
+  return parse_config(nlohmann::json::parse(R"({"training": {"world_size": 4, "global_batch": 32, "steps": 3},
+                                                "policies": ["static", "sorted"], "parallel": )" +
+                                            parallel + "}"),
+                      "c.json", "");
+}
+
+}  // namespace
+
+TEST_CASE("model mode: ZeRO-2's reduce-scatter and all-gather move what DDP's allreduce moves") {
+  const auto zero2 = simulate_parallel(model_config(R"({"stages": 2, "micro_batches": 4, "data_parallel": "zero2"})"));
+  const auto ddp = simulate_parallel(model_config(R"({"stages": 2, "micro_batches": 4, "data_parallel": "ddp"})"));
+  REQUIRE(zero2.size() == 2);  // a column per policy
+  CHECK(zero2[0].label == "static");
+  const auto sync = static_cast<std::size_t>(FlowClass::grad_sync);
+  CHECK(zero2[0].flows[sync].volume == doctest::Approx(ddp[0].flows[sync].volume).epsilon(1e-12));
+  CHECK(zero2[0].flows[sync].transfers == ddp[0].flows[sync].transfers);  // 1 round + 1 round, 2 rounds
+  for (std::size_t s = 0; s < 2; ++s) CHECK(zero2[0].stage_mem_mib[s] < ddp[0].stage_mem_mib[s]);
+}
+
+TEST_CASE("model mode: an explicit partition must cover the model's layers") {
+  const Config c = model_config(R"({"stages": 2, "partition": [1, 1]})");
+  CHECK_THROWS_WITH_AS(stage_partition(c), doctest::Contains("partition gives 2 layers, model rtx3090-distilbert has"),
+                       InputError);
+  const Config balanced = model_config(R"({"stages": 2, "partition": "balanced", "schedule": "1f1b"})");
+  const auto first = stage_partition(balanced);
+  CHECK(first.size() == 2);
+  CHECK(first[0] == 0);
 }

@@ -40,9 +40,11 @@ latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarch
 sched_ms, noise_sigma, rank_speed, stragglers), parallel (a pipeline-parallel job instead of
 DDP: stages, schedule gpipe | 1f1b, micro_batches, data_parallel ddp | zero2, sync_every,
 fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weights per flow
-class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work in time units: abstract
-{forward, backward, transfer, sync, gather, optimizer}; prints step time, compute share and
-each flow class's traffic; --out writes DIR/summary.json).
+class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work either in time units:
+abstract {forward, backward, transfer, sync, gather, optimizer}, or from the model, data and
+policies (a column per policy): partition uniform | time | memory | balanced | [layers per
+stage], activation_bytes_per_token; prints step time, bubble, each flow class's traffic and
+each stage's memory; --out writes DIR/summary.json).
 
 examples:
   ddpsim run
@@ -50,6 +52,7 @@ examples:
   ddpsim run --set simulation.mode=full --timeline t.json --timeline-steps 10:12 --out runs/a
   ddpsim run --set 'simulation.stragglers=[{"rank":2,"factor":1.3,"from_step":200}]'
   ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared
+  ddpsim run configs/llama3-8b-pipeline.json --set parallel.partition=memory
 )";
 
 constexpr const char* COMPARE_USAGE = R"(usage: ddpsim compare [CONFIG] [--policies a,b,...] [options]
@@ -92,16 +95,29 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   const std::filesystem::path summary =
       vm.count("out") ? std::filesystem::path(vm["out"].as<std::string>()) / "summary.json" : "";
   if (!summary.empty()) check_outputs({summary});
+  const nlohmann::json described = p.to_json();
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  pipeline: " << p.setup.stages
             << " stages × " << p.setup.groups << " data-parallel group" << (p.setup.groups == 1 ? "" : "s") << ", "
             << p.setup.schedule << ", " << p.setup.micro_batches << " micro-batches, " << p.setup.data_parallel << ", "
             << config.training.steps << " step" << (config.training.steps == 1 ? "" : "s")
-            << "\n  channels: " << p.to_json()["channels"].dump()
-            << "\n  abstract work: " << p.to_json()["abstract"].dump() << "\n\n";
-  const auto figures = pipeline_figures(config, simulate_parallel(config));
-  std::cout << pipeline_table(config, figures);
+            << "\n  channels: " << described["channels"].dump() << "\n";
+  if (p.abstract_mode) {
+    std::cout << "  abstract work: " << described["abstract"].dump() << "\n\n";
+  } else {
+    std::string layers;
+    const auto first = stage_partition(config);
+    for (std::size_t s = 0; s < first.size(); ++s)
+      (layers += layers.empty() ? "" : " ") += std::to_string(
+          (s + 1 < first.size() ? first[s + 1] : static_cast<int>(config.model->layers.size())) - first[s]);
+    std::cout << "  model: " << config.model->name << ", partition " << p.partition << " (layers per stage: " << layers
+              << "), " << p.activation_bytes_per_token
+              << " activation bytes per token\n  links: " << config.platform.link_GBps << " GB/s, "
+              << config.platform.latency_us << " us\n\n";
+  }
+  const auto columns = simulate_parallel(config);
+  std::cout << pipeline_table(config, columns);
   if (!summary.empty()) {
-    publish({{summary, pipeline_summary(config, figures).dump(2) + "\n"}});
+    publish({{summary, pipeline_summary(config, columns).dump(2) + "\n"}});
     std::cout << "wrote " << summary.string() << "\n";
   }
   return 0;

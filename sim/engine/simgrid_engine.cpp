@@ -16,6 +16,7 @@ std::unique_ptr<sg4::Engine> make_engine() {
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
     sg4::Engine::set_config("network/TCP-gamma:0");
+    sg4::Engine::set_config("contexts/stack-size:256");  // KiB: the actors are shallow, and many
     configured = true;
   }
   reinstall_interrupt_handler();

@@ -293,8 +293,13 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                               origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
-  if (top.has("parallel"))
+  if (top.has("parallel")) {
     c.parallel = pipeline::parse_parallel(top.raw("parallel"), origin + ": parallel", c.training.world_size);
+    if (!c.parallel->abstract_mode) {  // every GPU link as the platform's
+      c.parallel->setup.channels.bytes_per_s = c.platform.link_GBps * 1e9;
+      c.parallel->setup.channels.latency_s = c.platform.latency_us * 1e-6;
+    }
+  }
   top.reject_unknown();
   if (c.platform.topology == "xml")
     check_platform_file(

@@ -1,80 +1,290 @@
 #include "eval/pipeline_eval.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
+#include "common/error.hpp"
 #include "common/stats.hpp"
+#include "pipeline/schedule.hpp"
 #include "report/outputs.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim {
 
-pipeline::PipelineResult simulate_parallel(const Config& config) {
-  const auto& p = *config.parallel;
-  const std::vector<pipeline::StepWork> steps(static_cast<std::size_t>(config.training.steps),
-                                              pipeline::abstract_step(p.setup, p.abstract));
-  return pipeline::simulate_pipeline(p.setup, steps);
+namespace {
+
+using pipeline::GpuWork;
+using pipeline::StepWork;
+
+// Bytes per parameter a stage keeps: weights and gradients at the model's element size, Adam's
+// two fp32 moments; ZeRO-2 shards gradients and optimizer state over the D groups.
+double state_bytes_per_param(const Config& config) {
+  const auto& s = config.parallel->setup;
+  const double element = config.model->bytes_per_param, optimizer = 8;
+  return element + (element + optimizer) / (s.data_parallel == "zero2" ? s.groups : 1);
 }
 
-PipelineFigures pipeline_figures(const Config& config, const pipeline::PipelineResult& result) {
+// One micro-batch's activation memory on the whole model, in bytes.
+double activation_bytes(const PerfModel& m, int b, int L) {
+  return (m.mem_mu_mib * b * L + m.mem_nu_mib * double(b) * L * L) * 1024 * 1024;
+}
+
+pipeline::PartitionProblem partition_problem(const Config& config) {
+  const auto& s = config.parallel->setup;
+  const PerfModel& m = *config.model;
+  const int b = (config.training.global_batch + s.groups * s.micro_batches - 1) / (s.groups * s.micro_batches);
+  const double act = activation_bytes(m, b, config.training.max_length), state = state_bytes_per_param(config);
+  pipeline::PartitionProblem p;
+  for (const auto& layer : m.layers)
+    p.layers.push_back({layer.bwd_fraction, double(layer.params) * state, layer.bwd_fraction * act});
+  for (int stage = 0; stage < s.stages; ++stage)
+    p.in_flight.push_back(pipeline::max_in_flight(pipeline::stage_ops(s.schedule, s.stages, stage, s.micro_batches)));
+  if (m.mem_capacity_mib > 0) p.capacity_bytes = m.mem_capacity_mib * 1024 * 1024;
+  return p;
+}
+
+PipelineFigures figures_of(const Config& config, const pipeline::PipelineResult& r, std::string label) {
+  const bool abstract = config.parallel->abstract_mode;
+  const double time_unit = abstract ? 1 : 1e3;  // s → ms
   PipelineFigures f;
-  std::vector<double> step_s;
+  f.label = std::move(label);
+  std::vector<double> step_s, bubble;
   double busy = 0;
-  for (const auto& step : result.steps) {
-    step_s.push_back(step.step_s);
-    for (const auto& gpu : step.gpus) busy += gpu.busy_s;
+  for (const auto& step : r.steps) {
+    double step_busy = 0;
+    for (const auto& gpu : step.gpus) step_busy += gpu.busy_s;
+    busy += step_busy;
+    step_s.push_back(step.step_s * time_unit);
+    bubble.push_back(step.step_s > 0 ? 1 - step_busy / (double(step.gpus.size()) * step.step_s) : 0);
   }
   f.step_mean = mean(step_s);
   f.step_p95 = percentile(step_s, 95);
-  f.total = result.total_s;
-  const int gpus = config.parallel->setup.gpus();
-  f.compute_share = result.total_s > 0 ? busy / (gpus * result.total_s) : 0;
+  f.total = r.total_s * time_unit;
+  f.bubble_mean = mean(bubble);
+  f.bubble_p95 = percentile(bubble, 95);
+  f.compute_share = r.total_s > 0 ? busy / (config.parallel->setup.gpus() * r.total_s) : 0;
+  const double volume_unit = abstract ? pipeline::ABSTRACT_BYTES_PER_UNIT : 1e6;
   for (std::size_t c = 0; c < f.flows.size(); ++c) {
-    const auto& s = result.flows[c];
+    const auto& s = r.flows[c];
     auto& out = f.flows[c];
-    out.volume = s.bytes / pipeline::ABSTRACT_BYTES_PER_UNIT;
+    out.volume = s.bytes / volume_unit;
     out.transfers = s.transfers;
-    out.mean_time = s.transfers > 0 ? s.transfer_s / static_cast<double>(s.transfers) : 0;
-    out.throughput = result.total_s > 0 ? out.volume / result.total_s : 0;
+    out.mean_time = s.transfers > 0 ? s.transfer_s / double(s.transfers) * time_unit : 0;
+    out.throughput = r.total_s > 0 ? s.bytes / (abstract ? pipeline::ABSTRACT_BYTES_PER_UNIT : 1e9) / r.total_s : 0;
   }
-  f.max_in_flight = result.max_in_flight;
+  f.max_in_flight = r.max_in_flight;
   return f;
 }
 
-std::string pipeline_table(const Config& config, const PipelineFigures& f) {
-  const auto& s = config.parallel->setup;
-  std::ostringstream out;
-  auto row = [&](const std::string& name, const std::string& value) {
-    out << "  " << name << std::string(name.size() < 40 ? 40 - name.size() : 1, ' ') << value << "\n";
-  };
-  row("step time, mean (units)", format("%.4f", f.step_mean));
-  row("step time, P95 (units)", format("%.4f", f.step_p95));
-  row("compute share", format("%.4f", f.compute_share));
-  row("bubble and waiting (1 - compute share)", format("%.4f", 1 - f.compute_share));
-  for (std::size_t c = 0; c < f.flows.size(); ++c) {
-    const auto& flow = f.flows[c];
-    if (flow.transfers == 0) continue;
-    const std::string& name = pipeline::flow_class_names()[c];
-    row(name + ": transfers", std::to_string(flow.transfers));
-    row(name + ": mean transfer time (units)", format("%.4f", flow.mean_time));
-    row(name + ": throughput (units/unit)", format("%.4f", flow.throughput));
+// Model mode: the policy's steps, as each GPU's work. Each data-parallel group is one of the
+// policy's ranks; its micro-batches (training.micro_batches = parallel.micro_batches) each
+// padded to their longest sample. A group given fewer samples than micro-batches runs empty
+// ones.
+std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, const pipeline::Partition& first,
+                                  std::vector<double>& max_activation_bytes) {
+  const auto& p = *config.parallel;
+  const auto& s = p.setup;
+  const PerfModel& m = *config.model;
+  const int S = s.stages, D = s.groups, M = s.micro_batches;
+  std::vector<double> fraction(static_cast<std::size_t>(S), 0), params(static_cast<std::size_t>(S), 0);
+  for (int stage = 0; stage < S; ++stage) {
+    const int end = stage + 1 < S ? first[static_cast<std::size_t>(stage) + 1] : static_cast<int>(m.layers.size());
+    for (int l = first[static_cast<std::size_t>(stage)]; l < end; ++l) {
+      fraction[static_cast<std::size_t>(stage)] += m.layers[static_cast<std::size_t>(l)].bwd_fraction;
+      params[static_cast<std::size_t>(stage)] += double(m.layers[static_cast<std::size_t>(l)].params);
+    }
   }
-  std::string in_flight;
-  for (int v : f.max_in_flight) in_flight += (in_flight.empty() ? "" : " ") + std::to_string(v);
-  row("activations held at most, per stage", in_flight);
+  const bool packed = config.training.attention == "packed";
+  const double grad_bytes = m.bytes_per_param;
+  const double sync_share = (s.data_parallel == "ddp" ? 2.0 : 1.0) * (D - 1) / D;
+  std::vector<StepWork> steps;
+  for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(D)) {
+    StepWork work(static_cast<std::size_t>(S * D));
+    for (int d = 0; d < D; ++d) {
+      const RankStep& row = run.rows[i + static_cast<std::size_t>(d)];
+      std::vector<MicroBatchShape> micro = row.micro;
+      if (micro.empty() && row.batch_size > 0)
+        micro.push_back({row.batch_size, row.max_len, row.real_tokens, row.sq_tokens});
+      micro.resize(static_cast<std::size_t>(M));  // empty micro-batches where the group had too few samples
+      for (int stage = 0; stage < S; ++stage) {
+        const auto st = static_cast<std::size_t>(stage);
+        GpuWork& g = work[static_cast<std::size_t>(d * S + stage)];
+        for (const auto& mb : micro) {
+          const bool empty = mb.batch_size == 0;
+          const double tokens = packed ? double(mb.real_tokens) : double(mb.batch_size) * mb.max_len;
+          const double fwd =
+              packed ? m.fwd_packed_ms(tokens, double(mb.sq_tokens)) : m.fwd_ms(mb.batch_size, mb.max_len);
+          const double bwd =
+              packed ? m.bwd_packed_ms(tokens, double(mb.sq_tokens)) : m.bwd_ms(mb.batch_size, mb.max_len);
+          const double act = packed ? (m.packed_mem_mib(tokens, double(mb.sq_tokens)) - m.mem_m0_mib) * 1024 * 1024
+                                    : activation_bytes(m, mb.batch_size, mb.max_len);
+          g.fwd_s.push_back(empty ? 0 : fwd * fraction[st] * 1e-3);
+          g.bwd_s.push_back(empty ? 0 : bwd * fraction[st] * 1e-3);
+          g.act_bytes.push_back(empty ? 0 : tokens * p.activation_bytes_per_token);
+          if (!empty) max_activation_bytes[st] = std::max(max_activation_bytes[st], act * fraction[st]);
+        }
+        g.sync_bytes = params[st] * grad_bytes * sync_share;
+        g.gather_bytes = s.data_parallel == "zero2" ? params[st] * grad_bytes * (D - 1) / D : 0;
+        g.opt_s = m.optimizer_ms * fraction[st] * 1e-3 / (s.data_parallel == "zero2" ? D : 1);
+      }
+    }
+    steps.push_back(std::move(work));
+  }
+  return steps;
+}
+
+}  // namespace
+
+pipeline::Partition stage_partition(const Config& config) {
+  const auto& p = *config.parallel;
+  const pipeline::PartitionProblem problem = partition_problem(config);
+  if (p.stage_layers.empty()) return pipeline::make_partition(p.partition, problem);
+  int total = 0;
+  pipeline::Partition first;
+  for (int n : p.stage_layers) {
+    first.push_back(total);
+    total += n;
+  }
+  if (total != static_cast<int>(problem.layers.size()))
+    throw InputError(config.origin + ": parallel: partition gives " + std::to_string(total) + " layers, model " +
+                     config.model->name + " has " + std::to_string(problem.layers.size()));
+  return first;
+}
+
+std::vector<PipelineFigures> simulate_parallel(const Config& config) {
+  const auto& p = *config.parallel;
+  const auto steps = static_cast<std::size_t>(config.training.steps);
+  if (p.abstract_mode) {
+    const std::vector<StepWork> work(steps, pipeline::abstract_step(p.setup, p.abstract));
+    return {figures_of(config, pipeline::simulate_pipeline(p.setup, work), "abstract")};
+  }
+  const pipeline::Partition first = stage_partition(config);
+  const pipeline::PartitionProblem problem = partition_problem(config);
+  const auto source = make_length_source(config.data, config.training.max_length);
+  const std::vector<int> dataset = source->dataset(config.training.seed);
+  // The policies split each step's samples over the D groups, each group's into M micro-batches.
+  StepShape shape = config.shape();
+  shape.G = p.setup.groups;
+  shape.micro_batches = p.setup.micro_batches;
+  if (!shape.b_max.empty()) shape.b_max.resize(static_cast<std::size_t>(shape.G));
+  std::vector<PipelineFigures> columns;
+  for (const auto& spec : config.policies) {
+    if (make_scheduler(spec, shape)->forms_micro_batches())
+      throw InputError(config.origin + ": policy " + spec.label() +
+                       " forms its own number of micro-batches; a pipeline runs parallel.micro_batches of them");
+    const PolicyRun run = run_policy(spec, shape, config.training.steps, dataset);
+    std::vector<double> max_act(static_cast<std::size_t>(p.setup.stages), 0);
+    const std::vector<StepWork> work = model_steps(config, run, first, max_act);
+    PipelineFigures f = figures_of(config, pipeline::simulate_pipeline(p.setup, work), run.label);
+    for (int stage = 0; stage < p.setup.stages; ++stage) {
+      double state = 0;
+      const int end = stage + 1 < p.setup.stages ? first[static_cast<std::size_t>(stage) + 1]
+                                                 : static_cast<int>(problem.layers.size());
+      for (int l = first[static_cast<std::size_t>(stage)]; l < end; ++l)
+        state += problem.layers[static_cast<std::size_t>(l)].state_bytes;
+      f.stage_mem_mib.push_back(
+          (state + f.max_in_flight[static_cast<std::size_t>(stage)] * max_act[static_cast<std::size_t>(stage)]) /
+          (1024.0 * 1024));
+    }
+    columns.push_back(std::move(f));
+  }
+  return columns;
+}
+
+std::string pipeline_table(const Config& config, const std::vector<PipelineFigures>& columns) {
+  const bool abstract = config.parallel->abstract_mode;
+  const std::string time = abstract ? "units" : "ms", volume = abstract ? "units" : "MB",
+                    rate = abstract ? "units/unit" : "GB/s";
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  auto row = [&](const std::string& name, auto value) {
+    std::vector<std::string> cells;
+    for (const auto& f : columns) cells.push_back(value(f));
+    rows.emplace_back(name, std::move(cells));
+  };
+  const char* spec = abstract ? "%.4f" : "%.2f";
+  row("step time, mean (" + time + ")", [&](const PipelineFigures& f) { return format(spec, f.step_mean); });
+  row("step time, P95 (" + time + ")", [&](const PipelineFigures& f) { return format(spec, f.step_p95); });
+  row("compute share", [](const PipelineFigures& f) { return format("%.4f", f.compute_share); });
+  row("bubble per step, mean", [](const PipelineFigures& f) { return format("%.4f", f.bubble_mean); });
+  row("bubble per step, P95", [](const PipelineFigures& f) { return format("%.4f", f.bubble_p95); });
+  for (std::size_t c = 0; c < pipeline::FLOW_CLASSES; ++c) {
+    if (columns.front().flows[c].transfers == 0) continue;
+    const std::string& name = pipeline::flow_class_names()[c];
+    row(name + ": volume (" + volume + ")",
+        [&](const PipelineFigures& f) { return format("%.1f", f.flows[c].volume); });
+    row(name + ": mean transfer (" + time + ")",
+        [&](const PipelineFigures& f) { return format(spec, f.flows[c].mean_time); });
+    row(name + ": throughput (" + rate + ")",
+        [&](const PipelineFigures& f) { return format("%.3f", f.flows[c].throughput); });
+  }
+  row("activations held at most, per stage", [](const PipelineFigures& f) {
+    std::string text;
+    for (int v : f.max_in_flight) (text += text.empty() ? "" : " ") += std::to_string(v);
+    return text;
+  });
+  if (!abstract)
+    row("peak memory per stage (MiB)", [](const PipelineFigures& f) {
+      std::string text;
+      for (double v : f.stage_mem_mib) (text += text.empty() ? "" : " ") += format("%.0f", v);
+      return text;
+    });
+  std::size_t name_width = 0;
+  std::vector<std::size_t> width;
+  for (const auto& f : columns) width.push_back(f.label.size());
+  for (const auto& [name, cells] : rows) {
+    name_width = std::max(name_width, name.size());
+    for (std::size_t k = 0; k < cells.size(); ++k) width[k] = std::max(width[k], cells[k].size());
+  }
+  std::ostringstream out;
+  out << std::string(name_width, ' ');
+  for (std::size_t k = 0; k < columns.size(); ++k)
+    out << "  " << std::string(width[k] - columns[k].label.size(), ' ') << columns[k].label;
+  out << "\n";
+  for (const auto& [name, cells] : rows) {
+    out << name << std::string(name_width - name.size(), ' ');
+    for (std::size_t k = 0; k < cells.size(); ++k)
+      out << "  " << std::string(width[k] - cells[k].size(), ' ') << cells[k];
+    out << "\n";
+  }
   return out.str();
 }
 
-nlohmann::json pipeline_summary(const Config& config, const PipelineFigures& f) {
-  nlohmann::json flows = nlohmann::json::object();
-  for (std::size_t c = 0; c < f.flows.size(); ++c)
-    flows[pipeline::flow_class_names()[c]] = {{"volume", f.flows[c].volume},
-                                              {"transfers", f.flows[c].transfers},
-                                              {"mean_transfer_time", f.flows[c].mean_time},
-                                              {"throughput", f.flows[c].throughput}};
-  return {{"config", config.resolved},        {"units", "abstract time units"},
-          {"steps", config.training.steps},   {"step_time_mean", f.step_mean},
-          {"step_time_p95", f.step_p95},      {"total_time", f.total},
-          {"compute_share", f.compute_share}, {"flows", flows},
-          {"max_in_flight", f.max_in_flight}};
+nlohmann::json pipeline_summary(const Config& config, const std::vector<PipelineFigures>& columns) {
+  const bool abstract = config.parallel->abstract_mode;
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& f : columns) {
+    nlohmann::json flows = nlohmann::json::object();
+    for (std::size_t c = 0; c < f.flows.size(); ++c)
+      flows[pipeline::flow_class_names()[c]] = {{"volume", f.flows[c].volume},
+                                                {"transfers", f.flows[c].transfers},
+                                                {"mean_transfer_time", f.flows[c].mean_time},
+                                                {"throughput", f.flows[c].throughput}};
+    nlohmann::json run = {{"label", f.label},
+                          {"step_time_mean", f.step_mean},
+                          {"step_time_p95", f.step_p95},
+                          {"total_time", f.total},
+                          {"compute_share", f.compute_share},
+                          {"bubble_mean", f.bubble_mean},
+                          {"bubble_p95", f.bubble_p95},
+                          {"flows", flows},
+                          {"max_in_flight", f.max_in_flight}};
+    if (!abstract) run["stage_peak_mem_mib"] = f.stage_mem_mib;
+    runs.push_back(std::move(run));
+  }
+  nlohmann::json units = abstract ? nlohmann::json{{"time", "unit"}, {"volume", "unit"}, {"throughput", "unit/unit"}}
+                                  : nlohmann::json{{"time", "ms"}, {"volume", "MB"}, {"throughput", "GB/s"}};
+  nlohmann::json out = {
+      {"config", config.resolved}, {"units", units}, {"steps", config.training.steps}, {"runs", runs}};
+  if (!abstract) {
+    nlohmann::json layers = nlohmann::json::array();
+    const pipeline::Partition first = stage_partition(config);
+    for (std::size_t s = 0; s < first.size(); ++s)
+      layers.push_back((s + 1 < first.size() ? first[s + 1] : static_cast<int>(config.model->layers.size())) -
+                       first[s]);
+    out["stage_layers"] = layers;
+  }
+  return out;
 }
 
 }  // namespace ddpsim

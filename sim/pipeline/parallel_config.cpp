@@ -1,10 +1,12 @@
 #include "pipeline/parallel_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "pipeline/partition.hpp"
 #include "report/outputs.hpp"
 
 namespace ddpsim::pipeline {
@@ -73,19 +75,45 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
   s.fwd_impact = non_negative(f, "fwd_impact", s.fwd_impact, 100);
   s.bwd_impact = non_negative(f, "bwd_impact", s.bwd_impact, 100);
   if (f.has("channels")) s.channels = parse_channels(f.raw("channels"), where + ": channels");
-  JsonFields a(f.raw("abstract"), where + ": abstract");  // required: the only way to give the work yet
-  AbstractWork& w = p.abstract;
-  w.forward = non_negative(a, "forward", w.forward, 1e9);
-  w.backward = non_negative(a, "backward", w.backward, 1e9);
-  w.transfer = non_negative(a, "transfer", w.transfer, 1e9);
-  w.sync = non_negative(a, "sync", w.sync, 1e9);
-  w.gather = non_negative(a, "gather", w.gather, 1e9);
-  w.optimizer = non_negative(a, "optimizer", w.optimizer, 1e9);
-  a.reject_unknown();
+  p.abstract_mode = f.has("abstract");
+  if (p.abstract_mode) {
+    JsonFields a(f.raw("abstract"), where + ": abstract");
+    AbstractWork& w = p.abstract;
+    w.forward = non_negative(a, "forward", w.forward, 1e9);
+    w.backward = non_negative(a, "backward", w.backward, 1e9);
+    w.transfer = non_negative(a, "transfer", w.transfer, 1e9);
+    w.sync = non_negative(a, "sync", w.sync, 1e9);
+    w.gather = non_negative(a, "gather", w.gather, 1e9);
+    w.optimizer = non_negative(a, "optimizer", w.optimizer, 1e9);
+    a.reject_unknown();
+    s.channels.bytes_per_s = ABSTRACT_BYTES_PER_UNIT;
+    s.channels.latency_s = 0;
+  } else {
+    if (f.has("partition") && f.raw("partition").is_array()) {
+      p.stage_layers = f.get<std::vector<int>>("partition", {});
+      if (static_cast<int>(p.stage_layers.size()) != s.stages)
+        throw InputError(where + ": partition lists " + std::to_string(p.stage_layers.size()) +
+                         " stages' layer counts, stages is " + std::to_string(s.stages));
+      for (std::size_t k = 0; k < p.stage_layers.size(); ++k)
+        if (p.stage_layers[k] < 1)
+          throw InputError(where + ": partition[" + std::to_string(k) + "] is " + std::to_string(p.stage_layers[k]) +
+                           ": every stage needs at least one layer");
+      p.partition = "explicit";
+    } else {
+      p.partition = f.get<std::string>("partition", p.partition);
+      if (std::find(partition_names().begin(), partition_names().end(), p.partition) == partition_names().end())
+        throw InputError(where +
+                         ": partition is uniform, time, memory, balanced or a list of layer counts per "
+                         "stage, got \"" +
+                         p.partition + "\"");
+    }
+    p.activation_bytes_per_token = f.get<double>("activation_bytes_per_token", p.activation_bytes_per_token);
+    if (!(p.activation_bytes_per_token >= 0 && p.activation_bytes_per_token <= 1e9))
+      throw InputError(where + ": activation_bytes_per_token must be from 0 to 1e9, got " +
+                       format("%g", p.activation_bytes_per_token));
+  }
   f.reject_unknown();
   check_setup(s, where);
-  s.channels.bytes_per_s = ABSTRACT_BYTES_PER_UNIT;
-  s.channels.latency_s = 0;
   return p;
 }
 
@@ -98,21 +126,23 @@ nlohmann::json ParallelConfig::to_json() const {
       {"model", s.channels.model}, {"receiver_limit", s.channels.receiver_limit}, {"weights", weights}};
   if (s.channels.exclusive >= 0)
     channels["exclusive"] = flow_class_names()[static_cast<std::size_t>(s.channels.exclusive)];
-  return {{"stages", s.stages},
-          {"schedule", s.schedule},
-          {"micro_batches", s.micro_batches},
-          {"data_parallel", s.data_parallel},
-          {"sync_every", s.sync_every},
-          {"fwd_impact", s.fwd_impact},
-          {"bwd_impact", s.bwd_impact},
-          {"channels", channels},
-          {"abstract",
-           {{"forward", abstract.forward},
-            {"backward", abstract.backward},
-            {"transfer", abstract.transfer},
-            {"sync", abstract.sync},
-            {"gather", abstract.gather},
-            {"optimizer", abstract.optimizer}}}};
+  nlohmann::json out = {{"stages", s.stages},
+                        {"schedule", s.schedule},
+                        {"micro_batches", s.micro_batches},
+                        {"data_parallel", s.data_parallel},
+                        {"sync_every", s.sync_every},
+                        {"fwd_impact", s.fwd_impact},
+                        {"bwd_impact", s.bwd_impact},
+                        {"channels", channels}};
+  if (abstract_mode) {
+    out["abstract"] = {{"forward", abstract.forward},   {"backward", abstract.backward},
+                       {"transfer", abstract.transfer}, {"sync", abstract.sync},
+                       {"gather", abstract.gather},     {"optimizer", abstract.optimizer}};
+  } else {
+    out["partition"] = stage_layers.empty() ? nlohmann::json(partition) : nlohmann::json(stage_layers);
+    out["activation_bytes_per_token"] = activation_bytes_per_token;
+  }
+  return out;
 }
 
 StepWork abstract_step(const PipelineSetup& s, const AbstractWork& w) {

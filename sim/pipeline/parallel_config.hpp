@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,15 @@ struct AbstractWork {
 
 struct ParallelConfig {
   PipelineSetup setup;
+  // Without `abstract`, the work comes from the performance model, the data and the policies.
+  bool abstract_mode = false;
   AbstractWork abstract;
+  // Model mode: which layers each stage holds (a partition name, or layer counts per stage),
+  // and the bytes a stage sends on per token of a micro-batch (activations forward, their
+  // gradients back): hidden size × element size.
+  std::string partition = "uniform";
+  std::vector<int> stage_layers;
+  double activation_bytes_per_token = 768 * 4;
   nlohmann::json to_json() const;
 };
 

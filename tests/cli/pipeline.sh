@@ -10,15 +10,35 @@ grep -qE 'step time, mean \(units\) +33\.0000' "$WORK/out" || fail "no-communica
 "$PY" - "$WORK/a/summary.json" <<'PY' || fail "summary.json lacks the pipeline figures"
 import json, sys
 s = json.load(open(sys.argv[1]))
-assert abs(s["step_time_mean"] - 33) < 1e-9, s
-assert abs(s["compute_share"] - 24 / 33) < 1e-9, s
+run = s["runs"][0]
+assert run["label"] == "abstract", s
+assert abs(run["step_time_mean"] - 33) < 1e-9, s
+assert abs(run["compute_share"] - 24 / 33) < 1e-9, s
+assert abs(run["bubble_mean"] - 9 / 33) < 1e-9, s
 assert s["config"]["parallel"]["schedule"] == "gpipe", s
-assert s["max_in_flight"] == [8, 8, 8, 8], s
+assert run["max_in_flight"] == [8, 8, 8, 8], s
 PY
 expect_ok "$DDPSIM" run "$study" --set parallel.channels.model=shared --out "$WORK/b"
 expect_ok "$DDPSIM" run "$study" --set parallel.channels.model=shared --out "$WORK/c"
 cmp -s "$WORK/b/summary.json" "$WORK/c/summary.json" || fail "two identical pipeline runs differ"
-grep -q 'grad_sync: transfers' "$WORK/out" || fail "no grad_sync traffic with two data-parallel groups"
+grep -q 'grad_sync: volume' "$WORK/out" || fail "no grad_sync traffic with two data-parallel groups"
+
+# Model mode: stage times from the performance model for each policy's micro-batches of SST-2.
+expect_ok "$DDPSIM" run --policies static,sorted --steps 5 --set training.world_size=8 --set training.global_batch=64 \
+  --set 'parallel={"stages": 2, "schedule": "1f1b", "micro_batches": 4, "partition": "balanced"}' --out "$WORK/m"
+"$PY" - "$WORK/m/summary.json" <<'PY' || fail "model-mode summary.json is not as expected"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert [r["label"] for r in s["runs"]] == ["static", "sorted"], s
+assert s["units"]["time"] == "ms", s
+assert sum(s["stage_layers"]) > 2 and len(s["stage_layers"]) == 2, s
+for r in s["runs"]:
+    assert r["step_time_mean"] > 0 and 0 < r["compute_share"] < 1, r
+    assert r["max_in_flight"] == [2, 1] and len(r["stage_peak_mem_mib"]) == 2, r
+    assert r["flows"]["grad_sync"]["transfers"] > 0, r
+PY
+expect_exit 1 'policy verl:max_token_len=4096 forms its own number of micro-batches' "$DDPSIM" run --steps 2 \
+  --policies verl:max_token_len=4096 --set 'parallel={"stages": 2, "micro_batches": 4}'
 
 out="$WORK/bad"
 expect_exit 1 'pipeline-study.json with --set parallel.stages=3: parallel: stages \(3\) must divide training.world_size \(8\)' \
