@@ -301,3 +301,49 @@ TEST_CASE("packed sequences: minmax balances real tokens, token_budget caps them
   const PolicyRun padded = run_policy(parse_policy_spec("token_budget:max_tokens=300"), s, 100, sst2_dataset());
   CHECK(summarize(budget).mean_global_batch > summarize(padded).mean_global_batch);
 }
+
+TEST_CASE("micro-batching: sorted pads less than even; kk balances workloads, lighter ones at the ends") {
+  StepShape s = shape(4, 64);
+  s.micro_batches = 4;
+  auto padded = [&](const char* how) {
+    s.micro_batching = how;
+    const PolicyRun run = run_policy(parse_policy_spec("static"), s, 100, sst2_dataset());
+    std::int64_t total = 0;
+    for (const RankStep& r : run.rows) total += r.padded_tokens;
+    return std::pair(total, run);
+  };
+  const auto [even, even_run] = padded("even");
+  const auto [sorted, sorted_run] = padded("sorted");
+  const auto [kk, kk_run] = padded("kk");
+  CHECK(sorted < even);  // similar lengths share a micro-batch
+  for (std::size_t i = 0; i < even_run.rows.size(); ++i) {
+    // The same samples per rank (the inner policy decides them), formed differently.
+    CHECK(sorted_run.rows[i].real_tokens == even_run.rows[i].real_tokens);
+    CHECK(kk_run.rows[i].real_tokens == even_run.rows[i].real_tokens);
+    const auto& sm = sorted_run.rows[i].micro;
+    for (std::size_t m = 1; m < sm.size(); ++m) CHECK(sm[m - 1].max_len <= sm[m].max_len);
+  }
+  // kk: the spread of micro-batch workloads is smaller than even's, and no end is the heaviest.
+  auto spread = [](const RankStep& r) {
+    double lo = 1e300, hi = 0;
+    for (const auto& m : r.micro) {
+      const double w = 24576.0 * double(m.real_tokens) + double(m.sq_tokens);
+      lo = std::min(lo, w), hi = std::max(hi, w);
+    }
+    return hi - lo;
+  };
+  double even_spread = 0, kk_spread = 0;
+  for (std::size_t i = 0; i < even_run.rows.size(); ++i) {
+    even_spread += spread(even_run.rows[i]);
+    kk_spread += spread(kk_run.rows[i]);
+    const auto& km = kk_run.rows[i].micro;
+    if (km.size() == 4) {
+      const auto work = [&](std::size_t m) { return 24576.0 * double(km[m].real_tokens) + double(km[m].sq_tokens); };
+      CHECK(std::max(work(0), work(3)) <= std::max(work(1), work(2)));
+    }
+  }
+  CHECK(kk_spread < 0.5 * even_spread);
+  s.micro_batching = "random";
+  CHECK_THROWS_WITH_AS(make_scheduler(parse_policy_spec("static"), s), doctest::Contains("micro-batching is even"),
+                       InputError);
+}

@@ -43,7 +43,7 @@ fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weigh
 class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work either in time units:
 abstract {forward, backward, transfer, sync, gather, optimizer}, or from the model, data and
 policies (a column per policy): partition uniform | time | memory | balanced | [layers per
-stage], activation_bytes_per_token; prints step time, bubble, each flow class's traffic and
+stage], micro_batching even | sorted | kk, activation_bytes_per_token; prints step time, bubble, each flow class's traffic and
 each stage's memory; --out writes DIR/summary.json).
 
 examples:
@@ -110,7 +110,7 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
       (layers += layers.empty() ? "" : " ") += std::to_string(
           (s + 1 < first.size() ? first[s + 1] : static_cast<int>(config.model->layers.size())) - first[s]);
     std::cout << "  model: " << config.model->name << ", partition " << p.partition << " (layers per stage: " << layers
-              << "), " << p.activation_bytes_per_token
+              << "), " << p.micro_batching << " micro-batches, " << p.activation_bytes_per_token
               << " activation bytes per token\n  links: " << config.platform.link_GBps << " GB/s, "
               << config.platform.latency_us << " us\n\n";
   }

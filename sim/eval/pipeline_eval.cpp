@@ -167,6 +167,7 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config) {
   StepShape shape = config.shape();
   shape.G = p.setup.groups;
   shape.micro_batches = p.setup.micro_batches;
+  shape.micro_batching = p.micro_batching;
   if (!shape.b_max.empty()) shape.b_max.resize(static_cast<std::size_t>(shape.G));
   std::vector<PipelineFigures> columns;
   for (const auto& spec : config.policies) {

@@ -107,6 +107,12 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
                          "stage, got \"" +
                          p.partition + "\"");
     }
+    p.micro_batching = f.get<std::string>("micro_batching", p.micro_batching);
+    if (p.micro_batching != "even" && p.micro_batching != "sorted" && p.micro_batching != "kk")
+      throw InputError(where +
+                       ": micro_batching is even (in order), sorted (by length) or kk (balanced "
+                       "workloads, VeRL's order), got \"" +
+                       p.micro_batching + "\"");
     p.activation_bytes_per_token = f.get<double>("activation_bytes_per_token", p.activation_bytes_per_token);
     if (!(p.activation_bytes_per_token >= 0 && p.activation_bytes_per_token <= 1e9))
       throw InputError(where + ": activation_bytes_per_token must be from 0 to 1e9, got " +
@@ -141,6 +147,7 @@ nlohmann::json ParallelConfig::to_json() const {
   } else {
     out["partition"] = stage_layers.empty() ? nlohmann::json(partition) : nlohmann::json(stage_layers);
     out["activation_bytes_per_token"] = activation_bytes_per_token;
+    out["micro_batching"] = micro_batching;
   }
   return out;
 }

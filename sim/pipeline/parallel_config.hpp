@@ -28,6 +28,7 @@ struct ParallelConfig {
   std::string partition = "uniform";
   std::vector<int> stage_layers;
   double activation_bytes_per_token = 768 * 4;
+  std::string micro_batching = "even";  // how a group's samples form micro-batches (StepShape)
   nlohmann::json to_json() const;
 };
 

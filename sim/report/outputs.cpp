@@ -257,6 +257,14 @@ void check_output_path(const std::filesystem::path& path, const std::string& opt
     throw UsageError(option + " " + path.string() + ": is a folder, expected a file name");
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw UsageError(option + " " + path.string() + ": is a device or a pipe, expected a file name");
+  // A folder on the way that is a file: no output can go there, so say it before the work.
+  for (auto parent = path.parent_path(); !parent.empty() && parent != parent.parent_path();
+       parent = parent.parent_path())
+    if (std::filesystem::exists(parent, ec)) {
+      if (!std::filesystem::is_directory(parent, ec))
+        throw UsageError(option + " " + path.string() + ": " + parent.string() + " is not a folder");
+      break;
+    }
 }
 
 void check_outputs(const std::vector<std::filesystem::path>& paths) {

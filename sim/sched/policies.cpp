@@ -304,24 +304,53 @@ class VerlPolicy final : public Scheduler {
 // training.micro_batches consecutive micro-batches.
 class FixedMicroBatches final : public Scheduler {
  public:
-  FixedMicroBatches(std::unique_ptr<Scheduler> inner, int count) : inner_(std::move(inner)), count_(count) {}
+  FixedMicroBatches(std::unique_ptr<Scheduler> inner, int count, std::string how)
+      : inner_(std::move(inner)), count_(count), how_(std::move(how)) {}
   std::size_t buffer_size() const override { return inner_->buffer_size(); }
   std::string solver() const override { return inner_->solver(); }
   void plan(RankBuffers& buffers, StepPlan& out) override {
     inner_->plan(buffers, out);
     out.micro_sizes.resize(out.batches.size());
-    for (std::size_t g = 0; g < out.batches.size(); ++g)
-      out.micro_sizes[g] = even_micro_sizes(static_cast<int>(out.batches[g].size()), count_);
+    for (std::size_t g = 0; g < out.batches.size(); ++g) {
+      auto& batch = out.batches[g];
+      const int b = static_cast<int>(batch.size());
+      out.micro_sizes[g] = even_micro_sizes(b, count_);
+      if (how_ == "sorted") {
+        std::stable_sort(batch.begin(), batch.end(), [](const Sample& x, const Sample& y) { return x.len < y.len; });
+      } else if (how_ == "kk" && b > count_) {
+        workload_.clear();
+        for (const Sample& s : batch) workload_.push_back(VERL_LINEAR * s.len + double(s.len) * s.len);
+        std::vector<Sample> formed;
+        out.micro_sizes[g].clear();
+        for (const auto& items : balanced_micro_batches(workload_, count_, /*light_heavy_light=*/true, kk_)) {
+          for (int i : items) formed.push_back(batch[static_cast<std::size_t>(i)]);
+          out.micro_sizes[g].push_back(static_cast<int>(items.size()));
+        }
+        batch = std::move(formed);
+      }
+    }
   }
 
  private:
+  static constexpr double VERL_LINEAR = 24576;  // calculate_workload's linear term
   std::unique_ptr<Scheduler> inner_;
   int count_;
+  std::string how_;
+  std::vector<double> workload_;
+  KarmarkarKarp kk_;
 };
 
 }  // namespace
 
+const std::vector<std::string>& micro_batching_names() {
+  static const std::vector<std::string> names = {"even", "sorted", "kk"};
+  return names;
+}
+
 std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
+  if (std::find(micro_batching_names().begin(), micro_batching_names().end(), shape.micro_batching) ==
+      micro_batching_names().end())
+    throw InputError("micro-batching is even, sorted or kk, got \"" + shape.micro_batching + "\"");
   if (shape.G < 1) throw InputError("world size G must be ≥ 1, got " + std::to_string(shape.G));
   if (!shape.b_max.empty() && static_cast<int>(shape.b_max.size()) != shape.G)
     throw InputError("b_max lists " + std::to_string(shape.b_max.size()) +
@@ -354,7 +383,7 @@ std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShap
   if (shape.micro_batches < 1)
     throw InputError("micro-batches per step must be ≥ 1, got " + std::to_string(shape.micro_batches));
   if (shape.micro_batches > 1 && !policy->forms_micro_batches())
-    policy = std::make_unique<FixedMicroBatches>(std::move(policy), shape.micro_batches);
+    policy = std::make_unique<FixedMicroBatches>(std::move(policy), shape.micro_batches, shape.micro_batching);
   return policy;
 }
 

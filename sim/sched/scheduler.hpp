@@ -38,6 +38,10 @@ struct StepShape {
   // Micro-batches per rank and step with gradient accumulation (training.micro_batches): each
   // rank's batch cut into this many in order, for every policy that does not form its own.
   int micro_batches = 1;
+  // How those micro-batches are formed from the rank's samples: even (in order), sorted (by
+  // length, so each holds similar lengths) or kk (VeRL's: Karmarkar–Karp on its workload
+  // 24576·s + s², free sizes, the lighter ones first and last). See micro_batching_names().
+  std::string micro_batching = "even";
   // Packed sequences (remove-padding, varlen attention): a micro-batch costs by Σ s and Σ s²
   // (CostModel::packed_cost) instead of b·L and b·L².
   bool packed = false;
@@ -57,6 +61,8 @@ struct StepPlan {
   // per rank. The gradient allreduce follows the last micro-batch's backward only.
   std::vector<std::vector<int>> micro_sizes;
 };
+
+const std::vector<std::string>& micro_batching_names();  // even, sorted, kk
 
 // Cuts b samples into `count` consecutive micro-batches as even as can be (the first ones one
 // larger), fewer when b < count, and one (possibly empty) when b = 0.

@@ -67,34 +67,41 @@ VerlPlan verl_balance(std::span<const int> lengths, int G, const VerlOptions& o,
     const auto& part = parts[g];
     local.resize(part.size());
     for (std::size_t i = 0; i < part.size(); ++i) local[i] = workload[static_cast<std::size_t>(part[i])];
-    const std::span<const int> items = kk.partition(local, static_cast<int>(count), false);
-    std::vector<MicroBatch> micro;
-    std::size_t begin = 0;
-    for (const int size : kk.part_sizes()) {
-      MicroBatch mb;
-      for (std::size_t i = begin; i < begin + static_cast<std::size_t>(size); ++i) mb.items.push_back(items[i]);
-      begin += static_cast<std::size_t>(size);
-      std::sort(mb.items.begin(), mb.items.end());
-      for (int i : mb.items) mb.workload += local[static_cast<std::size_t>(i)];
-      micro.push_back(std::move(mb));
-    }
-    if (o.micro_balance) {
-      std::sort(micro.begin(), micro.end(), [](const MicroBatch& a, const MicroBatch& b) {
-        return std::pair(a.workload, a.items.front()) > std::pair(b.workload, b.items.front());
-      });
-      // idx[::2][::-1] + idx[1::2]: the lighter micro-batches at both ends.
-      std::vector<MicroBatch> ordered, odd;
-      for (std::size_t m = 0; m < micro.size(); ++m) (m % 2 ? odd : ordered).push_back(std::move(micro[m]));
-      std::reverse(ordered.begin(), ordered.end());
-      std::move(odd.begin(), odd.end(), std::back_inserter(ordered));
-      micro = std::move(ordered);
-    }
-    for (const MicroBatch& mb : micro) {
+    for (const auto& items : balanced_micro_batches(local, static_cast<int>(count), o.micro_balance, kk)) {
       plan[g].emplace_back();
-      for (int i : mb.items) plan[g].back().push_back(part[static_cast<std::size_t>(i)]);
+      for (int i : items) plan[g].back().push_back(part[static_cast<std::size_t>(i)]);
     }
   }
   return plan;
+}
+
+std::vector<std::vector<int>> balanced_micro_batches(std::span<const double> workload, int count,
+                                                     bool light_heavy_light, KarmarkarKarp& kk) {
+  const std::span<const int> items = kk.partition(workload, count, false);
+  std::vector<MicroBatch> micro;
+  std::size_t begin = 0;
+  for (const int size : kk.part_sizes()) {
+    MicroBatch mb;
+    for (std::size_t i = begin; i < begin + static_cast<std::size_t>(size); ++i) mb.items.push_back(items[i]);
+    begin += static_cast<std::size_t>(size);
+    std::sort(mb.items.begin(), mb.items.end());
+    for (int i : mb.items) mb.workload += workload[static_cast<std::size_t>(i)];
+    micro.push_back(std::move(mb));
+  }
+  if (light_heavy_light) {
+    std::sort(micro.begin(), micro.end(), [](const MicroBatch& a, const MicroBatch& b) {
+      return std::pair(a.workload, a.items.front()) > std::pair(b.workload, b.items.front());
+    });
+    // idx[::2][::-1] + idx[1::2]: the lighter micro-batches at both ends.
+    std::vector<MicroBatch> ordered, odd;
+    for (std::size_t m = 0; m < micro.size(); ++m) (m % 2 ? odd : ordered).push_back(std::move(micro[m]));
+    std::reverse(ordered.begin(), ordered.end());
+    std::move(odd.begin(), odd.end(), std::back_inserter(ordered));
+    micro = std::move(ordered);
+  }
+  std::vector<std::vector<int>> out;
+  for (auto& mb : micro) out.push_back(std::move(mb.items));
+  return out;
 }
 
 }  // namespace ddpsim

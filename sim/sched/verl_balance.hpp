@@ -22,6 +22,12 @@ struct VerlOptions {
 // Per rank, its micro-batches in training order, each a list of positions in `lengths`.
 using VerlPlan = std::vector<std::vector<std::vector<int>>>;
 
+// rearrange_micro_batches on one rank: `count` micro-batches of free size whose workloads
+// Karmarkar–Karp balances, each listing positions in `workload` in ascending order; with
+// `light_heavy_light`, ordered by workload so that the lighter ones run first and last.
+std::vector<std::vector<int>> balanced_micro_batches(std::span<const double> workload, int count,
+                                                     bool light_heavy_light, KarmarkarKarp& kk);
+
 // `lengths` is the global batch, rank g's own draw at [g·n/G, (g+1)·n/G) (n a multiple of G).
 // Every length must be ≤ max_token_len (InputError otherwise, where VeRL asserts).
 VerlPlan verl_balance(std::span<const int> lengths, int G, const VerlOptions& options, KarmarkarKarp& kk);

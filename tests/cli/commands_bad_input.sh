@@ -61,7 +61,7 @@ popd >/dev/null || exit 1
 [[ ! -e $WORK/steps.csv ]] || fail "run --out '' wrote into the current folder"
 expect_exit 2 "CONFIG: empty value" "$DDPSIM" run ''
 touch "$WORK/afile"
-expect_exit 1 "afile/t.json: cannot open for writing \(Not a directory\)" "$DDPSIM" run --steps 2 \
+expect_exit 2 "afile/t.json: .*afile is not a folder" "$DDPSIM" run --steps 2 \
   --out "$WORK/new/run" --timeline "$WORK/afile/t.json"
-[[ ! -e $WORK/new ]] || fail "a failed run left its new output folder: $(find "$WORK/new")"
+[[ ! -e $WORK/new ]] || fail "a refused run made its output folder: $(find "$WORK/new")"
 finish
