@@ -105,10 +105,8 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
     std::cout << "  abstract work: " << described["abstract"].dump() << "\n\n";
   } else {
     std::string layers;
-    const auto first = stage_partition(config);
-    for (std::size_t s = 0; s < first.size(); ++s)
-      (layers += layers.empty() ? "" : " ") += std::to_string(
-          (s + 1 < first.size() ? first[s + 1] : static_cast<int>(config.model->layers.size())) - first[s]);
+    for (int n : pipeline::layers_per_stage(stage_partition(config), static_cast<int>(config.model->layers.size())))
+      (layers += layers.empty() ? "" : " ") += std::to_string(n);
     std::cout << "  model: " << config.model->name << ", partition " << p.partition << " (layers per stage: " << layers
               << "), " << p.micro_batching << " micro-batches, " << p.activation_bytes_per_token
               << " activation bytes per token\n  links: " << config.platform.link_GBps << " GB/s, "

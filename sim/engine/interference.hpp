@@ -18,7 +18,6 @@ class Interference {
   void compute(int device, double work_s, double slowdown);
   // Communication on `device` starts (+1) or ends (−1); several may overlap.
   void communicating(int device, int delta);
-  bool busy(int device) const { return in_flight_[static_cast<std::size_t>(device)] > 0; }
 
  private:
   std::vector<int> in_flight_;

@@ -89,7 +89,7 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
   const int S = s.stages, D = s.groups, M = s.micro_batches;
   std::vector<double> fraction(static_cast<std::size_t>(S), 0), params(static_cast<std::size_t>(S), 0);
   for (int stage = 0; stage < S; ++stage) {
-    const int end = stage + 1 < S ? first[static_cast<std::size_t>(stage) + 1] : static_cast<int>(m.layers.size());
+    const int end = pipeline::stage_end(first, stage, static_cast<int>(m.layers.size()));
     for (int l = first[static_cast<std::size_t>(stage)]; l < end; ++l) {
       fraction[static_cast<std::size_t>(stage)] += m.layers[static_cast<std::size_t>(l)].bwd_fraction;
       params[static_cast<std::size_t>(stage)] += double(m.layers[static_cast<std::size_t>(l)].params);
@@ -180,9 +180,8 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config) {
     PipelineFigures f = figures_of(config, pipeline::simulate_pipeline(p.setup, work), run.label);
     for (int stage = 0; stage < p.setup.stages; ++stage) {
       double state = 0;
-      const int end = stage + 1 < p.setup.stages ? first[static_cast<std::size_t>(stage) + 1]
-                                                 : static_cast<int>(problem.layers.size());
-      for (int l = first[static_cast<std::size_t>(stage)]; l < end; ++l)
+      for (int l = first[static_cast<std::size_t>(stage)];
+           l < pipeline::stage_end(first, stage, static_cast<int>(problem.layers.size())); ++l)
         state += problem.layers[static_cast<std::size_t>(l)].state_bytes;
       f.stage_mem_mib.push_back(
           (state + f.max_in_flight[static_cast<std::size_t>(stage)] * max_act[static_cast<std::size_t>(stage)]) /
@@ -278,12 +277,8 @@ nlohmann::json pipeline_summary(const Config& config, const std::vector<Pipeline
   nlohmann::json out = {
       {"config", config.resolved}, {"units", units}, {"steps", config.training.steps}, {"runs", runs}};
   if (!abstract) {
-    nlohmann::json layers = nlohmann::json::array();
-    const pipeline::Partition first = stage_partition(config);
-    for (std::size_t s = 0; s < first.size(); ++s)
-      layers.push_back((s + 1 < first.size() ? first[s + 1] : static_cast<int>(config.model->layers.size())) -
-                       first[s]);
-    out["stage_layers"] = layers;
+    out["stage_layers"] =
+        pipeline::layers_per_stage(stage_partition(config), static_cast<int>(config.model->layers.size()));
   }
   return out;
 }

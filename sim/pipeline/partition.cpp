@@ -14,7 +14,7 @@ int layers(const PartitionProblem& p) {
 }
 
 int end_of(const PartitionProblem& p, const Partition& first, int stage) {
-  return stage + 1 < static_cast<int>(first.size()) ? first[static_cast<std::size_t>(stage) + 1] : layers(p);
+  return stage_end(first, stage, layers(p));
 }
 
 double range_time(const PartitionProblem& p, int from, int to) {
@@ -110,6 +110,17 @@ Partition balanced(const PartitionProblem& p) {
 }
 
 }  // namespace
+
+int stage_end(const Partition& first, int stage, int layers) {
+  return stage + 1 < static_cast<int>(first.size()) ? first[static_cast<std::size_t>(stage) + 1] : layers;
+}
+
+std::vector<int> layers_per_stage(const Partition& first, int layers) {
+  std::vector<int> counts;
+  for (int s = 0; s < static_cast<int>(first.size()); ++s)
+    counts.push_back(stage_end(first, s, layers) - first[static_cast<std::size_t>(s)]);
+  return counts;
+}
 
 double stage_time(const PartitionProblem& p, const Partition& first, int stage) {
   return range_time(p, first[static_cast<std::size_t>(stage)], end_of(p, first, stage));

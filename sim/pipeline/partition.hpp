@@ -24,6 +24,10 @@ struct PartitionProblem {
 // first[s]: the first layer of stage s; stage s holds layers [first[s], first[s + 1]).
 using Partition = std::vector<int>;
 
+// One past stage `stage`'s last layer, of `layers` in all; and the layer count of each stage.
+int stage_end(const Partition& first, int stage, int layers);
+std::vector<int> layers_per_stage(const Partition& first, int layers);
+
 double stage_time(const PartitionProblem& p, const Partition& first, int stage);
 double stage_memory(const PartitionProblem& p, const Partition& first, int stage);
 double max_stage_time(const PartitionProblem& p, const Partition& first);
