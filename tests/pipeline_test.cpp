@@ -121,6 +121,37 @@ TEST_CASE("two flows on one shared link share it in the ratio of their weights")
   end = flows_end(c, 2, flows);
   CHECK(end[1] == doctest::Approx(1.25 + 1e-6).epsilon(1e-6));
   CHECK(end[0] == doctest::Approx(4 + 1e-6).epsilon(1e-6));
+  c.weights = {1000, 1, 1};  // the widest ratio allowed: grad_sync keeps 1/1001 of the link
+  end = flows_end(c, 2, flows);
+  CHECK(end[0] == doctest::Approx(3.003 + 1e-6).epsilon(1e-6));
+  CHECK(end[1] == doctest::Approx(4 + 1e-6).epsilon(1e-6));
+}
+
+TEST_CASE("the link samples follow the shares: 3:1 while both flows run, then the rest alone") {
+  auto engine = make_engine();
+  ChannelConfig c;
+  c.model = "shared";
+  c.receiver_limit = false;
+  c.weights = {3, 1, 1};
+  c.bytes_per_s = 1e9;
+  Network network(c, 2, {{0, 1, 0}, {0, 1, 2}});
+  const double origin = sg4::Engine::get_clock();
+  network.record(true);
+  for (const FlowClass flow : {FlowClass::fwd_prop, FlowClass::grad_sync})
+    sg4::Actor::create("flow", network.host(0), [&network, flow] { network.transfer(0, 1, flow, 3e9); });
+  engine->run();
+  network.record(false);
+  // fwd_prop at 0.75 GB/s ends at 4 s with 1 GB of grad_sync moved; grad_sync's 2 GB then take 2 s.
+  std::vector<std::array<double, 3>> seen;
+  for (const auto& s : network.samples())
+    if (seen.empty() || s.time_s - origin > 1e-6) seen.push_back({s.time_s - origin, s.moved[0], s.moved[2]});
+  REQUIRE(seen.size() >= 3);
+  CHECK(seen[0] == std::array<double, 3>{0, 0, 0});
+  CHECK(seen[1][0] == doctest::Approx(4).epsilon(1e-6));
+  CHECK(seen[1][1] == doctest::Approx(3e9).epsilon(1e-6));
+  CHECK(seen[1][2] == doctest::Approx(1e9).epsilon(1e-6));
+  CHECK(seen.back()[0] == doctest::Approx(6).epsilon(1e-6));
+  CHECK(seen.back()[2] == doctest::Approx(3e9).epsilon(1e-6));
 }
 
 TEST_CASE("an exclusive flow starves the others on its links until it ends") {
@@ -128,10 +159,27 @@ TEST_CASE("an exclusive flow starves the others on its links until it ends") {
   c.model = "shared";
   c.bytes_per_s = 1e9;
   c.exclusive = static_cast<int>(FlowClass::grad_sync);
-  // fwd_prop alone for 0.5 s, then grad_sync alone for 1 s, then the rest of fwd_prop.
-  const auto end = flows_end(c, 2, {{0, 1, FlowClass::fwd_prop, 0, 2e9}, {0, 1, FlowClass::grad_sync, 0.5, 1e9}});
-  CHECK(end[1] == doctest::Approx(1.5).epsilon(1e-9));
-  CHECK(end[0] == doctest::Approx(3).epsilon(1e-9));
+  for (const auto& weights : {std::array<double, 3>{1, 1, 1}, std::array<double, 3>{1, 3, 2}}) {
+    CAPTURE(weights[1]);
+    c.weights = weights;
+    // The others keep a millionth of the link: times within 1e-5.
+    // fwd_prop alone for 0.5 s, then grad_sync alone for 1 s, then the rest of fwd_prop.
+    auto end = flows_end(c, 2, {{0, 1, FlowClass::fwd_prop, 0, 2e9}, {0, 1, FlowClass::grad_sync, 0.5, 1e9}});
+    CHECK(end[1] == doctest::Approx(1.5).epsilon(1e-5));
+    CHECK(end[0] == doctest::Approx(3).epsilon(1e-5));
+    // A flow that starts while an exclusive one runs waits for its end.
+    end = flows_end(c, 2, {{0, 1, FlowClass::grad_sync, 0, 1e9}, {0, 1, FlowClass::bwd_prop, 0.5, 1e9}});
+    CHECK(end[0] == doctest::Approx(1).epsilon(1e-5));
+    CHECK(end[1] == doctest::Approx(2).epsilon(1e-5));
+    // Held back twice: 0.5 s alone, 1 s held, 0.5 s alone, 1 s held, then the last 2 s.
+    end = flows_end(c, 2,
+                    {{0, 1, FlowClass::fwd_prop, 0, 3e9},
+                     {0, 1, FlowClass::grad_sync, 0.5, 1e9},
+                     {0, 1, FlowClass::grad_sync, 2, 1e9}});
+    CHECK(end[1] == doctest::Approx(1.5).epsilon(1e-5));
+    CHECK(end[2] == doctest::Approx(3).epsilon(1e-5));
+    CHECK(end[0] == doctest::Approx(5).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("a receiver's link limits two neighbours sending to it at once") {
@@ -173,6 +221,8 @@ TEST_CASE("bad parallel sections are refused with the key and what was expected"
         "1f1b needs at least as many micro-batches as stages");
   fails(R"({"stages": 2, "channels": {"weights": {"fwd_prop": -1}}, )" + work + "}", 2,
         "weights: fwd_prop must be > 0");
+  fails(R"({"stages": 2, "channels": {"weights": {"grad_sync": 1001}}, )" + work + "}", 2,
+        "the largest weight is at most 1000 times the smallest");
   fails(R"({"stages": 2, "channels": {"weights": {"grad_sync": 0}}, )" + work + "}", 2,
         "weights: grad_sync must be > 0");
   fails(R"({"stages": 2, "channels": {"exclusive": ["fwd_prop", "grad_sync"]}, )" + work + "}", 2,

@@ -1,5 +1,6 @@
 // `ddpsim run` and `ddpsim compare`: the SimGrid step simulation of a config's policies.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -43,8 +44,9 @@ fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weigh
 class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work either in time units:
 abstract {forward, backward, transfer, sync, gather, optimizer}, or from the model, data and
 policies (a column per policy): partition uniform | time | memory | balanced | [layers per
-stage], micro_batching even | sorted | kk, activation_bytes_per_token; prints step time, bubble, each flow class's traffic and
-each stage's memory; --out writes DIR/summary.json).
+stage], micro_batching even | sorted | kk, activation_bytes_per_token; prints step time, bubble,
+each flow class's traffic and each stage's memory; --out writes DIR/summary.json, --timeline
+a lane per GPU and flow class, --link-series each class's link utilisation over time).
 
 examples:
   ddpsim run
@@ -53,6 +55,7 @@ examples:
   ddpsim run --set 'simulation.stragglers=[{"rank":2,"factor":1.3,"from_step":200}]'
   ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared
   ddpsim run configs/llama3-8b-pipeline.json --set parallel.partition=memory
+  ddpsim run configs/pipeline-study.json --timeline study.json --link-series links.csv --link-bin 0.25
 )";
 
 constexpr const char* COMPARE_USAGE = R"(usage: ddpsim compare [CONFIG] [--policies a,b,...] [options]
@@ -88,13 +91,15 @@ std::pair<int, int> parse_range(const std::string& text) {
 }
 
 // A config with a `parallel` section: a pipeline-parallel job, summed up in one table.
-int parallel_verb(const Config& config, const po::variables_map& vm, bool compare) {
-  if (vm.count("timeline"))
-    throw UsageError("--timeline draws DDP steps; a config with a parallel section has no timeline yet");
+int parallel_verb(const Config& config, const po::variables_map& vm, bool compare, std::pair<int, int> record) {
   const auto& p = *config.parallel;
   const std::filesystem::path summary =
       vm.count("out") ? std::filesystem::path(vm["out"].as<std::string>()) / "summary.json" : "";
-  if (!summary.empty()) check_outputs({summary});
+  std::vector<std::filesystem::path> outputs;
+  if (!summary.empty()) outputs.push_back(summary);
+  for (const char* option : {"timeline", "link-series"})
+    if (vm.count(option)) outputs.emplace_back(vm[option].as<std::string>());
+  check_outputs(outputs);
   const nlohmann::json described = p.to_json();
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  pipeline: " << p.setup.stages
             << " stages × " << p.setup.groups << " data-parallel group" << (p.setup.groups == 1 ? "" : "s") << ", "
@@ -112,11 +117,19 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
               << " activation bytes per token\n  links: " << config.platform.link_GBps << " GB/s, "
               << config.platform.latency_us << " us\n\n";
   }
-  const auto columns = simulate_parallel(config);
+  const auto columns = simulate_parallel(config, record);
   std::cout << pipeline_table(config, columns);
-  if (!summary.empty()) {
-    publish({{summary, pipeline_summary(config, columns).dump(2) + "\n"}});
-    std::cout << "wrote " << summary.string() << "\n";
+  std::vector<std::pair<std::filesystem::path, std::string>> files;
+  if (!summary.empty()) files.emplace_back(summary, pipeline_summary(config, columns).dump(2) + "\n");
+  if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), pipeline_timeline(config, columns));
+  if (vm.count("link-series"))
+    files.emplace_back(vm["link-series"].as<std::string>(),
+                       link_series_csv(config, columns, vm.count("link-bin") ? vm["link-bin"].as<double>() : 0));
+  publish(files);  // all of them or none
+  if (!files.empty()) {
+    std::cout << "wrote";
+    for (const auto& [path, content] : files) std::cout << " " << path.string();
+    std::cout << "\n";
   }
   return 0;
 }
@@ -127,7 +140,12 @@ int simulate_verb(const Args& args, bool compare) {
   add_config_options(visible, hidden, positional);
   visible.add_options()("out", po::value<std::string>(), "write DIR/steps.csv (trace schema) and DIR/summary.json")(
       "timeline", po::value<std::string>(), "write a Chrome trace JSON (Perfetto, chrome://tracing) of some steps")(
-      "timeline-steps", po::value<std::string>()->default_value("0:3"), "FROM:TO, the steps the timeline shows")(
+      "timeline-steps", po::value<std::string>()->default_value("0:3"),
+      "FROM:TO, the steps the timeline (and the link series) shows")(
+      "link-series", po::value<std::string>(),
+      "pipelines: write a CSV of each flow class's link utilisation over the timeline's steps")(
+      "link-bin", po::value<double>(),
+      "pipelines: the link series' bin in ms (time units in abstract mode); default: a 200th of the steps")(
       "help,h", "this help");
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
@@ -136,18 +154,31 @@ int simulate_verb(const Args& args, bool compare) {
     std::cout << config.printable().dump(2) << "\n";
     return 0;
   }
-  if (config.parallel) return parallel_verb(config, vm, compare);
+  if (!config.parallel)
+    for (const char* option : {"link-series", "link-bin"})
+      if (vm.count(option))
+        throw UsageError(std::string("--") + option +
+                         " is for pipeline jobs (a config with a parallel section); a DDP run's communication is in "
+                         "its --timeline");
+  if (vm.count("link-bin") && !vm.count("link-series"))
+    throw UsageError("--link-bin sets the bins of a --link-series FILE, which is not given");
+  if (vm.count("link-bin") && !(vm["link-bin"].as<double>() > 0 && std::isfinite(vm["link-bin"].as<double>())))
+    throw UsageError("--link-bin " + format("%g", vm["link-bin"].as<double>()) + ": expected a positive width");
+  const bool recorded = vm.count("timeline") || vm.count("link-series");
   std::pair<int, int> timeline{0, 0};
-  if (!vm.count("timeline") && !vm["timeline-steps"].defaulted())
-    throw UsageError("--timeline-steps chooses the steps of a --timeline FILE, which is not given");
-  if (vm.count("timeline")) {
+  if (!recorded && !vm["timeline-steps"].defaulted())
+    throw UsageError("--timeline-steps chooses the steps of a --timeline FILE (or --link-series), which is not given");
+  if (recorded) {
     timeline = parse_range(vm["timeline-steps"].as<std::string>());
     if (timeline.first >= config.training.steps)
       throw UsageError("--timeline-steps " + vm["timeline-steps"].as<std::string>() + ": the run has " +
                        std::to_string(config.training.steps) + " steps (0 to " +
                        std::to_string(config.training.steps - 1) + "), so the timeline would be empty");
-    check_output_path(vm["timeline"].as<std::string>(), "--timeline");  // before the work, not after
+    for (const char* option : {"timeline", "link-series"})
+      if (vm.count(option))
+        check_output_path(vm[option].as<std::string>(), std::string("--") + option);  // before the work
   }
+  if (config.parallel) return parallel_verb(config, vm, compare, timeline);
   std::vector<std::filesystem::path> outputs;
   if (vm.count("out"))
     for (const char* name : {"steps.csv", "summary.json"})

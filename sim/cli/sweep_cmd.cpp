@@ -45,7 +45,10 @@ only the cells in flight; cells are shared by any sweep that writes into DIR.
 Outputs: DIR/sweep.json (the grid), DIR/results.csv: one row per cell and policy, a column
 per swept key, every summary metric (decision times aside, so the file depends on the inputs
 alone: the same whatever --jobs or sharding) and gain_pct / p95_gain_pct, the share of the
-cell's first policy's mean / P95 maximum step time a policy saves.
+cell's first policy's mean / P95 maximum step time a policy saves. A base config with a
+parallel section makes every cell a pipeline job: results.csv then carries the pipeline's
+figures (mean_step_time, compute_share, bubble_mean, per flow class volume, mean transfer
+time, throughput and utilisation, ...), e.g. configs/pipeline-priorities.json.
 
 Clusters: --shard I/N runs every N-th cell from the I-th (1 <= I <= N; Slurm array tasks:
 --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT with --array=1-N) and writes no
@@ -87,15 +90,30 @@ void print_digest(const SweepGrid& grid, const std::vector<nlohmann::ordered_jso
   };
   std::vector<std::string> order;
   std::map<std::string, Tally> tally;
+  // A pipeline job's step time is in time units in abstract mode.
+  const bool pipelines = !cells.empty() && cells.front()["config"].contains("parallel");
+  const char* metric = pipelines ? "mean_step_time" : "mean_max_step_ms";
+  if (pipelines && cells.front()["policies"].size() == 1) {
+    // One column per cell (abstract mode): the cells themselves are what is compared.
+    std::size_t fastest = 0, slowest = 0;
+    const auto time = [&](std::size_t i) { return cells[i]["policies"].begin().value()[metric].get<double>(); };
+    for (std::size_t i = 1; i < cells.size(); ++i) {
+      if (time(i) < time(fastest)) fastest = i;
+      if (time(i) > time(slowest)) slowest = i;
+    }
+    std::printf("\nfastest: %s, step %.4g\nslowest: %s, step %.4g\n", grid.describe(grid.cells[fastest]).c_str(),
+                time(fastest), grid.describe(grid.cells[slowest]).c_str(), time(slowest));
+    return;
+  }
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const auto& policies = cells[i]["policies"];
-    const auto& base = policies.begin().value()["mean_max_step_ms"];
+    const auto& base = policies.begin().value()[metric];
     std::string best;
     double best_ms = 1e300;
     for (const auto& [label, p] : policies.items()) {
       if (!tally.count(label)) order.push_back(label);
       Tally& t = tally[label];
-      const auto& ms = p["mean_max_step_ms"];
+      const auto& ms = p[metric];
       if (!ms.is_number() || !base.is_number() || base.get<double>() <= 0) continue;
       const double gain = 100 * (1 - ms.get<double>() / base.get<double>());
       ++t.count;

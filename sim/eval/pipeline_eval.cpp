@@ -25,6 +25,12 @@ double state_bytes_per_param(const Config& config) {
   return element + (element + optimizer) / (s.data_parallel == "zero2" ? s.groups : 1);
 }
 
+// Bytes per second all GPUs' links of one class can move.
+double link_capacity(const Config& config) {
+  const auto& s = config.parallel->setup;
+  return s.gpus() * s.channels.bytes_per_s;
+}
+
 // One micro-batch's activation memory on the whole model, in bytes.
 double activation_bytes(const PerfModel& m, int b, int L) {
   return (m.mem_mu_mib * b * L + m.mem_nu_mib * double(b) * L * L) * 1024 * 1024;
@@ -44,7 +50,7 @@ pipeline::PartitionProblem partition_problem(const Config& config) {
   return p;
 }
 
-PipelineFigures figures_of(const Config& config, const pipeline::PipelineResult& r, std::string label) {
+PipelineFigures figures_of(const Config& config, pipeline::PipelineResult&& r, std::string label) {
   const bool abstract = config.parallel->abstract_mode;
   const double time_unit = abstract ? 1 : 1e3;  // s → ms
   PipelineFigures f;
@@ -72,8 +78,10 @@ PipelineFigures figures_of(const Config& config, const pipeline::PipelineResult&
     out.transfers = s.transfers;
     out.mean_time = s.transfers > 0 ? s.transfer_s / double(s.transfers) * time_unit : 0;
     out.throughput = r.total_s > 0 ? s.bytes / (abstract ? pipeline::ABSTRACT_BYTES_PER_UNIT : 1e9) / r.total_s : 0;
+    out.utilisation = r.total_s > 0 ? s.bytes / (r.total_s * link_capacity(config)) : 0;
   }
   f.max_in_flight = r.max_in_flight;
+  f.recording = std::move(r.recording);
   return f;
 }
 
@@ -152,12 +160,12 @@ pipeline::Partition stage_partition(const Config& config) {
   return first;
 }
 
-std::vector<PipelineFigures> simulate_parallel(const Config& config) {
+std::vector<PipelineFigures> simulate_parallel(const Config& config, std::pair<int, int> record) {
   const auto& p = *config.parallel;
   const auto steps = static_cast<std::size_t>(config.training.steps);
   if (p.abstract_mode) {
     const std::vector<StepWork> work(steps, pipeline::abstract_step(p.setup, p.abstract));
-    return {figures_of(config, pipeline::simulate_pipeline(p.setup, work), "abstract")};
+    return {figures_of(config, pipeline::simulate_pipeline(p.setup, work, record), "abstract")};
   }
   const pipeline::Partition first = stage_partition(config);
   const pipeline::PartitionProblem problem = partition_problem(config);
@@ -177,7 +185,7 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config) {
     const PolicyRun run = run_policy(spec, shape, config.training.steps, dataset);
     std::vector<double> max_act(static_cast<std::size_t>(p.setup.stages), 0);
     const std::vector<StepWork> work = model_steps(config, run, first, max_act);
-    PipelineFigures f = figures_of(config, pipeline::simulate_pipeline(p.setup, work), run.label);
+    PipelineFigures f = figures_of(config, pipeline::simulate_pipeline(p.setup, work, record), run.label);
     for (int stage = 0; stage < p.setup.stages; ++stage) {
       double state = 0;
       for (int l = first[static_cast<std::size_t>(stage)];
@@ -250,35 +258,112 @@ std::string pipeline_table(const Config& config, const std::vector<PipelineFigur
   return out.str();
 }
 
-nlohmann::json pipeline_summary(const Config& config, const std::vector<PipelineFigures>& columns) {
+nlohmann::ordered_json pipeline_summary(const Config& config, const std::vector<PipelineFigures>& columns) {
   const bool abstract = config.parallel->abstract_mode;
-  nlohmann::json runs = nlohmann::json::array();
+  nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (const auto& f : columns) {
-    nlohmann::json flows = nlohmann::json::object();
-    for (std::size_t c = 0; c < f.flows.size(); ++c)
-      flows[pipeline::flow_class_names()[c]] = {{"volume", f.flows[c].volume},
-                                                {"transfers", f.flows[c].transfers},
-                                                {"mean_transfer_time", f.flows[c].mean_time},
-                                                {"throughput", f.flows[c].throughput}};
-    nlohmann::json run = {{"label", f.label},
-                          {"step_time_mean", f.step_mean},
-                          {"step_time_p95", f.step_p95},
-                          {"total_time", f.total},
-                          {"compute_share", f.compute_share},
-                          {"bubble_mean", f.bubble_mean},
-                          {"bubble_p95", f.bubble_p95},
-                          {"flows", flows},
-                          {"max_in_flight", f.max_in_flight}};
-    if (!abstract) run["stage_peak_mem_mib"] = f.stage_mem_mib;
-    runs.push_back(std::move(run));
+    nlohmann::ordered_json run = {{"mean_step_time", f.step_mean}, {"p95_step_time", f.step_p95},
+                                  {"total_time", f.total},         {"compute_share", f.compute_share},
+                                  {"bubble_mean", f.bubble_mean},  {"bubble_p95", f.bubble_p95}};
+    for (std::size_t c = 0; c < f.flows.size(); ++c) {
+      const std::string& name = pipeline::flow_class_names()[c];
+      run[name + "_volume"] = f.flows[c].volume;
+      run[name + "_transfers"] = f.flows[c].transfers;
+      run[name + "_mean_transfer_time"] = f.flows[c].mean_time;
+      run[name + "_throughput"] = f.flows[c].throughput;
+      run[name + "_utilisation"] = f.flows[c].utilisation;
+    }
+    run["max_in_flight"] = f.max_in_flight;
+    if (!abstract) {
+      run["stage_peak_mem_mib"] = f.stage_mem_mib;
+      run["max_stage_peak_mem_mib"] = *std::max_element(f.stage_mem_mib.begin(), f.stage_mem_mib.end());
+    }
+    policies[f.label] = std::move(run);
   }
-  nlohmann::json units = abstract ? nlohmann::json{{"time", "unit"}, {"volume", "unit"}, {"throughput", "unit/unit"}}
-                                  : nlohmann::json{{"time", "ms"}, {"volume", "MB"}, {"throughput", "GB/s"}};
-  nlohmann::json out = {
-      {"config", config.resolved}, {"units", units}, {"steps", config.training.steps}, {"runs", runs}};
-  if (!abstract) {
+  nlohmann::ordered_json units =
+      abstract ? nlohmann::ordered_json{{"time", "unit"}, {"volume", "unit"}, {"throughput", "unit/unit"}}
+               : nlohmann::ordered_json{{"time", "ms"}, {"volume", "MB"}, {"throughput", "GB/s"}};
+  nlohmann::ordered_json out = {{"config", config.resolved}, {"units", units}, {"steps", config.training.steps}};
+  if (!abstract)
     out["stage_layers"] =
         pipeline::layers_per_stage(stage_partition(config), static_cast<int>(config.model->layers.size()));
+  out["policies"] = std::move(policies);
+  return out;
+}
+
+std::string pipeline_timeline(const Config& config, const std::vector<PipelineFigures>& columns) {
+  const int G = config.parallel->setup.gpus(), S = config.parallel->setup.stages;
+  const double to_us = config.parallel->abstract_mode ? 1e3 : 1e6;  // a unit shows as 1 ms
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (std::size_t k = 0; k < columns.size(); ++k) {
+    for (int g = 0; g < G; ++g) {
+      const auto pid = static_cast<long>(k) * G + g;
+      events.push_back({{"ph", "M"},
+                        {"name", "process_name"},
+                        {"pid", pid},
+                        {"args",
+                         {{"name", columns[k].label + " gpu " + std::to_string(g) + " (group " + std::to_string(g / S) +
+                                       ", stage " + std::to_string(g % S) + ")"}}}});
+      events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+      for (int lane = 0; lane <= pipeline::FLOW_CLASSES; ++lane)
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", pid},
+                          {"tid", lane},
+                          {"args",
+                           {{"name", lane == 0 ? std::string("compute")
+                                               : pipeline::flow_class_names()[static_cast<std::size_t>(lane - 1)]}}}});
+    }
+    for (const auto& s : columns[k].recording.spans) {
+      nlohmann::ordered_json args = {{"step", s.step}};
+      if (s.micro >= 0) args["micro_batch"] = s.micro;
+      if (s.peer >= 0) args["to_gpu"] = s.peer;
+      events.push_back({{"ph", "X"},
+                        {"name", s.micro >= 0 ? s.name + " " + std::to_string(s.micro) : s.name},
+                        {"cat", s.lane == 0 ? std::string("compute")
+                                            : pipeline::flow_class_names()[static_cast<std::size_t>(s.lane - 1)]},
+                        {"pid", static_cast<long>(k) * G + s.gpu},
+                        {"tid", s.lane},
+                        {"ts", std::round(s.start_s * to_us * 1e3) / 1e3},  // ns resolution
+                        {"dur", std::round(s.dur_s * to_us * 1e3) / 1e3},
+                        {"args", args}});
+    }
+  }
+  return nlohmann::ordered_json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(1) + "\n";
+}
+
+std::string link_series_csv(const Config& config, const std::vector<PipelineFigures>& columns, double bin) {
+  const double to_time = config.parallel->abstract_mode ? 1 : 1e3;  // s → ms (units)
+  std::string out = std::string("policy,start_") + (config.parallel->abstract_mode ? "unit" : "ms") + ",end_" +
+                    (config.parallel->abstract_mode ? "unit" : "ms");
+  for (const auto& name : pipeline::flow_class_names()) out += "," + name;
+  out += "\n";
+  for (const auto& f : columns) {
+    const auto& samples = f.recording.samples;
+    if (samples.size() < 2) continue;
+    const double span_s = samples.back().time_s;
+    const double bin_s = bin > 0 ? bin / to_time : span_s / 200;
+    // Bytes a class had moved at time t: linear between samples, the rates being constant there.
+    std::size_t i = 0;
+    auto moved = [&](double t, std::size_t c) {
+      while (i + 1 < samples.size() && samples[i + 1].time_s <= t) ++i;
+      if (i + 1 == samples.size()) return samples[i].moved[c];
+      const auto &a = samples[i], &b = samples[i + 1];
+      return a.moved[c] + (b.moved[c] - a.moved[c]) * (t - a.time_s) / (b.time_s - a.time_s);
+    };
+    std::array<double, pipeline::FLOW_CLASSES> before{};
+    for (std::size_t c = 0; c < before.size(); ++c) before[c] = samples.front().moved[c];
+    const long bins = std::max(1L, static_cast<long>(std::ceil(span_s / bin_s - 1e-9)));
+    for (long n = 0; n < bins; ++n) {
+      const double end = n + 1 == bins ? span_s : (n + 1) * bin_s;
+      out += csv_field(f.label) + "," + format("%.6g", n * bin_s * to_time) + "," + format("%.6g", end * to_time);
+      for (std::size_t c = 0; c < before.size(); ++c) {
+        const double now = moved(end, c);
+        out += "," + format("%.6g", (now - before[c]) / ((end - n * bin_s) * link_capacity(config)));
+        before[c] = now;
+      }
+      out += "\n";
+    }
   }
   return out;
 }

@@ -15,9 +15,13 @@ namespace ddpsim::pipeline {
 namespace {
 
 constexpr const char* TAG = "tag.";
-// Tag latencies are K / weight: large beside any physical latency, so that the shares follow
-// the weights to ~1e-9 relative.
-constexpr double TAG_K = 1e4;
+// Tag latencies are K · (largest weight / weight): large beside physical latencies (µs), so
+// that shares follow the weights to ~1e-6 relative, and small enough that the solver, which
+// drops a flow's share 1 / latency under 1e-5, keeps every one (weights within
+// MAX_WEIGHT_RATIO: at most 1e4 s). The exclusive class's K / 10⁶ = 10 µs is as small as
+// physical latencies: it gets 10⁵ to 10⁶ times the others' share.
+constexpr double TAG_K = 10;
+constexpr double EXCLUSIVE_WEIGHT = 1e6;  // × the largest other weight
 // A delay of exactly 0 would make CM02 give the flow the default penalty (1) instead of its
 // own; with zero physical latency, weighted flows pay this instead.
 constexpr double MIN_DELAY_S = 1e-12;
@@ -37,8 +41,15 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     : config_(config) {
   auto* zone = sg4::create_full_zone("pipeline");
   const bool shared = config.model == "shared";
-  const bool weighted = shared && std::adjacent_find(config.weights.begin(), config.weights.end(),
-                                                     std::not_equal_to<>()) != config.weights.end();
+  std::array<double, FLOW_CLASSES> weight = config.weights;  // relative to the largest
+  double largest = 0;
+  for (int c = 0; c < FLOW_CLASSES; ++c)
+    if (c != config.exclusive) largest = std::max(largest, weight[static_cast<std::size_t>(c)]);
+  for (int c = 0; c < FLOW_CLASSES; ++c)
+    weight[static_cast<std::size_t>(c)] =
+        c == config.exclusive ? EXCLUSIVE_WEIGHT : weight[static_cast<std::size_t>(c)] / largest;
+  const bool weighted =
+      shared && std::adjacent_find(weight.begin(), weight.end(), std::not_equal_to<>()) != weight.end();
   std::vector<sg4::Link*> links;  // physical, by index
   std::vector<std::array<sg4::Link*, FLOW_CLASSES>> tags(static_cast<std::size_t>(gpus));
   auto link = [&](const std::string& name) {
@@ -54,7 +65,7 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
       if (weighted)
         tags[static_cast<std::size_t>(g)][static_cast<std::size_t>(c)] =
             zone->create_link(TAG + gpu + "." + name, 1e30)
-                ->set_latency(TAG_K / config.weights[static_cast<std::size_t>(c)])
+                ->set_latency(TAG_K / weight[static_cast<std::size_t>(c)])
                 ->seal();
     }
   }
@@ -74,7 +85,7 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     std::vector<sg4::LinkInRoute> route;
     if (weighted) route.emplace_back(tags[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)]);
     for (int l : physical) route.emplace_back(links[static_cast<std::size_t>(l)]);
-    if (route_links_.emplace(std::array{src, dst, c}, physical).second)
+    if (routes_.insert({src, dst, c}).second)
       zone->add_route(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)]->get_netpoint(),
                       endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(c)]->get_netpoint(), nullptr,
                       nullptr, route, false);
@@ -97,50 +108,38 @@ sg4::Host* Network::host(int gpu) const {
   return endpoint_[static_cast<std::size_t>(gpu)][0];
 }
 
-bool Network::held_back(const Active& flow) const {
-  if (config_.exclusive < 0 || flow.flow_class == config_.exclusive) return false;
-  for (const Active& other : active_)
-    if (other.flow_class == config_.exclusive)
-      for (int l : other.links)
-        if (std::find(flow.links.begin(), flow.links.end(), l) != flow.links.end()) return true;
-  return false;
-}
-
 void Network::transfer(int src, int dst, FlowClass flow_class, double bytes) {
   const int c = static_cast<int>(flow_class);
-  const auto route = route_links_.find(std::array{src, dst, c});
-  if (route == route_links_.end())
+  if (!routes_.count({src, dst, c}))
     throw std::logic_error("pipeline network: no route for flow " + std::to_string(src) + "→" + std::to_string(dst));
   const double start = sg4::Engine::get_clock();
   auto comm = sg4::Comm::sendto_init(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)],
                                      endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(c)])
                   ->set_payload_size(static_cast<uint64_t>(bytes));
-  auto me = active_.insert(active_.end(), {comm, c, route->second, false});
+  if (recording_) sample();  // the rates until now, before this flow changes them
+  auto me = active_.insert(active_.end(), {comm, c, bytes});
   comm->start();
-  if (config_.exclusive >= 0) {
-    if (c == config_.exclusive) {
-      for (Active& other : active_)
-        if (!other.suspended && held_back(other)) {
-          other.comm->suspend();
-          other.suspended = true;
-        }
-    } else if (held_back(*me)) {
-      comm->suspend();
-      me->suspended = true;
-    }
-  }
   comm->wait();
   active_.erase(me);
-  if (c == config_.exclusive)
-    for (Active& other : active_)
-      if (other.suspended && !held_back(other)) {
-        other.comm->resume();
-        other.suspended = false;
-      }
   FlowStats& s = stats_[static_cast<std::size_t>(c)];
   s.bytes += bytes;
+  if (recording_) sample();
   s.transfers += 1;
   s.transfer_s += sg4::Engine::get_clock() - start;
+}
+
+void Network::record(bool on) {
+  recording_ = on;
+  sample();
+}
+
+void Network::sample() {
+  Sample& out = samples_.emplace_back();
+  out.time_s = sg4::Engine::get_clock();
+  for (int c = 0; c < FLOW_CLASSES; ++c)
+    out.moved[static_cast<std::size_t>(c)] = stats_[static_cast<std::size_t>(c)].bytes;
+  for (const Active& flow : active_)
+    out.moved[static_cast<std::size_t>(flow.flow_class)] += flow.bytes - flow.comm->get_remaining();
 }
 
 }  // namespace ddpsim::pipeline

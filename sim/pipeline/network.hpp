@@ -12,13 +12,16 @@
 // route's latency. So each class reaches a shared link through its own latency-only "tag"
 // link of latency K / weight, and a latency-factor callback (a public network-model hook)
 // scales the delay back to the route's physical latency: the penalty sets the shares, the
-// delay stays what the platform says. Exclusive priority: a flow of the exclusive class
-// suspends the other flows on its links until it ends (S4U Activity suspend/resume).
+// delay stays what the platform says. Exclusive (strict) priority is a weight 10⁶ times the
+// largest other: the other classes keep a millionth of a link the exclusive class uses, and
+// whatever it cannot use, as a strict-priority queue would. (S4U suspend/resume cannot do it
+// in 3.32: Activity::resume leaves the activity marked suspended, so a second suspend of
+// the same flow does nothing.)
 #pragma once
 
 #include <array>
 #include <list>
-#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,11 +33,15 @@ enum class FlowClass { fwd_prop = 0, bwd_prop = 1, grad_sync = 2 };
 constexpr int FLOW_CLASSES = 3;
 const std::array<std::string, FLOW_CLASSES>& flow_class_names();
 
+// Shared links split among classes within this ratio of weights (the kernel's solver works to
+// an absolute precision of 1e-5 on the shares).
+constexpr double MAX_WEIGHT_RATIO = 1e3;
+
 struct ChannelConfig {
   std::string model = "separate";  // separate | shared
   bool receiver_limit = true;      // shared: each GPU's incoming link is contended too
   std::array<double, FLOW_CLASSES> weights = {1, 1, 1};
-  int exclusive = -1;      // the class with strict priority, or -1
+  int exclusive = -1;      // shared: the class with strict priority, or -1
   double bytes_per_s = 1;  // each link, per direction
   double latency_s = 0;    // per transfer
 };
@@ -60,21 +67,32 @@ class Network {
   void transfer(int src, int dst, FlowClass flow_class, double bytes);
   const std::array<FlowStats, FLOW_CLASSES>& stats() const { return stats_; }
 
+  // Link-utilisation series: while on, every flow start and end (the only moments the shares
+  // change) appends the time and each class's bytes moved so far; between two samples every
+  // class moves at a constant rate (a transfer's latency aside).
+  struct Sample {
+    double time_s = 0;
+    std::array<double, FLOW_CLASSES> moved{};
+  };
+  void record(bool on);
+  const std::vector<Sample>& samples() const { return samples_; }
+
  private:
   struct Active {
     simgrid::s4u::CommPtr comm;
     int flow_class = 0;
-    std::vector<int> links;  // indices of the physical links it crosses
-    bool suspended = false;
+    double bytes = 0;
   };
-  bool held_back(const Active& flow) const;  // another exclusive flow shares one of its links
+  void sample();
 
   ChannelConfig config_;
   // endpoint_[gpu][class]: the host a class's flows leave from and arrive at.
   std::vector<std::array<simgrid::s4u::Host*, FLOW_CLASSES>> endpoint_;
-  std::map<std::array<int, 3>, std::vector<int>> route_links_;  // (src, dst, class) → physical links
+  std::set<std::array<int, 3>> routes_;  // (src, dst, class)
   std::list<Active> active_;
   std::array<FlowStats, FLOW_CLASSES> stats_{};
+  bool recording_ = false;
+  std::vector<Sample> samples_;
 };
 
 }  // namespace ddpsim::pipeline

@@ -41,6 +41,11 @@ ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where
       c.weights[static_cast<std::size_t>(k)] = v;
     }
     w.reject_unknown();
+    const auto [low, high] = std::minmax_element(c.weights.begin(), c.weights.end());
+    if (*high > MAX_WEIGHT_RATIO * *low)
+      throw InputError(w.where() + ": the largest weight is at most " + format("%g", MAX_WEIGHT_RATIO) +
+                       " times the smallest (SimGrid's solver loses smaller shares), got " + format("%g", *high) +
+                       " and " + format("%g", *low) + "; for strict priority, name the class in exclusive");
   }
   if (f.has("exclusive")) {
     const auto& e = f.raw("exclusive");
@@ -50,8 +55,8 @@ ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where
     const std::string name = f.get<std::string>("exclusive", "");
     for (int k = 0; k < FLOW_CLASSES; ++k)
       if (flow_class_names()[static_cast<std::size_t>(k)] == name) c.exclusive = k;
-    if (c.exclusive < 0)
-      throw InputError(where + ": exclusive is one of fwd_prop, bwd_prop, grad_sync, got \"" + name + "\"");
+    if (c.exclusive < 0 && name != "none")
+      throw InputError(where + ": exclusive is one of fwd_prop, bwd_prop, grad_sync or none, got \"" + name + "\"");
   }
   f.reject_unknown();
   return c;

@@ -41,8 +41,10 @@ namespace {
 // The simulation's actors share this state; SimGrid runs them one at a time.
 class Run {
  public:
-  Run(const PipelineSetup& s, const std::vector<StepWork>& steps)
+  Run(const PipelineSetup& s, const std::vector<StepWork>& steps, std::pair<int, int> record)
       : s_(s), steps_(steps), G_(s.gpus()), network_(s.channels, G_, flows(s)), interference_(G_) {
+    result_.recording.from = std::max(0, record.first);
+    result_.recording.to = std::min(static_cast<int>(steps.size()), record.second);
     barrier_ = sg4::Barrier::create(static_cast<unsigned>(G_));
     for (int g = 0; g < G_; ++g) {
       auto& gpu = gpus_.emplace_back();
@@ -68,6 +70,9 @@ class Run {
     }
     engine.run();
     reinstall_interrupt_handler();  // SimGrid installs its own while running
+    if (result_.recording.to == static_cast<int>(steps_.size()) && result_.recording.from < result_.recording.to)
+      network_.record(false);
+    for (auto& sample : result_.recording.samples = network_.samples()) sample.time_s -= origin_;
     for (auto& step : result_.steps) {
       for (const auto& gpu : step.gpus) step.step_s = std::max(step.step_s, gpu.end_s);
       result_.total_s += step.step_s;
@@ -98,24 +103,40 @@ class Run {
 
   Gpu& gpu(int g) { return gpus_[static_cast<std::size_t>(g)]; }
 
+  bool recorded(std::size_t step) const {
+    return static_cast<int>(step) >= result_.recording.from && static_cast<int>(step) < result_.recording.to;
+  }
+  // A box of the timeline, from `start` (absolute) to now.
+  void span(std::size_t step, int g, int lane, std::string name, int micro, int peer, double start) {
+    if (recorded(step))
+      result_.recording.spans.push_back({static_cast<int>(step), g, lane, std::move(name), micro, peer, start - origin_,
+                                         sg4::Engine::get_clock() - start});
+  }
+  void transfer(std::size_t step, int src, int dst, FlowClass c, double bytes, const char* name, int micro) {
+    const double start = sg4::Engine::get_clock();
+    network_.transfer(src, dst, c, bytes);
+    span(step, src, 1 + static_cast<int>(c), name, micro, dst, start);
+  }
+
   // Sends from an actor of its own, so the sender's compute goes on; `arrived` is released
   // once the bytes are there.
-  void send(int src, int dst, FlowClass c, double bytes, const sg4::SemaphorePtr& arrived) {
-    sg4::Actor::create("send", network_.host(src), [this, src, dst, c, bytes, arrived] {
-      network_.transfer(src, dst, c, bytes);
+  void send(std::size_t step, int micro, int src, int dst, FlowClass c, double bytes,
+            const sg4::SemaphorePtr& arrived) {
+    sg4::Actor::create("send", network_.host(src), [this, step, micro, src, dst, c, bytes, arrived] {
+      transfer(step, src, dst, c, bytes, c == FlowClass::fwd_prop ? "activations" : "gradients", micro);
       arrived->release();
     });
   }
 
   // One ring over the stage's data-parallel peers: each round, every peer sends its share to
   // the next and waits for the previous one's.
-  void ring(int g, double bytes, int rounds) {
+  void ring(std::size_t step, const char* name, int g, double bytes, int rounds) {
     const int stage = g % s_.stages, group = g / s_.stages;
     const int next = ((group + 1) % s_.groups) * s_.stages + stage;
     for (int r = 0; r < rounds; ++r) {
       auto sent = sg4::Semaphore::create(0);
-      sg4::Actor::create("ring", network_.host(g), [this, g, next, bytes, rounds, sent] {
-        network_.transfer(g, next, FlowClass::grad_sync, bytes / rounds);
+      sg4::Actor::create("ring", network_.host(g), [this, step, name, g, next, bytes, rounds, sent] {
+        transfer(step, g, next, FlowClass::grad_sync, bytes / rounds, name, -1);
         gpu(next).ring_in->release();
         sent->release();
       });
@@ -126,11 +147,11 @@ class Run {
 
   void sync_actor(int g) {
     const int rounds = (s_.data_parallel == "ddp" ? 2 : 1) * (s_.groups - 1);
-    for (const StepWork& work : steps_)
+    for (std::size_t t = 0; t < steps_.size(); ++t)
       for (int k = 0; k < s_.syncs_per_step(); ++k) {
         gpu(g).sync_queue->acquire();
         interference_.communicating(g, +1);
-        ring(g, work[static_cast<std::size_t>(g)].sync_bytes, rounds);
+        ring(t, "sync", g, steps_[t][static_cast<std::size_t>(g)].sync_bytes, rounds);
         interference_.communicating(g, -1);
         gpu(g).sync_done->release();
       }
@@ -146,29 +167,37 @@ class Run {
       GpuStep& out = result_.steps[t].gpus[static_cast<std::size_t>(g)];
       barrier_->wait();
       const double origin = sg4::Engine::get_clock();
-      auto busy = [&](double work_s, double impact) {
+      if (g == 0 && static_cast<int>(t) == result_.recording.from && recorded(t)) {
+        origin_ = origin;
+        network_.record(true);
+      }
+      if (g == 0 && static_cast<int>(t) == result_.recording.to) network_.record(false);
+      auto busy = [&](const char* name, int micro, double work_s, double impact) {
         const double start = sg4::Engine::get_clock();
         interference_.compute(g, work_s, 1 + impact);
         out.busy_s += sg4::Engine::get_clock() - start;
+        span(t, g, 0, name, micro, -1, start);
       };
       int backwards = 0;
       for (const Op& op : ops) {
         const auto m = static_cast<std::size_t>(op.micro);
         if (op.forward) {
           if (stage > 0) gpu(g).activations[m]->acquire();
-          busy(w.fwd_s[m], s_.fwd_impact);
-          if (stage + 1 < s_.stages) send(g, g + 1, FlowClass::fwd_prop, w.act_bytes[m], gpu(g + 1).activations[m]);
+          busy("forward", op.micro, w.fwd_s[m], s_.fwd_impact);
+          if (stage + 1 < s_.stages)
+            send(t, op.micro, g, g + 1, FlowClass::fwd_prop, w.act_bytes[m], gpu(g + 1).activations[m]);
         } else {
           if (stage + 1 < s_.stages) gpu(g).gradients[m]->acquire();
-          busy(w.bwd_s[m], s_.bwd_impact);
-          if (stage > 0) send(g, g - 1, FlowClass::bwd_prop, w.act_bytes[m], gpu(g - 1).gradients[m]);
+          busy("backward", op.micro, w.bwd_s[m], s_.bwd_impact);
+          if (stage > 0) send(t, op.micro, g, g - 1, FlowClass::bwd_prop, w.act_bytes[m], gpu(g - 1).gradients[m]);
           ++backwards;
           if (syncs > 0 && (backwards % every == 0 || backwards == s_.micro_batches)) gpu(g).sync_queue->release();
         }
       }
       for (int k = 0; k < syncs; ++k) gpu(g).sync_done->acquire();
-      busy(w.opt_s, 0);
-      if (s_.data_parallel == "zero2" && s_.groups > 1 && w.gather_bytes > 0) ring(g, w.gather_bytes, s_.groups - 1);
+      busy("optimizer", -1, w.opt_s, 0);
+      if (s_.data_parallel == "zero2" && s_.groups > 1 && w.gather_bytes > 0)
+        ring(t, "gather", g, w.gather_bytes, s_.groups - 1);
       out.end_s = sg4::Engine::get_clock() - origin;
     }
   }
@@ -179,16 +208,18 @@ class Run {
   Network network_;
   Interference interference_;
   sg4::BarrierPtr barrier_;
+  double origin_ = 0;  // the recorded steps' start
   std::vector<Gpu> gpus_;
   PipelineResult result_;
 };
 
 }  // namespace
 
-PipelineResult simulate_pipeline(const PipelineSetup& setup, const std::vector<StepWork>& steps) {
+PipelineResult simulate_pipeline(const PipelineSetup& setup, const std::vector<StepWork>& steps,
+                                 std::pair<int, int> record) {
   check_setup(setup, "parallel");
   auto engine = make_engine();
-  Run run(setup, steps);
+  Run run(setup, steps, record);
   return run.run(*engine);
 }
 

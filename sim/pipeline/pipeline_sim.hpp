@@ -10,6 +10,7 @@
 
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeline/network.hpp"
@@ -52,8 +53,25 @@ struct StepResult {
   std::vector<GpuStep> gpus;
 };
 
+// Steps [from, to) as a timeline shows them, times from the start of step `from`: every
+// compute pass (lane 0) and transfer (lane 1 + its class) on its GPU, and the network's
+// link-utilisation samples.
+struct Recording {
+  struct Span {
+    int step = 0, gpu = 0, lane = 0;
+    std::string name;  // forward, backward, optimizer; a transfer: its micro-batch, sync or gather
+    int micro = -1;    // the micro-batch, or -1
+    int peer = -1;     // a transfer's destination GPU
+    double start_s = 0, dur_s = 0;
+  };
+  int from = 0, to = 0;
+  std::vector<Span> spans;
+  std::vector<Network::Sample> samples;
+};
+
 struct PipelineResult {
   std::vector<StepResult> steps;
+  Recording recording;
   std::array<FlowStats, FLOW_CLASSES> flows{};
   double total_s = 0;
   std::vector<int> max_in_flight;  // per stage: micro-batches whose activations it holds at once
@@ -62,6 +80,8 @@ struct PipelineResult {
 // Checks the setup's shape; throws InputError naming `where` and the key.
 void check_setup(const PipelineSetup& setup, const std::string& where);
 
-PipelineResult simulate_pipeline(const PipelineSetup& setup, const std::vector<StepWork>& steps);
+// `record` = the [from, to) steps the result's recording covers (empty: none).
+PipelineResult simulate_pipeline(const PipelineSetup& setup, const std::vector<StepWork>& steps,
+                                 std::pair<int, int> record = {0, 0});
 
 }  // namespace ddpsim::pipeline

@@ -50,6 +50,13 @@ std::string micro_batch_fields(const RankStep& r) {
   return out;
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 std::string format(const char* spec, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, spec, value);

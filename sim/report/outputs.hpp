@@ -61,6 +61,8 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
 
 // One number through a printf spec ("%.4f"), for outputs and messages.
 std::string format(const char* spec, double value);
+// A CSV field, quoted as RFC 4180 says when it holds a comma, quote or line break.
+std::string csv_field(const std::string& text);
 
 // Writes both files into `dir` (created if missing); neither appears unless both are written.
 void write_outputs(const std::filesystem::path& dir, const std::vector<std::pair<std::string, std::string>>& files);

@@ -19,6 +19,7 @@
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
 #include "common/interrupt.hpp"
+#include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
 #include "report/outputs.hpp"
 
@@ -49,12 +50,18 @@ constexpr const char* METRICS[] = {"steps",
                                    "mean_max_compute_ms",
                                    "mean_comm_wait_ms",
                                    "mean_max_peak_mem_mib"};
-
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
+// A pipeline job's (pipeline_summary), with the flow classes' figures.
+const std::vector<std::string>& pipeline_metrics() {
+  static const std::vector<std::string> metrics = [] {
+    std::vector<std::string> out = {"mean_step_time", "p95_step_time", "total_time",
+                                    "compute_share",  "bubble_mean",   "bubble_p95"};
+    for (const auto& c : pipeline::flow_class_names())
+      for (const char* what : {"_volume", "_transfers", "_mean_transfer_time", "_throughput", "_utilisation"})
+        out.push_back(c + what);
+    out.push_back("max_stage_peak_mem_mib");
+    return out;
+  }();
+  return metrics;
 }
 
 std::string number_field(const nlohmann::ordered_json& value) {
@@ -74,8 +81,12 @@ std::string gain_field(const nlohmann::ordered_json& value, const nlohmann::orde
 [[noreturn]] void work(const Config& config, const std::vector<int>& dataset, const fs::path& target, int pipe_fd) {
   int code = 0;
   try {
-    const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
-    write_file_atomically(target, summary_json(config.resolved, sim.runs, sim.summaries));
+    if (config.parallel) {
+      write_file_atomically(target, pipeline_summary(config, simulate_parallel(config)).dump(2) + "\n");
+    } else {
+      const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
+      write_file_atomically(target, summary_json(config.resolved, sim.runs, sim.summaries));
+    }
   } catch (const std::exception& e) {
     const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks
     [[maybe_unused]] const auto written = ::write(pipe_fd, what.data(), what.size());
@@ -203,6 +214,13 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
 }
 
 std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::ordered_json>& cells) {
+  // Every cell sets the swept keys and no more, so all are pipeline jobs (a `parallel` section) or none are.
+  const bool pipelines = !cells.empty() && cells.front()["config"].contains("parallel");
+  const std::vector<std::string> metrics =
+      pipelines ? pipeline_metrics() : std::vector<std::string>(std::begin(METRICS), std::end(METRICS));
+  const std::array<std::string, 2> gains = pipelines
+                                               ? std::array<std::string, 2>{"mean_step_time", "p95_step_time"}
+                                               : std::array<std::string, 2>{"mean_max_step_ms", "p95_max_step_ms"};
   std::string out = "cell";
   const auto add = [&out](const std::string& field) {
     out += ',';
@@ -210,7 +228,7 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
   };
   for (const auto& key : grid.keys) add(csv_field(key));
   add("policy");
-  for (const char* metric : METRICS) add(metric);
+  for (const auto& metric : metrics) add(metric);
   out += ",gain_pct,p95_gain_pct\n";
   for (std::size_t i = 0; i < grid.cells.size(); ++i) {
     const auto& policies = cells[i]["policies"];
@@ -219,8 +237,8 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
       out += grid.cells[i].hash;
       for (const auto& value : grid.cells[i].values) add(csv_field(value_text(value)));
       add(csv_field(label));
-      for (const char* metric : METRICS) add(p.contains(metric) ? number_field(p[metric]) : "");
-      for (const char* metric : {"mean_max_step_ms", "p95_max_step_ms"})
+      for (const auto& metric : metrics) add(p.contains(metric) ? number_field(p[metric]) : "");
+      for (const auto& metric : gains)
         add(p.contains(metric) && first.contains(metric) ? gain_field(p[metric], first[metric]) : "");
       out += '\n';
     }

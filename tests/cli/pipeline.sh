@@ -10,9 +10,9 @@ grep -qE 'step time, mean \(units\) +33\.0000' "$WORK/out" || fail "no-communica
 "$PY" - "$WORK/a/summary.json" <<'PY' || fail "summary.json lacks the pipeline figures"
 import json, sys
 s = json.load(open(sys.argv[1]))
-run = s["runs"][0]
-assert run["label"] == "abstract", s
-assert abs(run["step_time_mean"] - 33) < 1e-9, s
+assert list(s["policies"]) == ["abstract"], s
+run = s["policies"]["abstract"]
+assert abs(run["mean_step_time"] - 33) < 1e-9, s
 assert abs(run["compute_share"] - 24 / 33) < 1e-9, s
 assert abs(run["bubble_mean"] - 9 / 33) < 1e-9, s
 assert s["config"]["parallel"]["schedule"] == "gpipe", s
@@ -29,13 +29,13 @@ expect_ok "$DDPSIM" run --policies static,sorted --steps 5 --set training.world_
 "$PY" - "$WORK/m/summary.json" <<'PY' || fail "model-mode summary.json is not as expected"
 import json, sys
 s = json.load(open(sys.argv[1]))
-assert [r["label"] for r in s["runs"]] == ["static", "sorted"], s
+assert list(s["policies"]) == ["static", "sorted"], s
 assert s["units"]["time"] == "ms", s
 assert sum(s["stage_layers"]) > 2 and len(s["stage_layers"]) == 2, s
-for r in s["runs"]:
-    assert r["step_time_mean"] > 0 and 0 < r["compute_share"] < 1, r
+for r in s["policies"].values():
+    assert r["mean_step_time"] > 0 and 0 < r["compute_share"] < 1, r
     assert r["max_in_flight"] == [2, 1] and len(r["stage_peak_mem_mib"]) == 2, r
-    assert r["flows"]["grad_sync"]["transfers"] > 0, r
+    assert r["grad_sync_transfers"] > 0 and 0 < r["grad_sync_utilisation"] < 1, r
 PY
 expect_exit 1 'policy verl:max_token_len=4096 forms its own number of micro-batches' "$DDPSIM" run --steps 2 \
   --policies verl:max_token_len=4096 --set 'parallel={"stages": 2, "micro_batches": 4}'
@@ -50,6 +50,52 @@ expect_exit 1 'parallel: channels: weights: grad_sync must be > 0' \
 expect_exit 1 'parallel: channels: exclusive names one flow class' \
   "$DDPSIM" run "$study" --set 'parallel.channels.exclusive=["fwd_prop","bwd_prop"]' --out "$out"
 expect_exit 1 'parallel: unknown key "stage" \(did you mean "stages"' "$DDPSIM" run "$study" --set parallel.stage=2
-expect_exit 2 '--timeline draws DDP steps' "$DDPSIM" run "$study" --timeline "$WORK/t.json"
-[[ ! -e $out && ! -e $WORK/t.json ]] || fail "a refused pipeline run left output"
+expect_exit 2 '--link-series is for pipeline jobs' "$DDPSIM" run --steps 2 --link-series "$WORK/l.csv"
+expect_exit 2 '--link-bin sets the bins of a --link-series FILE' "$DDPSIM" run "$study" --link-bin 0.5
+expect_exit 2 '--link-bin -1: expected a positive width' "$DDPSIM" run "$study" --link-series "$WORK/l.csv" --link-bin -1
+[[ ! -e $out && ! -e $WORK/l.csv ]] || fail "a refused pipeline run left output"
+
+# The timeline and the link series: a lane per GPU and class, and series whose integral is
+# each class's volume.
+expect_ok "$DDPSIM" run "$study" --set parallel.channels.model=shared --set training.steps=2 --timeline-steps 1:2 \
+  --timeline "$WORK/tl/t.json" --link-series "$WORK/tl/links.csv" --link-bin 0.5 --out "$WORK/tl"
+"$PY" - "$WORK/tl" <<'PY' || fail "the pipeline timeline or link series is not as expected"
+import csv, json, sys
+d = sys.argv[1]
+summary = json.load(open(d + "/summary.json"))["policies"]["abstract"]
+events = json.load(open(d + "/t.json"))["traceEvents"]
+lanes = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+assert len(lanes) == 8 * 4 and {n for _, n in lanes} == {"compute", "fwd_prop", "bwd_prop", "grad_sync"}, lanes
+boxes = [e for e in events if e["ph"] == "X"]
+assert {e["args"]["step"] for e in boxes} == {1}, "only step 1 was asked for"
+assert sum(e["name"].startswith("forward") for e in boxes) == 8 * 8, boxes
+assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in boxes)
+# Steps are alike (no noise): step 1's boxes end by one step time after its start.
+assert max(e["ts"] + e["dur"] for e in boxes) <= summary["mean_step_time"] * 1e3 + 1e-6
+rows = list(csv.DictReader(open(d + "/links.csv")))
+assert all(abs(float(r["end_unit"]) - float(r["start_unit"]) - 0.5) < 1e-9 for r in rows[:-1]), rows[:3]
+for c in ("fwd_prop", "bwd_prop", "grad_sync"):
+    moved = sum(float(r[c]) * (float(r["end_unit"]) - float(r["start_unit"])) * 8 for r in rows)
+    assert abs(moved - summary[c + "_volume"] / 2) < 1e-3, (c, moved, summary[c + "_volume"])
+    assert all(0 <= float(r[c]) <= 1 + 1e-9 for r in rows), c
+assert all(float(r["fwd_prop"]) + float(r["bwd_prop"]) + float(r["grad_sync"]) <= 1 + 1e-9 for r in rows), \
+    "one shared link per GPU cannot be more than busy"
+PY
+
+# A sweep of pipeline jobs: its results.csv has the pipeline's figures.
+cat > "$WORK/sweep.json" <<JSON
+{"base": "$study", "set": {"parallel.channels.model": "shared"},
+ "axes": {"parallel.schedule": ["gpipe", "1f1b"], "parallel.channels.exclusive": ["none", "grad_sync"]}}
+JSON
+expect_ok "$DDPSIM" sweep "$WORK/sweep.json" --out "$WORK/sw" --jobs 2
+grep -q '^fastest: cell 0 (parallel.schedule=gpipe, parallel.channels.exclusive=none)' "$WORK/out" ||
+  fail "the sweep digest does not name the fastest pipeline cell: $(cat "$WORK/out")"
+"$PY" - "$WORK/sw/results.csv" <<'PY' || fail "the pipeline sweep's results.csv is not as expected"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 4 and {r["policy"] for r in rows} == {"abstract"}, rows
+step = {(r["parallel.schedule"], r["parallel.channels.exclusive"]): float(r["mean_step_time"]) for r in rows}
+assert abs(step["gpipe", "none"] - 46.53) < 0.01 and abs(step["1f1b", "grad_sync"] - 70.83) < 0.01, step
+assert all(0 < float(r["grad_sync_utilisation"]) < 1 for r in rows), rows
+PY
 finish

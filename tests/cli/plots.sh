@@ -69,6 +69,23 @@ expect_png "$WORK/bal/fig/b.png" 1000x700
 expect_exit 1 "no rows for policy kk \(have: static, minmax\)" "$PY" "$plots/balance.py" "$WORK/bal" --policies kk \
   --out "$WORK/bal/none.png"
 [[ ! -e $WORK/bal/none.png ]] || fail "balance.py wrote a figure after an error"
+# plots/links.py on a pipeline run's link series: a panel per policy, the same bytes again.
+"$DDPSIM" run --steps 3 --policies static,kk --set training.world_size=4 --set training.global_batch=32 \
+  --set 'parallel={"stages": 2, "micro_batches": 4, "channels": {"model": "shared"}}' \
+  --link-series "$WORK/links/links.csv" >/dev/null 2>"$WORK/err" || fail "ddpsim run --link-series failed: $(cat "$WORK/err")"
+expect_ok "$PY" "$plots/links.py" "$WORK/links/links.csv"
+expect_png "$WORK/links/links.png" 1000x500
+expect_ok "$PY" "$plots/links.py" "$WORK/links/links.csv" --policies kk --out "$WORK/links/again/kk.png"
+expect_png "$WORK/links/again/kk.png" 1000x350
+expect_ok "$PY" "$plots/links.py" "$WORK/links/links.csv" --out "$WORK/links/again/links.png"
+cmp -s "$WORK/links/links.png" "$WORK/links/again/links.png" || fail "links.png differs when drawn again"
+sed -E '2s/^static,0,[^,]*,/static,0,0,/' "$WORK/links/links.csv" >"$WORK/links/empty_bin.csv"
+expect_exit 1 "empty_bin.csv:2: column end_ms: 0 is not after start_ms 0" "$PY" "$plots/links.py" \
+  "$WORK/links/empty_bin.csv" --out "$WORK/links/none.png"
+cut -d, -f1-4 "$WORK/links/links.csv" >"$WORK/links/cut.csv"
+expect_exit 1 "cut.csv:1: missing column\(s\) bwd_prop, grad_sync" "$PY" "$plots/links.py" "$WORK/links/cut.csv" \
+  --out "$WORK/links/none.png"
+[[ ! -e $WORK/links/none.png ]] || fail "links.py wrote a figure after an error"
 # A real sweep's results.csv: a heatmap over G x B with a facet, and lines.
 cat >"$WORK/sweep.json" <<'EOF'
 {"set": {"training.steps": 20}, "policies": ["static", "minmax", "kk"],
