@@ -259,6 +259,23 @@ TEST_CASE("model mode: ZeRO-2's reduce-scatter and all-gather move what DDP's al
   for (std::size_t s = 0; s < 2; ++s) CHECK(zero2[0].stage_mem_mib[s] < ddp[0].stage_mem_mib[s]);
 }
 
+TEST_CASE("model mode: compute noise and stragglers by GPU, the same draws for every policy") {
+  auto with = [](const std::string& simulation) {
+    auto doc = nlohmann::json::parse(R"({"training": {"world_size": 4, "global_batch": 32, "steps": 3},
+                                         "policies": ["static"], "parallel": {"stages": 2, "micro_batches": 4}})");
+    doc["simulation"] = nlohmann::json::parse(simulation);
+    return simulate_parallel(parse_config(doc, "c.json", "")).front();
+  };
+  const auto quiet = with(R"({"noise_sigma": 0})");
+  const auto noisy = with(R"({"noise_sigma": 0.2})");
+  CHECK(noisy.step_times != quiet.step_times);
+  CHECK(with(R"({"noise_sigma": 0.2})").step_times == noisy.step_times);  // seeded
+  // GPU 1 (group 0, stage 1) at half speed from step 1: steps 1 and 2 slow down, step 0 does not.
+  const auto slow = with(R"({"noise_sigma": 0, "stragglers": [{"rank": 1, "factor": 2, "from_step": 1}]})");
+  CHECK(slow.step_times[0] == doctest::Approx(quiet.step_times[0]).epsilon(1e-12));
+  for (std::size_t t = 1; t < 3; ++t) CHECK(slow.step_times[t] > 1.3 * quiet.step_times[t]);
+}
+
 TEST_CASE("model mode: an explicit partition must cover the model's layers") {
   const Config c = model_config(R"({"stages": 2, "partition": [1, 1]})");
   CHECK_THROWS_WITH_AS(stage_partition(c), doctest::Contains("partition gives 2 layers, model rtx3090-distilbert has"),

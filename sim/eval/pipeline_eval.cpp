@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/rng.hpp"
 #include "common/stats.hpp"
 #include "pipeline/schedule.hpp"
 #include "report/outputs.hpp"
@@ -55,7 +56,7 @@ PipelineFigures figures_of(const Config& config, pipeline::PipelineResult&& r, s
   const double time_unit = abstract ? 1 : 1e3;  // s → ms
   PipelineFigures f;
   f.label = std::move(label);
-  std::vector<double> step_s, bubble;
+  std::vector<double>&step_s = f.step_times, &bubble = f.bubbles;
   double busy = 0;
   for (const auto& step : r.steps) {
     double step_busy = 0;
@@ -106,9 +107,18 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
   const bool packed = config.training.attention == "packed";
   const double grad_bytes = m.bytes_per_param;
   const double sync_share = (s.data_parallel == "ddp" ? 2.0 : 1.0) * (D - 1) / D;
+  // Compute noise and slow GPUs as in DDP (simulate.cpp): a mean-one log-normal factor per GPU
+  // and step, times simulation.rank_speed and stragglers by GPU; the same draws for every policy.
+  const double sigma = config.simulation.noise_sigma < 0 ? m.noise_sigma : config.simulation.noise_sigma;
+  Rng noise(config.training.seed ^ 0x9e3779b97f4a7c15ULL);
   std::vector<StepWork> steps;
   for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(D)) {
+    const int step = static_cast<int>(i / static_cast<std::size_t>(D));
     StepWork work(static_cast<std::size_t>(S * D));
+    std::vector<double> factor(static_cast<std::size_t>(S * D));
+    for (int gpu = 0; gpu < S * D; ++gpu)
+      factor[static_cast<std::size_t>(gpu)] =
+          std::exp(sigma * noise.normal() - 0.5 * sigma * sigma) * config.simulation.speed_factor(gpu, step);
     for (int d = 0; d < D; ++d) {
       const RankStep& row = run.rows[i + static_cast<std::size_t>(d)];
       std::vector<MicroBatchShape> micro = row.micro;
@@ -118,6 +128,7 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
       for (int stage = 0; stage < S; ++stage) {
         const auto st = static_cast<std::size_t>(stage);
         GpuWork& g = work[static_cast<std::size_t>(d * S + stage)];
+        const double f = factor[static_cast<std::size_t>(d * S + stage)];
         for (const auto& mb : micro) {
           const bool empty = mb.batch_size == 0;
           const double tokens = packed ? double(mb.real_tokens) : double(mb.batch_size) * mb.max_len;
@@ -127,14 +138,14 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
               packed ? m.bwd_packed_ms(tokens, double(mb.sq_tokens)) : m.bwd_ms(mb.batch_size, mb.max_len);
           const double act = packed ? (m.packed_mem_mib(tokens, double(mb.sq_tokens)) - m.mem_m0_mib) * 1024 * 1024
                                     : activation_bytes(m, mb.batch_size, mb.max_len);
-          g.fwd_s.push_back(empty ? 0 : fwd * fraction[st] * 1e-3);
-          g.bwd_s.push_back(empty ? 0 : bwd * fraction[st] * 1e-3);
+          g.fwd_s.push_back(empty ? 0 : fwd * fraction[st] * f * 1e-3);
+          g.bwd_s.push_back(empty ? 0 : bwd * fraction[st] * f * 1e-3);
           g.act_bytes.push_back(empty ? 0 : tokens * p.activation_bytes_per_token);
           if (!empty) max_activation_bytes[st] = std::max(max_activation_bytes[st], act * fraction[st]);
         }
         g.sync_bytes = params[st] * grad_bytes * sync_share;
         g.gather_bytes = s.data_parallel == "zero2" ? params[st] * grad_bytes * (D - 1) / D : 0;
-        g.opt_s = m.optimizer_ms * fraction[st] * 1e-3 / (s.data_parallel == "zero2" ? D : 1);
+        g.opt_s = m.optimizer_ms * fraction[st] * f * 1e-3 / (s.data_parallel == "zero2" ? D : 1);
       }
     }
     steps.push_back(std::move(work));
@@ -365,6 +376,15 @@ std::string link_series_csv(const Config& config, const std::vector<PipelineFigu
       out += "\n";
     }
   }
+  return out;
+}
+
+std::string pipeline_steps_csv(const Config& config, const std::vector<PipelineFigures>& columns) {
+  std::string out = std::string("policy,step,step_") + (config.parallel->abstract_mode ? "unit" : "ms") + ",bubble\n";
+  for (const auto& f : columns)
+    for (std::size_t t = 0; t < f.step_times.size(); ++t)
+      out += csv_field(f.label) + "," + std::to_string(t) + "," + format("%.10g", f.step_times[t]) + "," +
+             format("%.10g", f.bubbles[t]) + "\n";
   return out;
 }
 

@@ -22,6 +22,7 @@ struct PipelineFigures {
   double step_mean = 0, step_p95 = 0, total = 0;  // ms, or time units (abstract mode)
   double compute_share = 0;                       // Σ compute / (GPUs × total)
   double bubble_mean = 0, bubble_p95 = 0;         // per step: 1 − Σ compute / (GPUs × step time)
+  std::vector<double> step_times, bubbles;        // each step's
   struct Flow {
     double volume = 0;  // MB (units) moved, all GPUs
     long transfers = 0;
@@ -46,6 +47,8 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config, std::pair<i
 std::string pipeline_table(const Config& config, const std::vector<PipelineFigures>& columns);
 nlohmann::ordered_json pipeline_summary(const Config& config, const std::vector<PipelineFigures>& columns);
 
+// Each column's steps: policy, step, step time (ms, or units), bubble; DIR/pipeline_steps.csv.
+std::string pipeline_steps_csv(const Config& config, const std::vector<PipelineFigures>& columns);
 // The recorded steps as a Chrome trace (Perfetto): a process per column and GPU, with lanes
 // compute, fwd_prop, bwd_prop and grad_sync. Abstract time units show as milliseconds.
 std::string pipeline_timeline(const Config& config, const std::vector<PipelineFigures>& columns);

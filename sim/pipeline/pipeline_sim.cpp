@@ -171,7 +171,8 @@ class Run {
         origin_ = origin;
         network_.record(true);
       }
-      if (g == 0 && static_cast<int>(t) == result_.recording.to) network_.record(false);
+      if (g == 0 && static_cast<int>(t) == result_.recording.to && result_.recording.from < result_.recording.to)
+        network_.record(false);
       auto busy = [&](const char* name, int micro, double work_s, double impact) {
         const double start = sg4::Engine::get_clock();
         interference_.compute(g, work_s, 1 + impact);

@@ -36,6 +36,13 @@ for r in s["policies"].values():
     assert r["mean_step_time"] > 0 and 0 < r["compute_share"] < 1, r
     assert r["max_in_flight"] == [2, 1] and len(r["stage_peak_mem_mib"]) == 2, r
     assert r["grad_sync_transfers"] > 0 and 0 < r["grad_sync_utilisation"] < 1, r
+import csv, os, statistics
+rows = list(csv.DictReader(open(os.path.join(os.path.dirname(sys.argv[1]), "pipeline_steps.csv"))))
+assert [(r["policy"], r["step"]) for r in rows] == [(p, str(t)) for p in ("static", "sorted") for t in range(5)], rows
+for p, r in s["policies"].items():
+    mine = [row for row in rows if row["policy"] == p]
+    assert abs(statistics.mean(float(row["step_ms"]) for row in mine) - r["mean_step_time"]) < 1e-6, (p, mine)
+    assert abs(statistics.mean(float(row["bubble"]) for row in mine) - r["bubble_mean"]) < 1e-6, (p, mine)
 PY
 expect_exit 1 'policy verl:max_token_len=4096 forms its own number of micro-batches' "$DDPSIM" run --steps 2 \
   --policies verl:max_token_len=4096 --set 'parallel={"stages": 2, "micro_batches": 4}'
