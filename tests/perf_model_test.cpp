@@ -13,7 +13,7 @@ nlohmann::json minimal() {
   return {{"name", "m"},
           {"source", "test"},
           {"forward_ms", {{"a", 1.0}, {"beta", 0.01}, {"gamma", 0.001}}},
-          {"backward_ms", {{"a", 2.0}, {"beta", 0.02}}},
+          {"backward_ms", {{"a", 2.0}, {"beta", 0.02}, {"gamma", 0.0}}},
           {"optimizer_ms", 3.0},
           {"layers",
            {{{"name", "a"}, {"params", 1000}, {"bwd_fraction", 1}},
@@ -58,6 +58,11 @@ TEST_CASE("DDP buckets: reverse layer order, a small first bucket, caps close a 
 
 TEST_CASE("malformed model files are named with the field at fault") {
   auto broken = minimal();
+  broken.erase("optimizer_ms");  // optional
+  broken["backward_ms"].erase("gamma");
+  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("m.json: backward_ms: missing \"gamma\""),
+                       InputError);
+  broken = minimal();
   broken["forward_ms"]["beta"] = -1;
   CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("m.json: forward_ms: beta must be"),
                        InputError);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -82,6 +83,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   };
   std::map<std::string, std::size_t> run_of;  // policy → index in trace.runs
   std::set<std::tuple<std::string, int, int>> seen;
+  std::map<std::string, std::pair<int, long>> top_rank;  // per policy: its highest rank, and that row's line
   while (std::getline(lines, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -135,6 +137,14 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     auto amount = [&](const char* name) {
       const double v = number(name);
       if (v < 0) throw InputError(where(name) + "expected a value ≥ 0, got \"" + fields[col.at(name)] + "\"");
+      return v;
+    };
+    // A phase's time in ms, within what a performance model can hold (10⁷ ms, 2.8 hours), so a
+    // wild value is named here rather than as a coefficient the fit cannot use.
+    auto duration = [&](const char* name) {
+      const double v = amount(name);
+      if (v > 1e7)
+        throw InputError(where(name) + "expected a time from 0 to 1e7 ms, got \"" + fields[col.at(name)] + "\"");
       return v;
     };
     // A ';'-separated list of micro_batches integers in [0, maximum].
@@ -209,11 +219,11 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.max_len = static_cast<int>(integer("max_len"));
     r.real_tokens = col.count("real_tokens") && !fields[col["real_tokens"]].empty() ? integer("real_tokens") : 0;
     r.padded_tokens = std::int64_t{r.batch_size} * r.max_len;
-    r.fwd_ms = amount("fwd_ms");
-    r.bwd_ms = amount("bwd_ms");
-    r.comm_wait_ms = amount("comm_wait_ms");
-    r.opt_ms = amount("opt_ms");
-    r.step_ms = amount("step_ms");
+    r.fwd_ms = duration("fwd_ms");
+    r.bwd_ms = duration("bwd_ms");
+    r.comm_wait_ms = duration("comm_wait_ms");
+    r.opt_ms = duration("opt_ms");
+    r.step_ms = duration("step_ms");
     r.peak_mem_mib = amount("peak_mem_mib");
     r.loss = number("loss");
     r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty()
@@ -224,7 +234,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       throw InputError(where("global_batch") + "expected at least 1 (or empty: the sum of the step's batch sizes)");
     r.loss_weight = col.count("loss_weight") ? amount("loss_weight") : NOT_MEASURED;
     r.allreduce_bytes = amount("allreduce_bytes");
-    r.allreduce_ms = amount("allreduce_ms");
+    r.allreduce_ms = duration("allreduce_ms");
     r.concurrent_allreduce_bytes = amount("concurrent_allreduce_bytes");
     // Packed sequences: the attention pairs, and nothing padded.
     if (col.count("sq_tokens")) {
@@ -283,6 +293,8 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     }
     trace.runs[run_of[policy]].rows.push_back(r);
     trace.rows++;
+    auto& top = top_rank[policy];
+    if (r.rank >= top.first) top = {r.rank, line_no};
   }
   if (col.empty()) throw InputError(path + ": no header line (expected step,rank,policy,batch_size,...)");
   if (trace.rows == 0) throw InputError(path + ": no data rows");
@@ -297,9 +309,17 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     // records rank 0 of its group.
     auto said = trace.metadata.find("emulated_ranks");
     if (said == trace.metadata.end() || said->second == "0") said = trace.metadata.find("world_size");
-    if (said != trace.metadata.end() && !trace.metadata.count("profile") && said->second != std::to_string(G))
+    if (said != trace.metadata.end() && !trace.metadata.count("profile") && said->second != std::to_string(G)) {
+      const auto& [rank, line] = top_rank[run.label];
+      const bool numeric = !said->second.empty() && said->second.size() < 10 &&
+                           std::all_of(said->second.begin(), said->second.end(), ::isdigit);
+      if (numeric && G > std::atoi(said->second.c_str()))  // a rank beyond the world
+        throw InputError(path + ":" + std::to_string(line) + ": rank " + std::to_string(rank) + ", but metadata " +
+                         said->first + "=" + said->second + " (ranks 0 to " +
+                         std::to_string(std::atoi(said->second.c_str()) - 1) + ")");
       throw InputError(path + ": metadata " + said->first + "=" + said->second + ", but policy " + run.label +
-                       " has ranks 0 to " + std::to_string(G - 1));
+                       " has ranks 0 to " + std::to_string(G - 1) + " only");
+    }
     if (run.rows.size() % static_cast<std::size_t>(G) != 0)
       throw InputError(path + ": policy " + run.label + ": steps do not all have " + std::to_string(G) + " ranks");
     for (std::size_t i = 0; i < run.rows.size(); ++i)

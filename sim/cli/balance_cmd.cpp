@@ -49,10 +49,7 @@ int balance(const Args& args) {
   po::variables_map vm;
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
-  if (vm.count("print-config")) {
-    std::cout << config.printable().dump(2) << "\n";
-    return 0;
-  }
+  if (print_config(vm, config)) return 0;
 
   const StepShape shape = config.shape();
   const auto source = make_length_source(config.data, config.training.max_length);

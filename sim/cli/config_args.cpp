@@ -1,6 +1,7 @@
 #include "cli/config_args.hpp"
 
 #include <filesystem>
+#include <iostream>
 
 #include "common/error.hpp"
 
@@ -49,7 +50,8 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   if (vm.count("steps")) {
     const int steps = vm["steps"].as<int>();
     if (steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(steps));
-    apply_override(doc, "training.steps=" + std::to_string(steps));
+    if (const std::string why = set_by_path(doc, "training.steps", steps); !why.empty())
+      throw UsageError("--steps " + std::to_string(steps) + ": cannot set training.steps: " + why);
     changes += (changes.empty() ? "--steps " : ", --steps ") + std::to_string(steps);
   }
   if (vm.count("policies")) {
@@ -75,6 +77,16 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
     }
     throw InputError(origin + " with " + changes + what.substr(origin.size()));
   }
+}
+
+bool print_config(const po::variables_map& vm, const Config& config) {
+  if (!vm.count("print-config")) return false;
+  for (const char* option : {"out", "timeline", "link-series"})
+    if (vm.count(option))
+      throw UsageError(std::string("--print-config prints the resolved config and runs nothing, so --") + option +
+                       " would write nothing: leave one of them out");
+  std::cout << config.printable().dump(2) << "\n";
+  return true;
 }
 
 }  // namespace ddpsim::cli

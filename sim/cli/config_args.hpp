@@ -14,5 +14,8 @@ void add_config_options(po::options_description& visible, po::options_descriptio
 // The config named on the command line (or the embedded default) with the overrides applied;
 // `adjust`, if given, edits the document last, before it is validated.
 Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust = {});
+// --print-config: prints the resolved config and returns true (the verb then does nothing
+// else); an output option given with it is refused rather than silently ignored.
+bool print_config(const po::variables_map& vm, const Config& config);
 
 }  // namespace ddpsim::cli

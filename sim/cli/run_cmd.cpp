@@ -45,7 +45,8 @@ class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work either in time u
 abstract {forward, backward, transfer, sync, gather, optimizer}, or from the model, data and
 policies (a column per policy): partition uniform | time | memory | balanced | [layers per
 stage], micro_batching even | sorted | kk, activation_bytes_per_token; prints step time, bubble,
-each flow class's traffic and each stage's memory; --out writes DIR/summary.json, --timeline
+each flow class's traffic and each stage's memory; --out writes DIR/summary.json and
+DIR/pipeline_steps.csv (each step's time and bubble), --timeline
 a lane per GPU and flow class, --link-series each class's link utilisation over time).
 
 examples:
@@ -93,10 +94,9 @@ std::pair<int, int> parse_range(const std::string& text) {
 // A config with a `parallel` section: a pipeline-parallel job, summed up in one table.
 int parallel_verb(const Config& config, const po::variables_map& vm, bool compare, std::pair<int, int> record) {
   const auto& p = *config.parallel;
-  const std::filesystem::path summary =
-      vm.count("out") ? std::filesystem::path(vm["out"].as<std::string>()) / "summary.json" : "";
+  const std::filesystem::path dir = vm.count("out") ? std::filesystem::path(vm["out"].as<std::string>()) : "";
   std::vector<std::filesystem::path> outputs;
-  if (!summary.empty()) outputs.push_back(summary);
+  if (!dir.empty()) outputs = {dir / "summary.json", dir / "pipeline_steps.csv"};
   for (const char* option : {"timeline", "link-series"})
     if (vm.count(option)) outputs.emplace_back(vm[option].as<std::string>());
   check_outputs(outputs);
@@ -120,7 +120,10 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   const auto columns = simulate_parallel(config, record);
   std::cout << pipeline_table(config, columns);
   std::vector<std::pair<std::filesystem::path, std::string>> files;
-  if (!summary.empty()) files.emplace_back(summary, pipeline_summary(config, columns).dump(2) + "\n");
+  if (!dir.empty()) {
+    files.emplace_back(dir / "summary.json", pipeline_summary(config, columns).dump(2) + "\n");
+    files.emplace_back(dir / "pipeline_steps.csv", pipeline_steps_csv(config, columns));
+  }
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), pipeline_timeline(config, columns));
   if (vm.count("link-series"))
     files.emplace_back(vm["link-series"].as<std::string>(),
@@ -138,7 +141,9 @@ int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
   add_config_options(visible, hidden, positional);
-  visible.add_options()("out", po::value<std::string>(), "write DIR/steps.csv (trace schema) and DIR/summary.json")(
+  visible.add_options()("out", po::value<std::string>(),
+                        "write DIR/steps.csv (trace schema) and DIR/summary.json (a pipeline job: DIR/summary.json and "
+                        "DIR/pipeline_steps.csv)")(
       "timeline", po::value<std::string>(), "write a Chrome trace JSON (Perfetto, chrome://tracing) of some steps")(
       "timeline-steps", po::value<std::string>()->default_value("0:3"),
       "FROM:TO, the steps the timeline (and the link series) shows")(
@@ -150,10 +155,7 @@ int simulate_verb(const Args& args, bool compare) {
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
-  if (vm.count("print-config")) {
-    std::cout << config.printable().dump(2) << "\n";
-    return 0;
-  }
+  if (print_config(vm, config)) return 0;
   if (!config.parallel)
     for (const char* option : {"link-series", "link-bin"})
       if (vm.count(option))

@@ -1,18 +1,40 @@
 // Typed errors: libraries throw them, each CLI verb's caller prints one line and exits.
 // InputError → exit 1 (a file, a key, a value the user can fix); UsageError → exit 2.
+// Messages quote user text, which may hold control bytes: a NUL would end the message
+// early and a terminal escape would act, so both types show them as \xNN.
 #pragma once
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ddpsim {
 
+inline std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 && c != '\n' && c != '\t') {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else if (byte == 0x7f) {
+      out += "\\x7f";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit InputError(std::string_view message) : std::runtime_error(printable(message)) {}
 };
 
 struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit UsageError(std::string_view message) : std::runtime_error(printable(message)) {}
 };
 
 }  // namespace ddpsim

@@ -191,10 +191,12 @@ PolicySpec parse_policy(const nlohmann::json& item, const std::string& where) {
   PolicySpec spec;
   for (const auto& [key, value] : item.items()) {
     const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    if (key == "name")
+    if (key == "name") {
       spec.name = text;
-    else
+    } else {
       spec.options[key] = text;
+      if (value.is_string()) spec.quoted.insert(key);
+    }
   }
   if (spec.name.empty()) throw InputError(where + ": policy object needs a \"name\"");
   return spec;
@@ -332,13 +334,20 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
                      c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
   const StepShape shape = c.shape();
+  std::vector<std::string> resolved;  // labels with every option at its value in force
   for (std::size_t i = 0; i < c.policies.size(); ++i) {
+    const std::string at = policies_origin.empty() ? origin + ": policies[" + std::to_string(i) + "]" : policies_origin;
     try {
       make_scheduler(c.policies[i], shape);
+      resolved.push_back(resolved_policy(c.policies[i], shape).label());
     } catch (const InputError& e) {
-      throw InputError((policies_origin.empty() ? origin + ": policies[" + std::to_string(i) + "]" : policies_origin) +
-                       ": " + e.what());
+      throw InputError(at + ": " + e.what());
     }
+    for (std::size_t j = 0; j < i; ++j)
+      if (resolved[j] == resolved[i])
+        throw InputError(at + ": " + c.policies[i].label() + " is policies[" + std::to_string(j) + "] (" +
+                         c.policies[j].label() + ") with its options written out (" + resolved[i] +
+                         "): the same policy twice");
   }
 
   nlohmann::json data = {{"source", c.data.source}};

@@ -57,6 +57,11 @@ PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
     throw InputError(where + ": expected an object {\"a\", \"beta\", \"gamma\"} (ms), optionally with a \"grid\"");
   JsonFields f(doc, where);
   PhaseModel p;
+  for (const char* key : {"a", "beta", "gamma"})
+    if (!f.has(key))
+      throw InputError(where + ": missing \"" + key +
+                       "\" (the analytic form a + beta·b·L + gamma·b·L² needs all three, in ms; 0 for a term "
+                       "the device does not show)");
   p.analytic.a_ms = non_negative(f, "a", 0);
   p.analytic.beta_ms = non_negative(f, "beta", 0);
   p.analytic.gamma_ms = non_negative(f, "gamma", 0);

@@ -347,7 +347,9 @@ const std::vector<std::string>& micro_batching_names() {
   return names;
 }
 
-std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
+namespace {
+
+std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape, PolicyOptions& options) {
   if (std::find(micro_batching_names().begin(), micro_batching_names().end(), shape.micro_batching) ==
       micro_batching_names().end())
     throw InputError("micro-batching is even, sorted or kk, got \"" + shape.micro_batching + "\"");
@@ -358,7 +360,6 @@ std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShap
   if (spec.name != "token_budget" && shape.B < shape.G)
     throw InputError(spec.name + ": infeasible: global batch B=" + std::to_string(shape.B) +
                      " is smaller than G=" + std::to_string(shape.G) + " (" + shape_text(shape) + ")");
-  PolicyOptions options(spec);
   std::unique_ptr<Scheduler> policy;
   if (spec.name == "static")
     policy = std::make_unique<StaticPolicy>(shape);
@@ -385,6 +386,19 @@ std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShap
   if (shape.micro_batches > 1 && !policy->forms_micro_batches())
     policy = std::make_unique<FixedMicroBatches>(std::move(policy), shape.micro_batches, shape.micro_batching);
   return policy;
+}
+
+}  // namespace
+
+std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
+  PolicyOptions options(spec);
+  return build(spec, shape, options);
+}
+
+PolicySpec resolved_policy(const PolicySpec& spec, const StepShape& shape) {
+  PolicyOptions options(spec);
+  build(spec, shape, options);
+  return {spec.name, options.in_force()};
 }
 
 }  // namespace ddpsim

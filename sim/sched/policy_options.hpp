@@ -2,6 +2,7 @@
 // every option a policy does not read is an error that suggests the closest known one.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -18,10 +19,13 @@ class PolicyOptions {
   // The option as an integer in [minimum, maximum] (the maximum keeps memory and time bounded).
   int integer(const std::string& key, int fallback, int minimum, int maximum = 1000000);
   void reject_unknown() const;
+  // Every option read so far at the value in force: the given one (integers normalised) or the default.
+  const std::map<std::string, std::string>& in_force() const { return in_force_; }
 
  private:
   const PolicySpec& spec_;
   std::set<std::string, std::less<>> known_;
+  std::map<std::string, std::string> in_force_;
 };
 
 }  // namespace ddpsim

@@ -54,19 +54,26 @@ std::vector<int> even_micro_sizes(int b, int count) {
 std::string PolicyOptions::text(const std::string& key, const std::string& fallback) {
   known_.insert(key);
   auto it = spec_.options.find(key);
-  return it == spec_.options.end() ? fallback : it->second;
+  return in_force_[key] = it == spec_.options.end() ? fallback : it->second;
 }
 
 int PolicyOptions::integer(const std::string& key, int fallback, int minimum, int maximum) {
   known_.insert(key);
   auto it = spec_.options.find(key);
-  if (it == spec_.options.end()) return fallback;
+  if (it == spec_.options.end()) {
+    in_force_[key] = std::to_string(fallback);
+    return fallback;
+  }
+  if (spec_.quoted.count(key))
+    throw InputError("policy " + spec_.label() + ": option " + key + " is an integer from " + std::to_string(minimum) +
+                     " to " + std::to_string(maximum) + ", got the string \"" + it->second + "\" (write it unquoted)");
   int value = 0;
   const auto& s = it->second;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || end != s.data() + s.size() || value < minimum || value > maximum)
     throw InputError("policy " + spec_.label() + ": option " + key + " must be an integer from " +
                      std::to_string(minimum) + " to " + std::to_string(maximum) + ", got \"" + s + "\"");
+  in_force_[key] = std::to_string(value);
   return value;
 }
 

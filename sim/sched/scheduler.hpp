@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ namespace ddpsim {
 struct PolicySpec {
   std::string name;
   std::map<std::string, std::string> options;
+  // Options a config's policy object gave as JSON strings: an integer option refuses them
+  // ("64" is not 64 there), as config keys refuse a quoted number.
+  std::set<std::string> quoted;
 
   // The canonical spelling, used as the policy's column and key in every output.
   std::string label() const;
@@ -85,5 +89,9 @@ class Scheduler {
 // Builds a policy; unknown names, unknown options and impossible shapes (B < G, B not
 // divisible by G where a policy needs it, B > Σ min(K, b_max)) throw InputError.
 std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape);
+// The spec with every option the policy reads at its value in force (defaults filled in,
+// integers normalised), so that two spellings of one policy (minmax, minmax:buffer=64) compare
+// equal. Throws as make_scheduler does.
+PolicySpec resolved_policy(const PolicySpec& spec, const StepShape& shape);
 
 }  // namespace ddpsim

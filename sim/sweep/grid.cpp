@@ -18,6 +18,10 @@ namespace ddpsim {
 namespace {
 
 // "training" and "training.steps" cannot both be set: one would silently undo the other.
+std::string count(std::size_t n) {
+  return std::to_string(n) + (n == 1 ? " value" : " values");
+}
+
 bool overlaps(const std::string& a, const std::string& b) {
   const auto& [shorter, longer] = a.size() <= b.size() ? std::tie(a, b) : std::tie(b, a);
   return longer.compare(0, shorter.size(), shorter) == 0 &&
@@ -119,8 +123,10 @@ SweepSpec read_sweep(const std::string& path) {
       throw wrong_type(groups, path + ": key \"zip\"", "an array of objects, each of keys with equally long lists");
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const std::string where = path + ": zip[" + std::to_string(g) + "]";
-      if (!groups[g].is_object() || groups[g].empty())
+      if (!groups[g].is_object())
         throw wrong_type(groups[g], where, "an object of config keys with lists of equal length");
+      if (groups[g].empty())
+        throw InputError(where + ": an empty object: a zip group names at least one key with its list of values");
       SweepDimension d;
       std::string first;
       for (const auto& [key, list] : as_written("zip")[g].items()) {
@@ -129,9 +135,8 @@ SweepSpec read_sweep(const std::string& path) {
           d.values.resize(values.size());
           first = key;
         } else if (values.size() != d.values.size()) {
-          throw InputError(where + ": \"" + key + "\" lists " + std::to_string(values.size()) + " values, \"" + first +
-                           "\" " + std::to_string(d.values.size()) +
-                           ": zipped lists move together and need equal lengths");
+          throw InputError(where + ": \"" + key + "\" lists " + count(values.size()) + ", \"" + first + "\" " +
+                           count(d.values.size()) + ": zipped lists move together and need equal lengths");
         }
         for (std::size_t i = 0; i < values.size(); ++i) d.values[i].push_back(plain(values[i]));
         d.keys.push_back(key);
@@ -144,11 +149,20 @@ SweepSpec read_sweep(const std::string& path) {
     throw InputError(path + ": no \"axes\" or \"zip\": a sweep varies at least one key (one config is `ddpsim run`)");
 
   const auto keys = s.keys();
+  // Where each key is swept, for messages: axes, or zip[g].
+  std::vector<std::string> origin;
+  for (std::size_t d = 0, zip = 0; d < s.dimensions.size(); ++d) {
+    const bool axis = d < s.dimensions.size() - (f.has("zip") ? f.raw("zip").size() : 0);
+    for (std::size_t k = 0; k < s.dimensions[d].keys.size(); ++k)
+      origin.push_back(axis ? "axes" : "zip[" + std::to_string(zip) + "]");
+    zip += axis ? 0 : 1;
+  }
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (keys[i].empty()) throw InputError(path + ": an empty key among the axes (expected a config path)");
     for (std::size_t j = 0; j < i; ++j)
       if (overlaps(keys[i], keys[j]))
-        throw InputError(path + ": \"" + keys[j] + "\" and \"" + keys[i] + "\" are both swept: each key at most once");
+        throw InputError(path + ": \"" + keys[j] + "\" (" + origin[j] + ") and \"" + keys[i] + "\" (" + origin[i] +
+                         ") are both swept: each key at most once");
     for (const auto& set : fixed)
       if (overlaps(keys[i], set))
         throw InputError(path + ": \"" + keys[i] + "\" is swept and also fixed by \"" + set + "\": choose one");

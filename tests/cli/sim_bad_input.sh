@@ -38,8 +38,10 @@ run_bad 1 'zerobw.xml: link "l" \(on the route from "a" to "b"\) has bandwidth 0
 run_bad 2 "--set training.steps=: no value after '='" "$DDPSIM" run --set training.steps=
 run_bad 1 "missing.xml: cannot open platform file" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"b\",\"c\",\"d\"]}"
-printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": -2}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"
+printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": -2, "gamma": 0}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"
 run_bad 1 "m.json: forward_ms: beta must be a finite number ≥ 0" "$DDPSIM" run --set "model=$WORK/m.json"
+printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": 2, "gamma": 0}, "backward_ms": {}, "layers": []}' >"$WORK/m.json"
+run_bad 1 'm.json: backward_ms: missing "a" \(the analytic form' "$DDPSIM" run --set "model=$WORK/m.json"
 printf '{"name": "m", "source": "test",\n "forward_ms": {"a": 1,}}' >"$WORK/broken.json"
 run_bad 1 "broken.json:2:[0-9]+: invalid JSON" "$DDPSIM" run --set "model=$WORK/broken.json"
 run_bad 1 'platform: unknown key "link_gbps" \(did you mean "link_GBps"' "$DDPSIM" run --set platform.link_gbps=10
@@ -78,8 +80,23 @@ run_bad 1 'platform: latency_us must be from 0 to 1e\+06 µs' "$DDPSIM" run --se
 run_bad 1 'key "global_batch" is number 10000001: expected an integer from 1 to 10000000' "$DDPSIM" run --set training.global_batch=10000001
 run_bad 1 'platform: hosts\[1\] repeats "gpu0" of hosts\[0\]' "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu0\",\"gpu2\",\"gpu3\"]}"
-printf '{"name": "m", "source": "test", "forward_ms": {"a": 1}, "backward_ms": {"a": 1}, "optimizer_ms": 1e308,\n "layers": [{"name": "l", "params": 10, "bwd_fraction": 1}]}' >"$WORK/huge.json"
+printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": 0, "gamma": 0}, "backward_ms": {"a": 1, "beta": 0, "gamma": 0}, "optimizer_ms": 1e308,\n "layers": [{"name": "l", "params": 10, "bwd_fraction": 1}]}' >"$WORK/huge.json"
 run_bad 1 'huge.json: optimizer_ms must be a finite number ≥ 0 \(at most 10000000.0\), got 1e\+308' "$DDPSIM" run --set "model=$WORK/huge.json"
 printf '[1, 2]' >"$WORK/array.json"
 run_bad 1 "array.json: expected a JSON object, got array" "$DDPSIM" run "$WORK/array.json"
+# The same policy twice, once with its defaults written out; --steps into a replaced section;
+# --print-config with an output it would not write.
+expect_exit 1 '--policies: minmax:buffer=64 is policies\[0\] \(minmax\) with its options written out .*the same policy twice' \
+  "$DDPSIM" run --steps 2 --policies minmax,minmax:buffer=64
+expect_exit 1 'policies\[0\]: policy minmax:buffer=64: option buffer is an integer from 1 to 65536, got the string "64"' \
+  "$DDPSIM" run --steps 2 --set 'policies=[{"name": "minmax", "buffer": "64"}]'
+# User text in a message shows its control bytes: a NUL no longer cuts the message short.
+printf '12\n1\x003 tokens\n14\n' >"$WORK/nul-lengths.txt"
+expect_exit 1 'nul-lengths.txt:2: expected one positive integer length, got "1\\x003 tokens"' "$DDPSIM" run --steps 2 \
+  --set data.source=trace --set "data.path=$WORK/nul-lengths.txt"
+expect_exit 2 '--steps 3: cannot set training.steps: "steps" is inside a non-object value' "$DDPSIM" run \
+  --set training=5 --steps 3
+expect_exit 2 '--print-config prints the resolved config and runs nothing, so --out would write nothing' \
+  "$DDPSIM" run --print-config --out "$out"
+no_output print-config
 finish

@@ -14,14 +14,18 @@ bad 1 's.json, cell 0 \(training.wrld_size=2\): training: unknown key "wrld_size
   '{"axes": {"training.wrld_size": [2, 4]}}'
 bad 1 's.json: axes: "training.world_size" is an empty list' '{"axes": {"training.world_size": []}}'
 bad 1 's.json: axes: "training.world_size" is number 4: expected a non-empty array' '{"axes": {"training.world_size": 4}}'
-bad 1 's.json: zip\[0\]: "b" lists 1 values, "a" 2: zipped lists move together' \
+bad 1 's.json: zip\[0\]: "b" lists 1 value, "a" 2 values: zipped lists move together' \
   '{"zip": [{"a": [1, 2], "b": [1]}]}'
 bad 1 's.json: zip\[0\] is array: expected an object' '{"zip": [[1, 2]]}'
+bad 1 's.json: zip\[1\]: an empty object: a zip group names at least one key' \
+  '{"zip": [{"training.steps": [5, 6]}, {}]}'
+bad 1 '"training.steps" \(zip\[0\]\) and "training.steps" \(zip\[1\]\) are both swept' \
+  '{"zip": [{"training.steps": [5, 6]}, {"training.steps": [7, 8]}]}'
 bad 1 's.json: no "axes" or "zip"' '{"set": {"training.steps": 5}}'
 bad 1 's.json: unknown key "axis" \(did you mean "axes"' '{"axis": {"training.steps": [5]}}'
 bad 1 's.json: key "axes" appears twice in one object' '{"axes": {"training.steps": [5]}, "axes": {}}'
 bad 1 's.json: expected a JSON object' '[1, 2]'
-bad 1 '"training" and "training.steps" are both swept' '{"axes": {"training": [{}], "training.steps": [5]}}'
+bad 1 '"training" \(axes\) and "training.steps" \(axes\) are both swept' '{"axes": {"training": [{}], "training.steps": [5]}}'
 bad 1 '"training.steps" is swept and also fixed by "training.steps"' \
   '{"set": {"training.steps": 5}, "axes": {"training.steps": [5, 6]}}'
 bad 1 's.json: the grid has 1000 × 1000 = 1000000 cells, more than the 100000' \

@@ -4,6 +4,12 @@ out="$WORK/out_dir"
 mkdir -p "$out"
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,x\n' >"$WORK/nan.csv"
 expect_exit 1 "nan.csv:2: column bwd_ms: \"x\" is not a number" "$DDPSIM" calibrate "$WORK/nan.csv" --out "$out/m.json"
+printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,1e307\n' >"$WORK/huge.csv"
+expect_exit 1 "huge.csv:2: column bwd_ms: expected a time from 0 to 1e7 ms, got \"1e307\"" "$DDPSIM" calibrate \
+  "$WORK/huge.csv" --out "$out/m.json"
+printf '# world_size=2\nstep,rank,batch_size,max_len,step_ms\n0,0,4,9,1\n0,1,4,9,1\n1,0,4,9,1\n1,5,4,9,1\n' >"$WORK/rank5.csv"
+expect_exit 1 "rank5.csv:6: rank 5, but metadata world_size=2 \(ranks 0 to 1\)" "$DDPSIM" replay "$WORK/rank5.csv" \
+  --model rtx3090-distilbert --out "$out/r"
 printf 'step,rank,batch_size,max_len\n0,0,4,9\n' >"$WORK/untimed.csv"
 expect_exit 1 'untimed.csv: the header lacks column "fwd_ms"' "$DDPSIM" calibrate "$WORK/untimed.csv" --out "$out/m.json"
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1,2\n' >"$WORK/one.csv"
