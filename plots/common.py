@@ -17,6 +17,7 @@ DPI = 100  # a figure of W x H inches is 100 W x 100 H pixels
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+_INPUTS = set()  # real paths of the files read, which no figure may overwrite
 
 
 def fail(message):
@@ -56,6 +57,9 @@ def read_csv(path, required=()):
     """(header, rows) of a CSV file whose '#' lines are metadata; each row is (line number in
     the file, {column: text}). Fails on a missing file or column, a short or long row, no rows."""
     line_of = []  # the file line number of each line handed to the csv reader
+    if os.path.exists(path) and not os.path.isfile(path):
+        fail(f"{path}: not a regular file (a folder, device or pipe)")
+    _INPUTS.add(os.path.realpath(path))
 
     def data_lines(f):
         for number, text in enumerate(f, start=1):
@@ -101,7 +105,7 @@ def number(path, line, column, text, missing_ok=False):
     if text == "" or text.lower() == "nan":
         if missing_ok:
             return None
-        fail(f"{path}:{line}: column {column}: empty, expected a number")
+        fail(f"{path}:{line}: column {column}: {'empty' if text == '' else repr(text)}, expected a number")
     try:
         value = float(text)
     except ValueError:
@@ -141,6 +145,14 @@ def save_figures(folder, figures):
     temporary beside its target, renamed into place only once all are written; prints the paths."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         fail(f"{folder}: not a folder")
+    for name in figures:
+        target = os.path.join(folder, name)
+        if os.path.isdir(target):
+            fail(f"{target}: is a folder, expected a PNG file name")
+        if os.path.lexists(target) and not os.path.isfile(target):
+            fail(f"{target}: exists and is not a regular file (a device or pipe)")
+        if os.path.realpath(target) in _INPUTS:
+            fail(f"{target}: is also an input")
     temps = []
     try:
         os.makedirs(folder, exist_ok=True)

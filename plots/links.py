@@ -32,6 +32,8 @@ def main():
     args = parser.parse_args()
     path = args.csv
     out = args.out or os.path.join(os.path.dirname(path), "links.png")
+    if not out.endswith(".png"):
+        parser.error(f"--out {out}: expected a .png file name")
 
     header, rows = common.read_csv(path, ("policy",) + CLASSES)
     unit = "ms" if "start_ms" in header else "unit"
@@ -49,7 +51,11 @@ def main():
         for c, v in values.items():
             if v < 0:
                 common.fail(f"{path}:{line}: column {c}: {v:g} is negative")
-        series.setdefault(row["policy"], []).append((a, b, values))
+        bins = series.setdefault(row["policy"], [])
+        if bins and a < bins[-1][1] - 1e-9 * max(1.0, abs(a)):
+            common.fail(f"{path}:{line}: column {start}: {a:g} is before the previous bin's end {bins[-1][1]:g} "
+                        f"(bins of a policy are in time order, without overlap)")
+        bins.append((a, b, values))
     policies = args.policies.split(",") if args.policies else list(series)
     for policy in policies:
         if policy not in series:

@@ -276,6 +276,17 @@ TEST_CASE("model mode: compute noise and stragglers by GPU, the same draws for e
   for (std::size_t t = 1; t < 3; ++t) CHECK(slow.step_times[t] > 1.3 * quiet.step_times[t]);
 }
 
+TEST_CASE("abstract mode: a slow GPU stretches its stage as a pipeline would") {
+  // GPipe, 4 stages, 8 micro-batches, no transfers; stage 1 at half speed (f 2, b 4): forward
+  // (1 + 2 + 1 + 1) + 7·2, backward (2 + 4 + 2 + 2) + 7·4, 57 in all (33 without).
+  auto doc = nlohmann::json::parse(R"({"training": {"world_size": 4, "steps": 1},
+      "parallel": {"stages": 4, "schedule": "gpipe", "micro_batches": 8, "abstract": {"transfer": 0}},
+      "simulation": {"rank_speed": [1, 2, 1, 1]}})");
+  CHECK(simulate_parallel(parse_config(doc, "c.json", "")).front().step_mean == doctest::Approx(57).epsilon(1e-9));
+  doc["simulation"].erase("rank_speed");
+  CHECK(simulate_parallel(parse_config(doc, "c.json", "")).front().step_mean == doctest::Approx(33).epsilon(1e-9));
+}
+
 TEST_CASE("model mode: an explicit partition must cover the model's layers") {
   const Config c = model_config(R"({"stages": 2, "partition": [1, 1]})");
   CHECK_THROWS_WITH_AS(stage_partition(c), doctest::Contains("partition gives 2 layers, model rtx3090-distilbert has"),

@@ -155,7 +155,6 @@ int simulate_verb(const Args& args, bool compare) {
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
-  if (print_config(vm, config)) return 0;
   if (!config.parallel)
     for (const char* option : {"link-series", "link-bin"})
       if (vm.count(option))
@@ -180,6 +179,7 @@ int simulate_verb(const Args& args, bool compare) {
       if (vm.count(option))
         check_output_path(vm[option].as<std::string>(), std::string("--") + option);  // before the work
   }
+  if (print_config(vm, config)) return 0;  // after the options' checks: a refused command is refused either way
   if (config.parallel) return parallel_verb(config, vm, compare, timeline);
   std::vector<std::filesystem::path> outputs;
   if (vm.count("out"))

@@ -297,6 +297,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
   if (top.has("parallel")) {
     c.parallel = pipeline::parse_parallel(top.raw("parallel"), origin + ": parallel", c.training.world_size);
+    if (c.parallel->abstract_mode && top.has("policies"))
+      throw InputError((policies_origin.empty() ? origin + ": policies" : policies_origin) +
+                       ": parallel.abstract runs its unit times as one column, with no policy; policies need "
+                       "model mode (a parallel section without abstract)");
     if (!c.parallel->abstract_mode) {  // every GPU link as the platform's
       c.parallel->setup.channels.bytes_per_s = c.platform.link_GBps * 1e9;
       c.parallel->setup.channels.latency_s = c.platform.latency_us * 1e-6;

@@ -56,7 +56,8 @@ PipelineFigures figures_of(const Config& config, pipeline::PipelineResult&& r, s
   const double time_unit = abstract ? 1 : 1e3;  // s → ms
   PipelineFigures f;
   f.label = std::move(label);
-  std::vector<double>&step_s = f.step_times, &bubble = f.bubbles;
+  std::vector<double>& step_s = f.step_times;
+  std::vector<double>& bubble = f.bubbles;
   double busy = 0;
   for (const auto& step : r.steps) {
     double step_busy = 0;
@@ -86,6 +87,29 @@ PipelineFigures figures_of(const Config& config, pipeline::PipelineResult&& r, s
   return f;
 }
 
+// Compute noise and slow GPUs as in DDP (simulate.cpp): a mean-one log-normal factor per GPU
+// and step, times simulation.rank_speed and stragglers by GPU; the same draws for every policy.
+class ComputeFactors {
+ public:
+  // `model_sigma`: the noise when simulation.noise_sigma is not set.
+  ComputeFactors(const Config& config, double model_sigma)
+      : config_(config),
+        sigma_(config.simulation.noise_sigma < 0 ? model_sigma : config.simulation.noise_sigma),
+        noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL) {}
+  std::vector<double> step(int step) {
+    std::vector<double> factor;
+    for (int gpu = 0; gpu < config_.parallel->setup.gpus(); ++gpu)
+      factor.push_back(std::exp(sigma_ * noise_.normal() - 0.5 * sigma_ * sigma_) *
+                       config_.simulation.speed_factor(gpu, step));
+    return factor;
+  }
+
+ private:
+  const Config& config_;
+  double sigma_;
+  Rng noise_;
+};
+
 // Model mode: the policy's steps, as each GPU's work. Each data-parallel group is one of the
 // policy's ranks; its micro-batches (training.micro_batches = parallel.micro_batches) each
 // padded to their longest sample. A group given fewer samples than micro-batches runs empty
@@ -107,18 +131,11 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
   const bool packed = config.training.attention == "packed";
   const double grad_bytes = m.bytes_per_param;
   const double sync_share = (s.data_parallel == "ddp" ? 2.0 : 1.0) * (D - 1) / D;
-  // Compute noise and slow GPUs as in DDP (simulate.cpp): a mean-one log-normal factor per GPU
-  // and step, times simulation.rank_speed and stragglers by GPU; the same draws for every policy.
-  const double sigma = config.simulation.noise_sigma < 0 ? m.noise_sigma : config.simulation.noise_sigma;
-  Rng noise(config.training.seed ^ 0x9e3779b97f4a7c15ULL);
+  ComputeFactors factors(config, m.noise_sigma);
   std::vector<StepWork> steps;
   for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(D)) {
-    const int step = static_cast<int>(i / static_cast<std::size_t>(D));
     StepWork work(static_cast<std::size_t>(S * D));
-    std::vector<double> factor(static_cast<std::size_t>(S * D));
-    for (int gpu = 0; gpu < S * D; ++gpu)
-      factor[static_cast<std::size_t>(gpu)] =
-          std::exp(sigma * noise.normal() - 0.5 * sigma * sigma) * config.simulation.speed_factor(gpu, step);
+    const std::vector<double> factor = factors.step(static_cast<int>(i / static_cast<std::size_t>(D)));
     for (int d = 0; d < D; ++d) {
       const RankStep& row = run.rows[i + static_cast<std::size_t>(d)];
       std::vector<MicroBatchShape> micro = row.micro;
@@ -175,7 +192,17 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config, std::pair<i
   const auto& p = *config.parallel;
   const auto steps = static_cast<std::size_t>(config.training.steps);
   if (p.abstract_mode) {
-    const std::vector<StepWork> work(steps, pipeline::abstract_step(p.setup, p.abstract));
+    // The unit times, scaled like model mode's (no noise unless simulation.noise_sigma says so).
+    ComputeFactors factors(config, 0);
+    std::vector<StepWork> work(steps, pipeline::abstract_step(p.setup, p.abstract));
+    for (std::size_t t = 0; t < steps; ++t) {
+      const std::vector<double> factor = factors.step(static_cast<int>(t));
+      for (std::size_t g = 0; g < work[t].size(); ++g) {
+        for (double& s : work[t][g].fwd_s) s *= factor[g];
+        for (double& s : work[t][g].bwd_s) s *= factor[g];
+        work[t][g].opt_s *= factor[g];
+      }
+    }
     return {figures_of(config, pipeline::simulate_pipeline(p.setup, work, record), "abstract")};
   }
   const pipeline::Partition first = stage_partition(config);
@@ -344,6 +371,7 @@ std::string pipeline_timeline(const Config& config, const std::vector<PipelineFi
 }
 
 std::string link_series_csv(const Config& config, const std::vector<PipelineFigures>& columns, double bin) {
+  constexpr double MAX_LINK_BINS = 1e6;                             // per column: tens of MB of CSV
   const double to_time = config.parallel->abstract_mode ? 1 : 1e3;  // s → ms (units)
   std::string out = std::string("policy,start_") + (config.parallel->abstract_mode ? "unit" : "ms") + ",end_" +
                     (config.parallel->abstract_mode ? "unit" : "ms");
@@ -364,7 +392,13 @@ std::string link_series_csv(const Config& config, const std::vector<PipelineFigu
     };
     std::array<double, pipeline::FLOW_CLASSES> before{};
     for (std::size_t c = 0; c < before.size(); ++c) before[c] = samples.front().moved[c];
-    const long bins = std::max(1L, static_cast<long>(std::ceil(span_s / bin_s - 1e-9)));
+    const double count = std::ceil(span_s / bin_s - 1e-9);
+    if (!(count <= MAX_LINK_BINS))
+      throw UsageError("--link-bin " + format("%g", bin) + ": " + format("%.3g", count) + " bins over the " +
+                       format("%g", span_s * to_time) + (config.parallel->abstract_mode ? " units" : " ms") +
+                       " recorded (" + f.label + "), at most " + format("%g", MAX_LINK_BINS) + ": a bin of at least " +
+                       format("%.3g", span_s * to_time / MAX_LINK_BINS));
+    const long bins = std::max(1L, static_cast<long>(count));
     for (long n = 0; n < bins; ++n) {
       const double end = n + 1 == bins ? span_s : (n + 1) * bin_s;
       out += csv_field(f.label) + "," + format("%.6g", n * bin_s * to_time) + "," + format("%.6g", end * to_time);

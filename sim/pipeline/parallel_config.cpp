@@ -59,6 +59,11 @@ ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where
       throw InputError(where + ": exclusive is one of fwd_prop, bwd_prop, grad_sync or none, got \"" + name + "\"");
   }
   f.reject_unknown();
+  const bool weighted = std::any_of(c.weights.begin(), c.weights.end(), [](double w) { return w != 1; });
+  if (c.model == "separate" && (weighted || c.exclusive >= 0))
+    throw InputError(where + ": " + (weighted ? "weights decide" : "exclusive decides") +
+                     " how classes share a link, but model \"separate\" gives each class its own: set "
+                     "model \"shared\", or leave them out");
   return c;
 }
 

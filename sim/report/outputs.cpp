@@ -1,8 +1,12 @@
 #include "report/outputs.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -264,14 +268,20 @@ void check_output_path(const std::filesystem::path& path, const std::string& opt
     throw UsageError(option + " " + path.string() + ": is a folder, expected a file name");
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw UsageError(option + " " + path.string() + ": is a device or a pipe, expected a file name");
-  // A folder on the way that is a file: no output can go there, so say it before the work.
-  for (auto parent = path.parent_path(); !parent.empty() && parent != parent.parent_path();
-       parent = parent.parent_path())
+  // The nearest folder on the way that exists must be a folder we may write in: no output can
+  // go there otherwise, so say it before the work.
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  for (auto parent = absolute.parent_path(); !parent.empty(); parent = parent.parent_path()) {
     if (std::filesystem::exists(parent, ec)) {
       if (!std::filesystem::is_directory(parent, ec))
         throw UsageError(option + " " + path.string() + ": " + parent.string() + " is not a folder");
+      if (::access(parent.c_str(), W_OK | X_OK) != 0)
+        throw InputError(option + " " + path.string() + ": cannot write in " + parent.string() + " (" +
+                         std::strerror(errno) + ")");
       break;
     }
+    if (parent == parent.parent_path()) break;
+  }
 }
 
 void check_outputs(const std::vector<std::filesystem::path>& paths) {
@@ -279,8 +289,10 @@ void check_outputs(const std::vector<std::filesystem::path>& paths) {
   for (const auto& path : paths) {
     check_output_path(path, "output");
     check_not_input(path);
+    // One spelling per file: ./o/x and o/x, or a/../x and x, before the folders exist.
     std::error_code ec;
-    if (!seen.insert(std::filesystem::weakly_canonical(path, ec)).second)
+    if (!seen.insert(std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec).lexically_normal())
+             .second)
       throw UsageError(path.string() + ": named twice among this command's outputs");
   }
 }

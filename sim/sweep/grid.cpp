@@ -197,6 +197,7 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
   grid.keys = spec.keys();
   const std::size_t total = spec.cell_count();
   std::unordered_map<std::string, std::size_t> seen;
+  bool first_abstract = false;
   for (std::size_t i = 0; i < total; ++i) {
     SweepCell cell;
     cell.index = i;
@@ -208,7 +209,16 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
     }
     for (std::size_t d = 0; d < spec.dimensions.size(); ++d)
       for (const auto& v : spec.dimensions[d].values[position[d]]) cell.values.push_back(v);
-    cell.hash = fnv1a64_hex(cell_config(spec, grid, cell).resolved.dump());
+    const Config config = cell_config(spec, grid, cell);
+    cell.hash = fnv1a64_hex(config.resolved.dump());
+    // A pipeline's abstract mode reports time units, its model mode ms: one results.csv, one unit.
+    const bool abstract = config.parallel && config.parallel->abstract_mode;
+    if (i == 0) first_abstract = abstract;
+    if (abstract != first_abstract)
+      throw InputError(spec.origin + ": " + grid.describe(cell) + " is a pipeline in " +
+                       (abstract ? "abstract mode (time units)" : "model mode (ms)") + ", " +
+                       grid.describe(grid.cells.front()) + " in " + (abstract ? "model mode" : "abstract mode") +
+                       ": one sweep's step times share one unit, so sweep them apart");
     if (const auto [it, fresh] = seen.emplace(cell.hash, i); !fresh)
       throw InputError(spec.origin + ": " + grid.describe(cell) + " is the same config as " +
                        grid.describe(grid.cells[it->second]) + ": a value listed twice, or one the config ignores");

@@ -60,7 +60,15 @@ expect_exit 1 'parallel: unknown key "stage" \(did you mean "stages"' "$DDPSIM" 
 expect_exit 2 '--link-series is for pipeline jobs' "$DDPSIM" run --steps 2 --link-series "$WORK/l.csv"
 expect_exit 2 '--link-bin sets the bins of a --link-series FILE' "$DDPSIM" run "$study" --link-bin 0.5
 expect_exit 2 '--link-bin -1: expected a positive width' "$DDPSIM" run "$study" --link-series "$WORK/l.csv" --link-bin -1
-[[ ! -e $out && ! -e $WORK/l.csv ]] || fail "a refused pipeline run left output"
+expect_exit 2 '--link-bin 1e-12: .* bins over the 42.98.* units recorded \(abstract\), at most 1e\+06' \
+  "$DDPSIM" run "$study" --link-series "$WORK/l.csv" --link-bin 1e-12 --out "$out"
+expect_exit 1 'channels: exclusive decides how classes share a link, but model "separate" gives each class its own' \
+  "$DDPSIM" run "$study" --set parallel.channels.exclusive=grad_sync --out "$out"
+expect_exit 1 '--policies: parallel.abstract runs its unit times as one column, with no policy' \
+  "$DDPSIM" run "$study" --policies minmax --out "$out"
+expect_exit 2 './twice/summary.json: named twice' env -C "$WORK" "$DDPSIM" run "$study" --out twice \
+  --timeline ./twice/summary.json
+[[ ! -e $out && ! -e $WORK/l.csv && ! -e $WORK/twice ]] || fail "a refused pipeline run left output"
 
 # The timeline and the link series: a lane per GPU and class, and series whose integral is
 # each class's volume.
@@ -89,6 +97,11 @@ assert all(float(r["fwd_prop"]) + float(r["bwd_prop"]) + float(r["grad_sync"]) <
     "one shared link per GPU cannot be more than busy"
 PY
 
+# A sweep of pipeline jobs: its results.csv has the pipeline's figures, in one unit.
+echo '{"base": "'"$study"'", "set": {"training.steps": 1}, "axes": {"parallel": [{"stages": 2, "abstract": {}}, {"stages": 2}]}}' \
+  >"$WORK/mixed.json"
+expect_exit 1 'cell 1 .* is a pipeline in model mode \(ms\), cell 0 .* in abstract mode: one sweep.s step times share one unit' \
+  "$DDPSIM" sweep "$WORK/mixed.json" --out "$WORK/mixed"
 # A sweep of pipeline jobs: its results.csv has the pipeline's figures.
 cat > "$WORK/sweep.json" <<JSON
 {"base": "$study", "set": {"parallel.channels.model": "shared"},

@@ -85,6 +85,10 @@ expect_exit 1 "empty_bin.csv:2: column end_ms: 0 is not after start_ms 0" "$PY" 
 cut -d, -f1-4 "$WORK/links/links.csv" >"$WORK/links/cut.csv"
 expect_exit 1 "cut.csv:1: missing column\(s\) bwd_prop, grad_sync" "$PY" "$plots/links.py" "$WORK/links/cut.csv" \
   --out "$WORK/links/none.png"
+expect_exit 2 "--out $WORK/links/links.csv: expected a .png file name" "$PY" "$plots/links.py" "$WORK/links/links.csv" \
+  --out "$WORK/links/links.csv"
+mkfifo "$WORK/links/fifo"
+expect_exit 1 "fifo: not a regular file" "$PY" "$plots/links.py" "$WORK/links/fifo" --out "$WORK/links/none.png"
 [[ ! -e $WORK/links/none.png ]] || fail "links.py wrote a figure after an error"
 # A real sweep's results.csv: a heatmap over G x B with a facet, and lines.
 cat >"$WORK/sweep.json" <<'EOF'
