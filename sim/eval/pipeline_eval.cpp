@@ -401,7 +401,8 @@ std::string link_series_csv(const Config& config, const std::vector<PipelineFigu
     const long bins = std::max(1L, static_cast<long>(count));
     for (long n = 0; n < bins; ++n) {
       const double end = n + 1 == bins ? span_s : (n + 1) * bin_s;
-      out += csv_field(f.label) + "," + format("%.6g", n * bin_s * to_time) + "," + format("%.6g", end * to_time);
+      // Bin edges to 10 digits, so that a long run's fine bins stay distinct.
+      out += csv_field(f.label) + "," + format("%.10g", n * bin_s * to_time) + "," + format("%.10g", end * to_time);
       for (std::size_t c = 0; c < before.size(); ++c) {
         const double now = moved(end, c);
         out += "," + format("%.6g", (now - before[c]) / ((end - n * bin_s) * link_capacity(config)));

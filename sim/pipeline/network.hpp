@@ -10,7 +10,7 @@
 // Weights: SimGrid 3.32's S4U Comm has no weight setter, but its CM02 network model shares a
 // link among flows in inverse proportion to their sharing penalty, which it sets to the
 // route's latency. So each class reaches a shared link through its own latency-only "tag"
-// link of latency K / weight, and a latency-factor callback (a public network-model hook)
+// link of latency K · (largest weight / weight), and a latency-factor callback (a public network-model hook)
 // scales the delay back to the route's physical latency: the penalty sets the shares, the
 // delay stays what the platform says. Exclusive (strict) priority is a weight 10⁶ times the
 // largest other: the other classes keep a millionth of a link the exclusive class uses, and
