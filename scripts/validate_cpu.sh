@@ -11,6 +11,7 @@
 #   scripts/validate_cpu.sh                      # ~30 minutes on a 2-core machine
 #   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" scripts/validate_cpu.sh  # a quick look
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
+#   STAGES=validate scripts/validate_cpu.sh      # only step 4, from the committed traces and models
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
@@ -23,7 +24,13 @@ model_b=$models/cpu-distilbert-small-1core.json
 read -r -a profile_opts <<<"${PROFILE_OPTS:-}"
 policies=(static minmax:cost=tokens minmax:cost=model kk sorted token_budget)
 read -r -a settings <<<"${SETTINGS:-2ranks emulated4}"
+read -r -a stages <<<"${STAGES:-profile run validate}"
 wants() { [[ " ${settings[*]} " == *" $1 "* ]]; }
+stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
+for s in "${settings[@]}"; do [[ $s == 2ranks || $s == emulated4 ]] || { echo "validate_cpu: SETTINGS: unknown setting '$s' (2ranks, emulated4)" >&2; exit 2; }; done
+for s in "${stages[@]}"; do [[ $s =~ ^(profile|run|validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, run, validate)" >&2; exit 2; }; done
+# A number from a model file: the value after "KEY": (the key's own letters stay out of it).
+model_value() { sed -n "s/.*\"$2\": *\([-+0-9.eE]*\).*/\1/p" "$1" | head -1; }
 
 for f in "$shared/sst2/train.tsv" "$shared/bert-base-uncased/vocab.txt"; do
   [[ -f $f ]] || { echo "validate_cpu: $f is missing (set SHARED to the shared data folder)" >&2; exit 1; }
@@ -41,15 +48,15 @@ name() { echo "${1//[:=]/-}"; }   # minmax:cost=model -> minmax-cost-model
 step() { echo; echo "== $(date +%T) $*"; }
 mkdir -p "$out"
 
-"$ddptrain" "${common[@]}" --write-layout "$out/layout.json"
 cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-if wants emulated4; then
+stage profile && "$ddptrain" "${common[@]}" --write-layout "$out/layout.json"
+if stage profile && wants emulated4; then
   step "1. profile (b): one process on one core; calibrate -> $model_b"
   taskset -c 0 "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --out "$out/profile-1core" | tail -2
   "$ddpsim" calibrate "$out/profile-1core/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-1core \
     --gpu "$cpu, one core" --out "$model_b" --residuals "$out/residuals-1core.csv" | tee "$out/calibrate-1core.txt"
 fi
-if wants 2ranks; then
+if stage profile && wants 2ranks; then
   step "2. profile (a): two pinned ranks at once, then their allreduce and interference; calibrate -> $model_a"
   "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --nproc-per-node 2 --out "$out/profile-2ranks" |
     grep -v '^weights' | tail -12
@@ -60,8 +67,9 @@ fi
 # The measured ring, as a pcie platform without a shared root complex (a route is two links).
 measured_platform=()
 if wants 2ranks; then
-  link=$(grep -m1 '"link_GBps"' "$model_a" | tr -dc '0-9.e+-')
-  step_us=$(grep -m1 '"ring_step_latency_us"' "$model_a" | tr -dc '0-9.e+-')
+  link=$(model_value "$model_a" link_GBps)
+  step_us=$(model_value "$model_a" ring_step_latency_us)
+  [[ -n $link && -n $step_us ]] || { echo "validate_cpu: $model_a has no fitted allreduce (link_GBps, ring_step_latency_us)" >&2; exit 1; }
   measured_platform=(--set platform.link_GBps="$link" --set platform.latency_us="$(awk "BEGIN { print $step_us / 2 }")"
                      --set platform.host_GBps=0)
 fi
@@ -69,28 +77,32 @@ fi
 emulated_platform=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0
                    --set training.overlap=false)
 
-step "3. real runs: $steps steps of each policy, (a) two Gloo ranks, (b) four emulated ranks on one core"
-for policy in "${policies[@]}"; do
-  extra_a=() extra_b=()
-  [[ $policy == *cost=model* ]] && extra_a=(--perf-model "$model_a") extra_b=(--perf-model "$model_b")
-  echo "-- $policy"
-  ! wants 2ranks || "$ddptrain" "${common[@]}" "${extra_a[@]}" --policy "$policy" --steps "$steps" \
-    --nproc-per-node 2 --log-every 100 --out "$out/2ranks/$(name "$policy")" | grep -E '^step .*/|wrote'
-  ! wants emulated4 || taskset -c 0 "$ddptrain" "${common[@]}" "${extra_b[@]}" --policy "$policy" --steps "$steps" \
-    --emulate-ranks 4 --log-every 100 --out "$out/emulated4/$(name "$policy")" | grep -E '^step .*/|wrote'
-done
-
-step "4. validate, static as the baseline"
-for setting in "${settings[@]}"; do
-  platform=("${measured_platform[@]}") model=$model_a
-  [[ $setting == emulated4 ]] && platform=("${emulated_platform[@]}") model=$model_b
-  for policy in "${policies[@]:1}"; do
-    dir=$out/validation/$setting/$(name "$policy")
-    mkdir -p "$(dirname "$dir")"
-    "$ddpsim" validate --measured "$out/$setting/$(name "$policy")/steps.csv" \
-      --baseline "$out/$setting/static/steps.csv" --model "$model" "${platform[@]}" --out "$dir" >"$dir.txt"
-    echo "-- $setting, $policy"
-    sed -n '/^steady state/,/^$/p' "$dir.txt"
+if stage run; then
+  step "3. real runs: $steps steps of each policy, (a) two Gloo ranks, (b) four emulated ranks on one core"
+  for policy in "${policies[@]}"; do
+    extra_a=() extra_b=()
+    [[ $policy == *cost=model* ]] && extra_a=(--perf-model "$model_a") extra_b=(--perf-model "$model_b")
+    echo "-- $policy"
+    ! wants 2ranks || "$ddptrain" "${common[@]}" "${extra_a[@]}" --policy "$policy" --steps "$steps" \
+      --nproc-per-node 2 --log-every 100 --out "$out/2ranks/$(name "$policy")" | grep -E '^step .*/|wrote'
+    ! wants emulated4 || taskset -c 0 "$ddptrain" "${common[@]}" "${extra_b[@]}" --policy "$policy" --steps "$steps" \
+      --emulate-ranks 4 --log-every 100 --out "$out/emulated4/$(name "$policy")" | grep -E '^step .*/|wrote'
   done
-done
+fi
+
+if stage validate; then
+  step "4. validate, static as the baseline"
+  for setting in "${settings[@]}"; do
+    platform=("${measured_platform[@]}") model=$model_a
+    [[ $setting == emulated4 ]] && platform=("${emulated_platform[@]}") model=$model_b
+    for policy in "${policies[@]:1}"; do
+      dir=$out/validation/$setting/$(name "$policy")
+      mkdir -p "$(dirname "$dir")"
+      "$ddpsim" validate --measured "$out/$setting/$(name "$policy")/steps.csv" \
+        --baseline "$out/$setting/static/steps.csv" --model "$model" "${platform[@]}" --out "$dir" >"$dir.txt"
+      echo "-- $setting, $policy"
+      sed -n '/^steady state/,/^$/p' "$dir.txt"
+    done
+  done
+fi
 step "done: traces and validation under $out, models $model_a and $model_b"

@@ -197,6 +197,49 @@ TEST_CASE("a receiver's link limits two neighbours sending to it at once") {
   CHECK(end[1] == doctest::Approx(1).epsilon(1e-9));
 }
 
+TEST_CASE("the fabric: GPU links inside a node, NICs between nodes, leaf uplinks and the root complex shared") {
+  ChannelConfig c;
+  c.model = "shared";
+  c.bytes_per_s = 4e9;
+  c.fabric.node = {0, 0, 1, 1, 2, 2, 3, 3};
+  c.fabric.nic_bytes_per_s = 1e9;
+  // Inside a node at the GPU link's 4 GB/s, across at the NIC's 1 GB/s.
+  auto end = flows_end(c, 8, {{0, 1, FlowClass::fwd_prop, 0, 4e9}, {2, 4, FlowClass::fwd_prop, 0, 1e9}});
+  CHECK(end[0] == doctest::Approx(1).epsilon(1e-9));
+  CHECK(end[1] == doctest::Approx(1).epsilon(1e-9));
+  // Two classes leaving one GPU for another node share its NIC, in the ratio of their weights.
+  c.weights = {3, 1, 1};
+  end = flows_end(c, 8, {{0, 2, FlowClass::fwd_prop, 0, 3e9}, {0, 2, FlowClass::grad_sync, 0, 1e9}});
+  CHECK(end[0] == doctest::Approx(4).epsilon(1e-6));
+  CHECK(end[1] == doctest::Approx(4).epsilon(1e-6));
+  // Separate channels: each class its own NIC.
+  c.model = "separate";
+  c.weights = {1, 1, 1};
+  end = flows_end(c, 8, {{0, 2, FlowClass::fwd_prop, 0, 3e9}, {0, 2, FlowClass::grad_sync, 0, 1e9}});
+  CHECK(end[0] == doctest::Approx(3).epsilon(1e-9));
+  CHECK(end[1] == doctest::Approx(1).epsilon(1e-9));
+  // Two nodes per leaf, a leaf uplink of one NIC's rate: two flows from leaf 0 to leaf 1 out
+  // of different nodes share it; a flow inside leaf 0 does not cross it.
+  c.model = "shared";
+  c.fabric.nodes_per_leaf = 2;
+  c.fabric.leaf_bytes_per_s = 1e9;
+  end = flows_end(c, 8,
+                  {{0, 4, FlowClass::grad_sync, 0, 1e9},
+                   {2, 6, FlowClass::grad_sync, 0, 1e9},
+                   {1, 3, FlowClass::grad_sync, 0, 1e9}});
+  CHECK(end[0] == doctest::Approx(2).epsilon(1e-9));
+  CHECK(end[1] == doctest::Approx(2).epsilon(1e-9));
+  CHECK(end[2] == doctest::Approx(1).epsilon(1e-9));
+  // One node behind a PCIe root complex of 4 GB/s: two copies between other GPUs share it.
+  ChannelConfig pcie;
+  pcie.model = "shared";
+  pcie.bytes_per_s = 4e9;
+  pcie.fabric.host_bytes_per_s = 4e9;
+  end = flows_end(pcie, 4, {{0, 1, FlowClass::fwd_prop, 0, 4e9}, {2, 3, FlowClass::fwd_prop, 0, 4e9}});
+  CHECK(end[0] == doctest::Approx(2).epsilon(1e-9));
+  CHECK(end[1] == doctest::Approx(2).epsilon(1e-9));
+}
+
 TEST_CASE("receiver congestion slows 1F1B, never GPipe, whose phases send one way at a time") {
   auto step = [](const char* schedule, bool limit) {
     auto p = parallel(std::string(R"({"stages": 4, "micro_batches": 8, "schedule": ")") + schedule +

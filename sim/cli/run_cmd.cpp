@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
@@ -91,6 +92,19 @@ std::pair<int, int> parse_range(const std::string& text) {
   throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");
 }
 
+// The pipeline's links as the platform shapes them (pipeline/network.hpp).
+std::string fabric_line(const Config& config) {
+  const auto& p = config.platform;
+  std::ostringstream line;
+  line << p.topology << ", GPU links " << p.link_GBps << " GB/s and " << p.latency_us << " us";
+  if (p.topology == "pcie" && p.host_GBps > 0) line << ", root complex " << p.host_GBps << " GB/s";
+  const int nodes = node_of_ranks(p, config.training.world_size).back() + 1;
+  if (p.topology == "cluster" && nodes > 1)
+    line << " inside a node; " << nodes << " nodes, NICs " << p.nic_GBps << " GB/s and " << p.nic_latency_us
+         << " us, " << p.nodes_per_leaf << " nodes per leaf, oversubscription " << p.oversubscription;
+  return line.str();
+}
+
 // A config with a `parallel` section: a pipeline-parallel job, summed up in one table.
 int parallel_verb(const Config& config, const po::variables_map& vm, bool compare, std::pair<int, int> record) {
   const auto& p = *config.parallel;
@@ -114,8 +128,7 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
       (layers += layers.empty() ? "" : " ") += std::to_string(n);
     std::cout << "  model: " << config.model->name << ", partition " << p.partition << " (layers per stage: " << layers
               << "), " << p.micro_batching << " micro-batches, " << p.activation_bytes_per_token
-              << " activation bytes per token\n  links: " << config.platform.link_GBps << " GB/s, "
-              << config.platform.latency_us << " us\n\n";
+              << " activation bytes per token\n  links: " << fabric_line(config) << "\n\n";
   }
   const auto columns = simulate_parallel(config, record);
   std::cout << pipeline_table(config, columns);

@@ -263,6 +263,26 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   return s;
 }
 
+// A pipeline's links in the platform's shape (pipeline/network.hpp): a PCIe root complex, or
+// nodes joined by NICs under leaf switches. An XML platform's routes cannot carry the three
+// flow classes' channels, so pipelines take the built-in topologies only.
+pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const std::string& origin) {
+  if (platform.topology == "xml")
+    throw InputError(origin + ": platform.topology \"xml\": pipelines run on the built-in topologies (pcie, "
+                     "nvlink, cluster), whose links they copy per flow class");
+  pipeline::Fabric fabric;
+  if (platform.topology == "pcie") fabric.host_bytes_per_s = platform.host_GBps * 1e9;
+  if (platform.topology == "cluster") {
+    fabric.node = node_of_ranks(platform, G);
+    fabric.nic_bytes_per_s = platform.nic_GBps * 1e9;
+    fabric.nic_latency_s = platform.nic_latency_us * 1e-6;
+    fabric.nodes_per_leaf = platform.nodes_per_leaf;
+    fabric.leaf_bytes_per_s =
+        platform.nodes_per_leaf * platform.gpus_per_node * platform.nic_GBps * 1e9 / platform.oversubscription;
+  }
+  return fabric;
+}
+
 }  // namespace
 
 Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
@@ -301,9 +321,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       throw InputError((policies_origin.empty() ? origin + ": policies" : policies_origin) +
                        ": parallel.abstract runs its unit times as one column, with no policy; policies need "
                        "model mode (a parallel section without abstract)");
-    if (!c.parallel->abstract_mode) {  // every GPU link as the platform's
+    if (!c.parallel->abstract_mode) {  // the platform's links
       c.parallel->setup.channels.bytes_per_s = c.platform.link_GBps * 1e9;
       c.parallel->setup.channels.latency_s = c.platform.latency_us * 1e-6;
+      c.parallel->setup.channels.fabric = pipeline_fabric(c.platform, c.training.world_size, origin);
     }
   }
   top.reject_unknown();

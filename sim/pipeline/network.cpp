@@ -30,6 +30,41 @@ bool is_tag(const sg4::Link* link) {
   return std::string_view(link->get_cname()).starts_with(TAG);
 }
 
+// The physical links of one channel: every class's in `shared` mode, one class's in `separate`.
+struct Channel {
+  std::vector<sg4::Link*> out, in, nic_out, nic_in, leaf_up, leaf_down;  // by GPU, or by leaf
+  sg4::Link* host = nullptr;
+};
+
+Channel build_channel(sg4::NetZone* zone, const ChannelConfig& config, int gpus, const std::string& suffix) {
+  const Fabric& fabric = config.fabric;
+  int nodes = 1;
+  for (const int n : fabric.node) nodes = std::max(nodes, n + 1);
+  const int leaves = fabric.nodes_per_leaf > 0 ? (nodes - 1) / fabric.nodes_per_leaf + 1 : 1;
+  const bool inbound = config.model == "shared" && config.receiver_limit;
+  auto make = [&](const std::string& name, double bytes_per_s, double latency_s) {
+    return zone->create_link(name + suffix, bytes_per_s)->set_latency(latency_s)->seal();
+  };
+  Channel links;
+  for (int g = 0; g < gpus; ++g) {
+    const std::string gpu = "gpu" + std::to_string(g);
+    links.out.push_back(make(gpu + ".out", config.bytes_per_s, config.latency_s));
+    if (inbound) links.in.push_back(make(gpu + ".in", config.bytes_per_s, config.latency_s));
+    if (nodes > 1) {
+      links.nic_out.push_back(make(gpu + ".nic.out", fabric.nic_bytes_per_s, fabric.nic_latency_s));
+      if (inbound) links.nic_in.push_back(make(gpu + ".nic.in", fabric.nic_bytes_per_s, fabric.nic_latency_s));
+    }
+  }
+  if (fabric.host_bytes_per_s > 0) links.host = make("root-complex", fabric.host_bytes_per_s, 0);
+  if (leaves > 1 && fabric.leaf_bytes_per_s > 0)
+    for (int l = 0; l < leaves; ++l) {
+      const std::string id = "leaf" + std::to_string(l);
+      links.leaf_up.push_back(make(id + ".up", fabric.leaf_bytes_per_s, fabric.nic_latency_s));
+      links.leaf_down.push_back(make(id + ".down", fabric.leaf_bytes_per_s, fabric.nic_latency_s));
+    }
+  return links;
+}
+
 }  // namespace
 
 const std::array<std::string, FLOW_CLASSES>& flow_class_names() {
@@ -50,18 +85,20 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
         c == config.exclusive ? EXCLUSIVE_WEIGHT : weight[static_cast<std::size_t>(c)] / largest;
   const bool weighted =
       shared && std::adjacent_find(weight.begin(), weight.end(), std::not_equal_to<>()) != weight.end();
-  std::vector<sg4::Link*> links;  // physical, by index
+  const Fabric& fabric = config.fabric;
+  const auto node = [&](int g) { return fabric.node.empty() ? 0 : fabric.node[static_cast<std::size_t>(g)]; };
+  const auto leaf = [&](int g) { return fabric.nodes_per_leaf > 0 ? node(g) / fabric.nodes_per_leaf : 0; };
+  const bool inbound = shared && config.receiver_limit;
+  std::vector<Channel> channels;
+  for (std::size_t ch = 0; ch < (shared ? 1 : FLOW_CLASSES); ++ch)
+    channels.push_back(build_channel(zone, config, gpus, shared ? "" : "." + flow_class_names()[ch]));
   std::vector<std::array<sg4::Link*, FLOW_CLASSES>> tags(static_cast<std::size_t>(gpus));
-  auto link = [&](const std::string& name) {
-    links.push_back(zone->create_link(name, config.bytes_per_s)->set_latency(config.latency_s)->seal());
-  };
   for (int g = 0; g < gpus; ++g) {
     const std::string gpu = "gpu" + std::to_string(g);
     auto& ends = endpoint_.emplace_back();
     for (int c = 0; c < FLOW_CLASSES; ++c) {
       const std::string& name = flow_class_names()[static_cast<std::size_t>(c)];
       ends[static_cast<std::size_t>(c)] = zone->create_host(gpu + "." + name, 1e9);
-      if (!shared) link(gpu + ".out." + name);  // index g·3 + c
       if (weighted)
         tags[static_cast<std::size_t>(g)][static_cast<std::size_t>(c)] =
             zone->create_link(TAG + gpu + "." + name, 1e30)
@@ -69,26 +106,26 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
                 ->seal();
     }
   }
-  if (shared) {
-    for (int g = 0; g < gpus; ++g) link("gpu" + std::to_string(g) + ".out");  // index g
-    if (config.receiver_limit)
-      for (int g = 0; g < gpus; ++g) link("gpu" + std::to_string(g) + ".in");  // index gpus + g
-  }
   for (const auto& [src, dst, c] : pairs) {
-    std::vector<int> physical;
-    if (!shared) {
-      physical = {src * FLOW_CLASSES + c};
-    } else {
-      physical = {src};
-      if (config.receiver_limit) physical.push_back(gpus + dst);
-    }
+    if (!routes_.insert({src, dst, c}).second) continue;
+    const Channel& links = channels[shared ? 0 : static_cast<std::size_t>(c)];
+    const auto s = static_cast<std::size_t>(src), d = static_cast<std::size_t>(dst);
     std::vector<sg4::LinkInRoute> route;
-    if (weighted) route.emplace_back(tags[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)]);
-    for (int l : physical) route.emplace_back(links[static_cast<std::size_t>(l)]);
-    if (routes_.insert({src, dst, c}).second)
-      zone->add_route(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)]->get_netpoint(),
-                      endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(c)]->get_netpoint(), nullptr,
-                      nullptr, route, false);
+    if (weighted) route.emplace_back(tags[s][static_cast<std::size_t>(c)]);
+    if (node(src) == node(dst)) {
+      route.emplace_back(links.out[s]);
+      if (links.host) route.emplace_back(links.host);
+      if (inbound) route.emplace_back(links.in[d]);
+    } else {
+      route.emplace_back(links.nic_out[s]);
+      if (!links.leaf_up.empty() && leaf(src) != leaf(dst)) {
+        route.emplace_back(links.leaf_up[static_cast<std::size_t>(leaf(src))]);
+        route.emplace_back(links.leaf_down[static_cast<std::size_t>(leaf(dst))]);
+      }
+      if (inbound) route.emplace_back(links.nic_in[d]);
+    }
+    zone->add_route(endpoint_[s][static_cast<std::size_t>(c)]->get_netpoint(),
+                    endpoint_[d][static_cast<std::size_t>(c)]->get_netpoint(), nullptr, nullptr, route, false);
   }
   zone->seal();
   if (weighted)

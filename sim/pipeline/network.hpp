@@ -7,6 +7,12 @@
 // `receiver_limit` one incoming link too, so a GPU receiving from two neighbours at once takes
 // no more than its link.
 //
+// Fabric: the links behind the channels have the platform's shape. Inside a node a flow crosses
+// the sender's GPU link (and the receiver's, with the receiver limit) and, on PCIe, the root
+// complex; between nodes it crosses the sender's NIC (and the receiver's), and the leaf
+// switches' spine uplinks when the two nodes sit under different leaves. `separate` gives every
+// class its own copy of the whole fabric; `shared`, one copy for all three.
+//
 // Weights: SimGrid 3.32's S4U Comm has no weight setter, but its CM02 network model shares a
 // link among flows in inverse proportion to their sharing penalty, which it sets to the
 // route's latency. So each class reaches a shared link through its own latency-only "tag"
@@ -37,13 +43,24 @@ const std::array<std::string, FLOW_CLASSES>& flow_class_names();
 // an absolute precision of 1e-5 on the shares).
 constexpr double MAX_WEIGHT_RATIO = 1e3;
 
+// The platform's shape, in model mode; empty in abstract mode (every GPU on one node).
+struct Fabric {
+  std::vector<int> node;         // each GPU's node; empty: all on one
+  double nic_bytes_per_s = 0;    // each GPU's NIC, per direction (needed with several nodes)
+  double nic_latency_s = 0;      // per NIC link
+  int nodes_per_leaf = 0;        // nodes under one leaf switch; 0: one switch joins every NIC
+  double leaf_bytes_per_s = 0;   // each leaf's uplink to the spine, per direction
+  double host_bytes_per_s = 0;   // the PCIe root complex every copy inside a node crosses; 0: none
+};
+
 struct ChannelConfig {
   std::string model = "separate";  // separate | shared
   bool receiver_limit = true;      // shared: each GPU's incoming link is contended too
   std::array<double, FLOW_CLASSES> weights = {1, 1, 1};
   int exclusive = -1;      // shared: the class with strict priority, or -1
-  double bytes_per_s = 1;  // each link, per direction
-  double latency_s = 0;    // per transfer
+  double bytes_per_s = 1;  // each GPU link, per direction
+  double latency_s = 0;    // per GPU link
+  Fabric fabric;
 };
 
 // Per class, over a run.

@@ -44,6 +44,23 @@ for p, r in s["policies"].items():
     assert abs(statistics.mean(float(row["step_ms"]) for row in mine) - r["mean_step_time"]) < 1e-6, (p, mine)
     assert abs(statistics.mean(float(row["bubble"]) for row in mine) - r["bubble_mean"]) < 1e-6, (p, mine)
 PY
+# On a cluster, a group's stages share a node and the syncs cross NICs: a slower NIC slows the step.
+cluster=(--policies kk --steps 3 --set training.world_size=16 --set training.global_batch=64
+         --set 'platform={"topology": "cluster", "gpus_per_node": 8}'
+         --set 'parallel={"stages": 4, "schedule": "1f1b", "micro_batches": 4, "channels": {"model": "shared"}}')
+expect_ok "$DDPSIM" run "${cluster[@]}" --out "$WORK/fast-nic"
+grep -q 'links: cluster, GPU links 450 GB/s and 2 us inside a node; 2 nodes, NICs 50 GB/s' "$WORK/out" ||
+  fail "the pipeline header does not describe the cluster: $(cat "$WORK/out")"
+expect_ok "$DDPSIM" run "${cluster[@]}" --set platform.nic_GBps=0.05 --out "$WORK/slow-nic"
+"$PY" - "$WORK/fast-nic/summary.json" "$WORK/slow-nic/summary.json" <<'PY' || fail "a 1000x slower NIC did not slow the syncs"
+import json, sys
+fast, slow = (json.load(open(f))["policies"]["kk"] for f in sys.argv[1:])
+assert slow["grad_sync_mean_transfer_time"] > 100 * fast["grad_sync_mean_transfer_time"], (fast, slow)
+assert slow["fwd_prop_mean_transfer_time"] < 1.01 * fast["fwd_prop_mean_transfer_time"], (fast, slow)
+PY
+expect_exit 1 'platform.topology "xml": pipelines run on the built-in topologies' "$DDPSIM" run --steps 2 \
+  --set 'platform={"topology": "xml", "file": "'"$SRC"'/models/pcie-4x-rtx3090.xml", "hosts": ["gpu0", "gpu1", "gpu2", "gpu3"]}' \
+  --set 'parallel={"stages": 2, "micro_batches": 2}'
 expect_exit 1 'policy verl:max_token_len=4096 forms its own number of micro-batches' "$DDPSIM" run --steps 2 \
   --policies verl:max_token_len=4096 --set 'parallel={"stages": 2, "micro_batches": 4}'
 
