@@ -45,7 +45,8 @@ fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weigh
 class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work either in time units:
 abstract {forward, backward, transfer, sync, gather, optimizer}, or from the model, data and
 policies (a column per policy): partition uniform | time | memory | balanced | [layers per
-stage], micro_batching even | sorted | kk, activation_bytes_per_token; prints step time, bubble,
+stage], micro_batching even | sorted | kk, activation_bytes_per_token, over the platform's
+links (GPU links inside a node, NICs between a cluster's nodes); prints step time, bubble,
 each flow class's traffic and each stage's memory; --out writes DIR/summary.json and
 DIR/pipeline_steps.csv (each step's time and bubble), --timeline
 a lane per GPU and flow class, --link-series each class's link utilisation over time).

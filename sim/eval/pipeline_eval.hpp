@@ -53,7 +53,7 @@ std::string pipeline_steps_csv(const Config& config, const std::vector<PipelineF
 // compute, fwd_prop, bwd_prop and grad_sync. Abstract time units show as milliseconds.
 std::string pipeline_timeline(const Config& config, const std::vector<PipelineFigures>& columns);
 // Per column and bin of `bin` ms (units), each class's link utilisation over the recorded steps:
-// bytes moved / (bin × GPUs × one link's rate). bin <= 0: a 200th of the recorded time.
+// bytes moved / (bin × GPUs × one GPU link's rate). bin <= 0: a 200th of the recorded time.
 std::string link_series_csv(const Config& config, const std::vector<PipelineFigures>& columns, double bin);
 
 }  // namespace ddpsim
