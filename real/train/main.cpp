@@ -207,8 +207,7 @@ int run(int argc, char** argv) {
       "untimed runs per point: N, or auto (until the median of 3 runs is within 5% of the 3 before)")(
       "profile-max-warmup", po::value(&profile.max_warmup)->default_value(profile.max_warmup),
       "at most this many runs of an auto warm-up")(
-      "profile-reps", po::value(&profile.reps)->default_value(profile.reps),
-      "timed passes over the grid, each timing every point once (a trace row) in a fresh seeded order");
+      "profile-reps", po::value(&profile.reps)->default_value(profile.reps), "timed runs per point, each a trace row");
   po::options_description all;
   all.add(data).add(model).add(sched).add(optim).add(dist).add(out).add(profiling);
   po::variables_map vm;

@@ -1,9 +1,8 @@
 // ddptrain --profile: the measurements ddpsim calibrate fits. Training steps over a (b, L) grid,
 // by one process or by every rank at once; then, with several ranks, allreduces over a range of
 // sizes, and backward alone against backward beside back-to-back allreduces (interference). Each point warms up until
-// its timing settles (or a fixed count); then every pass times each point once, in a seeded random order, so that
-// repetitions fall among other shapes as training steps do and drift spreads over the grid; every repetition is a
-// trace row.
+// its timing settles (or a fixed count), points are visited in a seeded random order so that drift spreads over the
+// grid instead of landing in one corner, and every repetition is a trace row.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -119,70 +118,56 @@ void Trainer::profile(ProfileOptions p) {
       if (opt_.b_max.empty() || b <= opt_.b_max[0]) points.emplace_back(b, L);
   }
   if (points.empty()) throw ddpsim::InputError("--profile: no (batch size, length) pair fits --max-length and --bmax");
-  ddpsim::Rng order(opt_.seed);
-  order.shuffle(std::span(points));
-  log_ << "profile: " << points.size() << " (b, L) points in a seeded random order, warm-up " << warmup_text(p) << ", then "
-       << p.reps << " passes timing each point once\n";
-  // One training step in the phases a training step is timed in: forward, backward, then the
-  // optimizer with the zeroing of the gradients for the next step.
-  auto run_step = [&](const Batch& batch, ddpsim::RankStep& row) {
-    if (together) comm_->barrier();
-    if (buckets_) buckets_->prepare();
-    StepTimer timer(device_);
-    timer.reset_peak_memory();
-    model_->train();
-    timer.mark(0);
-    const auto loss = mean_loss(batch);
-    timer.mark(1);
-    loss.backward();
-    timer.mark(2);
-    if (buckets_) buckets_->finish();
-    optimizer_->step();
-    optimizer_->zero_grad();
-    timer.mark(3);
-    row.comm_wait_ms = 0;
-    row.fwd_ms = timer.ms(0, 1);
-    row.bwd_ms = timer.ms(1, 2);
-    row.opt_ms = timer.ms(2, 3);
-    row.step_ms = timer.ms(0, 3);
-    row.peak_mem_mib = timer.peak_memory_mib();
-    row.loss = loss.item<double>();
-    return row.step_ms;
-  };
-  // First every point warms up until its timing settles; then each pass times every point once,
-  // in a fresh seeded order, so that a point's repetitions sit between other shapes as training
-  // steps do: a shape repeated back to back runs under other conditions (caches, allocator) than
-  // the same shape among varied ones, and drift spreads over every point.
+  ddpsim::Rng(opt_.seed).shuffle(std::span(points));
+  log_ << "profile: " << points.size() << " (b, L) points in a seeded random order, warm-up " << warmup_text(p) << ", "
+       << p.reps << " timed steps each\n";
   std::vector<ddpsim::RankStep> rows;
-  int warmups = 0;
+  int timed = 0, warmups = 0;
   const auto start = std::chrono::steady_clock::now();
-  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto [b, L] = points[i];
+  for (const auto& [b, L] : points) {
     const Batch batch = full_batch(b, L, device_);
     ddpsim::RankStep row = shape_row(b, L);
-    auto once = [&] { return run_step(batch, row); };
-    warmups += together ? warm_up(once, p.warmup, p.max_warmup,
+    row.comm_wait_ms = 0;
+    // One training step in the phases a training step is timed in: forward, backward, then the
+    // optimizer with the zeroing of the gradients for the next step.
+    auto run_step = [&] {
+      if (together) comm_->barrier();
+      if (buckets_) buckets_->prepare();
+      StepTimer timer(device_);
+      timer.reset_peak_memory();
+      model_->train();
+      timer.mark(0);
+      const auto loss = mean_loss(batch);
+      timer.mark(1);
+      loss.backward();
+      timer.mark(2);
+      if (buckets_) buckets_->finish();
+      optimizer_->step();
+      optimizer_->zero_grad();
+      timer.mark(3);
+      row.fwd_ms = timer.ms(0, 1);
+      row.bwd_ms = timer.ms(1, 2);
+      row.opt_ms = timer.ms(2, 3);
+      row.step_ms = timer.ms(0, 3);
+      row.peak_mem_mib = timer.peak_memory_mib();
+      row.loss = loss.item<double>();
+      return row.step_ms;
+    };
+    warmups += together ? warm_up(run_step, p.warmup, p.max_warmup,
                                   [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; })
-                        : warm_up(once, p.warmup, p.max_warmup);
-    log_ << "profile: warm-up [" << i + 1 << "/" << points.size() << "] b=" << b << " L=" << L << " forward "
-         << row.fwd_ms << " ms, backward " << row.bwd_ms << " ms (" << elapsed_s() << " s)\n";
-  }
-  for (int r = 0; r < p.reps; ++r) {
-    order.shuffle(std::span(points));
-    for (const auto& [b, L] : points) {
-      ddpsim::RankStep row = shape_row(b, L);
-      run_step(full_batch(b, L, device_), row);
-      row.step = static_cast<int>(rows.size());
+                        : warm_up(run_step, p.warmup, p.max_warmup);
+    for (int r = 0; r < p.reps; ++r) {
+      run_step();
+      row.step = timed++;
       rows.push_back(row);
     }
-    log_ << "profile: pass " << r + 1 << "/" << p.reps << " timed " << points.size() << " points (" << elapsed_s()
-         << " s)\n";
+    log_ << "profile: [" << rows.size() / static_cast<std::size_t>(p.reps) << "/" << points.size() << "] b=" << b
+         << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms << " ms ("
+         << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
   }
   std::vector<ddpsim::PolicyRun> runs = {{"profile", "", 1, rows, {}}};
-  std::string what = "warmup " + warmup_text(p) + " (" + std::to_string(warmups) + " runs in all), then " +
-                     std::to_string(p.reps) + " passes timing each of " + std::to_string(points.size()) +
-                     " points once, each pass in a seeded random order";
+  std::string what = "warmup " + warmup_text(p) + " (" + std::to_string(warmups) + " runs in all), repetitions " +
+                     std::to_string(p.reps) + ", " + std::to_string(points.size()) + " points in a seeded random order";
   if (buckets_) buckets_->set_communicate(true);
   if (together) {
     runs.push_back({"allreduce", "", 1, profile_communication(p), {}});
