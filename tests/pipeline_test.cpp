@@ -331,9 +331,9 @@ TEST_CASE("abstract mode: a slow GPU stretches its stage as a pipeline would") {
 }
 
 TEST_CASE("model mode: an explicit partition must cover the model's layers") {
-  const Config c = model_config(R"({"stages": 2, "partition": [1, 1]})");
-  CHECK_THROWS_WITH_AS(stage_partition(c), doctest::Contains("partition gives 2 layers, model rtx3090-distilbert has"),
-                       InputError);
+  // Checked while the config is read, before any work.
+  CHECK_THROWS_WITH_AS(model_config(R"({"stages": 2, "partition": [1, 1]})"),
+                       doctest::Contains("parallel: partition gives 2 layers, model rtx3090-distilbert has"), InputError);
   const Config balanced = model_config(R"({"stages": 2, "partition": "balanced", "schedule": "1f1b"})");
   const auto first = stage_partition(balanced);
   CHECK(first.size() == 2);

@@ -1,7 +1,9 @@
 // ddptrain: real data-parallel DistilBERT fine-tuning with ddpsim's batch policies, writing
 // traces the simulator reads. One process per rank (torchrun, srun, or --nproc-per-node), or
 // one process playing N ranks (--emulate-ranks).
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include <malloc.h>
@@ -90,6 +92,8 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
         std::stoi(item) < 1)
       throw ddpsim::UsageError(std::string(option) + " \"" + text +
                                "\": expected positive integers separated by commas");
+    if (std::find(values.begin(), values.end(), std::stoi(item)) != values.end())
+      throw ddpsim::UsageError(std::string(option) + " \"" + text + "\": " + item + " is listed twice");
     values.push_back(std::stoi(item));
     begin = comma + 1;
   }
@@ -108,7 +112,8 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   require(in(o.micro_batches, 1, 1e4), "--micro-batches must be from 1 to 10000");
   require(in(double(o.synthetic_samples), 1, 1e7),
           "--synthetic-samples must be from 1 to 10000000 (the samples are held in memory)");
-  require(in(o.max_length, 2, 1e6), "--max-length must be at least 2 (a [CLS] and a [SEP] token)");
+  require(in(o.max_length, 2, 1e6), "--max-length must be from 2 (a [CLS] and a [SEP] token) to 1000000");
+  require(in(o.probe_reserve, 0, 0.999), "--probe-reserve is a fraction of device memory, from 0 to below 1");
   require(in(o.bucket_mb, 1e-3, 1e5), "--bucket-mb must be from 0.001 to 100000 (MiB)");
   require(in(o.first_bucket_mb, 1e-3, 1e5), "--first-bucket-mb must be from 0.001 to 100000 (MiB)");
   require(in(o.lr, 0, 1e3) && o.lr > 0, "--lr must be a positive number");
@@ -224,6 +229,15 @@ int run(int argc, char** argv) {
   if (seed < 0) throw ddpsim::UsageError("--seed must be from 0 to 9223372036854775807");
   o.seed = static_cast<std::uint64_t>(seed);
   if (vm.count("write-layout")) {
+    // Nothing is read before the layout is written, so the output is checked against the input
+    // options by hand (AtomicFile refuses only inputs already read).
+    const std::string target = vm["write-layout"].as<std::string>();
+    for (const char* input : {"data", "vocab", "dev", "weights", "perf-model", "resume"}) {
+      std::error_code ec;
+      if (vm.count(input) && std::filesystem::equivalent(target, vm[input].as<std::string>(), ec))
+        throw ddpsim::UsageError("--write-layout " + target + " is the --" + std::string(input) +
+                                 " input: write the layout to another file");
+    }
     ddptrain::DistilBertForSequenceClassification model(ddptrain::DistilBertConfig::named(o.model_size), o.seed);
     ddpsim::AtomicFile file(vm["write-layout"].as<std::string>());
     file.stream() << ddptrain::layout_model(model, o.model_size).dump(2) << "\n";
@@ -286,10 +300,14 @@ int run(int argc, char** argv) {
     if (profile_warmup != "auto") {
       if (profile_warmup.empty() || profile_warmup.find_first_not_of("0123456789") != std::string::npos ||
           profile_warmup.size() > 6)
-        throw ddpsim::UsageError("--profile-warmup is a number of runs or auto, got \"" + profile_warmup + "\"");
+        throw ddpsim::UsageError("--profile-warmup is a number of runs from 0 to 999999, or auto, got \"" +
+                                 profile_warmup + "\"");
       profile.warmup = std::stoi(profile_warmup);
     }
-    if (profile.max_warmup < 6) throw ddpsim::UsageError("--profile-max-warmup must be at least 6");
+    if (profile.max_warmup < 6 || profile.max_warmup > 10000)
+      throw ddpsim::UsageError("--profile-max-warmup must be from 6 to 10000");
+    if (profile.reps < 1 || profile.reps > 10000)
+      throw ddpsim::UsageError("--profile-reps must be from 1 to 10000 (passes over the grid)");
     trainer.profile(profile);
     return 0;
   }

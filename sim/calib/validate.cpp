@@ -25,6 +25,9 @@ SimulationRun replay(const Trace& trace, Config config) {
                        std::to_string(config.platform.gpus_per_node) + " GPUs");
     config.training.world_size = G;
   }
+  if (config.parallel)
+    throw InputError(config.origin + ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
+                     "pipeline job runs with ddpsim run (leave the parallel section out here)");
   const bool packed = config.training.attention == "packed";
   if (packed != trace.runs.front().packed)
     throw InputError(trace.path + (packed ? ": the config packs sequences (training.attention \"packed\") but the "

@@ -206,7 +206,7 @@ int sweep(const Args& args) {
   visible.add_options()("out", po::value<std::string>(), "DIR: cells/, sweep.json and results.csv go here")(
       "jobs", po::value<int>(), "worker processes (default: the cores this process may use)")(
       "shard", po::value<std::string>(), "I/N: run only the I-th of N disjoint slices of the cells")(
-      "resume", "continue the sweep DIR holds: refuse unless DIR/sweep.json is this grid")(
+      "resume", "continue the sweep DIR holds (its grid is written before any cell runs): refuse unless DIR/sweep.json is this grid")(
       "dry-run", "check every cell and print the grid, run nothing")(
       "merge", po::value<std::vector<std::string>>()->multitoken(),
       "SHARD_DIR...: combine the folders of a sharded sweep into --out")("help,h", "this help");
@@ -272,6 +272,8 @@ int sweep(const Args& args) {
             << slice.size() - todo.size() << " already done, " << todo.size() << " to run";
   if (!todo.empty()) std::cout << " with " << std::min<std::size_t>(jobs, todo.size()) << " jobs";
   std::cout << "\n";
+  // The grid first, so that a sweep stopped half-way is one --resume continues.
+  if (write_grid) publish({{out / "sweep.json", grid_json(grid).dump(1) + "\n"}});
   CellRunStats stats;
   {
     Progress progress("sweeping", "cells");
@@ -282,14 +284,13 @@ int sweep(const Args& args) {
     std::printf("ran %zu cells in %.1f s (%.1f cells/s)\n", stats.ran, stats.wall_s,
                 stats.ran / std::max(stats.wall_s, 1e-9));
   if (sharded) {
-    if (write_grid) publish({{out / "sweep.json", grid_json(grid).dump(1) + "\n"}});
     std::cout << "shard " << vm["shard"].as<std::string>() << " done in " << out.string()
               << "; once every shard is: ddpsim sweep --merge SHARD_DIR... --out DIR\n";
     return 0;
   }
   const auto cells = collect_cells(grid, {out});
   print_digest(grid, cells);
-  write_results(out, grid, cells, write_grid);
+  write_results(out, grid, cells, false);
   return 0;
 }
 

@@ -12,6 +12,11 @@
 namespace ddpsim {
 
 inline std::string printable(std::string_view text) {
+  // A message is one line a person reads: a value of 100 kB in it is shown by its ends.
+  constexpr std::size_t LONGEST = 2000, END = 500;
+  if (text.size() > LONGEST)
+    return printable(text.substr(0, LONGEST - END)) + " … [" + std::to_string(text.size() - LONGEST) +
+           " bytes left out] … " + printable(text.substr(text.size() - END));
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {

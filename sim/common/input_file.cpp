@@ -33,6 +33,7 @@ void check_file(const std::string& path, const char* what, std::uintmax_t cap, b
   std::error_code ec;
   const auto status = fs::status(path, ec);
   const std::string cannot = path + ": cannot open " + what;
+  if (ec && ec != std::errc::no_such_file_or_directory) throw InputError(cannot + " (" + ec.message() + ")");
   if (ec || !fs::exists(status)) throw InputError(cannot + " (no such file)");
   if (fs::is_directory(status)) throw InputError(cannot + ": it is a directory");
   if (!fs::is_regular_file(status)) throw InputError(cannot + ": not a regular file (a pipe or a device)");

@@ -10,6 +10,7 @@
 #include "common/json_util.hpp"
 #include "embedded_default_config.hpp"
 #include "engine/collective.hpp"
+#include "eval/pipeline_eval.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
@@ -26,6 +27,11 @@ StepShape Config::shape() const {
   s.micro_batches = training.micro_batches;
   s.packed = training.attention == "packed";
   s.seed = training.seed;
+  if (parallel && !parallel->abstract_mode) {  // a pipeline's policies split each step over its D groups
+    s.G = parallel->setup.groups;
+    s.micro_batches = parallel->setup.micro_batches;
+    s.micro_batching = parallel->micro_batching;
+  }
   if (model) {
     std::shared_ptr<const CostModel> time = std::make_shared<ModelTimeCost>(model);
     if (!simulation.rank_speed.empty())
@@ -84,7 +90,11 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
     }
     value = text;
   } else {
-    value = parse_json(text, "--set " + key);  // again, strictly: a key given twice is refused
+    try {
+      value = parse_json(text, "--set " + key);  // again, strictly: a key given twice is refused
+    } catch (const InputError& e) {
+      throw UsageError(e.what());  // as any other malformed --set: the command line is at fault
+    }
   }
   if (const std::string why = set_by_path(doc, key, std::move(value)); !why.empty())
     throw UsageError("--set " + key + ": " + why);
@@ -263,6 +273,33 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   return s;
 }
 
+// Keys a pipeline job has no use for are refused, not ignored; each message says what the
+// pipeline uses instead. Abstract mode takes its work in time units: no data, model, platform.
+void refuse_unused_by_pipeline(const JsonFields& top, const pipeline::ParallelConfig& p, const std::string& origin) {
+  const auto given = [&](const char* section, const char* key) {
+    return top.has(section) && top.raw(section).is_object() && top.raw(section).contains(key);
+  };
+  const auto refuse = [&](const std::string& key, const std::string& instead) {
+    throw InputError(origin + ": " + key + " is not used by a pipeline job (parallel): " + instead);
+  };
+  for (const char* key : {"bucket_mb", "first_bucket_mb", "overlap"})
+    if (given("training", key))
+      refuse(std::string("training.") + key,
+             "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets");
+  if (given("training", "micro_batches"))
+    refuse("training.micro_batches", "its micro-batches per step are parallel.micro_batches");
+  for (const char* key : {"mode", "algorithm", "sched_ms"})
+    if (given("simulation", key))
+      refuse(std::string("simulation.") + key,
+             "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time");
+  if (!p.abstract_mode) return;
+  for (const char* section : {"data", "model", "platform"})
+    if (top.has(section)) refuse(section, "in abstract mode the work is given in time units (parallel.abstract)");
+  for (const char* key : {"global_batch", "max_length", "b_max", "attention"})
+    if (given("training", key))
+      refuse(std::string("training.") + key, "in abstract mode the work is given in time units (parallel.abstract)");
+}
+
 // A pipeline's links in the platform's shape (pipeline/network.hpp): a PCIe root complex, or
 // nodes joined by NICs under leaf switches. An XML platform's routes cannot carry the three
 // flow classes' channels, so pipelines take the built-in topologies only.
@@ -310,7 +347,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   }
   std::string model = top.get<std::string>("model", "rtx3090-distilbert");
   if (!is_builtin_model(model)) model = resolve(model, base_dir);
-  c.model = std::make_shared<const PerfModel>(load_perf_model(model));
+  try {
+    c.model = std::make_shared<const PerfModel>(load_perf_model(model));
+  } catch (const InputError& e) {
+    throw InputError(origin + ": model: " + e.what());
+  }
   c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
                               origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))
@@ -328,19 +369,30 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     }
   }
   top.reject_unknown();
-  if (c.platform.topology == "xml")
+  if (c.parallel) refuse_unused_by_pipeline(top, *c.parallel, origin);
+  if (c.platform.topology == "xml" && !c.parallel)
     check_platform_file(
         c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
+  const int ranks = c.shape().G;  // those a step's samples are split over: a pipeline's groups
   if (c.training.b_max_from_model) {
+    if (c.parallel)
+      throw InputError(origin + ": training.b_max \"model\" caps a DDP rank from the whole model's memory; a pipeline "
+                       "stage holds part of it (its peak memory is reported per stage): give b_max per group");
     const int cap = c.model->max_batch(c.training.max_length);
     if (cap < 1)
       throw InputError(origin + ": training.b_max=\"model\": not one sample of length " +
                        std::to_string(c.training.max_length) + " fits the " + c.model->name + " memory capacity");
-    c.training.b_max.assign(static_cast<std::size_t>(c.training.world_size), cap);
+    c.training.b_max.assign(static_cast<std::size_t>(ranks), cap);
   }
-  if (!c.training.b_max.empty() && static_cast<int>(c.training.b_max.size()) != c.training.world_size)
-    throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) +
-                     " ranks, world_size is " + std::to_string(c.training.world_size));
+  if (!c.training.b_max.empty() && static_cast<int>(c.training.b_max.size()) != ranks)
+    throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) + " ranks, " +
+                     (c.parallel ? "the pipeline has " + std::to_string(ranks) + " data-parallel groups (one entry each)"
+                                 : "world_size is " + std::to_string(ranks)));
+  if (c.parallel && !c.parallel->abstract_mode && c.parallel->setup.micro_batches > c.training.global_batch / ranks)
+    throw InputError(origin + ": parallel.micro_batches (" + std::to_string(c.parallel->setup.micro_batches) +
+                     ") is more than a group's share of the global batch (" + std::to_string(c.training.global_batch) +
+                     " over " + std::to_string(ranks) + " groups: " + std::to_string(c.training.global_batch / ranks) +
+                     "): every micro-batch needs a sample");
   // Every policy against the shape, before any work: option values and B/G/K constraints.
   // Full mode holds every row until written (and times it twice over in the engine); fast mode
   // streams its rows and keeps a few numbers per step for the summary's percentiles. Refuse a
@@ -358,9 +410,17 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (c.training.attention == "packed" && (c.model->forward.use_grid || c.model->backward.use_grid))
     throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
                      c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
+  if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work
+    try {
+      stage_partition(c);
+    } catch (const InputError& e) {
+      throw InputError(origin + ": parallel: " + e.what());
+    }
+  }
   const StepShape shape = c.shape();
   std::vector<std::string> resolved;  // labels with every option at its value in force
-  for (std::size_t i = 0; i < c.policies.size(); ++i) {
+  const bool abstract = c.parallel && c.parallel->abstract_mode;  // no policy: the work is in time units
+  for (std::size_t i = 0; i < (abstract ? 0 : c.policies.size()); ++i) {
     const std::string at = policies_origin.empty() ? origin + ": policies[" + std::to_string(i) + "]" : policies_origin;
     try {
       make_scheduler(c.policies[i], shape);
@@ -412,7 +472,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"noise_sigma", c.simulation.noise_sigma < 0 ? c.model->noise_sigma : c.simulation.noise_sigma},
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
-  if (c.parallel) c.resolved["parallel"] = c.parallel->to_json();
+  if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again
+    c.resolved["parallel"] = c.parallel->to_json();
+    for (const char* key : {"bucket_mb", "first_bucket_mb", "overlap", "micro_batches"}) c.resolved["training"].erase(key);
+    for (const char* key : {"mode", "algorithm", "sched_ms"}) c.resolved["simulation"].erase(key);
+    if (abstract) {
+      for (const char* key : {"data", "policies", "model", "platform"}) c.resolved.erase(key);
+      for (const char* key : {"global_batch", "max_length", "b_max", "attention"}) c.resolved["training"].erase(key);
+      if (c.simulation.noise_sigma < 0) c.resolved["simulation"].erase("noise_sigma");
+    }
+  }
   return c;
 }
 
@@ -422,10 +491,10 @@ nlohmann::json Config::printable() const {
     if (path.is_string() && !path.get<std::string>().empty())
       path = fs::absolute(path.get<std::string>()).lexically_normal().string();
   };
-  if (doc["data"].contains("path")) absolute(doc["data"]["path"]);
-  if (doc["data"].contains("vocab")) absolute(doc["data"]["vocab"]);
-  if (!is_builtin_model(doc["model"].get<std::string>())) absolute(doc["model"]);
-  if (doc["platform"].contains("file")) absolute(doc["platform"]["file"]);
+  if (doc.contains("data") && doc["data"].contains("path")) absolute(doc["data"]["path"]);
+  if (doc.contains("data") && doc["data"].contains("vocab")) absolute(doc["data"]["vocab"]);
+  if (doc.contains("model") && !is_builtin_model(doc["model"].get<std::string>())) absolute(doc["model"]);
+  if (doc.contains("platform") && doc["platform"].contains("file")) absolute(doc["platform"]["file"]);
   return doc;
 }
 

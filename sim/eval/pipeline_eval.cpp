@@ -183,8 +183,8 @@ pipeline::Partition stage_partition(const Config& config) {
     total += n;
   }
   if (total != static_cast<int>(problem.layers.size()))
-    throw InputError(config.origin + ": parallel: partition gives " + std::to_string(total) + " layers, model " +
-                     config.model->name + " has " + std::to_string(problem.layers.size()));
+    throw InputError("partition gives " + std::to_string(total) + " layers, model " + config.model->name + " has " +
+                     std::to_string(problem.layers.size()));
   return first;
 }
 
@@ -210,11 +210,7 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config, std::pair<i
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = source->dataset(config.training.seed);
   // The policies split each step's samples over the D groups, each group's into M micro-batches.
-  StepShape shape = config.shape();
-  shape.G = p.setup.groups;
-  shape.micro_batches = p.setup.micro_batches;
-  shape.micro_batching = p.micro_batching;
-  if (!shape.b_max.empty()) shape.b_max.resize(static_cast<std::size_t>(shape.G));
+  const StepShape shape = config.shape();
   std::vector<PipelineFigures> columns;
   for (const auto& spec : config.policies) {
     if (make_scheduler(spec, shape)->forms_micro_batches())

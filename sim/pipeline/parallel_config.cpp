@@ -20,6 +20,16 @@ double non_negative(const JsonFields& f, const char* key, double fallback, doubl
   return v;
 }
 
+// An abstract time in units, one unit a second of simulated time: 0, or from 10⁻³ (SimGrid
+// keeps its clock to 10⁻⁹ s and its link shares to 10⁻⁵, which smaller units would lose).
+double unit_time(const JsonFields& f, const char* key, double fallback) {
+  const double v = f.get<double>(key, fallback);
+  if (!(v == 0 || (v >= 1e-3 && v <= 1e9)))
+    throw InputError(f.where() + ": " + key + " must be 0 or from 0.001 to 1e9 units (scale all times alike), got " +
+                     format("%g", v));
+  return v;
+}
+
 ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where) {
   JsonFields f(doc, where);
   ChannelConfig c;
@@ -30,6 +40,9 @@ ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where
                      "and direction), got \"" +
                      c.model + "\"");
   c.receiver_limit = f.get<bool>("receiver_limit", c.receiver_limit);
+  if (c.model == "separate" && f.has("receiver_limit"))
+    throw InputError(where + ": receiver_limit contends a GPU's incoming link among the classes, but model "
+                     "\"separate\" gives each class its own: set model \"shared\", or leave it out");
   if (f.has("weights")) {
     JsonFields w(f.raw("weights"), where + ": weights");
     for (int k = 0; k < FLOW_CLASSES; ++k) {
@@ -80,6 +93,16 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
   s.groups = world_size / s.stages;
   s.schedule = f.get<std::string>("schedule", s.schedule);
   s.micro_batches = f.get_in<int>("micro_batches", s.micro_batches, 1, 4096);
+  // Bounded so that a job fits in memory: SimGrid's routing table grows with the square of the
+  // GPUs (three endpoints each), and every GPU's micro-batch holds its own semaphores and sender.
+  if (world_size > MAX_PIPELINE_GPUS)
+    throw InputError(where + ": a pipeline job simulates at most " + std::to_string(MAX_PIPELINE_GPUS) +
+                     " GPUs (SimGrid's routing table grows with their square), training.world_size is " +
+                     std::to_string(world_size));
+  if (long{world_size} * s.micro_batches > MAX_PIPELINE_PASSES)
+    throw InputError(where + ": GPUs × micro_batches is " + std::to_string(long{world_size} * s.micro_batches) +
+                     ", at most " + std::to_string(MAX_PIPELINE_PASSES) +
+                     " (each GPU's micro-batch holds its own SimGrid state): fewer micro-batches or GPUs");
   s.data_parallel = f.get<std::string>("data_parallel", s.data_parallel);
   s.sync_every = f.get_in<int>("sync_every", s.sync_every, 0, 4096);
   s.fwd_impact = non_negative(f, "fwd_impact", s.fwd_impact, 100);
@@ -87,15 +110,22 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
   if (f.has("channels")) s.channels = parse_channels(f.raw("channels"), where + ": channels");
   p.abstract_mode = f.has("abstract");
   if (p.abstract_mode) {
+    for (const char* key : {"partition", "micro_batching", "activation_bytes_per_token"})
+      if (f.has(key))
+        throw InputError(where + ": " + key +
+                         " is for model mode, where the work comes from the model and data; this job's work is "
+                         "given in time units (abstract): drop one or the other");
     JsonFields a(f.raw("abstract"), where + ": abstract");
     AbstractWork& w = p.abstract;
-    w.forward = non_negative(a, "forward", w.forward, 1e9);
-    w.backward = non_negative(a, "backward", w.backward, 1e9);
-    w.transfer = non_negative(a, "transfer", w.transfer, 1e9);
-    w.sync = non_negative(a, "sync", w.sync, 1e9);
-    w.gather = non_negative(a, "gather", w.gather, 1e9);
-    w.optimizer = non_negative(a, "optimizer", w.optimizer, 1e9);
+    w.forward = unit_time(a, "forward", w.forward);
+    w.backward = unit_time(a, "backward", w.backward);
+    w.transfer = unit_time(a, "transfer", w.transfer);
+    w.sync = unit_time(a, "sync", w.sync);
+    w.gather = unit_time(a, "gather", w.gather);
+    w.optimizer = unit_time(a, "optimizer", w.optimizer);
     a.reject_unknown();
+    if (w.forward + w.backward + w.transfer + w.sync + w.gather + w.optimizer == 0)
+      throw InputError(where + ": abstract: every time is 0, so a step would take no time: give forward or backward");
     s.channels.bytes_per_s = ABSTRACT_BYTES_PER_UNIT;
     s.channels.latency_s = 0;
   } else {
@@ -123,10 +153,8 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
                        ": micro_batching is even (in order), sorted (by length) or kk (balanced "
                        "workloads, VeRL's order), got \"" +
                        p.micro_batching + "\"");
-    p.activation_bytes_per_token = f.get<double>("activation_bytes_per_token", p.activation_bytes_per_token);
-    if (!(p.activation_bytes_per_token >= 0 && p.activation_bytes_per_token <= 1e9))
-      throw InputError(where + ": activation_bytes_per_token must be from 0 to 1e9, got " +
-                       format("%g", p.activation_bytes_per_token));
+    p.activation_bytes_per_token =
+        f.get_in<int>("activation_bytes_per_token", static_cast<int>(p.activation_bytes_per_token), 0, 1'000'000'000);
   }
   f.reject_unknown();
   check_setup(s, where);
@@ -138,8 +166,12 @@ nlohmann::json ParallelConfig::to_json() const {
   nlohmann::json weights;
   for (int k = 0; k < FLOW_CLASSES; ++k)
     weights[flow_class_names()[static_cast<std::size_t>(k)]] = s.channels.weights[static_cast<std::size_t>(k)];
-  nlohmann::json channels = {
-      {"model", s.channels.model}, {"receiver_limit", s.channels.receiver_limit}, {"weights", weights}};
+  // What parse_channels takes back: with separate links, neither the receiver limit nor weights.
+  nlohmann::json channels = {{"model", s.channels.model}};
+  if (s.channels.model == "shared") {
+    channels["receiver_limit"] = s.channels.receiver_limit;
+    channels["weights"] = weights;
+  }
   if (s.channels.exclusive >= 0)
     channels["exclusive"] = flow_class_names()[static_cast<std::size_t>(s.channels.exclusive)];
   nlohmann::json out = {{"stages", s.stages},

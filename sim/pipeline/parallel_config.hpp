@@ -27,7 +27,7 @@ struct ParallelConfig {
   // gradients back): hidden size × element size.
   std::string partition = "uniform";
   std::vector<int> stage_layers;
-  double activation_bytes_per_token = 768 * 4;
+  int activation_bytes_per_token = 768 * 4;
   std::string micro_batching = "even";  // how a group's samples form micro-batches (StepShape)
   nlohmann::json to_json() const;
 };
@@ -38,5 +38,8 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
 // Every GPU's work in one abstract step, in seconds and bytes (one unit = 1 s = 1e9 bytes).
 StepWork abstract_step(const PipelineSetup& setup, const AbstractWork& work);
 constexpr double ABSTRACT_BYTES_PER_UNIT = 1e9;
+// The largest pipeline jobs simulated (parse_parallel says why).
+constexpr int MAX_PIPELINE_GPUS = 4096;
+constexpr long MAX_PIPELINE_PASSES = 1L << 18;  // GPUs × micro-batches
 
 }  // namespace ddpsim::pipeline

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -84,7 +85,11 @@ SweepSpec read_sweep(const std::string& path) {
     if (base.empty())
       throw InputError(path + ": key \"base\" is empty: expected a config file (or no key: the embedded default)");
     if (base.is_relative()) base = (dir / base).lexically_normal();
-    s.base = read_config_json(base.string());
+    try {
+      s.base = read_config_json(base.string());
+    } catch (const InputError& e) {
+      throw InputError(path + ": key \"base\": " + e.what());
+    }
     s.base_origin = base.string();
     s.base_dir = base.parent_path().string();
   } else {
@@ -98,6 +103,9 @@ SweepSpec read_sweep(const std::string& path) {
     const auto& set = f.raw("set");
     if (!set.is_object()) throw wrong_type(set, path + ": key \"set\"", "an object of config keys and values");
     for (const auto& [key, value] : set.items()) {
+      if (is_label(key))
+        throw InputError(path + ": set: \"" + key + "\" is a label, a results.csv column that names swept values: "
+                         "put it in axes or zip beside the key it names");
       set_value(s.base, key, value, path + ": set");
       fixed.push_back(key);
     }
@@ -159,6 +167,8 @@ SweepSpec read_sweep(const std::string& path) {
   }
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (keys[i].empty()) throw InputError(path + ": an empty key among the axes (expected a config path)");
+    if (keys[i] == "label.")
+      throw InputError(path + ": \"label.\" has no name: a label is label.NAME, NAME its results.csv column");
     for (std::size_t j = 0; j < i; ++j)
       if (overlaps(keys[i], keys[j]))
         throw InputError(path + ": \"" + keys[j] + "\" (" + origin[j] + ") and \"" + keys[i] + "\" (" + origin[i] +
@@ -189,7 +199,12 @@ Config cell_config(const SweepSpec& spec, const SweepGrid& grid, const SweepCell
   nlohmann::json doc = spec.base;
   for (std::size_t k = 0; k < grid.keys.size(); ++k)
     if (!is_label(grid.keys[k])) set_value(doc, grid.keys[k], cell.values[k], origin);
-  return parse_config(doc, origin, spec.base_dir);
+  try {
+    return parse_config(doc, origin, spec.base_dir);
+  } catch (const InputError& e) {  // a file the cell names (a model, a platform) blames only itself
+    if (std::string_view(e.what()).starts_with(spec.origin)) throw;
+    throw InputError(origin + ": " + e.what());
+  }
 }
 
 SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, std::size_t)>& progress) {

@@ -148,9 +148,12 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
       const SweepCell& cell = grid.cells[todo[next++]];
       try {
         const Config config = cell_config(spec, grid, cell);
-        const std::string key = config.resolved["data"].dump() + " " + std::to_string(config.training.max_length) +
-                                " " + std::to_string(config.training.seed);
-        if (!datasets.count(key)) {
+        // An abstract pipeline takes no data: its key stays "", an empty dataset.
+        const bool abstract = config.parallel && config.parallel->abstract_mode;
+        const std::string key = abstract ? "" : config.resolved.at("data").dump() + " " +
+                                                    std::to_string(config.training.max_length) + " " +
+                                                    std::to_string(config.training.seed);
+        if (!abstract && !datasets.count(key)) {
           if (datasets.size() >= 16) datasets.clear();  // a swept seed: keep memory bounded
           datasets[key] = make_length_source(config.data, config.training.max_length)->dataset(config.training.seed);
         }

@@ -114,6 +114,39 @@ assert all(float(r["fwd_prop"]) + float(r["bwd_prop"]) + float(r["grad_sync"]) <
     "one shared link per GPU cannot be more than busy"
 PY
 
+# What a pipeline job does not use is refused, not ignored; --print-config gives valid input.
+small=(--steps 2 --set training.world_size=8 --set training.global_batch=4 --policies static,kk
+       --set 'parallel={"stages": 4, "schedule": "gpipe", "micro_batches": 2}')
+expect_ok "$DDPSIM" run "${small[@]}"  # B=4 over D=2 groups: the policies are checked against D, not G=8
+expect_exit 1 'training.bucket_mb is not used by a pipeline job' "$DDPSIM" run "${small[@]}" --set training.bucket_mb=1
+expect_exit 1 'training.micro_batches is not used by a pipeline job' "$DDPSIM" run "${small[@]}" \
+  --set training.micro_batches=2
+expect_exit 1 'simulation.mode is not used by a pipeline job' "$DDPSIM" run "${small[@]}" --set simulation.mode=full
+expect_exit 1 'parallel.micro_batches \(4\) is more than a group.s share of the global batch \(4 over 2 groups: 2\)' \
+  "$DDPSIM" run "${small[@]}" --set parallel.micro_batches=4
+expect_exit 1 'training.b_max lists 8 ranks, the pipeline has 2 data-parallel groups' "$DDPSIM" run "${small[@]}" \
+  --set 'training.b_max=[2,2,2,2,2,2,2,2]'
+expect_exit 1 'receiver_limit contends a GPU.s incoming link' "$DDPSIM" run "$study" \
+  --set parallel.channels.receiver_limit=false
+expect_exit 1 'partition is for model mode' "$DDPSIM" run "$study" --set parallel.partition=uniform
+expect_exit 1 'forward must be 0 or from 0.001 to 1e9 units' "$DDPSIM" run "$study" --set parallel.abstract.forward=1e-12
+expect_exit 1 'every time is 0' "$DDPSIM" run "$study" \
+  --set 'parallel.abstract={"forward": 0, "backward": 0, "transfer": 0, "sync": 0}'
+expect_exit 1 'model is not used by a pipeline job \(parallel\): in abstract mode' "$DDPSIM" run "$study" \
+  --set model=h100-distilbert
+expect_exit 1 'parallel: partition: 29 layers cannot fill 32 stages' "$DDPSIM" run "${small[@]}" \
+  --set training.world_size=32 --set training.global_batch=8 --set 'parallel={"stages": 32, "schedule": "gpipe"}' 
+for config in "$study" "small"; do
+  if [[ $config == small ]]; then args=("${small[@]}"); else args=("$study"); fi
+  expect_ok "$DDPSIM" run "${args[@]}" --print-config
+  cp "$WORK/out" "$WORK/printed.json"
+  expect_ok "$DDPSIM" run "$WORK/printed.json" --print-config
+  cmp -s "$WORK/out" "$WORK/printed.json" || fail "--print-config of a pipeline job ($config) is not a fixpoint"
+done
+expect_exit 1 'parallel: replay and validate simulate the DDP steps a trace recorded' "$DDPSIM" replay \
+  "$SRC/traces/cpu/2ranks/kk/steps.csv" --model "$SRC/models/cpu-distilbert-small-2ranks.json" \
+  --set 'parallel={"stages": 2, "micro_batches": 2}'
+
 # A sweep of pipeline jobs: its results.csv has the pipeline's figures, in one unit.
 echo '{"base": "'"$study"'", "set": {"training.steps": 1}, "axes": {"parallel": [{"stages": 2, "abstract": {}}, {"stages": 2}]}}' \
   >"$WORK/mixed.json"

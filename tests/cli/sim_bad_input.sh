@@ -72,7 +72,7 @@ run_bad 1 'training: key "micro_batches" is number 1.5: expected an integer from
 run_bad 1 'training: key "world_size" is number 0: expected an integer from 1 to 65536' \
   "$DDPSIM" run --set training.world_size=0
 run_bad 1 '--policies: static is already policies\[0\]' "$DDPSIM" run --policies static,static
-run_bad 1 '--set training: key "world_size" appears twice' "$DDPSIM" run --set 'training={"world_size":4,"world_size":2}'
+run_bad 2 '--set training: key "world_size" appears twice' "$DDPSIM" run --set 'training={"world_size":4,"world_size":2}'
 run_bad 2 '--set simulation.noise_sigma: 1e400 is beyond the range of a number' "$DDPSIM" run --set simulation.noise_sigma=1e400
 run_bad 1 'sched_ms is a number of ms from 0 to 1e6 or "measured", got 1.7e\+308' "$DDPSIM" run --set simulation.sched_ms=1.7e308
 run_bad 1 'platform: link_GBps must be from 1e-06 to 1e\+06, got 1e-300' "$DDPSIM" run --set platform.link_GBps=1e-300

@@ -69,7 +69,8 @@ pgrep -f "$WORK/long.json" >/dev/null && fail "workers still run after the sweep
 [[ ! -e $WORK/killed/results.csv ]] || fail "an interrupted sweep wrote results.csv"
 ls "$WORK/killed/cells" | grep -qv 'json$' && fail "temporaries left in cells/: $(ls "$WORK/killed/cells")"
 done_before=$(ls "$WORK/killed/cells" | wc -l)
-expect_ok "$DDPSIM" sweep "$WORK/long.json" --out "$WORK/killed" --jobs 2
+[[ -e $WORK/killed/sweep.json ]] || fail "an interrupted sweep left no sweep.json for --resume"
+expect_ok "$DDPSIM" sweep "$WORK/long.json" --out "$WORK/killed" --jobs 2 --resume
 grep -q "$done_before already done" "$WORK/out" || fail "the rerun did not skip the $done_before finished cells: $(cat "$WORK/out")"
 expect_ok "$DDPSIM" sweep "$WORK/long.json" --out "$WORK/whole" --jobs 2
 cmp -s "$WORK/killed/results.csv" "$WORK/whole/results.csv" || fail "the resumed sweep differs from an uninterrupted one"

@@ -22,6 +22,11 @@ bad 1 's.json: zip\[1\]: an empty object: a zip group names at least one key' \
 bad 1 '"training.steps" \(zip\[0\]\) and "training.steps" \(zip\[1\]\) are both swept' \
   '{"zip": [{"training.steps": [5, 6]}, {"training.steps": [7, 8]}]}'
 bad 1 's.json: no "axes" or "zip"' '{"set": {"training.steps": 5}}'
+bad 1 's.json: set: "label.x" is a label, a results.csv column' '{"set": {"label.x": "a"}, "axes": {"training.steps": [5]}}'
+bad 1 's.json: "label." has no name' '{"axes": {"label.": ["a"], "training.steps": [5]}}'
+bad 1 's.json, cell 1 \(model=nosuch.json\): .*nosuch.json: cannot open JSON file' \
+  '{"axes": {"model": ["h100-distilbert", "nosuch.json"]}}'
+bad 1 's.json: key "base": .*: cannot open JSON file: it is a directory' '{"base": ".", "axes": {"training.steps": [5]}}'
 bad 1 's.json: unknown key "axis" \(did you mean "axes"' '{"axis": {"training.steps": [5]}}'
 bad 1 's.json: key "axes" appears twice in one object' '{"axes": {"training.steps": [5]}, "axes": {}}'
 bad 1 's.json: expected a JSON object' '[1, 2]'

@@ -20,7 +20,7 @@ expect_exit 2 "--precision is fp32 or bf16, got \"fp16\"" "$DDPTRAIN" --syntheti
 # Numbers out of range are refused before anything starts, naming the option and its range.
 for bad in "--steps 0" "--steps -1" "--bucket-mb 0" "--first-bucket-mb -1" "--warmup 2" "--clip-norm -1" \
   "--nproc-per-node 0" "--emulate-ranks 0" "--emulate-link-GBps 0" "--synthetic-samples 10000000000" \
-  "--lr -1" "--log-every 0" "--dropout 1" "--threads 2000"; do
+  "--lr -1" "--log-every 0" "--dropout 1" "--threads 2000" "--probe-reserve nan" "--max-length 1000001"; do
   read -r option value <<<"$bad"
   expect_exit 2 "$option must|$option is" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny "$option=$value"
 done
@@ -46,4 +46,14 @@ expect_exit 1 "world size mismatch|rendezvous at 127.0.0.1:$port failed" env RAN
   --synthetic-lengths sst2 --model tiny --timeout-s 10
 wait
 grep -q "world size mismatch" "$WORK/rank0.err" || fail "rank 0 did not report the mismatch: $(cat "$WORK/rank0.err")"
+# Profile options: passes and warm-ups bounded, a list naming a value twice refused.
+expect_exit 2 "--profile-reps must be from 1 to 10000" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
+  --profile-reps 1000000000
+expect_exit 2 '--profile-batches "1,1": 1 is listed twice' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
+  --profile-batches 1,1
+# --write-layout never replaces an input of the same command.
+cp "$WORK/vocab.txt" "$WORK/keep.txt"
+expect_exit 2 "--write-layout .*keep.txt is the --vocab input" "$DDPTRAIN" --model tiny --data "$WORK/bad.tsv" \
+  --vocab "$WORK/keep.txt" --write-layout "$WORK/keep.txt"
+cmp -s "$WORK/vocab.txt" "$WORK/keep.txt" || fail "--write-layout replaced the vocabulary"
 finish
