@@ -61,8 +61,7 @@ wait "$pid"
 code=$?
 [[ $code == 130 ]] || fail "SIGINT ended the sweep with $code, expected 130"
 # (ASan warns about SimGrid's context switches in the workers; those lines are not the message.)
-message=$(grep -v -e '^==[0-9]*==WARNING: ASan is ignoring' -e '^False positive error reports may follow' \
-  -e '^For details see https://github.com/google/sanitizers' "$WORK/killed.err")
+message=$(asan_notes <"$WORK/killed.err")
 [[ $message == "ddpsim sweep: stopped by SIGINT"* && $(wc -l <<<"$message") == 1 ]] ||
   fail "an interrupted sweep does not say so in one line: $(cat "$WORK/killed.err")"
 pgrep -f "$WORK/long.json" >/dev/null && fail "workers still run after the sweep was interrupted"
