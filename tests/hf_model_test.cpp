@@ -103,6 +103,13 @@ TEST_CASE("bad specs name the file and what is missing") {
   no_hidden.erase("hidden_size");
   fails(no_hidden, spec, "config.json: a llama config needs \"hidden_size\"");
   fails({{"model_type", "t5"}}, spec, "model_type \"t5\" is not modelled");
+  nlohmann::json odd_heads = llama;
+  odd_heads["num_attention_heads"] = 7;
+  odd_heads["num_key_value_heads"] = 7;
+  fails(odd_heads, spec, "the hidden size 4096 is not a multiple of the 7 attention heads");
+  nlohmann::json odd_kv = llama;
+  odd_kv["num_key_value_heads"] = 5;
+  fails(odd_kv, spec, "num_key_value_heads 5 does not divide the 32 attention heads");
   fails({{"hidden_size", 8}}, spec, "no \"model_type\"");
   fails(llama, {{"hf_config", "config.json"}, {"gpu", "v100"}}, "spec.json: gpu \"v100\" is not a preset");
   fails(llama, {{"hf_config", "config.json"}, {"gpu", "b200"}, {"dtype", "fp32"}},

@@ -228,11 +228,13 @@ int run(int argc, char** argv) {
       throw ddpsim::UsageError("--" + name + ": empty value");
   if (seed < 0) throw ddpsim::UsageError("--seed must be from 0 to 9223372036854775807");
   o.seed = static_cast<std::uint64_t>(seed);
+  if (o.model_size != "base" && o.model_size != "small" && o.model_size != "tiny")
+    throw ddpsim::UsageError("--model is base, small or tiny, got \"" + o.model_size + "\"");
   if (vm.count("write-layout")) {
     // Nothing is read before the layout is written, so the output is checked against the input
     // options by hand (AtomicFile refuses only inputs already read).
     const std::string target = vm["write-layout"].as<std::string>();
-    for (const char* input : {"data", "vocab", "dev", "weights", "perf-model", "resume"}) {
+    for (const char* input : {"data", "vocab", "dev", "weights", "perf-model", "resume", "synthetic-lengths", "bmax"}) {
       std::error_code ec;
       if (vm.count(input) && std::filesystem::equivalent(target, vm[input].as<std::string>(), ec))
         throw ddpsim::UsageError("--write-layout " + target + " is the --" + std::string(input) +
@@ -248,6 +250,8 @@ int run(int argc, char** argv) {
   }
 
   check_options(o, vm);
+  if (std::error_code ec; !o.out.empty() && std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
+    throw ddpsim::UsageError("--out " + o.out + ": is a file; expected a folder (made if missing)");
   if (!vm.count("profile"))
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
                                "profile-max-warmup", "profile-reps"})
@@ -279,7 +283,11 @@ int run(int argc, char** argv) {
   ddptrain::apply_cpu_placement(threads);
   const auto launch = ddptrain::Launch::from_environment();
   const int ranks = o.emulate_ranks > 0 ? o.emulate_ranks : launch.world_size;
-  o.b_max = parse_bmax(bmax, ranks, o.max_length);
+  try {
+    o.b_max = parse_bmax(bmax, ranks, o.max_length);
+  } catch (const ddpsim::InputError& e) {
+    throw ddpsim::InputError(std::string(e.what()).rfind("--bmax", 0) == 0 ? e.what() : "--bmax: " + std::string(e.what()));
+  }
   o.probe_bmax = bmax == "probe";
   o.precision = ddptrain::parse_precision(precision);
   o.local_rank = launch.local_rank;
@@ -294,7 +302,16 @@ int run(int argc, char** argv) {
     o.synthetic_lengths = "sst2";  // data unused
   ddptrain::Trainer trainer(o, std::move(comm), launch.rank == 0 ? std::cout : null_stream);
   if (vm.count("profile")) {
-    if (profile_batches != "auto") profile.batches = parse_list(profile_batches, "--profile-batches");
+    if (profile_batches != "auto") {
+      profile.batches = parse_list(profile_batches, "--profile-batches");
+      // A profiled step is one rank's batch: no larger than the global batch (and the cap).
+      const int cap = o.b_max.empty() ? o.global_batch : std::min(o.global_batch, o.b_max[0]);
+      for (int b : profile.batches)
+        if (b > cap)
+          throw ddpsim::UsageError("--profile-batches: " + std::to_string(b) + " is more than a rank's batch can be (" +
+                                   std::to_string(cap) + ": --global-batch" + (o.b_max.empty() ? "" : " or --bmax") +
+                                   ")");
+    }
     if (profile_lengths != "auto") profile.lengths = parse_list(profile_lengths, "--profile-lengths");
     profile.bytes = parse_list(profile_bytes, "--profile-bytes");
     if (profile_warmup != "auto") {

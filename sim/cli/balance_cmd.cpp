@@ -49,6 +49,9 @@ int balance(const Args& args) {
   po::variables_map vm;
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
+  if (config.parallel && config.parallel->abstract_mode)
+    throw InputError(config.origin + ": parallel.abstract: this pipeline job has no data and no policies to balance "
+                     "(a model-mode pipeline balances over its data-parallel groups)");
   if (print_config(vm, config)) return 0;
 
   const StepShape shape = config.shape();

@@ -31,11 +31,12 @@ int lengths(const Args& args) {
       "out", po::value<std::string>()->required(), "histogram JSON to write")(
       "max-length", po::value<int>()->default_value(256), "truncation length in tokens")("help,h", "this help");
   po::options_description hidden;
-  hidden.add_options()("tsv", po::value<std::string>()->required());
+  hidden.add_options()("tsv", po::value<std::string>());
   po::positional_options_description positional;
   positional.add("tsv", 1);
   po::variables_map vm;
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
+  if (!vm.count("tsv")) throw UsageError("missing TSV, the GLUE file to tokenize");
 
   const std::string tsv = vm["tsv"].as<std::string>();
   const int max_length = vm["max-length"].as<int>();

@@ -232,7 +232,6 @@ int sweep(const Args& args) {
   if (jobs < 1 || jobs > 1024) throw UsageError("--jobs " + std::to_string(jobs) + ": expected 1 to 1024");
   const Shard shard = vm.count("shard") ? parse_shard(vm["shard"].as<std::string>()) : Shard{};
   const bool sharded = vm.count("shard") > 0;
-  if (!vm.count("dry-run")) check_outputs({out / "results.csv", out / "sweep.json"});
 
   const std::string path = vm["sweep"].as<std::string>();
   const SweepSpec spec = read_sweep(path);
@@ -252,17 +251,20 @@ int sweep(const Args& args) {
   const std::size_t policies = cell_config(spec, grid, grid.cells.front()).policies.size();
   std::cout << "  " << policies << " policies per cell (in the first): " << grid.cells.size() * policies
             << " results; grid " << grid.hash << "\n";
-  if (vm.count("dry-run")) {
-    for (const auto& cell : grid.cells) std::cout << "  " << cell.hash << "  " << grid.describe(cell) << "\n";
-    return 0;
-  }
-
+  // After the grid is read, so that an output that is one of its inputs (the base config, a
+  // model a cell names) is refused before any cell runs.
+  if (!vm.count("dry-run")) check_outputs({out / "results.csv", out / "sweep.json"});
   const auto existing = grid_in(out);
   if (vm.count("resume") && (!existing || existing->hash != grid.hash))
     throw InputError(out.string() +
                      (existing ? " holds another sweep (grid " + existing->hash + ")" : " holds no sweep.json") +
                      ": --resume continues the same sweep in the same folder (without --resume, finished cells "
                      "are reused all the same)");
+  if (vm.count("dry-run")) {
+    for (const auto& cell : grid.cells) std::cout << "  " << cell.hash << "  " << grid.describe(cell) << "\n";
+    return 0;
+  }
+
   const bool write_grid = !existing || existing->hash != grid.hash;
   std::vector<std::size_t> slice, todo;
   for (std::size_t i = shard.index - 1; i < grid.cells.size(); i += shard.count) slice.push_back(i);

@@ -217,8 +217,13 @@ int validate(const Args& args) {
   if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
   const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
   std::unique_ptr<Trace> baseline;
-  if (vm.count("baseline"))
-    baseline = std::make_unique<Trace>(read_trace(vm["baseline"].as<std::string>(), {"step_ms"}));
+  if (vm.count("baseline")) {
+    const std::string path = vm["baseline"].as<std::string>();
+    if (std::error_code ec; std::filesystem::equivalent(path, vm["measured"].as<std::string>(), ec))
+      throw UsageError("--baseline " + path + " is the --measured trace: a gain over itself is 0 by definition; give "
+                       "the baseline policy's own trace");
+    baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
+  }
   const Config config = config_with_model(vm);
   check_world_size(vm, config, measured);
   const std::string warmup_text = vm["warmup"].as<std::string>();

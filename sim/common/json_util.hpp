@@ -34,6 +34,14 @@ struct is_vector : std::false_type {};
 template <class U>
 struct is_vector<std::vector<U>> : std::true_type {};
 
+// " (written without a decimal point or exponent)" when `value` is a whole number written as a
+// float (1e7, 4.0), which JSON keeps apart from integers: the message then says what to change.
+inline std::string integer_spelling(const nlohmann::json& value) {
+  if (!value.is_number_float()) return "";
+  const double v = value.get<double>();
+  return std::isfinite(v) && v == std::floor(v) ? " (written without a decimal point or exponent)" : "";
+}
+
 // `value` as a T, exactly: no narrowing, no bool, float or null read as a number, every number
 // finite. `what` ("config.json: training: key \"steps\"") names it in the message.
 template <class T>
@@ -63,7 +71,7 @@ T convert(const nlohmann::json& value, const std::string& what) {
         throw wrong(range);
       return static_cast<T>(v);
     }
-    throw wrong(range);
+    throw wrong(range + integer_spelling(value));
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!value.is_number() || !std::isfinite(value.get<double>())) throw wrong("a finite number");
     return value.get<T>();
@@ -84,7 +92,8 @@ T convert_in(const nlohmann::json& value, const std::string& what, T lo, T hi) {
        value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
   const std::int64_t v = integer ? value.get<std::int64_t>() : 0;
   if (!integer || v < static_cast<std::int64_t>(lo) || v > static_cast<std::int64_t>(hi))
-    throw wrong_type(value, what, "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+    throw wrong_type(value, what,
+                     "an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + integer_spelling(value));
   return static_cast<T>(v);
 }
 

@@ -179,13 +179,16 @@ constexpr const char* ROUTE_MARK = "ddpsim-platform-route: ";
       if (links.empty() && latency == 0)  // SimGrid's own test for "no connecting path"
         fail(config.file + ": no route from host \"" + from->get_name() + "\" (rank " + std::to_string(a) +
              ") to host \"" + to->get_name() + "\" (rank " + std::to_string(b) + "), which the allreduce needs");
-      // SimGrid takes a zero bandwidth as given: every transfer over it would never end.
+      // SimGrid takes a zero bandwidth as given: every transfer over it would never end. The
+      // bounds are the config's for built-in topologies: 1e-6 to 1e6 GB/s, at most 1e6 us.
       for (const auto* link : links)
-        if (!(link->get_bandwidth() > 0) || !std::isfinite(link->get_bandwidth()) || !(link->get_latency() >= 0)) {
+        if (!(link->get_bandwidth() >= 1e3 && link->get_bandwidth() <= 1e15) ||
+            !(link->get_latency() >= 0 && link->get_latency() <= 1)) {
           std::ostringstream why;
           why << config.file << ": link \"" << link->get_name() << "\" (on the route from \"" << from->get_name()
               << "\" to \"" << to->get_name() << "\") has bandwidth " << link->get_bandwidth() << " B/s and latency "
-              << link->get_latency() << " s: expected a bandwidth > 0 and a latency >= 0";
+              << link->get_latency() << " s: expected a bandwidth from 1e3 to 1e15 B/s (1e-6 to 1e6 GB/s) and a "
+                 "latency from 0 to 1 s";
           fail(why.str());
         }
     }

@@ -139,6 +139,12 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
     d.std = f.get<double>("std", d.std);
     d.min = f.get_in<int>("min", d.min, 1, 1000000);
     d.max = f.get_in<int>("max", d.max, 1, 1000000);
+    if (!(d.mean > 0 && d.mean <= 1e6))
+      throw InputError(where + ": mean must be > 0 and at most 1e6 tokens, got " + format("%g", d.mean));
+    if (!(d.std >= 0 && d.std <= 1e6))
+      throw InputError(where + ": std must be from 0 to 1e6 tokens, got " + format("%g", d.std));
+    if (d.min > d.max)
+      throw InputError(where + ": min (" + std::to_string(d.min) + ") is more than max (" + std::to_string(d.max) + ")");
     d.samples = f.get<std::int64_t>("samples", d.samples);
     if (d.samples < 1 || d.samples > MAX_DATASET_SAMPLES)
       throw InputError(where + ": samples must be from 1 to " + std::to_string(MAX_DATASET_SAMPLES) + ", got " +
@@ -356,6 +362,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                               origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
+  for (std::size_t i = 0; i < c.simulation.stragglers.size(); ++i)
+    if (c.simulation.stragglers[i].from_step >= c.training.steps)
+      throw InputError(origin + ": simulation.stragglers[" + std::to_string(i) + "]: from_step " +
+                       std::to_string(c.simulation.stragglers[i].from_step) + " is past the run's last step (" +
+                       std::to_string(c.training.steps - 1) + "): it would never straggle");
   if (top.has("parallel")) {
     c.parallel = pipeline::parse_parallel(top.raw("parallel"), origin + ": parallel", c.training.world_size);
     if (c.parallel->abstract_mode && top.has("policies"))
@@ -384,6 +395,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                        std::to_string(c.training.max_length) + " fits the " + c.model->name + " memory capacity");
     c.training.b_max.assign(static_cast<std::size_t>(ranks), cap);
   }
+  if (c.parallel && !c.training.b_max.empty() && top.raw("training").at("b_max").is_number())
+    c.training.b_max.assign(static_cast<std::size_t>(ranks), c.training.b_max.front());  // one cap for every group
   if (!c.training.b_max.empty() && static_cast<int>(c.training.b_max.size()) != ranks)
     throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) + " ranks, " +
                      (c.parallel ? "the pipeline has " + std::to_string(ranks) + " data-parallel groups (one entry each)"
@@ -407,6 +420,15 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                      std::to_string(c.policies.size()) + " policies would hold " + format("%g", gib) + " GiB of " +
                      (streamed ? "per-step figures" : "step rows (full mode keeps every row)") + " (at most " +
                      format("%g", LIMIT_GIB) + "): fewer steps" + (streamed ? "" : ", ranks") + " or policies");
+  if (c.parallel) {  // a pipeline job holds every step's work and results, per GPU and micro-batch
+    const double G = c.training.world_size, M = c.parallel->setup.micro_batches;
+    const double pipeline_gib = double(c.training.steps) * G * (3 * sizeof(double) * M + 160) / (1024.0 * 1024 * 1024);
+    if (pipeline_gib > LIMIT_GIB)
+      throw InputError(origin + ": " + std::to_string(c.training.steps) + " steps × " + format("%g", G) + " GPUs × " +
+                       format("%g", M) + " micro-batches would hold " + format("%.3g", pipeline_gib) +
+                       " GiB of pipeline work and results (at most " + format("%g", LIMIT_GIB) +
+                       "): fewer steps, GPUs or micro-batches");
+  }
   if (c.training.attention == "packed" && (c.model->forward.use_grid || c.model->backward.use_grid))
     throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
                      c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic)");

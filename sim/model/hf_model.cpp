@@ -181,7 +181,14 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     const long long h = sizes("hidden_size", "num_hidden_layers", "num_attention_heads"),
                     ff = f.need("intermediate_size");
     const long long kv = f.get("num_key_value_heads", s.heads);  // grouped-query attention
-    head_dim = static_cast<int>(f.get("head_dim", h / s.heads));
+    if (kv < 1 || s.heads % kv != 0)
+      throw InputError(origin + ": num_key_value_heads " + std::to_string(kv) + " does not divide the " +
+                       std::to_string(s.heads) + " attention heads (each key/value head serves a group of them)");
+    head_dim = static_cast<int>(f.get("head_dim", 0));
+    if (head_dim == 0 && h % s.heads != 0)
+      throw InputError(origin + ": the hidden size " + std::to_string(h) + " is not a multiple of the " +
+                       std::to_string(s.heads) + " attention heads (and no head_dim is given)");
+    if (head_dim == 0) head_dim = static_cast<int>(h / s.heads);
     const bool qkv_bias = s.family == "qwen2" || f.flag("attention_bias", false);
     const bool o_bias = s.family != "qwen2" && f.flag("attention_bias", false);
     add("model.embed_tokens.weight", vocab, h);

@@ -136,6 +136,10 @@ expect_exit 1 'model is not used by a pipeline job \(parallel\): in abstract mod
   --set model=h100-distilbert
 expect_exit 1 'parallel: partition: 29 layers cannot fill 32 stages' "$DDPSIM" run "${small[@]}" \
   --set training.world_size=32 --set training.global_batch=8 --set 'parallel={"stages": 32, "schedule": "gpipe"}' 
+expect_exit 1 '10000000 steps × 8 GPUs × 8 micro-batches would hold 26.2 GiB of pipeline work' "$DDPSIM" run "$study" \
+  --set training.steps=10000000
+expect_ok "$DDPSIM" run "${small[@]}" --set training.b_max=2  # one cap for every group
+expect_exit 1 'parallel.abstract: this pipeline job has no data and no policies to balance' "$DDPSIM" balance "$study"
 for config in "$study" "small"; do
   if [[ $config == small ]]; then args=("${small[@]}"); else args=("$study"); fi
   expect_ok "$DDPSIM" run "${args[@]}" --print-config

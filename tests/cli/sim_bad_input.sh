@@ -99,4 +99,13 @@ expect_exit 2 '--steps 3: cannot set training.steps: "steps" is inside a non-obj
 expect_exit 2 '--print-config prints the resolved config and runs nothing, so --out would write nothing' \
   "$DDPSIM" run --print-config --out "$out"
 no_output print-config
+run_bad 1 'stragglers\[0\]: from_step 100 is past the run.s last step \(2\): it would never straggle' "$DDPSIM" run \
+  --set 'simulation.stragglers=[{"rank": 1, "factor": 2, "from_step": 100}]'
+run_bad 1 'is number 10000000.0: expected an integer from 1 to 10000000 \(written without a decimal point or exponent\)' \
+  "$DDPSIM" run --set training.global_batch=1e7
+run_bad 1 'data: std must be from 0 to 1e6 tokens, got -1' "$DDPSIM" run \
+  --set 'data={"source": "lognormal", "mean": 10, "std": -1, "min": 1, "max": 100, "samples": 1000}'
+expect_exit 2 'missing TSV, the GLUE file to tokenize' "$DDPSIM" lengths --vocab "$WORK/v.txt" --out "$WORK/h.json"
+expect_exit 2 '--baseline .*steps.csv is the --measured trace' "$DDPSIM" validate --model "$SRC/models/cpu-distilbert-small-2ranks.json" \
+  --measured "$SRC/traces/cpu/2ranks/kk/steps.csv" --baseline "$SRC/traces/cpu/2ranks/kk/steps.csv"
 finish

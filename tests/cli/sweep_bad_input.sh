@@ -84,4 +84,11 @@ no_output "damaged inputs"
 mkdir -p "$WORK/busy/results.csv"
 expect_exit 2 'results.csv' "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/busy"
 [[ ! -e $WORK/busy/cells ]] || fail "cells ran although results.csv could not be written"
+# An output that is one of the sweep's inputs is refused before any cell runs.
+mkdir -p "$WORK/o6"
+echo '{"training": {"steps": 2}}' >"$WORK/o6/results.csv"
+echo '{"base": "o6/results.csv", "axes": {"training.seed": [1, 2]}}' >"$WORK/s6.json"
+expect_exit 2 'o6/results.csv: is also an input of this command' "$DDPSIM" sweep "$WORK/s6.json" --out "$WORK/o6"
+[[ ! -e $WORK/o6/cells && ! -e $WORK/o6/sweep.json ]] || fail "a sweep whose output is its base ran cells"
+expect_exit 1 'holds no sweep.json: --resume continues' "$DDPSIM" sweep "$WORK/s6.json" --out "$WORK/nowhere" --resume --dry-run
 finish

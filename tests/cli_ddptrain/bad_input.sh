@@ -56,4 +56,10 @@ cp "$WORK/vocab.txt" "$WORK/keep.txt"
 expect_exit 2 "--write-layout .*keep.txt is the --vocab input" "$DDPTRAIN" --model tiny --data "$WORK/bad.tsv" \
   --vocab "$WORK/keep.txt" --write-layout "$WORK/keep.txt"
 cmp -s "$WORK/vocab.txt" "$WORK/keep.txt" || fail "--write-layout replaced the vocabulary"
+expect_exit 2 '--model is base, small or tiny, got "huge"' "$DDPTRAIN" --synthetic-lengths sst2 --model huge
+expect_exit 2 "--profile-batches: 5000 is more than a rank's batch can be \(48: --global-batch\)" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --profile --profile-batches 5000
+echo x >"$WORK/a-file"
+expect_exit 2 "--out .*a-file: is a file; expected a folder" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 2 \
+  --out "$WORK/a-file"
 finish
