@@ -398,7 +398,7 @@ std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShap
 PolicySpec resolved_policy(const PolicySpec& spec, const StepShape& shape) {
   PolicyOptions options(spec);
   build(spec, shape, options);
-  return {spec.name, options.in_force()};
+  return {spec.name, options.in_force(), {}};
 }
 
 }  // namespace ddpsim
