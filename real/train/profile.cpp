@@ -68,8 +68,12 @@ std::string warmup_text(const ProfileOptions& p) {
 
 }  // namespace
 
+int Trainer::rank_batch_cap() const {
+  return opt_.b_max.empty() ? opt_.global_batch : std::min(opt_.global_batch, opt_.b_max[0]);
+}
+
 std::vector<int> Trainer::auto_profile_batches() const {
-  const int cap = opt_.b_max.empty() ? opt_.global_batch : std::min(opt_.global_batch, opt_.b_max[0]);
+  const int cap = rank_batch_cap();
   std::vector<int> batches;
   for (int b : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512})
     if (b <= cap) batches.push_back(b);
@@ -101,6 +105,11 @@ void Trainer::profile(ProfileOptions p) {
   if (opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures real devices: drop --emulate-ranks");
   if (p.reps < 1) throw ddpsim::UsageError("--profile-reps must be at least 1");
   if (p.batches.empty()) p.batches = auto_profile_batches();
+  for (int b : p.batches)  // a profiled step is one rank's batch
+    if (b > rank_batch_cap())
+      throw ddpsim::UsageError("--profile-batches: " + std::to_string(b) + " is more than a rank's batch can be (" +
+                               std::to_string(rank_batch_cap()) + ": --global-batch" +
+                               (opt_.b_max.empty() ? "" : " or --bmax") + ")");
   if (p.lengths.empty()) p.lengths = auto_profile_lengths(p.batches);
   // Several ranks time the grid together, each on its own cores, because that is how they
   // train: a core runs slower while its neighbours work (shared caches, memory bandwidth).

@@ -116,6 +116,8 @@ class Trainer {
   std::vector<int> probe_bmax();
   // A batch's mean cross-entropy: the forward in the run's precision, the loss in fp32.
   torch::Tensor mean_loss(const Batch& batch);
+  // A rank's largest batch: the global batch, or the per-rank cap when smaller.
+  int rank_batch_cap() const;
   std::vector<int> auto_profile_batches() const;
   std::vector<int> auto_profile_lengths(const std::vector<int>& batches) const;
   std::vector<ddpsim::RankStep> profile_communication(const ProfileOptions& options);
