@@ -88,7 +88,6 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
   const Fabric& fabric = config.fabric;
   const auto node = [&](int g) { return fabric.node.empty() ? 0 : fabric.node[static_cast<std::size_t>(g)]; };
   const auto leaf = [&](int g) { return fabric.nodes_per_leaf > 0 ? node(g) / fabric.nodes_per_leaf : 0; };
-  const bool inbound = shared && config.receiver_limit;
   std::vector<Channel> channels;
   for (std::size_t ch = 0; ch < (shared ? 1 : FLOW_CLASSES); ++ch)
     channels.push_back(build_channel(zone, config, gpus, shared ? "" : "." + flow_class_names()[ch]));
@@ -115,14 +114,14 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     if (node(src) == node(dst)) {
       route.emplace_back(links.out[s]);
       if (links.host) route.emplace_back(links.host);
-      if (inbound) route.emplace_back(links.in[d]);
+      if (!links.in.empty()) route.emplace_back(links.in[d]);  // the receiver limit
     } else {
       route.emplace_back(links.nic_out[s]);
       if (!links.leaf_up.empty() && leaf(src) != leaf(dst)) {
         route.emplace_back(links.leaf_up[static_cast<std::size_t>(leaf(src))]);
         route.emplace_back(links.leaf_down[static_cast<std::size_t>(leaf(dst))]);
       }
-      if (inbound) route.emplace_back(links.nic_in[d]);
+      if (!links.nic_in.empty()) route.emplace_back(links.nic_in[d]);
     }
     zone->add_route(endpoint_[s][static_cast<std::size_t>(c)]->get_netpoint(),
                     endpoint_[d][static_cast<std::size_t>(c)]->get_netpoint(), nullptr, nullptr, route, false);
