@@ -292,7 +292,7 @@ int sweep(const Args& args) {
   }
   const auto cells = collect_cells(grid, {out});
   print_digest(grid, cells);
-  write_results(out, grid, cells, false);
+  write_results(out, grid, cells, /*write_grid=*/false);  // published before the cells ran
   return 0;
 }
 

@@ -279,31 +279,39 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   return s;
 }
 
-// Keys a pipeline job has no use for are refused, not ignored; each message says what the
-// pipeline uses instead. Abstract mode takes its work in time units: no data, model, platform.
+// Keys a pipeline job has no use for, with what it uses instead: refused when given, left out
+// of the resolved config (so that --print-config is valid input again).
+struct UnusedKeys {
+  std::string section;  // "" for whole sections
+  std::vector<std::string> keys;
+  std::string instead;
+};
+
+std::vector<UnusedKeys> unused_by_pipeline(bool abstract) {
+  std::vector<UnusedKeys> unused = {
+      {"training", {"bucket_mb", "first_bucket_mb", "overlap"},
+       "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets"},
+      {"training", {"micro_batches"}, "its micro-batches per step are parallel.micro_batches"},
+      {"simulation", {"mode", "algorithm", "sched_ms"},
+       "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time"}};
+  if (abstract) {
+    const std::string in_units = "in abstract mode the work is given in time units (parallel.abstract)";
+    unused.push_back({"", {"data", "model", "platform", "policies"}, in_units});
+    unused.push_back({"training", {"global_batch", "max_length", "b_max", "attention"}, in_units});
+  }
+  return unused;
+}
+
 void refuse_unused_by_pipeline(const JsonFields& top, const pipeline::ParallelConfig& p, const std::string& origin) {
-  const auto given = [&](const char* section, const char* key) {
-    return top.has(section) && top.raw(section).is_object() && top.raw(section).contains(key);
-  };
-  const auto refuse = [&](const std::string& key, const std::string& instead) {
-    throw InputError(origin + ": " + key + " is not used by a pipeline job (parallel): " + instead);
-  };
-  for (const char* key : {"bucket_mb", "first_bucket_mb", "overlap"})
-    if (given("training", key))
-      refuse(std::string("training.") + key,
-             "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets");
-  if (given("training", "micro_batches"))
-    refuse("training.micro_batches", "its micro-batches per step are parallel.micro_batches");
-  for (const char* key : {"mode", "algorithm", "sched_ms"})
-    if (given("simulation", key))
-      refuse(std::string("simulation.") + key,
-             "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time");
-  if (!p.abstract_mode) return;
-  for (const char* section : {"data", "model", "platform"})
-    if (top.has(section)) refuse(section, "in abstract mode the work is given in time units (parallel.abstract)");
-  for (const char* key : {"global_batch", "max_length", "b_max", "attention"})
-    if (given("training", key))
-      refuse(std::string("training.") + key, "in abstract mode the work is given in time units (parallel.abstract)");
+  for (const UnusedKeys& unused : unused_by_pipeline(p.abstract_mode))
+    for (const std::string& key : unused.keys) {
+      const bool given = unused.section.empty() ? top.has(key)
+                                                : top.has(unused.section) && top.raw(unused.section).is_object() &&
+                                                      top.raw(unused.section).contains(key);
+      if (given)
+        throw InputError(origin + ": " + (unused.section.empty() ? "" : unused.section + ".") + key +
+                         " is not used by a pipeline job (parallel): " + unused.instead);
+    }
 }
 
 // A pipeline's links in the platform's shape (pipeline/network.hpp): a PCIe root complex, or
@@ -496,13 +504,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"stragglers", stragglers}};
   if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again
     c.resolved["parallel"] = c.parallel->to_json();
-    for (const char* key : {"bucket_mb", "first_bucket_mb", "overlap", "micro_batches"}) c.resolved["training"].erase(key);
-    for (const char* key : {"mode", "algorithm", "sched_ms"}) c.resolved["simulation"].erase(key);
-    if (abstract) {
-      for (const char* key : {"data", "policies", "model", "platform"}) c.resolved.erase(key);
-      for (const char* key : {"global_batch", "max_length", "b_max", "attention"}) c.resolved["training"].erase(key);
-      if (c.simulation.noise_sigma < 0) c.resolved["simulation"].erase("noise_sigma");
-    }
+    for (const UnusedKeys& unused : unused_by_pipeline(abstract))
+      for (const std::string& key : unused.keys)
+        (unused.section.empty() ? c.resolved : c.resolved[unused.section]).erase(key);
+    if (abstract && c.simulation.noise_sigma < 0) c.resolved["simulation"].erase("noise_sigma");
   }
   return c;
 }
