@@ -15,6 +15,9 @@ using namespace ddptrain;
 
 namespace {
 
+// A LibTorch taken from a PyTorch wheel (the GPU build) has no Gloo: these tests skip there.
+doctest::skip needs_gloo() { return doctest::skip(!gloo_available()); }
+
 // Runs body(rank, comm) on G threads with a Gloo group over one in-memory store; the body may
 // take the communicator over.
 void on_ranks(int G, const std::function<void(int, std::unique_ptr<Communicator>&)>& body) {
@@ -102,7 +105,7 @@ std::vector<torch::Tensor> single_process_gradient(const ddpsim::StepPlan& plan,
 
 }  // namespace
 
-TEST_CASE("the DDP gradient equals the single-process gradient of the global batch") {
+TEST_CASE("the DDP gradient equals the single-process gradient of the global batch" * needs_gloo()) {
   for (const char* policy : {"static", "minmax:buffer=8"}) {
     for (int G : {2, 3}) {
       CAPTURE(std::string(policy));
@@ -127,7 +130,7 @@ TEST_CASE("the DDP gradient equals the single-process gradient of the global bat
   }
 }
 
-TEST_CASE("with gradient accumulation too: unequal micro-batch counts and sizes give the same gradient") {
+TEST_CASE("with gradient accumulation too: unequal micro-batch counts and sizes give the same gradient" * needs_gloo()) {
   // minmax gives the ranks unequal batches; the micro-batch sizes below are unequal within and
   // across ranks, and rank 1 runs more of them. Real ranks (buckets reduced only after the last
   // micro-batch) and emulated ones must both give the single-process gradient of all samples.
@@ -160,7 +163,7 @@ TEST_CASE("with gradient accumulation too: unequal micro-batch counts and sizes 
   CHECK(relative_difference(gradients(single.model()), expected) <= 1e-5);
 }
 
-TEST_CASE("bucketed, overlapped allreduce gives the gradients of one flat allreduce") {
+TEST_CASE("bucketed, overlapped allreduce gives the gradients of one flat allreduce" * needs_gloo()) {
   const auto plan = plan_step("minmax:buffer=8", 3, 12, 0);
   on_ranks(3, [&](int r, std::unique_ptr<Communicator>& comm) {
     const Batch mine = collate(data(), plan.batches[static_cast<std::size_t>(r)], torch::kCPU);
@@ -188,7 +191,7 @@ TEST_CASE("bucketed, overlapped allreduce gives the gradients of one flat allred
   });
 }
 
-TEST_CASE("--emulate-ranks makes the same updates as real ranks") {
+TEST_CASE("--emulate-ranks makes the same updates as real ranks" * needs_gloo()) {
   TrainOptions o = tiny_options(600, 12, 3);
   o.dropout = 0;
   o.lr = 1e-3;
@@ -212,7 +215,7 @@ TEST_CASE("--emulate-ranks makes the same updates as real ranks") {
   });
 }
 
-TEST_CASE("ranks decide alone and a per-step check proves they agree") {
+TEST_CASE("ranks decide alone and a per-step check proves they agree" * needs_gloo()) {
   TrainOptions o = tiny_options(300, 8, 2);
   std::ostream quiet(nullptr);
   on_ranks(2, [&](int r, std::unique_ptr<Communicator>& comm) {

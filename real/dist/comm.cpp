@@ -6,6 +6,10 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if __has_include(<gloo/algorithm.h>)
+#define DDPTRAIN_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -60,11 +64,17 @@ int env_int(const char* name, int fallback) {
 
 std::unique_ptr<Communicator> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                         std::chrono::milliseconds timeout) {
+#ifndef DDPTRAIN_GLOO
+  (void)store, (void)rank, (void)size, (void)timeout;
+  throw std::runtime_error("backend \"gloo\" is not available: this LibTorch came without Gloo's headers (a "
+                           "PyTorch wheel's); use nccl");
+#else
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->timeout = timeout;
   options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
   return std::make_unique<GroupComm<c10d::ProcessGroupGloo>>(pg, "gloo", rank, size);
+#endif
 }
 
 }  // namespace
@@ -127,13 +137,15 @@ std::unique_ptr<Communicator> connect(const Launch& launch, const std::string& b
     return std::make_unique<GroupComm<c10d::ProcessGroupNCCL>>(pg, "nccl", launch.rank, launch.world_size);
   }
 #endif
-  throw std::runtime_error("backend \"" + backend + "\" is not available in this LibTorch build (gloo" +
-#ifdef USE_C10D_NCCL
-                           std::string(", nccl)")
+  throw std::runtime_error("backend \"nccl\" is not available in this LibTorch build (a CPU build): use gloo");
+}
+
+bool gloo_available() {
+#ifdef DDPTRAIN_GLOO
+  return true;
 #else
-                           std::string(" only: a CPU build)")
+  return false;
 #endif
-  );
 }
 
 std::unique_ptr<Communicator> connect_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {

@@ -1,6 +1,7 @@
 // The collectives ddptrain needs, over torch c10d: ProcessGroupNCCL on CUDA, ProcessGroupGloo
 // on CPU, behind one small interface so the trainer reads the same on LibTorch 1.13 (where
-// process groups are ProcessGroup subclasses) and 2.x (where they are Backends).
+// process groups are ProcessGroup subclasses) and 2.x (where they are Backends). PyTorch's
+// wheels ship no Gloo headers: a LibTorch taken from one has NCCL only.
 #pragma once
 
 #include <chrono>
@@ -9,13 +10,13 @@
 #include <vector>
 
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace ddptrain {
 
 // c10d's handle on an asynchronous collective (ProcessGroup::Work on 1.13, c10d::Work on 2.x).
-using WorkPtr = decltype(std::declval<c10d::ProcessGroupGloo&>().barrier());
+using WorkPtr = decltype(std::declval<c10d::ProcessGroup&>().barrier());
 
 class Communicator {
  public:
@@ -46,6 +47,8 @@ struct Launch {
 // every rank checks that all agree on the world size. A peer that does not show up within
 // `timeout` is a std::runtime_error saying which address was tried, never a hang.
 std::unique_ptr<Communicator> connect(const Launch& launch, const std::string& backend, std::chrono::seconds timeout);
+// Whether this LibTorch was built with Gloo and its headers were found.
+bool gloo_available();
 // Ranks inside one process sharing `store` (threads; tests and --emulate-ranks checks).
 std::unique_ptr<Communicator> connect_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
 

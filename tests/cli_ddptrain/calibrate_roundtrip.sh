@@ -4,6 +4,7 @@
 # prediction lands within loose bounds of the measurement (a broken model misses them by far).
 source "$(dirname "$0")/lib.sh"
 DDPSIM=$(dirname "$DDPTRAIN")/ddpsim
+[[ -x $DDPSIM ]] || { echo "skip: no ddpsim beside ddptrain (a trainer-only build)"; exit 77; }
 tiny=(--model tiny --max-length 64 --synthetic-lengths sst2 --synthetic-samples 2000 --threads 1)
 expect_ok "$DDPTRAIN" "${tiny[@]}" --profile --profile-batches 1,4,16 --profile-lengths 8,24,64 \
   --profile-warmup 1 --profile-reps 3 --out "$WORK/profile"
