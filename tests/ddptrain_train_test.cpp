@@ -117,7 +117,12 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   CHECK(resumed.steps_done() == 10);
   for (int s = 10; s < 20; ++s) resumed.step();
   const auto a = straight.model()->named_parameters(), b = resumed.model()->named_parameters();
-  for (const auto& p : a) CHECK_MESSAGE(torch::equal(p.value(), b[p.key()]), p.key());
+  // On CUDA, kernels that reduce with atomics (attention's backward) are not bitwise reproducible:
+  // there the parameters must agree within 1e-5, where another dropout stream moves them ~lr.
+  for (const auto& p : a)
+    CHECK_MESSAGE((p.value().is_cuda() ? torch::allclose(p.value(), b[p.key()], 0, 1e-5)
+                                       : torch::equal(p.value(), b[p.key()])),
+                  p.key());
   for (std::size_t i = 0; i < resumed.rows().size(); ++i)
     CHECK(resumed.rows()[i].real_tokens == straight.rows()[20 + i].real_tokens);
 

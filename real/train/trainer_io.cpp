@@ -1,7 +1,7 @@
 // The trainer's files: the trace and summary of design.md §3 (rank 0), and checkpoints that
-// resume the same sample stream (model, optimizer, step, every rank's RNG; the sampler, its
-// buffers and the policy's state are rebuilt by replaying the seeded decisions, which are
-// deterministic and cost microseconds a step).
+// resume the same sample stream (model, optimizer, step, every rank's dropout generator; the
+// sampler, its buffers and the policy's state are rebuilt by replaying the seeded decisions,
+// which are deterministic and cost microseconds a step).
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +12,10 @@
 #include "report/outputs.hpp"
 #include "train/step_timer.hpp"
 #include "train/trainer.hpp"
+
+#ifdef DDPTRAIN_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 
 namespace ddptrain {
 
@@ -44,14 +48,22 @@ void Trainer::write_outputs() {
 
 namespace {
 
-torch::Tensor rng_state() {
-  auto gen = at::detail::getDefaultCPUGenerator();
+// The generator dropout draws from: the device's (on CUDA, not the CPU's).
+at::Generator dropout_generator(const torch::Device& device) {
+#ifdef DDPTRAIN_CUDA
+  if (device.is_cuda()) return at::cuda::detail::getDefaultCUDAGenerator(device.index());
+#endif
+  return at::detail::getDefaultCPUGenerator();
+}
+
+torch::Tensor rng_state(const torch::Device& device) {
+  auto gen = dropout_generator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get_state();
 }
 
-void set_rng_state(const torch::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
+void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
+  auto gen = dropout_generator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
 }
@@ -70,7 +82,7 @@ std::string caps_text(const std::vector<std::int64_t>& caps) {
 
 void Trainer::save_checkpoint(const std::string& path) {
   // Every rank's dropout stream, so that a resumed run draws what the straight run drew.
-  torch::Tensor rng = rng_state().unsqueeze(0);
+  torch::Tensor rng = rng_state(device_).unsqueeze(0);
   if (comm_ && G_ > 1) rng = comm_->allgather(rng[0].to(device_)).cpu();
   if (rank_ != 0) return;
   torch::serialize::OutputArchive archive, model, optimizer;
@@ -170,7 +182,12 @@ void Trainer::load_checkpoint(const std::string& path) {
   optimizer_->load(optimizer);
   torch::Tensor rng;
   archive.read("rng", rng);
-  set_rng_state(rng[rank_]);
+  try {
+    set_rng_state(device_, rng[rank_]);
+  } catch (const c10::Error& e) {  // a CPU generator's state offered to CUDA's, or the reverse
+    throw ddpsim::InputError(path + ": its random state is not one of this device's generator (saved on a " +
+                             "different kind of device?): " + e.what_without_backtrace());
+  }
   const int target = static_cast<int>(scalar("step"));
   if (target >= opt_.steps)
     throw ddpsim::UsageError(path + ": saved at step " + std::to_string(target) + ", and --steps " +
