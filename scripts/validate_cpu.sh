@@ -101,6 +101,8 @@ if stage validate; then
       "$ddpsim" validate --measured "$out/$setting/$(name "$policy")/steps.csv" \
         --baseline "$out/$setting/static/steps.csv" --model "$model" "${platform[@]}" --out "$dir" >"$dir.txt"
       echo "-- $setting, $policy"
+      # Paths relative to the repository: the outputs do not depend on where it was cloned.
+      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
       sed -n '/^steady state/,/^$/p' "$dir.txt"
     done
   done

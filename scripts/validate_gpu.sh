@@ -5,7 +5,7 @@
 #                  files in $DEBS unpacked into $DEPS (docs: building on an offline GPU machine)
 #   test (GPU)     the unit tests, the trainer's on CUDA
 #   profile (GPU)  the layout, then ddptrain --profile of distilbert-base, fp32 and bf16
-#   calibrate      ddpsim calibrate of each profile -> models/$GPU-distilbert{,-bf16}.json
+#   calibrate      ddpsim calibrate of each profile -> models/$GPU-distilbert-measured{,-bf16}.json
 #   run (GPU)      training runs: the study's setting (B=48, K=64, 800 steps, 4 emulated ranks)
 #                  under every policy; B=256 at max_length 128; bf16; NCCL at world size 1;
 #                  --bmax probe
@@ -27,8 +27,8 @@ build=${BUILD:-build-gpu}
 deps=${DEPS:-/tmp/deps}
 debs=${DEBS:-.gpu-debs}
 models=${MODELS:-models}
-model_fp32=$models/$gpu-distilbert.json
-model_bf16=$models/$gpu-distilbert-bf16.json
+model_fp32=$models/$gpu-distilbert-measured.json
+model_bf16=$models/$gpu-distilbert-measured-bf16.json
 read -r -a stages <<<"${STAGES:-build test profile}"
 read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's parts
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
@@ -95,7 +95,7 @@ if stage calibrate; then
     model=$model_fp32 suffix=""
     [[ $p == bf16 ]] && model=$model_bf16 suffix=-bf16
     step "calibrate $p -> $model"
-    "$ddpsim" calibrate "$out/profile-$p/steps.csv" --base "$out/layout.json" --name "$gpu-distilbert$suffix" \
+    "$ddpsim" calibrate "$out/profile-$p/steps.csv" --base "$out/layout.json" --name "$gpu-distilbert-measured$suffix" \
       --gpu "$device, $p" --out "$model" --residuals "$out/residuals-$p.csv" | tee "$out/calibrate-$p.txt"
   done
 fi
@@ -162,6 +162,8 @@ if stage validate; then
       "$ddpsim" validate --measured "$run/steps.csv" --baseline "$out/$setting/static/steps.csv" \
         --model "$model" "${emulated_platform[@]}" --out "$dir" >"$dir.txt"
       echo "-- $setting, $(basename "$run")"
+      # Paths relative to the repository: the outputs do not depend on where it was cloned.
+      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
       sed -n '/^steady state/,/^$/p' "$dir.txt"
     done
   done
