@@ -49,7 +49,7 @@ step() { echo; echo "== $(date +%T) $*"; }
 mkdir -p "$out"
 
 cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-stage profile && "$ddptrain" "${common[@]}" --write-layout "$out/layout.json"
+stage profile && "$ddptrain" --model small --write-layout "$out/layout.json"
 if stage profile && wants emulated4; then
   step "1. profile (b): one process on one core; calibrate -> $model_b"
   taskset -c 0 "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --out "$out/profile-1core" | tail -2

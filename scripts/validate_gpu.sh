@@ -81,7 +81,7 @@ if stage profile; then
     c++ --version | head -1
     uname -r
   } >"$out/env.txt" 2>&1
-  "$ddptrain" "${common[@]}" --write-layout "$out/layout.json"
+  "$ddptrain" --model base --write-layout "$out/layout.json"
   for p in fp32 bf16; do
     step "profile $p: distilbert-base over the auto grid"
     "$ddptrain" "${common[@]}" --precision "$p" --profile --out "$out/profile-$p" | tail -3

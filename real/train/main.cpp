@@ -128,6 +128,32 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   require(in(o.log_every, 1, 1e9), "--log-every must be at least 1");
 }
 
+// An option the run would not read is a mistake the user should hear of, not a silent no-op.
+void refuse_unused(const po::variables_map& vm) {
+  const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
+  const auto refuse_beside = [&](const char* mode, const char* why, std::initializer_list<const char*> names) {
+    for (const char* name : names)
+      if (given(name)) throw ddpsim::UsageError(std::string("--") + name + " is not used with --" + mode + ": " + why);
+  };
+  if (given("write-layout"))
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted() && name != "write-layout" && name != "model" && name != "seed")
+        throw ddpsim::UsageError("--" + name + " is not used with --write-layout, which reads --model and --seed only");
+  if (given("profile"))
+    refuse_beside("profile", "it times fixed shapes instead of training",
+                  {"policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model", "micro-batches",
+                   "lr", "weight-decay", "warmup", "clip-norm"});
+  if (given("synthetic-lengths") && given("vocab"))
+    throw ddpsim::UsageError("--vocab tokenizes --data; --synthetic-lengths makes its own token ids");
+  if (given("synthetic-samples") && !given("synthetic-lengths") && !given("profile"))
+    throw ddpsim::UsageError("--synthetic-samples sizes the --synthetic-lengths dataset");
+  if (given("perf-model") && vm["policy"].as<std::string>().find("cost=model") == std::string::npos)
+    throw ddpsim::UsageError("--perf-model is read by minmax:cost=model only, and --policy is " +
+                             vm["policy"].as<std::string>());
+  if (given("ckpt-every") && vm["ckpt-every"].as<int>() > 0 && !given("out"))
+    throw ddpsim::UsageError("--ckpt-every writes checkpoints into --out: give --out DIR");
+}
+
 int run(int argc, char** argv) {
   ddptrain::TrainOptions o;
   std::string bmax, backend = "auto", precision = "fp32";
@@ -216,7 +242,12 @@ int run(int argc, char** argv) {
   po::options_description all;
   all.add(data).add(model).add(sched).add(optim).add(dist).add(out).add(profiling);
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, all), vm);
+  const auto parsed = po::command_line_parser(argc, argv).options(all).run();
+  for (const auto& option : parsed.options)  // Boost keeps stray words aside; they are mistakes here
+    if (option.position_key >= 0)
+      throw ddpsim::UsageError("unexpected argument \"" + option.value.front() +
+                               "\": ddptrain takes options only (see ddptrain --help)");
+  po::store(parsed, vm);
   if (vm.count("help")) {
     std::cout << USAGE << "\n" << all << "\n";
     return 0;
@@ -230,16 +261,9 @@ int run(int argc, char** argv) {
   o.seed = static_cast<std::uint64_t>(seed);
   if (o.model_size != "base" && o.model_size != "small" && o.model_size != "tiny")
     throw ddpsim::UsageError("--model is base, small or tiny, got \"" + o.model_size + "\"");
-  if (vm.count("write-layout")) {
-    // Nothing is read before the layout is written, so the output is checked against the input
-    // options by hand (AtomicFile refuses only inputs already read).
+  refuse_unused(vm);
+  if (vm.count("write-layout")) {  // refuse_unused left --model and --seed alone: no input to overwrite
     const std::string target = vm["write-layout"].as<std::string>();
-    for (const char* input : {"data", "vocab", "dev", "weights", "perf-model", "resume", "synthetic-lengths", "bmax"}) {
-      std::error_code ec;
-      if (vm.count(input) && std::filesystem::equivalent(target, vm[input].as<std::string>(), ec))
-        throw ddpsim::UsageError("--write-layout " + target + " is the --" + std::string(input) +
-                                 " input: write the layout to another file");
-    }
     ddptrain::DistilBertForSequenceClassification model(ddptrain::DistilBertConfig::named(o.model_size), o.seed);
     ddpsim::AtomicFile file(target);
     file.stream() << ddptrain::layout_model(model, o.model_size).dump(2) << "\n";

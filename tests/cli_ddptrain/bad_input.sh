@@ -51,11 +51,22 @@ expect_exit 2 "--profile-reps must be from 1 to 10000" "$DDPTRAIN" --synthetic-l
   --profile-reps 1000000000
 expect_exit 2 '--profile-batches "1,1": 1 is listed twice' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
   --profile-batches 1,1
-# --write-layout never replaces an input of the same command.
+# --write-layout reads --model and --seed only, so it never replaces an input of the command.
 cp "$WORK/vocab.txt" "$WORK/keep.txt"
-expect_exit 2 "--write-layout .*keep.txt is the --vocab input" "$DDPTRAIN" --model tiny --data "$WORK/bad.tsv" \
+expect_exit 2 "--data is not used with --write-layout, which reads --model and --seed only" "$DDPTRAIN" --model tiny --data "$WORK/bad.tsv" \
   --vocab "$WORK/keep.txt" --write-layout "$WORK/keep.txt"
 cmp -s "$WORK/vocab.txt" "$WORK/keep.txt" || fail "--write-layout replaced the vocabulary"
+# Options the run would not read.
+expect_exit 2 'unexpected argument "stray": ddptrain takes options only' "$DDPTRAIN" --synthetic-lengths sst2 stray
+expect_exit 2 "--vocab tokenizes --data; --synthetic-lengths makes its own token ids" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --vocab "$WORK/vocab.txt"
+expect_exit 2 "--synthetic-samples sizes the --synthetic-lengths dataset" "$DDPTRAIN" --data "$WORK/bad.tsv" \
+  --vocab "$WORK/vocab.txt" --synthetic-samples 10
+expect_exit 2 "--perf-model is read by minmax:cost=model only, and --policy is kk" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --policy kk --perf-model rtx3090-distilbert
+expect_exit 2 "--ckpt-every writes checkpoints into --out" "$DDPTRAIN" --synthetic-lengths sst2 --ckpt-every 5
+expect_exit 2 "--policy is not used with --profile: it times fixed shapes instead of training" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --profile --policy minmax
 expect_exit 2 '--model is base, small or tiny, got "huge"' "$DDPTRAIN" --synthetic-lengths sst2 --model huge
 expect_exit 2 "--profile-batches: 5000 is more than a rank's batch can be \(48: --global-batch\)" "$DDPTRAIN" \
   --synthetic-lengths sst2 --model tiny --profile --profile-batches 5000
