@@ -71,29 +71,52 @@ examples:
   ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv --model m.json --out val
 )";
 
-// The config of load_config() with --model in force; a model file is taken from the current
-// folder, not the config's.
-Config config_with_model(const po::variables_map& vm) {
-  // --model names the model; a second one in --set would be ignored.
+// The config of load_config() with --model in force (a model file is taken from the current
+// folder, not the config's) and the trace's world size, so that rank_speed and stragglers are
+// checked against its ranks. What the trace fixes itself (steps, batches, lengths, policies,
+// data) cannot be set: replay would ignore it.
+Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
+  const int G = trace.runs.front().G;
+  bool world_size_set = false;
   if (vm.count("set"))
     for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
       const std::string key = assignment.substr(0, assignment.find('='));
-      if (key == "model" || key.starts_with("model."))
-        throw UsageError("--set " + key + ": the performance model comes from --model");
+      const auto under = [&](const char* prefix) { return key == prefix || key.starts_with(std::string(prefix) + "."); };
+      if (under("model")) throw UsageError("--set " + key + ": the performance model comes from --model");
+      for (const char* fixed : {"training.steps", "training.global_batch", "training.max_length", "training.b_max",
+                                "policies", "data"})
+        if (under(fixed))
+          throw UsageError("--set " + key + ": replay and validate take the steps, batches and lengths from " +
+                           trace.path + ", so " + fixed + " would have no effect");
+      if (key == "training.world_size") world_size_set = true;
     }
+  int longest = 2;
+  for (const auto& run : trace.runs)
+    for (const auto& r : run.rows) longest = std::max(longest, r.max_len);
   const std::string model = vm["model"].as<std::string>();
-  return load_config(vm, [&](nlohmann::json& doc) {
+  Config config = load_config(vm, [&](nlohmann::json& doc) {
+    if (doc.contains("parallel"))
+      throw InputError((vm.count("config") ? vm["config"].as<std::string>() : std::string("the config")) +
+                       ": parallel: replay and validate simulate the DDP steps a trace recorded; a pipeline job "
+                       "runs with ddpsim run (leave the parallel section out here)");
     doc["model"] = is_builtin_model(model) ? model : std::filesystem::absolute(model).string();
+    doc["policies"] = nlohmann::json::array({"static"});  // valid for any G; the trace's plans are replayed
+    doc.erase("data");
+    if (doc.contains("training") && !doc["training"].is_object()) return;  // the parser names the error
+    auto& training = doc["training"];
+    training.erase("b_max");
+    if (!world_size_set) training["world_size"] = G;
+    const auto& ranks = training["world_size"];  // the check below names a --set that differs
+    training["global_batch"] = ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks : nlohmann::json(G);
+    training["max_length"] = longest;
   });
-}
-
-// Replay keeps the trace's ranks; a world size given on the command line must be theirs.
-void check_world_size(const po::variables_map& vm, const Config& config, const Trace& trace) {
-  if (!vm.count("set")) return;
-  for (const auto& assignment : vm["set"].as<std::vector<std::string>>())
-    if (assignment.starts_with("training.world_size=") && config.training.world_size != trace.runs.front().G)
-      throw InputError(trace.path + ": the trace has " + std::to_string(trace.runs.front().G) +
-                       " ranks, --set training.world_size says " + std::to_string(config.training.world_size));
+  if (config.training.world_size != G)
+    throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, --set training.world_size says " +
+                     std::to_string(config.training.world_size));
+  for (const char* key : {"global_batch", "steps", "max_length", "b_max"}) config.resolved["training"].erase(key);
+  config.resolved.erase("policies");
+  config.resolved.erase("data");
+  return config;
 }
 
 void add_replay_options(po::options_description& visible, po::options_description& hidden,
@@ -177,8 +200,7 @@ int replay(const Args& args) {
   if (!parse(args, REPLAY_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give the TRACE.csv to replay");
   const Trace trace = read_trace(vm["trace"].as<std::string>());
-  const Config config = config_with_model(vm);
-  check_world_size(vm, config, trace);
+  const Config config = config_for_trace(vm, trace);
   if (vm.count("out"))
     check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "steps.csv",
                    std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
@@ -224,8 +246,7 @@ int validate(const Args& args) {
                        "the baseline policy's own trace");
     baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
   }
-  const Config config = config_with_model(vm);
-  check_world_size(vm, config, measured);
+  const Config config = config_for_trace(vm, measured);
   const std::string warmup_text = vm["warmup"].as<std::string>();
   int warmup = AUTO_WARMUP;
   if (warmup_text != "auto") {

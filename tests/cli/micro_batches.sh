@@ -15,7 +15,7 @@ awk -F, '$3 == "static" { if ($17 != 3 || $18 != "6;5;5") bad++ }
          END { exit bad > 0 }' <(grep -v '^#' "$run/steps.csv" | tail -n +2) ||
   fail "micro-batch columns do not add up: $(grep -v '^#' "$run/steps.csv" | head -4)"
 grep -q '"mean_micro_batches": 3' "$run/summary.json" || fail "summary.json lacks mean_micro_batches 3"
-expect_ok "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert --set training.global_batch=64 \
+expect_ok "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert \
   --out "$WORK/replay"
 cmp <(grep -v '^#' "$run/steps.csv") <(grep -v '^#' "$WORK/replay/steps.csv") ||
   fail "replaying a micro-batched trace does not reproduce the run"

@@ -62,6 +62,18 @@ expect_ok "$DDPSIM" calibrate "$WORK/sim/steps.csv" --out "$WORK/new/folder/m.js
 expect_ok "$DDPSIM" run --steps 5 --policies minmax --set training.world_size=2 --set training.global_batch=8 --out "$WORK/g2"
 expect_exit 1 'steps.csv: 4 ranks, .*g2/steps.csv 2: a gain compares runs of one world size' "$DDPSIM" validate \
   --measured "$WORK/g2/steps.csv" --baseline "$WORK/sim/steps.csv" --model rtx3090-distilbert
+# --set is checked against the trace's ranks, and what the trace fixes cannot be set.
+expect_ok "$DDPSIM" replay "$WORK/g2/steps.csv" --model rtx3090-distilbert --set 'simulation.rank_speed=[1,2]'
+expect_exit 1 'rank_speed lists 4 ranks, world_size is 2' "$DDPSIM" replay "$WORK/g2/steps.csv" \
+  --model rtx3090-distilbert --set 'simulation.rank_speed=[1,2,1,1]'
+expect_exit 1 'stragglers.*rank 3' "$DDPSIM" validate --measured "$WORK/g2/steps.csv" --model rtx3090-distilbert \
+  --set 'simulation.stragglers=[{"rank": 3, "factor": 2, "from_step": 0, "to_step": 2}]'
+expect_exit 1 'g2/steps.csv: the trace has 2 ranks, --set training.world_size says 4' "$DDPSIM" replay \
+  "$WORK/g2/steps.csv" --model rtx3090-distilbert --set training.world_size=4
+for key in training.steps=3 training.global_batch=8 training.max_length=64 'policies=["kk"]' data.source=sst2; do
+  expect_exit 2 "--set ${key%%=*}: replay and validate take the steps, batches and lengths from .*, so .* would have no effect" \
+    "$DDPSIM" validate --measured "$WORK/g2/steps.csv" --model rtx3090-distilbert --set "$key"
+done
 [[ -z $(ls -A "$out") ]] || fail "output left behind: $(ls -A "$out")"
 for verb in calibrate replay validate; do
   expect_ok "$DDPSIM" "$verb" --help
