@@ -130,10 +130,26 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   shape_.b_max = opt_.b_max;
   shape_.micro_batches = opt_.micro_batches;
   shape_.seed = opt_.seed;
+  // The library's messages name the policy or file; the user typed an option.
+  const auto naming = [](const std::string& option, const auto& make) {
+    try {
+      return make();
+    } catch (const ddpsim::UsageError& e) {
+      throw ddpsim::UsageError(option + ": " + e.what());
+    } catch (const ddpsim::InputError& e) {
+      throw ddpsim::InputError(option + ": " + e.what());
+    }
+  };
   if (!opt_.perf_model.empty())
-    shape_.time_cost = std::make_shared<ddpsim::ModelTimeCost>(
-        std::make_shared<const ddpsim::PerfModel>(ddpsim::load_perf_model(opt_.perf_model)));
-  policy_ = ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_);
+    shape_.time_cost = naming("--perf-model", [&] {
+      return std::make_shared<ddpsim::ModelTimeCost>(
+          std::make_shared<const ddpsim::PerfModel>(ddpsim::load_perf_model(opt_.perf_model)));
+    });
+  else if (opt_.policy.find("cost=model") != std::string::npos)
+    throw ddpsim::UsageError("--policy " + opt_.policy +
+                             " balances predicted time: give --perf-model (a ddpsim model JSON or a built-in name)");
+  policy_ = naming("--policy " + opt_.policy,
+                   [&] { return ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_); });
   sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
   buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
   if (comm_ && G_ > 1) {

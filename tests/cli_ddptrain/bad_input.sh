@@ -67,6 +67,12 @@ expect_exit 2 "--perf-model is read by minmax:cost=model only, and --policy is k
 expect_exit 2 "--ckpt-every writes checkpoints into --out" "$DDPTRAIN" --synthetic-lengths sst2 --ckpt-every 5
 expect_exit 2 "--policy is not used with --profile: it times fixed shapes instead of training" "$DDPTRAIN" \
   --synthetic-lengths sst2 --profile --policy minmax
+# The library's errors name the option they came from.
+expect_exit 1 '--policy foo: unknown policy "foo"' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --policy foo
+expect_exit 1 "--perf-model: $WORK/nope.json: cannot open" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
+  --policy minmax:cost=model --perf-model "$WORK/nope.json"
+expect_exit 2 "--policy minmax:cost=model balances predicted time: give --perf-model" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --policy minmax:cost=model
 expect_exit 2 '--model is base, small or tiny, got "huge"' "$DDPTRAIN" --synthetic-lengths sst2 --model huge
 expect_exit 2 "--profile-batches: 5000 is more than a rank's batch can be \(48: --global-batch\)" "$DDPTRAIN" \
   --synthetic-lengths sst2 --model tiny --profile --profile-batches 5000
