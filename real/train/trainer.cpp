@@ -150,6 +150,12 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
                              " balances predicted time: give --perf-model (a ddpsim model JSON or a built-in name)");
   policy_ = naming("--policy " + opt_.policy,
                    [&] { return ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_); });
+  if (lengths_.size() < static_cast<std::size_t>(G_)) {
+    std::string source = opt_.synthetic_lengths.empty() ? "--data " : "--synthetic-samples";
+    source += opt_.synthetic_lengths.empty() ? opt_.data : std::string();
+    throw ddpsim::InputError(source + ": " + std::to_string(lengths_.size()) + " samples, fewer than the " +
+                             std::to_string(G_) + " ranks sharing them");
+  }
   sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
   buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
   if (comm_ && G_ > 1) {

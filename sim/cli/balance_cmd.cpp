@@ -56,7 +56,7 @@ int balance(const Args& args) {
 
   const StepShape shape = config.shape();
   const auto source = make_length_source(config.data, config.training.max_length);
-  const std::vector<int> dataset = source->dataset(config.training.seed);
+  const std::vector<int> dataset = config_dataset(config, *source);
 
   std::cout << "ddpsim balance: " << config.origin << "\n  data: " << source->describe() << "\n  G=" << shape.G
             << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length " << shape.max_length

@@ -204,7 +204,7 @@ int simulate_verb(const Args& args, bool compare) {
 
   const StepShape shape = config.shape();
   const auto source = make_length_source(config.data, config.training.max_length);
-  const std::vector<int> dataset = source->dataset(config.training.seed);
+  const std::vector<int> dataset = config_dataset(config, *source);
   const auto buckets = config_buckets(config);
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  data: " << source->describe()
             << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length "

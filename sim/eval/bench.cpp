@@ -86,8 +86,7 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
     progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) + " policies x " +
              std::to_string(steps) + " steps, " + c.mode + " mode");
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<int> dataset =
-        make_length_source(config.data, config.training.max_length)->dataset(config.training.seed);
+    const std::vector<int> dataset = config_dataset(config, *make_length_source(config.data, config.training.max_length));
     simulate_streamed(config, dataset, {0, 0}, {}, {});  // as `compare` runs it, summaries included
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double rank_steps = double(config.policies.size()) * steps * c.G;

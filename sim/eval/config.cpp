@@ -533,4 +533,13 @@ std::unique_ptr<LengthSource> make_length_source(const DataConfig& d, int max_le
   return lognormal_source(d.mean, d.std, d.min, d.max, d.samples, max_length);
 }
 
+std::vector<int> config_dataset(const Config& config, const LengthSource& source) {
+  std::vector<int> dataset = source.dataset(config.training.seed);
+  const int G = config.shape().G;
+  if (dataset.size() < static_cast<std::size_t>(G))
+    throw InputError(config.origin + ": data (" + source.describe() + "): " + std::to_string(dataset.size()) +
+                     " samples, fewer than the " + std::to_string(G) + " ranks sharing them");
+  return dataset;
+}
+
 }  // namespace ddpsim

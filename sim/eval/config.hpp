@@ -100,5 +100,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
 
 // The data section as a length source.
 std::unique_ptr<LengthSource> make_length_source(const DataConfig& data, int max_length);
+// The config's dataset drawn from `source`, refused (naming the source) when it holds fewer
+// samples than the ranks it is shared among.
+std::vector<int> config_dataset(const Config& config, const LengthSource& source);
 
 }  // namespace ddpsim

@@ -208,7 +208,7 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config, std::pair<i
   const pipeline::Partition first = stage_partition(config);
   const pipeline::PartitionProblem problem = partition_problem(config);
   const auto source = make_length_source(config.data, config.training.max_length);
-  const std::vector<int> dataset = source->dataset(config.training.seed);
+  const std::vector<int> dataset = config_dataset(config, *source);
   // The policies split each step's samples over the D groups, each group's into M micro-batches.
   const StepShape shape = config.shape();
   std::vector<PipelineFigures> columns;

@@ -155,7 +155,7 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
                                                     std::to_string(config.training.seed);
         if (!abstract && !datasets.count(key)) {
           if (datasets.size() >= 16) datasets.clear();  // a swept seed: keep memory bounded
-          datasets[key] = make_length_source(config.data, config.training.max_length)->dataset(config.training.seed);
+          datasets[key] = config_dataset(config, *make_length_source(config.data, config.training.max_length));
         }
         int fds[2];
         if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));

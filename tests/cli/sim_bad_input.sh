@@ -11,6 +11,11 @@ run_bad 1 'pcie-4x-rtx3090.xml: no host "gpu9" for rank 2 \(platform.hosts\[2\]\
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\",\"gpu9\",\"gpu3\"]}"
 run_bad 1 "platform: hosts maps 2 ranks, world_size is 4" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\"]}"
+# A dataset smaller than the ranks sharing it is named with its source.
+printf 'sentence\tlabel\ngood film\t1\n' >"$WORK/one.tsv"
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nfilm\n' >"$WORK/vocab.txt"
+run_bad 1 "data \(GLUE TSV .*one.tsv: 1 sentences\): 1 samples, fewer than the 4 ranks sharing them" "$DDPSIM" run \
+  --set data.source=tsv --set "data.path=$WORK/one.tsv" --set "data.vocab=$WORK/vocab.txt"
 # Platforms SimGrid aborts on are loaded in a child first: its reason, the file, exit 1.
 H='<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1">\n'
 hosts='<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidth="1GBps" latency="1us"/>\n'

@@ -67,6 +67,8 @@ expect_exit 2 "--perf-model is read by minmax:cost=model only, and --policy is k
 expect_exit 2 "--ckpt-every writes checkpoints into --out" "$DDPTRAIN" --synthetic-lengths sst2 --ckpt-every 5
 expect_exit 2 "--policy is not used with --profile: it times fixed shapes instead of training" "$DDPTRAIN" \
   --synthetic-lengths sst2 --profile --policy minmax
+expect_exit 1 "--synthetic-samples: 1 samples, fewer than the 2 ranks sharing them" "$DDPTRAIN" --model tiny \
+  --synthetic-lengths sst2 --synthetic-samples 1 --emulate-ranks 2 --global-batch 2
 # The library's errors name the option they came from.
 expect_exit 1 '--policy foo: unknown policy "foo"' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --policy foo
 expect_exit 1 "--perf-model: $WORK/nope.json: cannot open" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
