@@ -50,7 +50,8 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   if (vm.count("steps")) {
     const int steps = vm["steps"].as<int>();
     if (steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(steps));
-    if (const std::string why = set_by_path(doc, "training.steps", steps); !why.empty())
+    const bool training_broken = doc.contains("training") && !doc["training"].is_object();  // parse names it
+    if (const std::string why = training_broken ? "" : set_by_path(doc, "training.steps", steps); !why.empty())
       throw UsageError("--steps " + std::to_string(steps) + ": cannot set training.steps: " + why);
     changes += (changes.empty() ? "--steps " : ", --steps ") + std::to_string(steps);
   }

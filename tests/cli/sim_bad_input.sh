@@ -11,6 +11,8 @@ run_bad 1 'pcie-4x-rtx3090.xml: no host "gpu9" for rank 2 \(platform.hosts\[2\]\
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\",\"gpu9\",\"gpu3\"]}"
 run_bad 1 "platform: hosts maps 2 ranks, world_size is 4" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":[\"gpu0\",\"gpu1\"]}"
+# A --set that breaks a section is named, not the --steps that lands in it.
+run_bad 1 "with --set training=1, --steps 3: training: expected a JSON object, got number" "$DDPSIM" run --set training=1
 # A dataset smaller than the ranks sharing it is named with its source.
 printf 'sentence\tlabel\ngood film\t1\n' >"$WORK/one.tsv"
 printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nfilm\n' >"$WORK/vocab.txt"
