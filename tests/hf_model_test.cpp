@@ -123,4 +123,7 @@ TEST_CASE("bad specs name the file and what is missing") {
   llama["num_hidden_layers"] = 32;
   llama["num_attention_heads"] = -4;
   fails(llama, spec, "key \"num_attention_heads\" must be from 1 to 100000000");
+  llama["num_attention_heads"] = 32;
+  llama["num_hidden_layers"] = 1.5;
+  fails(llama, spec, "key \"num_hidden_layers\" is 1.5: expected an integer from 1 to 100000000");
 }

@@ -35,6 +35,8 @@ class HfFields {
 
  private:
   long long positive(const char* key) const {
+    if (config_[key].is_number_float())  // else convert() states the whole int64 range
+      throw InputError(where(key) + " is " + config_[key].dump() + ": expected an integer from 1 to 100000000");
     const auto v = convert<long long>(config_[key], where(key));
     // Bounded so that products of two fields stay far below 2^63.
     if (v < 1 || v > 100'000'000) throw InputError(where(key) + " must be from 1 to 100000000");

@@ -88,12 +88,15 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.forward = parse_phase(f.raw("forward_ms"), origin + ": forward_ms");
   m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
-  m.comm_slowdown = non_negative(f, "comm_slowdown", 1);
-  if (m.comm_slowdown < 1 || m.comm_slowdown > 100)
-    throw InputError(origin + ": comm_slowdown must be in [1, 100] (1: compute is not slowed by communication)");
-  m.allreduce_slowdown = non_negative(f, "allreduce_slowdown", 1);
-  if (m.allreduce_slowdown < 1 || m.allreduce_slowdown > 100)
-    throw InputError(origin + ": allreduce_slowdown must be in [1, 100] (1: communication is not slowed by compute)");
+  // Slow-down factors: one message for every value out of [1, 100], negative or not.
+  const auto slowdown = [&](const char* key, const char* meaning) {
+    const double v = f.get<double>(key, 1);
+    if (!(v >= 1 && v <= 100))
+      throw InputError(origin + ": " + key + " must be in [1, 100] (1: " + meaning + "), got " + nlohmann::json(v).dump());
+    return v;
+  };
+  m.comm_slowdown = slowdown("comm_slowdown", "compute is not slowed by communication");
+  m.allreduce_slowdown = slowdown("allreduce_slowdown", "communication is not slowed by compute");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
