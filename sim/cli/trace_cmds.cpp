@@ -161,6 +161,15 @@ int calibrate(const Args& args) {
       throw InputError(path + ": the header lacks column \"" + std::string(has("fwd_ms") ? "bwd_ms" : "fwd_ms") +
                        "\" (calibrate fits fwd_ms and bwd_ms, or allreduce_bytes and allreduce_ms)");
   }
+  // The default base is distilbert-base's layout; a trace of another ddptrain size needs its own.
+  if (vm["base"].defaulted())
+    for (const auto& trace : traces)
+      if (const auto size = trace.metadata.find("model");
+          size != trace.metadata.end() && trace.metadata.count("tool") && trace.metadata.at("tool") == "ddptrain" &&
+          size->second != "base")
+        throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second +
+                         ", and --base defaults to distilbert-base's layout: give --base LAYOUT.json from ddptrain "
+                         "--model " + size->second + " --write-layout LAYOUT.json");
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
   CalibrationOptions options;
   options.form = vm["form"].as<std::string>();

@@ -20,8 +20,11 @@ grep -q ',allreduce_bytes,allreduce_ms,concurrent_allreduce_bytes$' "$WORK/allre
   fail "the allreduce profile lacks its columns"
 [[ $(nproc) -lt 2 ]] || grep -q '^# cpus=[0-9]* (pinned)$' "$WORK/allreduce/steps.csv" || fail "two ranks of one thread are not pinned"
 
+expect_exit 2 "profiled with ddptrain --model tiny, and --base defaults to distilbert-base's layout" "$DDPSIM" \
+  calibrate "$WORK/profile/steps.csv" --out "$WORK/model.json"
+expect_ok "$DDPTRAIN" --model tiny --write-layout "$WORK/layout.json"
 expect_ok "$DDPSIM" calibrate "$WORK/profile/steps.csv" "$WORK/allreduce/steps.csv" --gpu "CPU (tiny)" \
-  --out "$WORK/model.json" --residuals "$WORK/residuals.csv"
+  --base "$WORK/layout.json" --out "$WORK/model.json" --residuals "$WORK/residuals.csv"
 cp "$WORK/out" "$WORK/calibrate.txt"
 grep -q "held-out MAPE" "$WORK/out" || fail "calibrate printed no fit report"
 grep -q "interference: backward runs" "$WORK/out" || fail "calibrate did not fit the interference"
