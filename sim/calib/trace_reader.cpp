@@ -320,8 +320,11 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       throw InputError(path + ": metadata " + said->first + "=" + said->second + ", but policy " + run.label +
                        " has ranks 0 to " + std::to_string(G - 1) + " only");
     }
-    if (run.rows.size() % static_cast<std::size_t>(G) != 0)
-      throw InputError(path + ": policy " + run.label + ": steps do not all have " + std::to_string(G) + " ranks");
+    if (run.rows.size() % static_cast<std::size_t>(G) != 0) {
+      const auto& [rank, line] = top_rank[run.label];
+      throw InputError(path + ":" + std::to_string(line) + ": rank " + std::to_string(rank) + ", but policy " +
+                       run.label + "'s steps do not all have " + std::to_string(G) + " ranks");
+    }
     for (std::size_t i = 0; i < run.rows.size(); ++i)
       if (run.rows[i].rank != static_cast<int>(i % static_cast<std::size_t>(G)))
         throw InputError(path + ": policy " + run.label + ": step " + std::to_string(run.rows[i].step) +

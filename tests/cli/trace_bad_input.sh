@@ -62,6 +62,9 @@ expect_ok "$DDPSIM" calibrate "$WORK/sim/steps.csv" --out "$WORK/new/folder/m.js
 expect_ok "$DDPSIM" run --steps 5 --policies minmax --set training.world_size=2 --set training.global_batch=8 --out "$WORK/g2"
 expect_exit 1 'steps.csv: 4 ranks, .*g2/steps.csv 2: a gain compares runs of one world size' "$DDPSIM" validate \
   --measured "$WORK/g2/steps.csv" --baseline "$WORK/sim/steps.csv" --model rtx3090-distilbert
+printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1,2\n2,3,4,9,1,2\n' >"$WORK/gap.csv"
+expect_exit 1 "gap.csv:4: rank 3, but policy .*'s steps do not all have 4 ranks" "$DDPSIM" calibrate "$WORK/gap.csv" \
+  --out "$out/m.json"
 # --set is checked against the trace's ranks, and what the trace fixes cannot be set.
 expect_ok "$DDPSIM" replay "$WORK/g2/steps.csv" --model rtx3090-distilbert --set 'simulation.rank_speed=[1,2]'
 expect_exit 1 'rank_speed lists 4 ranks, world_size is 2' "$DDPSIM" replay "$WORK/g2/steps.csv" \
