@@ -133,6 +133,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
     names += (names.empty() ? "" : ", ") + t.path;
     for (const auto& run : t.runs)
       for (const RankStep& r : run.rows) {
+        c.half_timed_rows += std::isnan(r.fwd_ms) != std::isnan(r.bwd_ms);
         // A step of several micro-batches times several shapes at once: no point of the fit.
         if (std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms) || r.batch_size < 1 || !r.micro.empty()) continue;
         (run.packed ? packed_trace : padded_trace) = t.path;
@@ -350,6 +351,10 @@ std::string fit_report(const Calibration& c) {
   std::snprintf(line, sizeof line, "fit over %d distinct %s points (one median each, relative error)\n",
                 c.distinct_points, c.packed ? "(Σs, Σs²)" : "(b, L)");
   out += line;
+  if (c.half_timed_rows > 0) {
+    std::snprintf(line, sizeof line, "  left out %ld row(s) with only one of fwd_ms and bwd_ms\n", c.half_timed_rows);
+    out += line;
+  }
   phase("forward", c.forward);
   phase("backward", c.backward);
   std::snprintf(line, sizeof line, "  optimizer %.4g ms (mean)\n", c.optimizer_ms);

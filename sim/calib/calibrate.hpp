@@ -37,6 +37,7 @@ struct CalibrationOptions {
 
 struct Calibration {
   PhaseFit forward, backward;
+  long half_timed_rows = 0;  // rows with fwd_ms or bwd_ms but not both: left out, and said so
   double optimizer_ms = 0;
   double noise_sigma = 0;
   bool noise_from_repetitions = false;  // else from the residuals of the forms in use

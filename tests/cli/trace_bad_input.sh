@@ -65,6 +65,11 @@ expect_exit 1 'steps.csv: 4 ranks, .*g2/steps.csv 2: a gain compares runs of one
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,4,9,1,2\n1,0,4,9,1,2\n2,3,4,9,1,2\n' >"$WORK/gap.csv"
 expect_exit 1 "gap.csv:4: rank 3, but policy .*'s steps do not all have 4 ranks" "$DDPSIM" calibrate "$WORK/gap.csv" \
   --out "$out/m.json"
+# A row timed in one phase only is left out of the fit, and the report says so.
+printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,2,8,1,2\n1,0,4,8,2,4\n2,0,2,32,3,6\n3,0,8,16,4,8\n4,0,4,64,,9\n' \
+  >"$WORK/half.csv"
+expect_ok "$DDPSIM" calibrate "$WORK/half.csv" --out "$WORK/half.json"
+grep -q "left out 1 row(s) with only one of fwd_ms and bwd_ms" "$WORK/out" || fail "calibrate did not say it left a row out"
 # --set is checked against the trace's ranks, and what the trace fixes cannot be set.
 expect_ok "$DDPSIM" replay "$WORK/g2/steps.csv" --model rtx3090-distilbert --set 'simulation.rank_speed=[1,2]'
 expect_exit 1 'rank_speed lists 4 ranks, world_size is 2' "$DDPSIM" replay "$WORK/g2/steps.csv" \
