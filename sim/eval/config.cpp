@@ -389,6 +389,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   }
   top.reject_unknown();
   if (c.parallel) refuse_unused_by_pipeline(top, *c.parallel, origin);
+  if (c.platform.topology == "xml" && c.simulation.algorithm != "hierarchical" && doc.contains("platform") &&
+      doc["platform"].is_object() && doc["platform"].contains("gpus_per_node"))
+    throw InputError(origin + ": platform.gpus_per_node groups an xml platform's ranks into nodes for "
+                              "simulation.algorithm \"hierarchical\"; the " + c.simulation.algorithm +
+                     " algorithm does not use it (leave it out)");
   if (c.platform.topology == "xml" && !c.parallel)
     check_platform_file(
         c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
