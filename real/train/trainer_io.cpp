@@ -185,8 +185,8 @@ void Trainer::load_checkpoint(const std::string& path) {
   try {
     set_rng_state(device_, rng[rank_]);
   } catch (const c10::Error& e) {  // a CPU generator's state offered to CUDA's, or the reverse
-    throw ddpsim::InputError(path + ": its random state is not one of this device's generator (saved on a " +
-                             "different kind of device?): " + e.what_without_backtrace());
+    throw ddpsim::InputError(path + ": its dropout generator state does not fit this device's generator (saved "
+                             "on another kind of device?): " + e.what_without_backtrace());
   }
   const int target = static_cast<int>(scalar("step"));
   if (target >= opt_.steps)
