@@ -49,7 +49,7 @@ void Trainer::write_outputs() {
 namespace {
 
 // The generator dropout draws from: the device's (on CUDA, not the CPU's).
-at::Generator dropout_generator(const torch::Device& device) {
+at::Generator dropout_generator([[maybe_unused]] const torch::Device& device) {
 #ifdef DDPTRAIN_CUDA
   if (device.is_cuda()) return at::cuda::detail::getDefaultCUDAGenerator(device.index());
 #endif
