@@ -2,7 +2,8 @@
 # The GPU validation campaign (README: "Validation on GPU"). Stages, in order; the ones marked
 # (GPU) run on the GPU machine, the others where ddpsim is built (SimGrid):
 #   build (GPU)    ddptrain and its tests against the machine's PyTorch LibTorch, deps from .deb
-#                  files in $DEBS unpacked into $DEPS (docs: building on an offline GPU machine)
+#                  files in $DEBS unpacked into $DEPS (README: "Building ddptrain against a CUDA
+#                  LibTorch")
 #   test (GPU)     the unit tests, the trainer's on CUDA
 #   profile (GPU)  the layout, then ddptrain --profile of distilbert-base, fp32 and bf16
 #   calibrate      ddpsim calibrate of each profile -> models/$GPU-distilbert-measured{,-bf16}.json
@@ -14,9 +15,14 @@
 #   validate       ddpsim validate of each run against its model, static as the baseline
 #
 #   STAGES="build test profile" scripts/validate_gpu.sh     # on the GPU machine
-#   STAGES=calibrate scripts/validate_gpu.sh                 # here
+#   STAGES=calibrate scripts/validate_gpu.sh                 # where ddpsim is built
 #   STAGES="build run peer" scripts/validate_gpu.sh          # on the GPU machine
-#   STAGES=validate scripts/validate_gpu.sh                  # here
+#   STAGES=validate scripts/validate_gpu.sh                  # where ddpsim is built
+#
+# How much: STEPS (800 a run), RUNS (the run stage's parts: policies bf16 large nccl probe),
+# LARGE_STEPS (STEPS/2), PEER (fp32 bf16); where: SHARED (../shared/data), TRACES
+# (traces/$GPU, GPU=h100), BUILD (build-gpu). The committed campaign ran STEPS=500 for the
+# policies, 800 for bf16 and LARGE_STEPS=200, within 30 minutes of GPU time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
