@@ -88,6 +88,49 @@ InputError wrong_type(const nlohmann::json& value, const std::string& what, cons
   return InputError(what + " is " + got + ": expected " + expected);
 }
 
+FileKind ddpsim_file_kind(const nlohmann::json& doc) {
+  if (!doc.is_object()) return FileKind::unknown;
+  const auto has = [&](const char* key) { return doc.contains(key); };
+  if (doc.value("format", nlohmann::json()) == "ddpsim-sweep/1") return FileKind::sweep_grid;
+  if (has("axes") || has("zip")) return FileKind::sweep_file;
+  if (has("config") && has("policies") && doc["policies"].is_object()) return FileKind::summary;
+  if (has("measured") && has("model") && has("policies")) return FileKind::validation;
+  if (has("forward_ms") || has("backward_ms") || has("hf_config")) return FileKind::perf_model;
+  for (const char* key : {"training", "data", "platform", "simulation", "parallel"})
+    if (has(key)) return FileKind::config;
+  return FileKind::unknown;
+}
+
+void refuse_other_kind(const nlohmann::json& doc, const std::string& path, FileKind expected) {
+  const FileKind kind = ddpsim_file_kind(doc);
+  if (kind == FileKind::unknown || kind == expected) return;
+  const auto name = [](FileKind k) -> std::string {
+    switch (k) {
+      case FileKind::config: return "a config";
+      case FileKind::sweep_file: return "a sweep file";
+      case FileKind::sweep_grid: return "the grid record a sweep writes into its output folder";
+      case FileKind::summary: return "a run's summary.json";
+      case FileKind::validation: return "a validation report";
+      case FileKind::perf_model: return "a performance model";
+      case FileKind::unknown: break;
+    }
+    return "a JSON file";
+  };
+  const auto use = [](FileKind k) -> std::string {
+    switch (k) {
+      case FileKind::config: return "`ddpsim run` runs it, and a sweep names it as its \"base\"";
+      case FileKind::sweep_file: return "`ddpsim sweep` runs it";
+      case FileKind::sweep_grid: return "it lists the cells of a sweep by hash; the sweep file that made it names their base config";
+      case FileKind::summary: return "its \"config\" key holds the config that run resolved";
+      case FileKind::validation: return "`ddpsim validate` wrote it";
+      case FileKind::perf_model: return "a config names it as its \"model\"";
+      case FileKind::unknown: break;
+    }
+    return "";
+  };
+  throw InputError(path + " is " + name(kind) + ", not " + name(expected) + ": " + use(kind));
+}
+
 std::string closest_key(std::string_view key, const std::set<std::string, std::less<>>& known) {
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;

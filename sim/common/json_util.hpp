@@ -23,6 +23,15 @@ nlohmann::json read_json_file(const std::string& path);
 // Parses JSON text; `origin` names it in errors.
 nlohmann::json parse_json(std::string_view text, const std::string& origin);
 
+// One of ddpsim's JSON files, recognised by its keys: a file given where another was expected
+// (a summary.json as a config, sweep.json as a sweep file) is then named as what it is.
+enum class FileKind { unknown, config, sweep_file, sweep_grid, summary, validation, perf_model };
+FileKind ddpsim_file_kind(const nlohmann::json& doc);
+
+// Throws "PATH is a KIND, not EXPECTED: what to do with it" when `doc` is recognisably another
+// of ddpsim's files than `expected`; an unrecognised document is left to the reader's own checks.
+void refuse_other_kind(const nlohmann::json& doc, const std::string& path, FileKind expected);
+
 // The known key closest to `key` by edit distance, or "" when none is close.
 std::string closest_key(std::string_view key, const std::set<std::string, std::less<>>& known);
 

@@ -57,6 +57,7 @@ nlohmann::json read_config_json(const std::string& path) {
   nlohmann::json doc = read_json_file(path);
   // Before any --set or --steps lands in it, so that they are not blamed for the file's shape.
   if (!doc.is_object()) throw InputError(path + ": expected a JSON object, got " + std::string(doc.type_name()));
+  refuse_other_kind(doc, path, FileKind::config);
   return doc;
 }
 

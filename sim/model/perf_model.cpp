@@ -152,6 +152,7 @@ PerfModel load_perf_model(const std::string& name_or_path) {
     throw InputError("model \"" + name_or_path +
                      "\": not a built-in model (rtx3090-distilbert, h100-distilbert) nor a .json file path");
   const nlohmann::json doc = read_json_file(name_or_path);
+  refuse_other_kind(doc, name_or_path, FileKind::perf_model);
   if (doc.is_object() && doc.contains("hf_config")) return derive_perf_model(doc, name_or_path);
   return parse_perf_model(doc, name_or_path);
 }

@@ -76,6 +76,7 @@ SweepSpec read_sweep(const std::string& path) {
   if (!doc.is_object())
     throw InputError(path + ": expected a JSON object with base, set, axes, zip and policies, got " +
                      std::string(doc.type_name()));
+  refuse_other_kind(doc, path, FileKind::sweep_file);
   JsonFields f(doc, path);
   SweepSpec s;
   s.origin = path;

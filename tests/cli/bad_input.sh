@@ -29,4 +29,11 @@ for input in /dev/zero "$WORK/fifo" "$WORK"; do
   run_bad 1 "$input: cannot open JSON file: (not a regular file|it is a directory)" "$DDPSIM" run "$input"
 done
 no_output "lengths with an empty vocab"
+# Another of ddpsim's files given as the config is named as what it is.
+expect_ok "$DDPSIM" run --set training.steps=3 --out "$WORK/run"
+run_bad 1 'run/summary.json is a run.s summary.json, not a config: its "config" key' "$DDPSIM" run "$WORK/run/summary.json"
+printf '{"axes": {"training.steps": [3, 4]}}' >"$WORK/sweep.json"
+run_bad 1 'sweep.json is a sweep file, not a config: `ddpsim sweep` runs it' "$DDPSIM" run "$WORK/sweep.json"
+run_bad 1 'is a performance model, not a config: a config names it as its "model"' \
+  "$DDPSIM" run "$(dirname "$0")/../../models/cpu-distilbert-small-1core.json"
 finish

@@ -67,6 +67,14 @@ no_output "merge of different sweeps"
 expect_exit 1 '1 of 2 cells are in none of .*a1: cell 1 \(training.world_size=4\) \(run the missing shards' \
   "$DDPSIM" sweep --merge "$WORK/a1" --out "$out"
 no_output "merge with a missing cell"
+# A sweep's own record, or a config, given as the sweep file or its base is named as what it is.
+expect_exit 1 'a1/sweep.json is the grid record a sweep writes into its output folder, not a sweep file' \
+  "$DDPSIM" sweep "$WORK/a1/sweep.json" --out "$out"
+bad 1 's.json: key "base": .*a1/sweep.json is the grid record a sweep writes .*, not a config' \
+  "{\"base\": \"$WORK/a1/sweep.json\", \"axes\": {\"training.steps\": [5]}}"
+printf '{"training": {"steps": 5}}' >"$WORK/config.json"
+expect_exit 1 'config.json is a config, not a sweep file: `ddpsim run` runs it' "$DDPSIM" sweep "$WORK/config.json" --out "$out"
+no_output "a file of another kind"
 expect_exit 1 'nowhere: not a folder' "$DDPSIM" sweep --merge "$WORK/nowhere" --out "$out"
 mkdir -p "$WORK/empty"
 expect_exit 1 'empty: no sweep.json' "$DDPSIM" sweep --merge "$WORK/empty" --out "$out"
