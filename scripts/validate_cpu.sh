@@ -11,7 +11,7 @@
 #   scripts/validate_cpu.sh                      # ~30 minutes on a 2-core machine
 #   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" scripts/validate_cpu.sh  # a quick look
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
-#   STAGES=validate scripts/validate_cpu.sh      # only step 4, from the committed traces and models
+#   STAGES="calibrate validate" scripts/validate_cpu.sh  # refit the committed profiles, validate the committed runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
@@ -24,11 +24,11 @@ model_b=$models/cpu-distilbert-small-1core.json
 read -r -a profile_opts <<<"${PROFILE_OPTS:-}"
 policies=(static minmax:cost=tokens minmax:cost=model kk sorted token_budget)
 read -r -a settings <<<"${SETTINGS:-2ranks emulated4}"
-read -r -a stages <<<"${STAGES:-profile run validate}"
+read -r -a stages <<<"${STAGES:-profile calibrate run validate}"
 wants() { [[ " ${settings[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${settings[@]}"; do [[ $s == 2ranks || $s == emulated4 ]] || { echo "validate_cpu: SETTINGS: unknown setting '$s' (2ranks, emulated4)" >&2; exit 2; }; done
-for s in "${stages[@]}"; do [[ $s =~ ^(profile|run|validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, run, validate)" >&2; exit 2; }; done
+for s in "${stages[@]}"; do [[ $s =~ ^(profile|calibrate|run|validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, calibrate, run, validate)" >&2; exit 2; }; done
 # A number from a model file: the value after "KEY": (the key's own letters stay out of it).
 model_value() { sed -n "s/.*\"$2\": *\([-+0-9.eE]*\).*/\1/p" "$1" | head -1; }
 
@@ -51,15 +51,21 @@ mkdir -p "$out"
 cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 stage profile && "$ddptrain" --model small --write-layout "$out/layout.json"
 if stage profile && wants emulated4; then
-  step "1. profile (b): one process on one core; calibrate -> $model_b"
+  step "1. profile (b): one process on one core"
   taskset -c 0 "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --out "$out/profile-1core" | tail -2
+fi
+if stage profile && wants 2ranks; then
+  step "1. profile (a): two pinned ranks at once, then their allreduce and interference"
+  "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --nproc-per-node 2 --out "$out/profile-2ranks" |
+    grep -v '^weights' | tail -12
+fi
+if stage calibrate && wants emulated4; then
+  step "2. calibrate (b) -> $model_b"
   "$ddpsim" calibrate "$out/profile-1core/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-1core \
     --gpu "$cpu, one core" --out "$model_b" --residuals "$out/residuals-1core.csv" | tee "$out/calibrate-1core.txt"
 fi
-if stage profile && wants 2ranks; then
-  step "2. profile (a): two pinned ranks at once, then their allreduce and interference; calibrate -> $model_a"
-  "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --nproc-per-node 2 --out "$out/profile-2ranks" |
-    grep -v '^weights' | tail -12
+if stage calibrate && wants 2ranks; then
+  step "2. calibrate (a) -> $model_a"
   "$ddpsim" calibrate "$out/profile-2ranks/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-2ranks \
     --gpu "$cpu, two ranks of one core each" --out "$model_a" --residuals "$out/residuals-2ranks.csv" |
     tee "$out/calibrate-2ranks.txt"

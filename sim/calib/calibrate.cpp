@@ -191,7 +191,9 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   // A form's residuals also hold its lack of fit, which is the same at every step of a shape:
   // read as noise, it inflates the maximum over ranks of every simulated step. Only traces
   // without repeated shapes fall back to the residuals. Then both phases are scaled so that a
-  // shape's mean time (what the simulator's mean-one noise reproduces) matches, not its median.
+  // shape's mean time (what the simulator's mean-one noise reproduces) matches, not its median:
+  // by exp(σ²/2) around the median residual, since the fit left the shapes far off its surface
+  // out and their mean would put them back into every shape's level.
   // A phase's prediction for row i: at its (b, L), or at its (Σ s, Σ s²) when packed.
   auto predict = [&](const PhaseModel& m, std::size_t i) {
     return c.packed ? m.analytic.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
@@ -215,7 +217,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   }
   c.noise_from_repetitions = degrees > 0;
   c.noise_sigma = degrees > 0 ? std::sqrt(squares / double(degrees)) : population_std(logs);
-  c.mean_scale = logs.empty() ? 1.0 : std::exp(mean(logs) + 0.5 * c.noise_sigma * c.noise_sigma);
+  c.mean_scale = logs.empty() ? 1.0 : std::exp(percentile(logs, 50) + 0.5 * c.noise_sigma * c.noise_sigma);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
     for (auto& row : m->grid.ms)
@@ -348,7 +350,7 @@ std::string fit_report(const Calibration& c) {
                   100 * p.quality.mape, p.quality.points);
     out += line;
   };
-  std::snprintf(line, sizeof line, "fit over %d distinct %s points (one median each, relative error)\n",
+  std::snprintf(line, sizeof line, "fit over %d distinct %s points (one median each, relative error, bisquare-weighted)\n",
                 c.distinct_points, c.packed ? "(Σs, Σs²)" : "(b, L)");
   out += line;
   if (c.half_timed_rows > 0) {

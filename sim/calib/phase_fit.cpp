@@ -72,16 +72,48 @@ std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, doubl
 }
 
 PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative) {
-  std::vector<std::vector<double>> rows;
-  std::vector<double> y;
-  for (const ShapePoint& p : points) {
-    // Weight 1/ms turns squared error into squared relative error.
-    const double w = relative && p.ms > 0 ? 1.0 / p.ms : 1.0;
-    rows.push_back({w, w * p.tokens(), w * p.pairs()});
-    y.push_back(w * p.ms);
+  auto fit = [&](const std::vector<double>& weights) {
+    std::vector<std::vector<double>> rows;
+    std::vector<double> y;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const ShapePoint& p = points[i];
+      // Weight 1/ms turns squared error into squared relative error.
+      const double w = weights[i] * (relative && p.ms > 0 ? 1.0 / p.ms : 1.0);
+      rows.push_back({w, w * p.tokens(), w * p.pairs()});
+      y.push_back(w * p.ms);
+    }
+    const auto c = nnls(rows, y);
+    return PhaseTime{c[0], c[1], c[2]};
+  };
+  std::vector<double> weights(points.size(), 1.0);
+  PhaseTime t = fit(weights);
+  if (!relative) return t;
+  // Tukey's bisquare by reweighting: a shape that sits far off its neighbours' surface (measured
+  // through a slow spell, or a cache cliff of its own) stops pulling every other shape with it.
+  constexpr double TUKEY_C = 4.685;  // 95% efficiency under normal errors
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    std::vector<double> residual, spread;
+    for (const ShapePoint& p : points)
+      residual.push_back(p.ms > 0 ? t.packed(p.tokens(), p.pairs()) / p.ms - 1 : 0.0);
+    const double centre = percentile(residual, 50);
+    for (double r : residual) spread.push_back(std::abs(r - centre));
+    const double scale = 1.4826 * percentile(spread, 50);  // the MAD, as a normal σ
+    if (scale <= 1e-12) break;                             // an exact fit: nothing to reweigh
+    int kept = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const double u = residual[i] / (TUKEY_C * scale);
+      weights[i] = std::abs(u) < 1 ? (1 - u * u) * (1 - u * u) : 0.0;
+      kept += weights[i] > 0;
+    }
+    if (kept < 3) break;
+    const PhaseTime next = fit(weights);
+    const bool settled = std::abs(next.a_ms - t.a_ms) <= 1e-9 * (1 + std::abs(t.a_ms)) &&
+                         std::abs(next.beta_ms - t.beta_ms) <= 1e-9 * (1 + std::abs(t.beta_ms)) &&
+                         std::abs(next.gamma_ms - t.gamma_ms) <= 1e-9 * (1 + std::abs(t.gamma_ms));
+    t = next;
+    if (settled) break;
   }
-  const auto c = nnls(rows, y);
-  return {c[0], c[1], c[2]};
+  return t;
 }
 
 MeasuredGrid fit_grid(const std::vector<ShapePoint>& points, const PhaseTime& analytic) {

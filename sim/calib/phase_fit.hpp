@@ -6,7 +6,9 @@
 // it where a mean or a squared residual would follow it. Fits then minimise relative error,
 // because that is what MAPE and the step-time error measure, and profiled times span three
 // orders of magnitude: unweighted least squares would fit the largest shapes and leave the
-// small ones — most real SST-2 steps — tens of percent off.
+// small ones — most real SST-2 steps — tens of percent off. A shape far off the others' surface
+// (measured through a slow spell, or a cache cliff of its own) is then weighed down by Tukey's
+// bisquare, so that it does not move every other shape's prediction towards it.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +44,9 @@ std::vector<ShapePoint> shape_medians(const std::vector<std::pair<int, int>>& bl
 std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, double>>& tokens_pairs,
                                        const std::vector<double>& ms);
 
-// a + β·b·L + γ·b·L² with every coefficient ≥ 0, minimising Σ ((t(b, L) − ms) / ms)²
-// (`relative` false: Σ (t(b, L) − ms)², the plain least squares, kept for comparison).
+// a + β·b·L + γ·b·L² with every coefficient ≥ 0, minimising Σ w·((t(b, L) − ms) / ms)², the
+// weights w those of Tukey's bisquare (c = 4.685 MADs of the relative residuals), iterated to
+// a fixed point (`relative` false: Σ (t(b, L) − ms)², the plain least squares, for comparison).
 PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative = true);
 
 // The measured grid over the points' distinct batch sizes × lengths. A cell without a point
