@@ -2,6 +2,7 @@
 // traces the simulator reads. One process per rank (torchrun, srun, or --nproc-per-node), or
 // one process playing N ranks (--emulate-ranks).
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -246,7 +247,7 @@ int run(int argc, char** argv) {
   for (const auto& option : parsed.options)  // Boost keeps stray words aside; they are mistakes here
     if (option.position_key >= 0)
       throw ddpsim::UsageError("unexpected argument \"" + option.value.front() +
-                               "\": ddptrain takes options only (see ddptrain --help)");
+                               "\": ddptrain takes options only");
   po::store(parsed, vm);
   if (vm.count("help")) {
     std::cout << USAGE << "\n" << all << "\n";
@@ -279,6 +280,19 @@ int run(int argc, char** argv) {
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
                                "profile-max-warmup", "profile-reps"})
       if (!vm[option].defaulted()) throw ddpsim::UsageError(std::string("--") + option + " is for --profile runs");
+  // Options of a mode that is off: checked after the ranges, which name a bad value first.
+  const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
+  if (given("probe-reserve") && !(vm.count("bmax") && vm["bmax"].as<std::string>() == "probe"))
+    throw ddpsim::UsageError("--probe-reserve sizes the batch --bmax probe finds, and --bmax probe is not given");
+  for (const char* name : {"emulate-link-GBps", "emulate-latency-us"})
+    if (given(name) && !given("emulate-ranks"))
+      throw ddpsim::UsageError(std::string("--") + name + " shapes the allreduce --emulate-ranks models, which is not given");
+  if (o.eval_every > 0 && !given("dev") && !given("synthetic-lengths"))
+    throw ddpsim::UsageError("--eval-every measures accuracy on --dev, which is not given (a --data run's dev set)");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (given("profile-bytes") && !(given("nproc-per-node") && nproc > 1) && !(world && std::atoi(world) > 1))
+    throw ddpsim::UsageError("--profile-bytes sizes the allreduces a profile of several ranks times; this one has one "
+                             "rank (--nproc-per-node N, or a launcher's WORLD_SIZE)");
   if (vm.count("dev") && vm.count("synthetic-lengths"))
     throw ddpsim::UsageError("--dev is a TSV for --data runs; --synthetic-lengths makes its own dev set");
   if (vm.count("data") && vm.count("synthetic-lengths"))
@@ -312,6 +326,12 @@ int run(int argc, char** argv) {
     throw ddpsim::InputError(std::string(e.what()).rfind("--bmax", 0) == 0 ? e.what() : "--bmax: " + std::string(e.what()));
   }
   o.probe_bmax = bmax == "probe";
+  o.profiling = vm.count("profile") > 0;
+  if (!vm.count("profile") && o.micro_batches > o.global_batch / std::max(ranks, 1))
+    throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) + " is more than a rank's share of "
+                             "--global-batch (" + std::to_string(o.global_batch) + " over " + std::to_string(ranks) +
+                             " ranks: " + std::to_string(o.global_batch / std::max(ranks, 1)) +
+                             "): every micro-batch needs a sample");
   o.precision = ddptrain::parse_precision(precision);
   o.local_rank = launch.local_rank;
   std::unique_ptr<ddptrain::Communicator> comm;

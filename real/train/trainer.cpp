@@ -148,8 +148,10 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
   else if (opt_.policy.find("cost=model") != std::string::npos)
     throw ddpsim::UsageError("--policy " + opt_.policy +
                              " balances predicted time: give --perf-model (a ddpsim model JSON or a built-in name)");
+  ddpsim::StepShape policy_shape = shape_;
+  if (opt_.profiling) policy_shape.b_max.clear();
   policy_ = naming("--policy " + opt_.policy,
-                   [&] { return ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), shape_); });
+                   [&] { return ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), policy_shape); });
   if (lengths_.size() < static_cast<std::size_t>(G_)) {
     std::string source = opt_.synthetic_lengths.empty() ? "--data " : "--synthetic-samples";
     source += opt_.synthetic_lengths.empty() ? opt_.data : std::string();

@@ -45,6 +45,7 @@ struct TrainOptions {
   bool probe_bmax = false;     // CUDA: b_max from the largest batch at max_length that fits (see probe_bmax())
   double probe_reserve = 0.1;  // fraction of device memory the probed batch must leave free
   std::string perf_model;      // a ddpsim performance model (name or JSON) for minmax:cost=model
+  bool profiling = false;      // --profile: b_max bounds the grid, not the (unused) policy's batches
   std::uint64_t seed = 0;
   // Optimisation: AdamW with linear warm-up then linear decay to zero.
   double lr = 5e-5, weight_decay = 0.01, warmup = 0.1, clip_norm = 0;

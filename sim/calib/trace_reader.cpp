@@ -71,6 +71,8 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   Trace trace;
   trace.path = path;
   trace.hash = fnv1a64_hex(text);
+  if (text.rfind("\x1F\x8B", 0) == 0)
+    throw InputError(path + ": gzip-compressed; the trace reader takes plain CSV (gunzip -k " + path + ")");
 
   // A byte order mark (a spreadsheet's export) is not part of the first column's name.
   std::istringstream lines(text);
@@ -93,7 +95,14 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (eq != std::string::npos) {
         std::string key = line.substr(1, eq - 1);
         key.erase(0, key.find_first_not_of(' '));
-        trace.metadata[key] = line.substr(eq + 1);
+        const std::string value = line.substr(eq + 1);
+        // The rank counts size the allreduce fit and the world checks: read exactly.
+        if ((key == "world_size" || key == "emulated_ranks") &&
+            (value.empty() || value.size() > 5 || !std::all_of(value.begin(), value.end(), ::isdigit) ||
+             std::stoi(value) > 65536 || (key == "world_size" && std::stoi(value) < 1)))
+          throw InputError(path + ":" + std::to_string(line_no) + ": metadata " + key + "=" + printable(value) +
+                           ": expected an integer from " + (key == "world_size" ? "1" : "0") + " to 65536");
+        trace.metadata[key] = value;
       }
       continue;
     }

@@ -28,8 +28,8 @@ CONFIG is a JSON file with sections data, training and policies (see the README)
 one, the study's setting: SST-2 train lengths (embedded), G=4, B=48, K=64, 800 steps, max
 length 256, comparing static, minmax (tokens and tokens_sq), kk, sorted and token_budget.
 
-policies: static | minmax[:cost=tokens|tokens_sq][:buffer=K][:solver=exact|enumerate]
-          | kk[:cost=tokens|tokens_sq] | sorted[:mega=M] | token_budget[:max_tokens=N][:buffer=K]
+policies: static | minmax[:cost=tokens|tokens_sq|workload|model][:buffer=K][:solver=exact|enumerate]
+          | kk[:cost=tokens|tokens_sq|workload] | sorted[:mega=M] | token_budget[:max_tokens=N][:buffer=K]
           | verl[:max_token_len=N][:linear=A][:quadratic=C][:balance=on|off][:micro_balance=on|off]
 
 examples:

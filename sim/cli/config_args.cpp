@@ -16,11 +16,26 @@ std::vector<std::string> split_policy_list(const std::string& list) {
   while (begin <= list.size()) {
     const auto comma = std::min(list.find(',', begin), list.size());
     const std::string item = list.substr(begin, comma - begin);
-    if (item.empty()) throw UsageError("--policies \"" + list + "\": empty policy name");
+    if (item.empty()) throw InputError("--policies \"" + list + "\": empty policy name");
     specs.push_back(item);
     begin = comma + 1;
   }
   return specs;
+}
+
+// --steps and --policies are shorthands for a --set, applied after every --set: beside a --set
+// of the same key, one of two values the user wrote would go unused without a word ("--set
+// training.steps=-1 --steps 3" ran 3 steps). Repeated --set follow the usual rule instead, the
+// later wins, so that scripts can append overrides to a common list.
+void refuse_shorthand_beside_set(const po::variables_map& vm) {
+  if (!vm.count("set")) return;
+  for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
+    const std::string key = assignment.substr(0, assignment.find('='));
+    if (vm.count("steps") && key == "training.steps")
+      throw UsageError("--steps and --set " + assignment + " both set training.steps: give one");
+    if (vm.count("policies") && (key == "policies" || key.starts_with("policies.")))
+      throw UsageError("--policies and --set " + assignment + " both set the policies: give one");
+  }
 }
 
 }  // namespace
@@ -47,6 +62,7 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
       apply_override(doc, assignment);
       changes += (changes.empty() ? "--set " : ", --set ") + assignment;
     }
+  refuse_shorthand_beside_set(vm);  // after each --set's own syntax is checked
   if (vm.count("steps")) {
     const int steps = vm["steps"].as<int>();
     if (steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(steps));

@@ -88,6 +88,8 @@ std::pair<int, int> parse_range(const std::string& text) {
         if (used == rest.size() && 0 <= a && a < b) return {a, b};
       }
     }
+  } catch (const std::out_of_range&) {
+    throw UsageError("--timeline-steps \"" + text + "\": a step number beyond 2147483647");
   } catch (const std::exception&) {
   }
   throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");

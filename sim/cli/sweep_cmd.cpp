@@ -215,6 +215,11 @@ int sweep(const Args& args) {
   positional.add("sweep", 1);
   po::variables_map vm;
   if (!parse(args, USAGE, visible, hidden, positional, vm)) return 0;
+  if (!vm.count("out") && vm.count("merge"))
+    for (const auto& dir : vm["merge"].as<std::vector<std::string>>())
+      if (dir.starts_with("--"))  // --merge takes every word after it
+        throw UsageError("--merge read \"" + dir + "\" as a shard folder: give the folders after --merge (at least one)"
+                         ", then --out DIR");
   if (!vm.count("out")) throw UsageError("--out DIR is required");
   const fs::path out = vm["out"].as<std::string>();
   if (std::error_code ec; fs::exists(out, ec) && !fs::is_directory(out, ec))

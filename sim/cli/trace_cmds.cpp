@@ -72,8 +72,8 @@ examples:
 )";
 
 // The config of load_config() with --model in force (a model file is taken from the current
-// folder, not the config's) and the trace's world size, so that rank_speed and stragglers are
-// checked against its ranks. What the trace fixes itself (steps, batches, lengths, policies,
+// folder, not the config's) and the trace's world size and step count, so that rank_speed and
+// stragglers are checked against its ranks and steps. What the trace fixes itself (steps, batches, lengths, policies,
 // data) cannot be set: replay would ignore it.
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const int G = trace.runs.front().G;
@@ -91,15 +91,18 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
       if (key == "training.world_size") world_size_set = true;
     }
   int longest = 2;
+  long steps = 1;  // stragglers are checked against the trace's step numbers
   for (const auto& run : trace.runs)
-    for (const auto& r : run.rows) longest = std::max(longest, r.max_len);
+    for (const auto& r : run.rows) longest = std::max(longest, r.max_len), steps = std::max(steps, r.step + 1L);
   const std::string model = vm["model"].as<std::string>();
   Config config = load_config(vm, [&](nlohmann::json& doc) {
     if (doc.contains("parallel"))
       throw InputError((vm.count("config") ? vm["config"].as<std::string>() : std::string("the config")) +
                        ": parallel: replay and validate simulate the DDP steps a trace recorded; a pipeline job "
                        "runs with ddpsim run (leave the parallel section out here)");
-    doc["model"] = is_builtin_model(model) ? model : std::filesystem::absolute(model).string();
+    // A path is taken from the current folder; a bare word is left for the model loader to name.
+    const bool path = model.find('/') != std::string::npos || model.ends_with(".json");
+    doc["model"] = is_builtin_model(model) || !path ? model : std::filesystem::absolute(model).string();
     doc["policies"] = nlohmann::json::array({"static"});  // valid for any G; the trace's plans are replayed
     doc.erase("data");
     if (doc.contains("training") && !doc["training"].is_object()) return;  // the parser names the error
@@ -107,8 +110,13 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
     training.erase("b_max");
     if (!world_size_set) training["world_size"] = G;
     const auto& ranks = training["world_size"];  // the check below names a --set that differs
-    training["global_batch"] = ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks : nlohmann::json(G);
+    // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
+    const auto& micro = training.contains("micro_batches") ? training["micro_batches"] : nlohmann::json(1);
+    const long long per_rank = micro.is_number_integer() ? std::clamp<long long>(micro.get<long long>(), 1, 10000) : 1;
+    training["global_batch"] =
+        (ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks.get<long long>() : G) * per_rank;
     training["max_length"] = longest;
+    training["steps"] = steps;
   });
   if (config.training.world_size != G)
     throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, --set training.world_size says " +
@@ -161,16 +169,26 @@ int calibrate(const Args& args) {
       throw InputError(path + ": the header lacks column \"" + std::string(has("fwd_ms") ? "bwd_ms" : "fwd_ms") +
                        "\" (calibrate fits fwd_ms and bwd_ms, or allreduce_bytes and allreduce_ms)");
   }
-  // The default base is distilbert-base's layout; a trace of another ddptrain size needs its own.
-  if (vm["base"].defaulted())
-    for (const auto& trace : traces)
-      if (const auto size = trace.metadata.find("model");
-          size != trace.metadata.end() && trace.metadata.count("tool") && trace.metadata.at("tool") == "ddptrain" &&
-          size->second != "base")
-        throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second +
-                         ", and --base defaults to distilbert-base's layout: give --base LAYOUT.json from ddptrain "
-                         "--model " + size->second + " --write-layout LAYOUT.json");
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
+  // A ddptrain trace is fitted on its own size's layout: `ddptrain --write-layout` names the size
+  // it wrote, and any other base must have distilbert-base's parameters, like the default.
+  const bool base_is_layout = base.source.find("ddptrain --write-layout") != std::string::npos;
+  const long long distilbert_base = load_perf_model("rtx3090-distilbert").total_params();
+  for (const auto& trace : traces) {
+    const auto size = trace.metadata.find("model");
+    if (size == trace.metadata.end() || !trace.metadata.count("tool") || trace.metadata.at("tool") != "ddptrain")
+      continue;
+    const std::string fix = ": give --base LAYOUT.json from ddptrain --model " + size->second +
+                            " --write-layout LAYOUT.json";
+    if (base_is_layout && base.name != size->second)
+      throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
+                       vm["base"].as<std::string>() + " is the layout of --model " + base.name + fix);
+    if (!base_is_layout && (size->second != "base" || base.total_params() != distilbert_base))
+      throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
+                       (vm["base"].defaulted() ? "defaults to distilbert-base's layout"
+                                               : vm["base"].as<std::string>() + " is not its layout") +
+                       fix);
+  }
   CalibrationOptions options;
   options.form = vm["form"].as<std::string>();
   options.folds = vm["folds"].as<int>();
@@ -254,6 +272,10 @@ int validate(const Args& args) {
       throw UsageError("--baseline " + path + " is the --measured trace: a gain over itself is 0 by definition; give "
                        "the baseline policy's own trace");
     baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
+    if (baseline->hash == measured.hash)
+      throw UsageError("--baseline " + path + " holds the same bytes as --measured " +
+                       vm["measured"].as<std::string>() + ": a gain over a copy of itself is 0; give the baseline "
+                       "policy's own trace");
   }
   const Config config = config_for_trace(vm, measured);
   const std::string warmup_text = vm["warmup"].as<std::string>();

@@ -76,6 +76,9 @@ LengthHistogram histogram_from_json(const nlohmann::json& doc, const std::string
   check("samples", h.samples());
   check("min_length", h.counts.front().first);
   check("max_length_seen", h.counts.back().first);
+  if (h.max_length > 0 && h.counts.back().first > h.max_length)  // its tokenizer truncated at max_length
+    throw InputError(origin + ": a length of " + std::to_string(h.counts.back().first) + ", but \"max_length\" is " +
+                     std::to_string(h.max_length) + " (the truncation the lengths were counted with)");
   if (doc.contains("mean_length")) {  // written rounded to 3 decimals
     const double said = convert<double>(doc["mean_length"], origin + ": key \"mean_length\"");
     if (std::abs(said - h.mean_length()) > 5e-4 + 1e-9 * h.mean_length())
@@ -127,6 +130,11 @@ class HistogramSource final : public LengthSource {
     std::ostringstream s;
     s << "histogram " << (h_.source.empty() ? "(unnamed)" : h_.source) << ": " << h_.samples()
       << " samples, mean length " << h_.mean_length();
+    if (max_length_ > 0 && h_.counts.back().first > max_length_) {
+      double sum = 0;
+      for (const auto& [len, count] : h_.counts) sum += double(truncate(len, max_length_)) * double(count);
+      s << " (" << sum / double(h_.samples()) << " after truncation to " << max_length_ << ")";
+    }
     return s.str();
   }
 

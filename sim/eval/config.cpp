@@ -146,6 +146,9 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
       throw InputError(where + ": std must be from 0 to 1e6 tokens, got " + format("%g", d.std));
     if (d.min > d.max)
       throw InputError(where + ": min (" + std::to_string(d.min) + ") is more than max (" + std::to_string(d.max) + ")");
+    if (d.mean < d.min || d.mean > d.max)  // the clip would pile most samples onto one length
+      throw InputError(where + ": mean " + format("%g", d.mean) + " is outside min " + std::to_string(d.min) +
+                       " to max " + std::to_string(d.max) + ": most samples would be clipped to one length");
     d.samples = f.get<std::int64_t>("samples", d.samples);
     if (d.samples < 1 || d.samples > MAX_DATASET_SAMPLES)
       throw InputError(where + ": samples must be from 1 to " + std::to_string(MAX_DATASET_SAMPLES) + ", got " +
@@ -344,6 +347,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   c.origin = origin;
   if (top.has("data")) c.data = parse_data(top.raw("data"), origin + ": data", base_dir);
   if (top.has("training")) c.training = parse_training(top.raw("training"), origin + ": training");
+  if (c.data.source == "lognormal" && c.data.min > c.training.max_length)
+    throw InputError(origin + ": data: min (" + std::to_string(c.data.min) + ") is more than training.max_length (" +
+                     std::to_string(c.training.max_length) + "): every sample would be truncated below it");
   if (top.has("policies")) {
     const auto& list = top.raw("policies");
     if (!list.is_array() || list.empty())
@@ -419,6 +425,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": parallel.micro_batches (" + std::to_string(c.parallel->setup.micro_batches) +
                      ") is more than a group's share of the global batch (" + std::to_string(c.training.global_batch) +
                      " over " + std::to_string(ranks) + " groups: " + std::to_string(c.training.global_batch / ranks) +
+                     "): every micro-batch needs a sample");
+  if (!c.parallel && c.training.global_batch >= ranks && c.training.micro_batches > c.training.global_batch / ranks)
+    throw InputError(origin + ": training.micro_batches (" + std::to_string(c.training.micro_batches) +
+                     ") is more than a rank's share of the global batch (" + std::to_string(c.training.global_batch) +
+                     " over " + std::to_string(ranks) + " ranks: " + std::to_string(c.training.global_batch / ranks) +
                      "): every micro-batch needs a sample");
   // Every policy against the shape, before any work: option values and B/G/K constraints.
   // Full mode holds every row until written (and times it twice over in the engine); fast mode

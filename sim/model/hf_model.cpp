@@ -48,19 +48,24 @@ class HfFields {
 };
 
 // Labels of a sequence-classification head: id2label's size, num_labels, or 2.
-long long label_count(const nlohmann::json& config) {
-  if (config.contains("id2label") && config["id2label"].is_object() && !config["id2label"].empty())
+long long label_count(const nlohmann::json& config, const std::string& origin) {
+  if (config.contains("id2label") && !config["id2label"].is_null()) {
+    if (!config["id2label"].is_object() || config["id2label"].empty())
+      throw wrong_type(config["id2label"], origin + ": key \"id2label\"", "an object of label names by id");
     return static_cast<long long>(config["id2label"].size());
-  if (config.contains("num_labels") && config["num_labels"].is_number_integer() && config["num_labels"] > 0)
-    return config["num_labels"].get<long long>();
+  }
+  if (config.contains("num_labels") && !config["num_labels"].is_null()) {
+    const auto n = convert<long long>(config["num_labels"], origin + ": key \"num_labels\"");
+    if (n < 1 || n > 100'000'000) throw InputError(origin + ": key \"num_labels\" must be from 1 to 100000000");
+    return n;
+  }
   return 2;
 }
 
-std::string head_of(const nlohmann::json& config) {
-  if (!config.contains("architectures") || !config["architectures"].is_array()) return "none";
-  for (const auto& a : config["architectures"]) {
-    if (!a.is_string()) continue;
-    const std::string name = a.get<std::string>();
+std::string head_of(const nlohmann::json& config, const std::string& origin) {
+  if (!config.contains("architectures") || config["architectures"].is_null()) return "none";
+  const auto names = convert<std::vector<std::string>>(config["architectures"], origin + ": key \"architectures\"");
+  for (const std::string& name : names) {
     if (name.ends_with("ForSequenceClassification")) return "sequence classification";
     if (name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel")) return "causal LM";
   }
@@ -88,7 +93,7 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     throw InputError(origin + ": no \"model_type\" (expected a Hugging Face config.json)");
   TransformerSpec s;
   s.family = config["model_type"].get<std::string>();
-  s.head = head_of(config);
+  s.head = head_of(config, origin);
   const HfFields f(config, origin, s.family);
   const auto add = [&s](std::string name, long long rows, long long cols = 1, bool matmul = false) {
     s.tensors.push_back({std::move(name), rows, cols, matmul});
@@ -129,7 +134,7 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     }
     if (s.head == "sequence classification") {
       linear("pre_classifier", d, d, true);
-      linear("classifier", label_count(config), d, true);
+      linear("classifier", label_count(config, origin), d, true);
     }
   } else if (s.family == "bert" || s.family == "roberta") {
     const long long h = sizes("hidden_size", "num_hidden_layers", "num_attention_heads"),
@@ -150,10 +155,10 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     }
     if (s.head == "sequence classification" && s.family == "roberta") {
       linear("classifier.dense", h, h, true);  // RoBERTa's head replaces the pooler
-      linear("classifier.out_proj", label_count(config), h, true);
+      linear("classifier.out_proj", label_count(config, origin), h, true);
     } else {
       linear(p + "pooler.dense", h, h, true);
-      if (s.head == "sequence classification") linear("classifier", label_count(config), h, true);
+      if (s.head == "sequence classification") linear("classifier", label_count(config, origin), h, true);
     }
     if (s.head == "causal LM") throw InputError(origin + ": a " + s.family + " causal LM head is not modelled");
   } else if (s.family == "gpt2") {
@@ -177,7 +182,7 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
       else
         linear("lm_head", vocab, d, false);
     } else if (s.head == "sequence classification") {
-      add("score.weight", label_count(config), d, true);
+      add("score.weight", label_count(config, origin), d, true);
     }
   } else if (s.family == "llama" || s.family == "mistral" || s.family == "qwen2") {
     const long long h = sizes("hidden_size", "num_hidden_layers", "num_attention_heads"),
@@ -213,7 +218,7 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
       else
         linear("lm_head", vocab, h, false);
     } else if (s.head == "sequence classification") {
-      add("score.weight", label_count(config), h, true);
+      add("score.weight", label_count(config, origin), h, true);
     }
   } else {
     throw InputError(origin + ": model_type \"" + s.family +

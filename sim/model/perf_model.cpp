@@ -154,6 +154,9 @@ PerfModel load_perf_model(const std::string& name_or_path) {
   const nlohmann::json doc = read_json_file(name_or_path);
   refuse_other_kind(doc, name_or_path, FileKind::perf_model);
   if (doc.is_object() && doc.contains("hf_config")) return derive_perf_model(doc, name_or_path);
+  if (doc.is_object() && !doc.contains("forward_ms") && (doc.contains("dtype") || doc.contains("efficiency")))
+    throw InputError(name_or_path + ": a model spec (gpu, dtype, efficiency) needs \"hf_config\", the Hugging Face "
+                     "config.json it derives the model from (or, for a calibrated model, forward_ms and backward_ms)");
   return parse_perf_model(doc, name_or_path);
 }
 

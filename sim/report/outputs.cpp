@@ -266,6 +266,9 @@ void check_output_path(const std::filesystem::path& path, const std::string& opt
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw UsageError(option + " " + path.string() + ": is a folder, expected a file name");
+  const auto name = path.filename();
+  if (name.empty() || name == "." || name == "..")  // "dir/" names a folder even before it exists
+    throw UsageError(option + " " + path.string() + ": names a folder, expected a file name");
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw UsageError(option + " " + path.string() + ": is a device or a pipe, expected a file name");
   // The nearest folder on the way that exists must be a folder we may write in: no output can

@@ -119,10 +119,27 @@ std::optional<nlohmann::ordered_json> load_cell(const fs::path& cells_dir, const
     throw InputError(path.string() +
                      ": not a sweep cell (expected the {\"config\", \"policies\"} of a summary.json); "
                      "remove it and the sweep runs the cell again");
+  const std::string damaged = " (an edited or damaged file); remove it and the sweep runs the cell again";
+  const bool pipeline = doc["config"].contains("parallel");
   if (fnv1a64_hex(doc["config"].dump()) != hash)
-    throw InputError(path.string() +
-                     ": holds another config than its name says (an edited or damaged file); remove "
-                     "it and the sweep runs the cell again");
+    throw InputError(path.string() + ": holds another config than its name says" + damaged);
+  // Its figures go into results.csv as they are: each of the config's policies once, every
+  // metric a number ≥ 0 (or null), every metric of a DDP run present.
+  const auto policies = doc["config"].value("policies", nlohmann::ordered_json());
+  if (!pipeline && policies.is_array() && policies.size() != doc["policies"].size())
+    throw InputError(path.string() + ": " + std::to_string(doc["policies"].size()) + " policies, its config " +
+                     std::to_string(policies.size()) + damaged);
+  const std::vector<std::string> metrics =
+      pipeline ? pipeline_metrics() : std::vector<std::string>(std::begin(METRICS), std::end(METRICS));
+  for (const auto& [label, figures] : doc["policies"].items())
+    for (const auto& metric : metrics) {
+      const bool present = figures.is_object() && figures.contains(metric);
+      if (!present && pipeline) continue;
+      const auto& v = present ? figures[metric] : nlohmann::ordered_json();
+      if (!present || !(v.is_null() || (v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0)))
+        throw InputError(path.string() + ": policy " + printable(label) + ": " + metric +
+                         (present ? " is " + printable(v.dump()) + ", not a number ≥ 0" : " is missing") + damaged);
+    }
   return doc;
 }
 

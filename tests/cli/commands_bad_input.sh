@@ -64,4 +64,29 @@ touch "$WORK/afile"
 expect_exit 2 "afile/t.json: .*afile is not a folder" "$DDPSIM" run --steps 2 \
   --out "$WORK/new/run" --timeline "$WORK/afile/t.json"
 [[ ! -e $WORK/new ]] || fail "a refused run made its output folder: $(find "$WORK/new")"
+# A file output named with a trailing "/" is a folder: refused before the run, nothing left.
+expect_exit 2 "o10/sub/: names a folder, expected a file name" "$DDPSIM" run --steps 2 --out "$WORK/o10" \
+  --timeline "$WORK/o10/sub/"
+[[ ! -e $WORK/o10 ]] || fail "a refused run left $(find "$WORK/o10")"
+expect_exit 2 "rdir/: names a folder" "$DDPSIM" calibrate "$WORK/sim.csv" --out "$WORK/m.json" --residuals "$WORK/rdir/"
+[[ ! -e $WORK/m.json ]] || fail "calibrate wrote m.json though --residuals was refused"
+# Replay checks stragglers against the trace's steps (2 here), and a baseline that is a copy.
+expect_exit 1 "stragglers\[0\].*past the run's last step \(1\)" "$DDPSIM" replay "$WORK/sim.csv" \
+  --model rtx3090-distilbert --set 'simulation.stragglers=[{"rank":1,"factor":2,"from_step":5}]' --out "$out"
+cp "$WORK/sim.csv" "$WORK/copy.csv"
+expect_exit 2 "--baseline .*copy.csv holds the same bytes as --measured" "$DDPSIM" validate --measured "$WORK/sim.csv" \
+  --baseline "$WORK/copy.csv" --model rtx3090-distilbert --out "$out"
+# --steps beside a --set of the steps: one of the two values would go unused.
+expect_exit 2 "--steps and --set training.steps=-1 both set training.steps: give one" "$DDPSIM" run \
+  --set training.steps=-1 --steps 3 --out "$out"
+expect_exit 2 "--policies and --set policies=\[\"kk\"\] both set the policies" "$DDPSIM" run \
+  --set 'policies=["kk"]' --policies static --out "$out"
+expect_ok "$DDPSIM" run --set 'training={"world_size":2}' --set training.global_batch=8 --steps 2 --out "$WORK/refined"
+# Trace metadata read exactly; a compressed trace named as such.
+{ echo "# world_size=99999999999"; grep -v '^#' "$WORK/sim.csv"; } >"$WORK/wide.csv"
+expect_exit 1 "wide.csv:1: metadata world_size=99999999999: expected an integer from 1 to 65536" "$DDPSIM" \
+  calibrate "$WORK/wide.csv" --out "$WORK/m.json"
+gzip -c "$WORK/sim.csv" >"$WORK/sim.csv.gz"
+expect_exit 1 "sim.csv.gz: gzip-compressed" "$DDPSIM" replay "$WORK/sim.csv.gz" --model rtx3090-distilbert --out "$out"
+[[ -z $(find "$out" -type f 2>/dev/null) ]] || fail "output left behind: $(find "$out" -type f)"
 finish

@@ -113,4 +113,20 @@ run_bad 1 'data: std must be from 0 to 1e6 tokens, got -1' "$DDPSIM" run \
 expect_exit 2 'missing TSV, the GLUE file to tokenize' "$DDPSIM" lengths --vocab "$WORK/v.txt" --out "$WORK/h.json"
 expect_exit 2 '--baseline .*steps.csv is the --measured trace' "$DDPSIM" validate --model "$SRC/models/cpu-distilbert-small-2ranks.json" \
   --measured "$SRC/traces/cpu/2ranks/kk/steps.csv" --baseline "$SRC/traces/cpu/2ranks/kk/steps.csv"
+# Values that would be clipped, ignored or contradicted without a word.
+run_bad 1 "training.micro_batches \(13\) is more than a rank's share of the global batch \(48 over 4 ranks: 12\)" \
+  "$DDPSIM" run --set training.micro_batches=13
+run_bad 1 "data: mean 1000 is outside min 3 to max 10: most samples would be clipped" "$DDPSIM" run \
+  --set 'data={"source": "lognormal", "mean": 1000, "std": 5, "min": 3, "max": 10}'
+run_bad 1 "data: min \(300\) is more than training.max_length \(256\)" "$DDPSIM" run \
+  --set 'data={"source": "lognormal", "mean": 400, "std": 5, "min": 300, "max": 500}'
+printf '{"max_length": 2, "counts": [[5, 10]]}' >"$WORK/short.json"
+run_bad 1 'short.json: a length of 5, but "max_length" is 2' "$DDPSIM" run \
+  --set data.source=histogram --set "data.path=$WORK/short.json"
+sed 's/"architectures": \[\([^]]*\)\]/"architectures": \1/' "$SRC/models/hf/gpt2.json" >"$WORK/gpt2-arch.json"
+grep -q '"architectures": "' "$WORK/gpt2-arch.json" || fail "the gpt2 fixture lost its architectures list"
+printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/gpt2-arch.json" >"$WORK/spec.json"
+run_bad 1 'gpt2-arch.json: key "architectures" is string.*: expected an array' "$DDPSIM" run --set "model=$WORK/spec.json"
+printf '{"gpu": "h100-sxm", "dtype": "bf16"}' >"$WORK/nospec.json"
+run_bad 1 'nospec.json: a model spec \(gpu, dtype, efficiency\) needs "hf_config"' "$DDPSIM" run --set "model=$WORK/nospec.json"
 finish

@@ -76,10 +76,17 @@ printf '{"training": {"steps": 5}}' >"$WORK/config.json"
 expect_exit 1 'config.json is a config, not a sweep file: `ddpsim run` runs it' "$DDPSIM" sweep "$WORK/config.json" --out "$out"
 no_output "a file of another kind"
 expect_exit 1 'nowhere: not a folder' "$DDPSIM" sweep --merge "$WORK/nowhere" --out "$out"
+expect_exit 2 '--merge read "--out" as a shard folder' "$DDPSIM" sweep --merge --out "$out"
 mkdir -p "$WORK/empty"
 expect_exit 1 'empty: no sweep.json' "$DDPSIM" sweep --merge "$WORK/empty" --out "$out"
 # A damaged cell or grid is named, with what to do.
 cell=$(ls "$WORK/a1/cells" | head -1)
+cp "$WORK/a1/cells/$cell" "$WORK/cell.json"
+sed 's/"mean_max_step_ms": [0-9.e+-]*/"mean_max_step_ms": "x"/' "$WORK/cell.json" >"$WORK/a1/cells/$cell"
+expect_exit 1 "$cell: policy static: mean_max_step_ms is \"x\", not a number ≥ 0 \(an edited or damaged file\)" \
+  "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1"
+sed 's/"p95_max_step_ms": [0-9.e+-]*,//' "$WORK/cell.json" >"$WORK/a1/cells/$cell"
+expect_exit 1 "$cell: policy static: p95_max_step_ms is missing" "$DDPSIM" sweep --merge "$WORK/a1" --out "$out"
 printf '{"config": {}, "policies": {"static": {}}}' >"$WORK/a1/cells/$cell"
 expect_exit 1 "$cell: holds another config than its name says .*remove it" \
   "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1"

@@ -81,4 +81,23 @@ expect_exit 2 "--profile-batches: 5000 is more than a rank's batch can be \(48: 
 echo x >"$WORK/a-file"
 expect_exit 2 "--out .*a-file: is a file; expected a folder" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 2 \
   --out "$WORK/a-file"
+# Options of a mode that is off are refused, not ignored.
+tinyrun=(--synthetic-lengths sst2 --model tiny --steps 2)
+expect_exit 2 "--probe-reserve sizes the batch --bmax probe finds" "$DDPTRAIN" "${tinyrun[@]}" --probe-reserve 0.5
+expect_exit 2 "--emulate-link-GBps shapes the allreduce --emulate-ranks models" "$DDPTRAIN" "${tinyrun[@]}" \
+  --emulate-link-GBps 5
+expect_exit 2 "--emulate-latency-us shapes the allreduce" "$DDPTRAIN" "${tinyrun[@]}" --emulate-latency-us 5
+expect_exit 2 "--profile-bytes sizes the allreduces a profile of several ranks times" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --profile --profile-bytes 100
+expect_exit 2 "--micro-batches 49 is more than a rank's share of --global-batch \(48 over 1 ranks: 48\)" \
+  "$DDPTRAIN" "${tinyrun[@]}" --micro-batches 49
+expect_exit 2 "--profile-lengths: 1 is outside 2" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
+  --profile-lengths 1,8
+printf 'sentence\tlabel\ngood film\t1\nbad film\t0\n' >"$WORK/ok.tsv"
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nbad\nfilm\n' >"$WORK/v.txt"
+expect_exit 2 "--eval-every measures accuracy on --dev, which is not given" "$DDPTRAIN" --data "$WORK/ok.tsv" \
+  --vocab "$WORK/v.txt" --model tiny --steps 2 --global-batch 2 --eval-every 1
+# --bmax bounds a profile's grid; the policy a profile never runs does not refuse it.
+expect_ok "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile --bmax 2 --profile-batches 1,2 \
+  --profile-lengths 8,16 --profile-reps 1 --profile-warmup 0 --out "$WORK/prof-bmax"
 finish

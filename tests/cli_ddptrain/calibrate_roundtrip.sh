@@ -22,6 +22,11 @@ grep -q ',allreduce_bytes,allreduce_ms,concurrent_allreduce_bytes$' "$WORK/allre
 
 expect_exit 2 "profiled with ddptrain --model tiny, and --base defaults to distilbert-base's layout" "$DDPSIM" \
   calibrate "$WORK/profile/steps.csv" --out "$WORK/model.json"
+expect_exit 2 "profiled with ddptrain --model tiny, and --base h100-distilbert is not its layout" "$DDPSIM" \
+  calibrate "$WORK/profile/steps.csv" --base h100-distilbert --out "$WORK/model.json"
+expect_ok "$DDPTRAIN" --model small --write-layout "$WORK/small.json"
+expect_exit 2 "profiled with ddptrain --model tiny, and --base .*small.json is the layout of --model small" "$DDPSIM" \
+  calibrate "$WORK/profile/steps.csv" --base "$WORK/small.json" --out "$WORK/model.json"
 expect_ok "$DDPTRAIN" --model tiny --write-layout "$WORK/layout.json"
 expect_ok "$DDPSIM" calibrate "$WORK/profile/steps.csv" "$WORK/allreduce/steps.csv" --gpu "CPU (tiny)" \
   --base "$WORK/layout.json" --out "$WORK/model.json" --residuals "$WORK/residuals.csv"
