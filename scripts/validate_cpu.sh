@@ -12,6 +12,7 @@
 #   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" scripts/validate_cpu.sh  # a quick look
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
 #   STAGES="calibrate validate" scripts/validate_cpu.sh  # refit the committed profiles, validate the committed runs
+#   STAGES="repeat-run repeat-validate" scripts/validate_cpu.sh  # (a) twice more, with a profile of that session
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
@@ -28,7 +29,7 @@ read -r -a stages <<<"${STAGES:-profile calibrate run validate}"
 wants() { [[ " ${settings[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${settings[@]}"; do [[ $s == 2ranks || $s == emulated4 ]] || { echo "validate_cpu: SETTINGS: unknown setting '$s' (2ranks, emulated4)" >&2; exit 2; }; done
-for s in "${stages[@]}"; do [[ $s =~ ^(profile|calibrate|run|validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, calibrate, run, validate)" >&2; exit 2; }; done
+for s in "${stages[@]}"; do [[ $s =~ ^(profile|calibrate|run|validate|repeat-run|repeat-validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, calibrate, run, validate, repeat-run, repeat-validate)" >&2; exit 2; }; done
 # A number from a model file: the value after "KEY": (the key's own letters stay out of it).
 model_value() { sed -n "s/.*\"$2\": *\([-+0-9.eE]*\).*/\1/p" "$1" | head -1; }
 
@@ -108,6 +109,45 @@ if stage validate; then
         --baseline "$out/$setting/static/steps.csv" --model "$model" "${platform[@]}" --out "$dir" >"$dir.txt"
       echo "-- $setting, $policy"
       # Paths relative to the repository: the outputs do not depend on where it was cloned.
+      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
+      sed -n '/^steady state/,/^$/p' "$dir.txt"
+    done
+  done
+fi
+# How far two runs of one policy in one session disagree, and how the model of that session's
+# own profile does: static, minmax:cost=tokens and token_budget twice more in turn on two Gloo
+# ranks, then the 2-rank profile again.
+repeats=$out/experiments/repeats
+repeated=(static minmax:cost=tokens token_budget)
+if stage repeat-run; then
+  step "5. repeats: ${repeated[*]} twice more in turn, then a 2-rank profile of this session"
+  for rep in 2 3; do
+    for policy in "${repeated[@]}"; do
+      echo "-- $policy, run $rep"
+      "$ddptrain" "${common[@]}" --policy "$policy" --steps "$steps" --nproc-per-node 2 --log-every 100 \
+        --out "$repeats/$(name "$policy")-$rep" | grep -E '^step .*/|wrote'
+    done
+  done
+  "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --nproc-per-node 2 --out "$repeats/profile-2ranks" |
+    grep -v '^weights' | tail -12
+fi
+if stage repeat-validate; then
+  step "6. the repeats against their session's model, each run's static as its baseline"
+  model_r=$repeats/model-2ranks.json
+  "$ddpsim" calibrate "$repeats/profile-2ranks/steps.csv" --base "$out/layout.json" \
+    --name cpu-distilbert-small-2ranks-repeats --gpu "$cpu, two ranks of one core each" --out "$model_r" \
+    --residuals "$repeats/residuals-2ranks.csv" | tee "$repeats/calibrate-2ranks.txt"
+  link=$(model_value "$model_r" link_GBps)
+  step_us=$(model_value "$model_r" ring_step_latency_us)
+  for rep in 2 3; do
+    for policy in "${repeated[@]:1}"; do
+      dir=$repeats/validation/run$rep/$(name "$policy")
+      mkdir -p "$(dirname "$dir")"
+      "$ddpsim" validate --measured "$repeats/$(name "$policy")-$rep/steps.csv" \
+        --baseline "$repeats/static-$rep/steps.csv" --model "$model_r" --set platform.link_GBps="$link" \
+        --set platform.latency_us="$(awk "BEGIN { print $step_us / 2 }")" --set platform.host_GBps=0 \
+        --out "$dir" >"$dir.txt"
+      echo "-- run $rep, $policy"
       sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
       sed -n '/^steady state/,/^$/p' "$dir.txt"
     done
