@@ -235,6 +235,8 @@ int sweep(const Args& args) {
   if (!vm.count("sweep")) throw UsageError("missing SWEEP.json (or --merge SHARD_DIR...)");
   const int jobs = vm.count("jobs") ? vm["jobs"].as<int>() : available_cores();
   if (jobs < 1 || jobs > 1024) throw UsageError("--jobs " + std::to_string(jobs) + ": expected 1 to 1024");
+  if (vm.count("jobs") && vm.count("dry-run"))
+    throw UsageError("--jobs sets the worker processes that run cells, and --dry-run runs none: give one of them");
   const Shard shard = vm.count("shard") ? parse_shard(vm["shard"].as<std::string>()) : Shard{};
   const bool sharded = vm.count("shard") > 0;
 

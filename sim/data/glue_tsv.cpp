@@ -1,6 +1,7 @@
 // GLUE TSV reader: one std::getline per row into a reused buffer, fields as string_views into it,
 // so 67k SST-2 rows stream in a few milliseconds. Blank lines are malformed rows, not skipped.
 #include "data/glue_tsv.hpp"
+#include "data/tokenizer.hpp"
 
 #include "common/error.hpp"
 #include "common/input_file.hpp"
@@ -46,20 +47,6 @@ std::size_t find_column(const std::vector<std::string_view>& header, std::string
     }
   }
   return found;
-}
-
-// The byte offset of the first invalid UTF-8 sequence, or -1.
-std::ptrdiff_t invalid_utf8_at(std::string_view text) {
-  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
-  utf8proc_int32_t codepoint = 0;
-  for (std::size_t at = 0; at < text.size();) {
-    const auto used = utf8proc_iterate(bytes + at, static_cast<utf8proc_ssize_t>(text.size() - at), &codepoint);
-    if (used < 0) {
-      return static_cast<std::ptrdiff_t>(at);
-    }
-    at += static_cast<std::size_t>(used);
-  }
-  return -1;
 }
 
 std::string describe_header(std::string_view header_line) {

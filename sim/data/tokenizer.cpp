@@ -111,6 +111,17 @@ void require_max_length(std::size_t max_length) {
 
 }  // namespace
 
+std::ptrdiff_t invalid_utf8_at(std::string_view text) {
+  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  utf8proc_int32_t codepoint = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto used = utf8proc_iterate(bytes + at, static_cast<utf8proc_ssize_t>(text.size() - at), &codepoint);
+    if (used < 0) return static_cast<std::ptrdiff_t>(at);
+    at += static_cast<std::size_t>(used);
+  }
+  return -1;
+}
+
 Tokenizer Tokenizer::from_vocab_file(const std::filesystem::path& vocab_path) {
   check_input_file(vocab_path.string(), "vocabulary file", 64 * MiB);
   std::ifstream in(vocab_path, std::ios::binary);
@@ -124,6 +135,9 @@ Tokenizer Tokenizer::from_vocab_file(const std::filesystem::path& vocab_path) {
     if (!line.empty() && line.back() == '\r') {
       line.pop_back();
     }
+    if (const auto at = invalid_utf8_at(line); at >= 0)
+      throw InputError(vocab_path.string() + ":" + std::to_string(tokens.size() + 1) + ": invalid UTF-8 at byte " +
+                       std::to_string(at + 1) + " of the token (a vocabulary is UTF-8 text)");
     tokens.push_back(line);
   }
   if (in.bad()) {

@@ -15,6 +15,10 @@
 
 namespace ddpsim {
 
+// The byte offset of the first invalid UTF-8 sequence in `text`, or -1: input text is checked
+// where it is read, so that a bad byte is reported with its line, not deep in the tokenizer.
+std::ptrdiff_t invalid_utf8_at(std::string_view text);
+
 class Tokenizer {
  public:
   static constexpr std::size_t MAX_WORD_CODE_POINTS = 100;  // longer words become [UNK]

@@ -23,6 +23,9 @@ expect_exit 1 "bad.tsv:3:" "$DDPSIM" lengths "$WORK/bad.tsv" --vocab "$WORK/voca
 no_output "lengths on a malformed TSV"
 : >"$WORK/empty.txt"
 expect_exit 1 "empty.txt: vocabulary has no \[PAD\]" "$DDPSIM" lengths "$WORK/bad.tsv" --vocab "$WORK/empty.txt" --out "$out/h.json"
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngo\xffod\n' >"$WORK/latin.txt"
+expect_exit 1 "latin.txt:5: invalid UTF-8 at byte 3 of the token" "$DDPSIM" lengths "$WORK/bad.tsv" --vocab "$WORK/latin.txt" \
+  --out "$out/h.json"
 # Inputs are regular files: a device, a FIFO or a directory is refused by name, never read.
 mkfifo "$WORK/fifo"
 for input in /dev/zero "$WORK/fifo" "$WORK"; do
