@@ -95,7 +95,20 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   for (const auto& run : trace.runs)
     for (const auto& r : run.rows) longest = std::max(longest, r.max_len), steps = std::max(steps, r.step + 1L);
   const std::string model = vm["model"].as<std::string>();
-  Config config = load_config(vm, [&](nlohmann::json& doc) {
+  // --set model is refused above, so a model error is --model's.
+  const auto load = [&](const std::function<void(nlohmann::json&)>& adjust) {
+    try {
+      return load_config(vm, adjust);
+    } catch (const InputError& e) {
+      const std::string what = e.what(), tag = ": model: ";
+      const auto at = what.find(tag);
+      if (at == std::string::npos) throw;
+      std::string rest = what.substr(at + tag.size());
+      if (rest.starts_with("model \"")) rest.erase(0, 6);  // the loader's own "model \"NAME\"": --model says it
+      throw InputError("--model " + rest);
+    }
+  };
+  Config config = load([&](nlohmann::json& doc) {
     if (doc.contains("parallel"))
       throw InputError((vm.count("config") ? vm["config"].as<std::string>() : std::string("the config")) +
                        ": parallel: replay and validate simulate the DDP steps a trace recorded; a pipeline job "

@@ -88,5 +88,6 @@ expect_exit 1 "wide.csv:1: metadata world_size=99999999999: expected an integer 
   calibrate "$WORK/wide.csv" --out "$WORK/m.json"
 gzip -c "$WORK/sim.csv" >"$WORK/sim.csv.gz"
 expect_exit 1 "sim.csv.gz: gzip-compressed" "$DDPSIM" replay "$WORK/sim.csv.gz" --model rtx3090-distilbert --out "$out"
+expect_exit 1 'replay: --model "nosuch": not a built-in model' "$DDPSIM" replay "$WORK/sim.csv" --model nosuch --out "$out"
 [[ -z $(find "$out" -type f 2>/dev/null) ]] || fail "output left behind: $(find "$out" -type f)"
 finish
