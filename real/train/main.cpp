@@ -129,29 +129,32 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   require(in(o.log_every, 1, 1e9), "--log-every must be at least 1");
 }
 
+// Written on the command line, not a default.
+bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
+
 // An option the run would not read is a mistake the user should hear of, not a silent no-op.
 void refuse_unused(const po::variables_map& vm) {
-  const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
   const auto refuse_beside = [&](const char* mode, const char* why, std::initializer_list<const char*> names) {
     for (const char* name : names)
-      if (given(name)) throw ddpsim::UsageError(std::string("--") + name + " is not used with --" + mode + ": " + why);
+      if (given(vm, name))
+        throw ddpsim::UsageError(std::string("--") + name + " is not used with --" + mode + ": " + why);
   };
-  if (given("write-layout"))
+  if (given(vm, "write-layout"))
     for (const auto& [name, value] : vm)
       if (!value.defaulted() && name != "write-layout" && name != "model" && name != "seed")
         throw ddpsim::UsageError("--" + name + " is not used with --write-layout, which reads --model and --seed only");
-  if (given("profile"))
+  if (given(vm, "profile"))
     refuse_beside("profile", "it times fixed shapes instead of training",
                   {"policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model", "micro-batches",
                    "lr", "weight-decay", "warmup", "clip-norm"});
-  if (given("synthetic-lengths") && given("vocab"))
+  if (given(vm, "synthetic-lengths") && given(vm, "vocab"))
     throw ddpsim::UsageError("--vocab tokenizes --data; --synthetic-lengths makes its own token ids");
-  if (given("synthetic-samples") && !given("synthetic-lengths") && !given("profile"))
+  if (given(vm, "synthetic-samples") && !given(vm, "synthetic-lengths") && !given(vm, "profile"))
     throw ddpsim::UsageError("--synthetic-samples sizes the --synthetic-lengths dataset");
-  if (given("perf-model") && vm["policy"].as<std::string>().find("cost=model") == std::string::npos)
+  if (given(vm, "perf-model") && vm["policy"].as<std::string>().find("cost=model") == std::string::npos)
     throw ddpsim::UsageError("--perf-model is read by minmax:cost=model only, and --policy is " +
                              vm["policy"].as<std::string>());
-  if (given("ckpt-every") && vm["ckpt-every"].as<int>() > 0 && !given("out"))
+  if (given(vm, "ckpt-every") && vm["ckpt-every"].as<int>() > 0 && !given(vm, "out"))
     throw ddpsim::UsageError("--ckpt-every writes checkpoints into --out: give --out DIR");
 }
 
@@ -281,16 +284,16 @@ int run(int argc, char** argv) {
                                "profile-max-warmup", "profile-reps"})
       if (!vm[option].defaulted()) throw ddpsim::UsageError(std::string("--") + option + " is for --profile runs");
   // Options of a mode that is off: checked after the ranges, which name a bad value first.
-  const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
-  if (given("probe-reserve") && !(vm.count("bmax") && vm["bmax"].as<std::string>() == "probe"))
+  if (given(vm, "probe-reserve") && !(vm.count("bmax") && vm["bmax"].as<std::string>() == "probe"))
     throw ddpsim::UsageError("--probe-reserve sizes the batch --bmax probe finds, and --bmax probe is not given");
   for (const char* name : {"emulate-link-GBps", "emulate-latency-us"})
-    if (given(name) && !given("emulate-ranks"))
-      throw ddpsim::UsageError(std::string("--") + name + " shapes the allreduce --emulate-ranks models, which is not given");
-  if (o.eval_every > 0 && !given("dev") && !given("synthetic-lengths"))
+    if (given(vm, name) && !given(vm, "emulate-ranks"))
+      throw ddpsim::UsageError(std::string("--") + name +
+                               " shapes the allreduce --emulate-ranks models, which is not given");
+  if (o.eval_every > 0 && !given(vm, "dev") && !given(vm, "synthetic-lengths"))
     throw ddpsim::UsageError("--eval-every measures accuracy on --dev, which is not given (a --data run's dev set)");
   const char* world = std::getenv("WORLD_SIZE");
-  if (given("profile-bytes") && !(given("nproc-per-node") && nproc > 1) && !(world && std::atoi(world) > 1))
+  if (given(vm, "profile-bytes") && !(given(vm, "nproc-per-node") && nproc > 1) && !(world && std::atoi(world) > 1))
     throw ddpsim::UsageError("--profile-bytes sizes the allreduces a profile of several ranks times; this one has one "
                              "rank (--nproc-per-node N, or a launcher's WORLD_SIZE)");
   if (vm.count("dev") && vm.count("synthetic-lengths"))

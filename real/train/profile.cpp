@@ -120,8 +120,9 @@ void Trainer::profile(ProfileOptions p) {
   std::vector<std::pair<int, int>> points;
   for (int L : p.lengths) {
     if (L < 2 || L > opt_.max_length)
-      throw ddpsim::UsageError("--profile-lengths: " + std::to_string(L) + " is outside 2 (a [CLS] and a [SEP] token) to "
-                               "--max-length " + std::to_string(opt_.max_length));
+      throw ddpsim::UsageError("--profile-lengths: " + std::to_string(L) +
+                               " is outside 2 (a [CLS] and a [SEP] token) to --max-length " +
+                               std::to_string(opt_.max_length));
     for (int b : p.batches)
       if (opt_.b_max.empty() || b <= opt_.b_max[0]) points.emplace_back(b, L);
   }

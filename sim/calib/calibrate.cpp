@@ -350,7 +350,8 @@ std::string fit_report(const Calibration& c) {
                   100 * p.quality.mape, p.quality.points);
     out += line;
   };
-  std::snprintf(line, sizeof line, "fit over %d distinct %s points (one median each, relative error, bisquare-weighted)\n",
+  std::snprintf(line, sizeof line,
+                "fit over %d distinct %s points (one median each, relative error, bisquare-weighted)\n",
                 c.distinct_points, c.packed ? "(Σs, Σs²)" : "(b, L)");
   out += line;
   if (c.half_timed_rows > 0) {

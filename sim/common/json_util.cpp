@@ -120,7 +120,8 @@ void refuse_other_kind(const nlohmann::json& doc, const std::string& path, FileK
     switch (k) {
       case FileKind::config: return "`ddpsim run` runs it, and a sweep names it as its \"base\"";
       case FileKind::sweep_file: return "`ddpsim sweep` runs it";
-      case FileKind::sweep_grid: return "it lists the cells of a sweep by hash; the sweep file that made it names their base config";
+      case FileKind::sweep_grid:
+        return "it lists the cells of a sweep by hash; the sweep file that made it names their base config";
       case FileKind::summary: return "its \"config\" key holds the config that run resolved";
       case FileKind::validation: return "`ddpsim validate` wrote it";
       case FileKind::perf_model: return "a config names it as its \"model\"";

@@ -64,6 +64,11 @@ const std::vector<std::string>& pipeline_metrics() {
   return metrics;
 }
 
+// The figures results.csv takes from a cell: a pipeline job's, or a DDP run's.
+std::vector<std::string> cell_metrics(bool pipeline) {
+  return pipeline ? pipeline_metrics() : std::vector<std::string>(std::begin(METRICS), std::end(METRICS));
+}
+
 std::string number_field(const nlohmann::ordered_json& value) {
   if (!value.is_number()) return "";
   char text[32];
@@ -129,8 +134,7 @@ std::optional<nlohmann::ordered_json> load_cell(const fs::path& cells_dir, const
   if (!pipeline && policies.is_array() && policies.size() != doc["policies"].size())
     throw InputError(path.string() + ": " + std::to_string(doc["policies"].size()) + " policies, its config " +
                      std::to_string(policies.size()) + damaged);
-  const std::vector<std::string> metrics =
-      pipeline ? pipeline_metrics() : std::vector<std::string>(std::begin(METRICS), std::end(METRICS));
+  const std::vector<std::string> metrics = cell_metrics(pipeline);
   for (const auto& [label, figures] : doc["policies"].items())
     for (const auto& metric : metrics) {
       const bool present = figures.is_object() && figures.contains(metric);
@@ -236,8 +240,7 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
 std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::ordered_json>& cells) {
   // Every cell sets the swept keys and no more, so all are pipeline jobs (a `parallel` section) or none are.
   const bool pipelines = !cells.empty() && cells.front()["config"].contains("parallel");
-  const std::vector<std::string> metrics =
-      pipelines ? pipeline_metrics() : std::vector<std::string>(std::begin(METRICS), std::end(METRICS));
+  const std::vector<std::string> metrics = cell_metrics(pipelines);
   const std::array<std::string, 2> gains = pipelines
                                                ? std::array<std::string, 2>{"mean_step_time", "p95_step_time"}
                                                : std::array<std::string, 2>{"mean_max_step_ms", "p95_max_step_ms"};
