@@ -86,6 +86,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   std::map<std::string, std::size_t> run_of;  // policy → index in trace.runs
   std::set<std::tuple<std::string, int, int>> seen;
   std::map<std::string, std::pair<int, long>> top_rank;  // per policy: its highest rank, and that row's line
+  std::map<std::pair<std::string, int>, long> step_line;  // per policy and step: its first row's line
   while (std::getline(lines, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -102,6 +103,11 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
              std::stoi(value) > 65536 || (key == "world_size" && std::stoi(value) < 1)))
           throw InputError(path + ":" + std::to_string(line_no) + ": metadata " + key + "=" + printable(value) +
                            ": expected an integer from " + (key == "world_size" ? "1" : "0") + " to 65536");
+        if (key == "global_batch" &&
+            (value.empty() || value.size() > 8 || !std::all_of(value.begin(), value.end(), ::isdigit) ||
+             std::stoi(value) < 1 || std::stoi(value) > 10000000))
+          throw InputError(path + ":" + std::to_string(line_no) + ": metadata global_batch=" + printable(value) +
+                           ": expected an integer from 1 to 10000000");
         trace.metadata[key] = value;
       }
       continue;
@@ -302,6 +308,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     }
     trace.runs[run_of[policy]].rows.push_back(r);
     trace.rows++;
+    step_line.emplace(std::make_pair(policy, r.step), line_no);
     auto& top = top_rank[policy];
     if (r.rank >= top.first) top = {r.rank, line_no};
   }
@@ -338,6 +345,21 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (run.rows[i].rank != static_cast<int>(i % static_cast<std::size_t>(G)))
         throw InputError(path + ": policy " + run.label + ": step " + std::to_string(run.rows[i].step) +
                          " lacks rank " + std::to_string(i % static_cast<std::size_t>(G)));
+    // A resumed run's trace starts at its checkpoint's step; within a trace, no step is missing.
+    for (std::size_t i = static_cast<std::size_t>(G); i < run.rows.size(); i += static_cast<std::size_t>(G))
+      if (run.rows[i].step != run.rows[i - static_cast<std::size_t>(G)].step + 1)
+        throw InputError(path + ":" + std::to_string(step_line.at({run.label, run.rows[i].step})) + ": policy " +
+                         run.label + ": step " + std::to_string(run.rows[i].step) + " follows step " +
+                         std::to_string(run.rows[i - static_cast<std::size_t>(G)].step) +
+                         " (a trace's steps are consecutive; a resumed run's may start late)");
+    // The metadata's global batch is every step's, except where a token budget (or a profile's
+    // grid) sets each step's.
+    const std::string policy = run.label != "trace" || !trace.metadata.count("policy") ? run.label
+                                                                                        : trace.metadata.at("policy");
+    const int fixed_B = trace.metadata.count("global_batch") && !trace.metadata.count("profile") &&
+                                policy.substr(0, policy.find(':')) != "token_budget"
+                            ? std::stoi(trace.metadata.at("global_batch"))
+                            : 0;
     for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(G)) {  // B_t where not given
       int total = 0;
       for (int g = 0; g < G; ++g) total += run.rows[i + static_cast<std::size_t>(g)].batch_size;
@@ -349,6 +371,11 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
                            std::to_string(r.global_batch) + " is not the sum of the ranks' batch_size (" +
                            std::to_string(total) + ")");
       }
+      if (fixed_B && total != fixed_B)
+        throw InputError(path + ":" + std::to_string(step_line.at({run.label, run.rows[i].step})) + ": policy " +
+                         run.label + ", step " + std::to_string(run.rows[i].step) + ": the ranks' batch_size sum to " +
+                         std::to_string(total) + ", but metadata global_batch=" + std::to_string(fixed_B) +
+                         " (only token_budget varies the global batch)");
     }
   }
   return trace;

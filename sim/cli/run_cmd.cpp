@@ -153,6 +153,27 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   return 0;
 }
 
+// The memory model predicts an out-of-memory the simulator itself would not notice.
+void warn_over_capacity(const Config& config, const SimulationRun& sim, const char* verb) {
+  const PerfModel& m = *config.model;
+  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib) {
+    std::fprintf(stderr,
+                 "ddpsim %s: warning: %s's fixed memory alone (weights, gradients, optimizer state: %.0f MiB) "
+                 "passes its capacity of %.0f MiB: no batch fits a rank under plain DDP, and the times assume "
+                 "memory allowed (sharding is for that: a parallel section with data_parallel zero2)\n",
+                 verb, m.name.c_str(), m.mem_m0_mib, m.mem_capacity_mib);
+    return;
+  }
+  for (std::size_t p = 0; p < sim.runs.size(); ++p)
+    if (const TokenSummary& s = sim.summaries[p]; s.steps_over_capacity > 0)
+      std::fprintf(stderr,
+                   "ddpsim %s: warning: policy %s: in %d of %d steps a rank needs more memory than %s's "
+                   "capacity (up to %.0f of %.0f MiB): a real run would run out of memory; cap the batch with "
+                   "training.b_max (\"model\" derives the cap from the memory model)\n",
+                   verb, sim.runs[p].label.c_str(), s.steps_over_capacity, s.steps, m.name.c_str(),
+                   s.max_peak_mem_mib, m.mem_capacity_mib);
+}
+
 int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
@@ -248,6 +269,7 @@ int simulate_verb(const Args& args, bool compare) {
   std::cout << step_table(sim.runs, sim.summaries, /*changes=*/compare);
   std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
                static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
+  warn_over_capacity(config, sim, compare ? "compare" : "run");
 
   std::vector<std::pair<std::filesystem::path, std::string>> files;
   if (trace) files.emplace_back(dir / "summary.json", summary_json(config.resolved, sim.runs, sim.summaries));

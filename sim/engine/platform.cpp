@@ -163,6 +163,13 @@ constexpr const char* ROUTE_MARK = "ddpsim-platform-route: ";
     xbt_log_control_set("root.thresh:critical");
     sg4::Engine engine("ddpsim");
     const auto hosts = build_xml(config);
+    // A SPLITDUPLEX link N is two links, N_UP and N_DOWN, so SimGrid takes a plain link declared
+    // again as N without a word, and a route's N then means one or the other by its direction.
+    for (const auto* link : engine.get_all_links())
+      if (const auto& name = link->get_name();
+          engine.link_by_name_or_null(name + "_UP") && engine.link_by_name_or_null(name + "_DOWN"))
+        fail(config.file + ": link \"" + name + "\" is declared twice: as SPLITDUPLEX (SimGrid's \"" + name +
+             "_UP\" and \"" + name + "_DOWN\") and as a plain link; give one of them another id");
     for (const auto& [a, b] : pairs) {
       if (a == b) continue;
       const auto* from = hosts[static_cast<std::size_t>(a)];

@@ -373,6 +373,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   } catch (const InputError& e) {
     throw InputError(origin + ": model: " + e.what());
   }
+  if (c.model->position_table > 0 && c.training.max_length > c.model->position_table)
+    throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
+                     std::to_string(c.model->position_table) + " positions of " + c.model->name +
+                     "'s learned position table (its hf_config): a longer sample has no position to embed");
   c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
                               origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))

@@ -134,7 +134,7 @@ SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, s
   sim.engine = simulate_steps(sim.setup, work, progress);
   for (std::size_t p = 0; p < sim.runs.size(); ++p) {
     fill_rows(config, sim.runs[p], sim.engine.policies[p].timing);
-    sim.summaries.push_back(summarize(sim.runs[p]));
+    sim.summaries.push_back(summarize(sim.runs[p], config.model->mem_capacity_mib));
   }
   return sim;
 }
@@ -161,7 +161,7 @@ SimulationRun simulate_streamed(const Config& config, std::span<const int> datas
   for (const auto& spec : config.policies) {
     PolicyStream stream(spec, shape, dataset);
     ComputeCharger charger(config);
-    SummaryBuilder summary(G);
+    SummaryBuilder summary(G, config.model->mem_capacity_mib);
     PolicyTimes times;  // spans only: a block's timings are used and dropped
     engine.start_policy();
     PolicyRun run;

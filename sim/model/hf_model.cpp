@@ -1,5 +1,6 @@
 #include "model/hf_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -122,7 +123,8 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     const long long d = sizes("dim", "n_layers", "n_heads"), ff = f.need("hidden_dim");
     const std::string p = s.head == "none" ? "" : "distilbert.";
     add(p + "embeddings.word_embeddings.weight", vocab, d);
-    add(p + "embeddings.position_embeddings.weight", f.need("max_position_embeddings"), d);
+    s.position_table = f.need("max_position_embeddings");
+    add(p + "embeddings.position_embeddings.weight", s.position_table, d);
     norm(p + "embeddings.LayerNorm", d, true);
     for (int i = 0; i < s.layers; ++i) {
       const std::string l = p + "transformer.layer." + std::to_string(i) + ".";
@@ -141,7 +143,10 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
                     ff = f.need("intermediate_size");
     const std::string p = s.head == "none" ? "" : s.family + ".";
     add(p + "embeddings.word_embeddings.weight", vocab, h);
-    add(p + "embeddings.position_embeddings.weight", f.need("max_position_embeddings"), h);
+    const long long positions = f.need("max_position_embeddings");
+    add(p + "embeddings.position_embeddings.weight", positions, h);
+    // RoBERTa numbers positions from its padding id + 1 (2): two rows are never a sample's.
+    s.position_table = s.family == "roberta" ? std::max(0LL, positions - 2) : positions;
     add(p + "embeddings.token_type_embeddings.weight", f.get("type_vocab_size", 2), h);
     norm(p + "embeddings.LayerNorm", h, true);
     for (int i = 0; i < s.layers; ++i) {
@@ -165,7 +170,8 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     const long long d = sizes("n_embd", "n_layer", "n_head"), ff = f.get("n_inner", 4 * d);
     const std::string p = s.head == "none" ? "" : "transformer.";
     add(p + "wte.weight", vocab, d);
-    add(p + "wpe.weight", f.need("n_positions"), d);
+    s.position_table = f.need("n_positions");
+    add(p + "wpe.weight", s.position_table, d);
     for (int i = 0; i < s.layers; ++i) {
       const std::string l = p + "h." + std::to_string(i) + ".";
       norm(l + "ln_1", d, true);

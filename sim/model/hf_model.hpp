@@ -26,6 +26,9 @@ struct TransformerSpec {
   std::vector<TensorSpec> tensors;      // each parameter once (tied weights are not repeated)
   double linear_flops_per_token = 0;    // forward: 2 per matmul weight element, the LM head included
   double attention_flops_per_pair = 0;  // forward: QKᵀ and AV, per (query, key) token pair
+  // A learned position table's rows (BERT, GPT-2): no sample can be longer. 0 for RoPE models,
+  // which take any length (training past max_position_embeddings is how context is extended).
+  long long position_table = 0;
   long long params() const;
 };
 

@@ -179,7 +179,9 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   } catch (const InputError& e) {
     throw InputError(origin + ": " + e.what());
   }
-  return parse_perf_model(model, origin);
+  PerfModel perf = parse_perf_model(model, origin);
+  perf.position_table = spec.position_table;
+  return perf;
 }
 
 }  // namespace ddpsim

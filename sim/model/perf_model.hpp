@@ -40,6 +40,7 @@ struct PerfModel {
   // m(b, L) = m0 + μ·b·L + ν·b·L², in MiB; capacity bounds b_g^max.
   double mem_m0_mib = 0, mem_mu_mib = 0, mem_nu_mib = 0, mem_capacity_mib = 0;
   int bytes_per_param = 4;  // gradient element size
+  long long position_table = 0;  // TransformerSpec::position_table of a spec-derived model; 0 = no limit known
   std::vector<LayerSpec> layers;
 
   double fwd_ms(int b, int L) const { return forward.at(b, L); }

@@ -75,7 +75,8 @@ std::vector<double> max_step_ms(const PolicyRun& run) {
   return out;
 }
 
-SummaryBuilder::SummaryBuilder(int G) : G_(static_cast<std::size_t>(G)), per_rank_(G_), compute_(G_), mem_(G_) {}
+SummaryBuilder::SummaryBuilder(int G, double capacity_mib)
+    : G_(static_cast<std::size_t>(G)), capacity_mib_(capacity_mib), per_rank_(G_), compute_(G_), mem_(G_) {}
 
 void SummaryBuilder::add_step(std::span<const RankStep> rows) {
   if (steps_ == 0) timed_ = !rows.empty() && !std::isnan(rows.front().step_ms);
@@ -108,7 +109,10 @@ void SummaryBuilder::add_step(std::span<const RankStep> rows) {
   sum_std_step_ += population_std(per_rank_);
   sum_std_compute_ += population_std(compute_);
   sum_max_compute_ += *std::max_element(compute_.begin(), compute_.end());
-  sum_max_mem_ += *std::max_element(mem_.begin(), mem_.end());
+  const double max_mem = *std::max_element(mem_.begin(), mem_.end());
+  sum_max_mem_ += max_mem;
+  max_mem_ = std::max(max_mem_, max_mem);
+  over_capacity_ += capacity_mib_ > 0 && max_mem > capacity_mib_;
   sum_std_mem_ += population_std(mem_);
 }
 
@@ -141,6 +145,8 @@ TokenSummary SummaryBuilder::finish() const {
   s.mean_comm_wait_ms = comm_wait_ / double(steps_ * G_);
   s.mean_max_peak_mem_mib = sum_max_mem_ / n;
   s.mean_std_peak_mem_mib = sum_std_mem_ / n;
+  s.max_peak_mem_mib = max_mem_;
+  s.steps_over_capacity = over_capacity_;
   return s;
 }
 
@@ -149,8 +155,8 @@ void SummaryBuilder::add_steps(const PolicyRun& block) {
   for (double us : block.decision_us) add_decision(us);
 }
 
-TokenSummary summarize(const PolicyRun& run) {
-  SummaryBuilder builder(run.G);
+TokenSummary summarize(const PolicyRun& run, double capacity_mib) {
+  SummaryBuilder builder(run.G, capacity_mib);
   builder.add_steps(run);
   return builder.finish();
 }

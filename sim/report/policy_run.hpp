@@ -110,17 +110,22 @@ struct TokenSummary {
   double mean_max_compute_ms = NOT_MEASURED;  // the straggler's forward + backward
   double mean_comm_wait_ms = NOT_MEASURED;    // exposed communication, mean over ranks and steps
   double mean_max_peak_mem_mib = NOT_MEASURED, mean_std_peak_mem_mib = NOT_MEASURED;
+  // Steps where some rank's peak memory passes the device's capacity (when one is known): a real
+  // run would have run out of memory there.
+  int steps_over_capacity = 0;
+  double max_peak_mem_mib = NOT_MEASURED;  // the largest over every rank and step
 
   bool timed() const { return !std::isnan(mean_max_step_ms); }
 };
 
-TokenSummary summarize(const PolicyRun& run);
+// capacity_mib: the device memory steps_over_capacity counts against; 0 = unknown.
+TokenSummary summarize(const PolicyRun& run, double capacity_mib = 0);
 
 // summarize(), step by step: a streamed run hands each step's rows over and drops them, keeping
 // the five numbers per step that its percentiles need instead of every rank's row.
 class SummaryBuilder {
  public:
-  explicit SummaryBuilder(int G);
+  explicit SummaryBuilder(int G, double capacity_mib = 0);
   // One step's G rows, in rank order; timed or not as the first step was.
   void add_step(std::span<const RankStep> rows);
   void add_decision(double us) { decision_us_.push_back(us); }
@@ -130,6 +135,8 @@ class SummaryBuilder {
 
  private:
   std::size_t G_, steps_ = 0;
+  double capacity_mib_;
+  int over_capacity_ = 0;
   bool timed_ = false, micro_batched_ = false;
   std::int64_t padded_ = 0, real_ = 0, samples_ = 0;
   double micro_ = 0, comm_wait_ = 0;
@@ -137,7 +144,7 @@ class SummaryBuilder {
   // Per step, what a percentile needs; the means need only sums.
   std::vector<double> max_padded_, decision_us_, max_step_, samples_per_s_, tokens_per_s_;
   double sum_std_padded_ = 0, sum_global_batch_ = 0, sum_std_step_ = 0, sum_std_compute_ = 0, sum_max_compute_ = 0,
-         sum_max_mem_ = 0, sum_std_mem_ = 0;
+         sum_max_mem_ = 0, sum_std_mem_ = 0, max_mem_ = 0;
 };
 // Per step, the slowest rank's step_ms (the step's wall time, method.md §4).
 std::vector<double> max_step_ms(const PolicyRun& run);

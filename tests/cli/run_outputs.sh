@@ -66,6 +66,16 @@ printf '{"model": "m.json", "training": {"steps": 3}}' >"$WORK/cfg/c.json"
 # The LLM example config runs (spec-derived Qwen2-7B, lengths up to 16k, caps from its memory).
 expect_ok "$DDPSIM" compare "$SRC/configs/llm-rollouts.json" --steps 3
 grep -q "qwen2-7b-h200" "$WORK/out" || fail "configs/llm-rollouts.json does not use its model: $(cat "$WORK/out")"
+# Batches the memory model says do not fit are run, with a warning naming the policy and the
+# steps; capped from the model's memory, the same run has none.
+long='{"source":"lognormal","mean":300,"std":80,"min":10,"max":512}'
+expect_ok "$DDPSIM" run --steps 20 --policies static,sorted --set training.global_batch=512 \
+  --set training.max_length=512 --set "data=$long"
+grep -q 'warning: policy static: in 20 of 20 steps a rank needs more memory than rtx3090-distilbert.s capacity' "$WORK/err" ||
+  fail "no warning for batches above the memory capacity: $(cat "$WORK/err")"
+expect_ok "$DDPSIM" run --steps 20 --policies minmax --set training.global_batch=256 --set training.max_length=512 \
+  --set "data=$long" --set 'training.b_max="model"'
+[[ ! -s $WORK/err ]] || fail "a run capped by its memory model warns: $(cat "$WORK/err")"
 # Output lost to a full disk is an error, not a success.
 if [[ -w /dev/full ]]; then
   "$DDPSIM" run --print-config >/dev/full 2>"$WORK/err" && fail "ddpsim run > /dev/full exited 0"

@@ -24,6 +24,7 @@ hosts='<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidt
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<route src="a" dst="a"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/noroute.xml"
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<link id="l" bandwidth="1GBps" latency="1us"/>\n</zone>\n</platform>\n' >"$WORK/duplink.xml"
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<route src="a" dst="b"><link_ctn id="l"/></route>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/duproute.xml"
+printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'<link id="l" bandwidth="1GBps" latency="1us" sharing_policy="SPLITDUPLEX"/>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/dupsplit.xml"
 printf "$H"'<zone id="z" routing="Bogus">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/badrouting.xml"
 # No route at all in a Full zone (SimGrid 3.32 crashes looking it up), and a file without version.
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/noroutes.xml"
@@ -31,6 +32,7 @@ printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/si
 for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
   "duplink.xml: invalid SimGrid platform: Link 'l' declared several times" \
   "duproute.xml: invalid SimGrid platform: The route between a and b already exists" \
+  'dupsplit.xml: link "l" is declared twice: as SPLITDUPLEX \(SimGrid.s "l_UP" and "l_DOWN"\) and as a plain link' \
   "badrouting.xml: invalid SimGrid platform: Not a valid model" \
   'noroutes.xml: SimGrid crashed \(.*\) looking up the route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
   'noversion.xml: invalid SimGrid platform: .*the <platform> element has no version attribute'; do
@@ -127,6 +129,17 @@ sed 's/"architectures": \[\([^]]*\)\]/"architectures": \1/' "$SRC/models/hf/gpt2
 grep -q '"architectures": "' "$WORK/gpt2-arch.json" || fail "the gpt2 fixture lost its architectures list"
 printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/gpt2-arch.json" >"$WORK/spec.json"
 run_bad 1 'gpt2-arch.json: key "architectures" is string.*: expected an array' "$DDPSIM" run --set "model=$WORK/spec.json"
+# Samples longer than a learned position table (GPT-2's 1024, RoBERTa's 514 less its two
+# padding rows) cannot be embedded; a RoPE model (Llama) takes any length.
+printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$SRC/models/hf/gpt2.json" >"$WORK/gpt2.json"
+run_bad 1 "training.max_length 1025 is more than the 1024 positions of gpt2.s learned position table" \
+  "$DDPSIM" run --set "model=$WORK/gpt2.json" --set training.max_length=1025 --policies static
+sed 's/"model_type": "bert"/"model_type": "roberta"/' "$SRC/models/hf/bert-base-uncased.json" >"$WORK/roberta-hf.json"
+printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/roberta-hf.json" >"$WORK/roberta.json"
+run_bad 1 "training.max_length 511 is more than the 510 positions of roberta.s learned" \
+  "$DDPSIM" run --set "model=$WORK/roberta.json" --set training.max_length=511 --policies static
+printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$SRC/models/hf/llama-3-8b.json" >"$WORK/llama.json"
+expect_ok "$DDPSIM" run --set "model=$WORK/llama.json" --set training.max_length=9000 --policies static --steps 2
 printf '{"gpu": "h100-sxm", "dtype": "bf16"}' >"$WORK/nospec.json"
 run_bad 1 'nospec.json: a model spec \(gpu, dtype, efficiency\) needs "hf_config"' "$DDPSIM" run --set "model=$WORK/nospec.json"
 finish

@@ -33,6 +33,20 @@ expect_exit 1 'gb0.csv:2: column global_batch: expected at least 1' "$DDPSIM" re
 printf 'step,rank,batch_size,max_len,step_ms,global_batch\n0,0,4,9,1,8\n0,1,3,9,1,8\n' >"$WORK/gbsum.csv"
 expect_exit 1 'gbsum.csv: policy trace, step 0: global_batch 8 is not the sum of the ranks. batch_size \(7\)' \
   "$DDPSIM" replay "$WORK/gbsum.csv" --model rtx3090-distilbert
+# A step missing inside a trace (a resumed run's trace may start late, not skip), and steps
+# whose batches do not sum to the metadata's global batch (token_budget's may).
+printf 'step,rank,batch_size,max_len,step_ms\n3,0,4,9,1\n4,0,4,9,1\n6,0,4,9,1\n' >"$WORK/gap.csv"
+expect_exit 1 'gap.csv:4: policy trace: step 6 follows step 4 \(a trace.s steps are consecutive' \
+  "$DDPSIM" replay "$WORK/gap.csv" --model rtx3090-distilbert
+printf '# global_batch=8\nstep,rank,batch_size,max_len,step_ms\n0,0,4,9,1\n0,1,4,9,1\n1,0,4,9,1\n1,1,3,9,1\n' \
+  >"$WORK/gbmeta.csv"
+expect_exit 1 'gbmeta.csv:5: policy trace, step 1: the ranks. batch_size sum to 7, but metadata global_batch=8' \
+  "$DDPSIM" replay "$WORK/gbmeta.csv" --model rtx3090-distilbert
+sed -i '1i # policy=token_budget' "$WORK/gbmeta.csv"
+expect_ok "$DDPSIM" replay "$WORK/gbmeta.csv" --model rtx3090-distilbert
+printf '# global_batch=-8\nstep,rank,batch_size,max_len,step_ms\n0,0,4,9,1\n' >"$WORK/gbneg.csv"
+expect_exit 1 'gbneg.csv:1: metadata global_batch=-8: expected an integer from 1 to 10000000' \
+  "$DDPSIM" replay "$WORK/gbneg.csv" --model rtx3090-distilbert
 # Token counts the row's shape cannot hold, a length beyond any config's, metadata that
 # disagrees with the rows.
 printf 'step,rank,batch_size,max_len,real_tokens,padded_tokens,step_ms\n0,0,4,9,37,36,1\n' >"$WORK/real.csv"
