@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/stats.hpp"
 #include "eval/config.hpp"
 #include "eval/simulate.hpp"
 
@@ -124,6 +125,33 @@ TEST_CASE("noise is mean-one, seeded per rank and step, and the same for every p
   }
   CHECK(ratio / double(a.work.size()) == doctest::Approx(1.0).epsilon(0.01));
   CHECK(a.work[0].fwd_ms != a.work[1].fwd_ms);
+}
+
+TEST_CASE("shared noise: one mean-one factor per step for every rank, beside each rank's own") {
+  nlohmann::json doc = with(default_config_json(), "training.steps=400");
+  doc["policies"] = {"static"};
+  doc["simulation"] = {{"noise_sigma", 0}, {"noise_shared_sigma", 0.2}};
+  const Config c = config_of(doc);
+  const auto dataset = make_length_source(c.data, c.training.max_length)->dataset(0);
+  const PolicyRun run = run_policy(c.policies[0], c.shape(), 400, dataset);
+  const PolicyWork shared = charge_compute(c, run);
+  auto factor = [&](const PolicyWork& w, std::size_t i) {
+    return w.work[i].fwd_ms / c.model->fwd_ms(run.rows[i].batch_size, run.rows[i].max_len);
+  };
+  std::vector<double> factors, logs;
+  for (std::size_t i = 0; i < shared.work.size(); ++i) {
+    CHECK(factor(shared, i) == doctest::Approx(factor(shared, i - i % 4)).epsilon(1e-12));  // a step's ranks alike
+    if (i % 4 == 0) factors.push_back(factor(shared, i)), logs.push_back(std::log(factors.back()));
+  }
+  CHECK(population_std(logs) == doctest::Approx(0.2).epsilon(0.1));
+  CHECK(mean(factors) == doctest::Approx(1.0).epsilon(0.03));  // 400 draws: the mean's error is about 1%
+  // Beside it, each rank's own noise draws exactly what it draws alone: the streams are apart.
+  doc["simulation"]["noise_sigma"] = 0.1;
+  const PolicyWork both = charge_compute(config_of(doc), run);
+  doc["simulation"]["noise_shared_sigma"] = 0;
+  const PolicyWork own = charge_compute(config_of(doc), run);
+  for (std::size_t i = 0; i < both.work.size(); ++i)
+    CHECK(factor(both, i) == doctest::Approx(factor(own, i) * factor(shared, i)).epsilon(1e-12));
 }
 
 TEST_CASE("the timeline keeps the requested steps: compute and one span per bucket per rank") {

@@ -241,12 +241,13 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
     else
       throw InputError(where + ": sched_ms is a number of ms from 0 to 1e6 or \"measured\", got " + v.dump());
   }
-  if (f.has("noise_sigma")) {
-    s.noise_sigma = f.get<double>("noise_sigma", s.noise_sigma);
-    if (s.noise_sigma < 0 || s.noise_sigma > 3)
-      throw InputError(where + ": noise_sigma is a log-normal σ in [0, 3] (leave it out for the model's), got " +
-                       format("%g", s.noise_sigma));
-  }
+  for (auto [key, sigma] : {std::pair{"noise_sigma", &s.noise_sigma}, {"noise_shared_sigma", &s.noise_shared_sigma}})
+    if (f.has(key)) {
+      *sigma = f.get<double>(key, *sigma);
+      if (*sigma < 0 || *sigma > 3)
+        throw InputError(where + ": " + key + " is a log-normal σ in [0, 3] (leave it out for the model's), got " +
+                         format("%g", *sigma));
+    }
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
   if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
     throw InputError(where + ": rank_speed lists " + std::to_string(s.rank_speed.size()) + " ranks, world_size is " +
@@ -521,6 +522,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"algorithm", c.simulation.algorithm},
       {"sched_ms", c.simulation.sched_measured ? nlohmann::json("measured") : nlohmann::json(c.simulation.sched_ms)},
       {"noise_sigma", c.simulation.noise_sigma < 0 ? c.model->noise_sigma : c.simulation.noise_sigma},
+      {"noise_shared_sigma",
+       c.simulation.noise_shared_sigma < 0 ? c.model->noise_shared_sigma : c.simulation.noise_shared_sigma},
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
   if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again
@@ -528,7 +531,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     for (const UnusedKeys& unused : unused_by_pipeline(abstract))
       for (const std::string& key : unused.keys)
         (unused.section.empty() ? c.resolved : c.resolved[unused.section]).erase(key);
-    if (abstract && c.simulation.noise_sigma < 0) c.resolved["simulation"].erase("noise_sigma");
+    for (auto [key, sigma] : {std::pair{"noise_sigma", c.simulation.noise_sigma},
+                              {"noise_shared_sigma", c.simulation.noise_shared_sigma}})
+      if (abstract && sigma < 0) c.resolved["simulation"].erase(key);
   }
   return c;
 }

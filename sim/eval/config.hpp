@@ -61,6 +61,7 @@ struct SimulationConfig {
   double sched_ms = 0;             // scheduling decision + cost all-gather, per step
   bool sched_measured = false;     // "sched_ms": "measured": the decision's measured time (not reproducible)
   double noise_sigma = -1;         // < 0: the model's
+  double noise_shared_sigma = -1;  // < 0: the model's
   std::vector<double> rank_speed;  // per-rank compute time factor (1.2 = 20% slower); empty = all 1
   std::vector<Straggler> stragglers;
 

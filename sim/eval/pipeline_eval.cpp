@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "common/stats.hpp"
+#include "eval/simulate.hpp"
 #include "pipeline/schedule.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
@@ -87,27 +88,24 @@ PipelineFigures figures_of(const Config& config, pipeline::PipelineResult&& r, s
   return f;
 }
 
-// Compute noise and slow GPUs as in DDP (simulate.cpp): a mean-one log-normal factor per GPU
-// and step, times simulation.rank_speed and stragglers by GPU; the same draws for every policy.
+// Compute noise and slow GPUs as in DDP (simulate.cpp): mean-one log-normal factors, one per
+// step for all GPUs and one per GPU and step, times simulation.rank_speed and stragglers by GPU;
+// the same draws for every policy.
 class ComputeFactors {
  public:
-  // `model_sigma`: the noise when simulation.noise_sigma is not set.
-  ComputeFactors(const Config& config, double model_sigma)
-      : config_(config),
-        sigma_(config.simulation.noise_sigma < 0 ? model_sigma : config.simulation.noise_sigma),
-        noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL) {}
+  // `model`: the noise where the simulation section does not set it (null: none).
+  ComputeFactors(const Config& config, const PerfModel* model) : config_(config), noise_(config, model) {}
   std::vector<double> step(int step) {
     std::vector<double> factor;
+    noise_.next_step();
     for (int gpu = 0; gpu < config_.parallel->setup.gpus(); ++gpu)
-      factor.push_back(std::exp(sigma_ * noise_.normal() - 0.5 * sigma_ * sigma_) *
-                       config_.simulation.speed_factor(gpu, step));
+      factor.push_back(noise_.next_rank() * config_.simulation.speed_factor(gpu, step));
     return factor;
   }
 
  private:
   const Config& config_;
-  double sigma_;
-  Rng noise_;
+  ComputeNoise noise_;
 };
 
 // Model mode: the policy's steps, as each GPU's work. Each data-parallel group is one of the
@@ -131,7 +129,7 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
   const bool packed = config.training.attention == "packed";
   const double grad_bytes = m.bytes_per_param;
   const double sync_share = (s.data_parallel == "ddp" ? 2.0 : 1.0) * (D - 1) / D;
-  ComputeFactors factors(config, m.noise_sigma);
+  ComputeFactors factors(config, &m);
   std::vector<StepWork> steps;
   for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(D)) {
     StepWork work(static_cast<std::size_t>(S * D));
@@ -193,7 +191,7 @@ std::vector<PipelineFigures> simulate_parallel(const Config& config, std::pair<i
   const auto steps = static_cast<std::size_t>(config.training.steps);
   if (p.abstract_mode) {
     // The unit times, scaled like model mode's (no noise unless simulation.noise_sigma says so).
-    ComputeFactors factors(config, 0);
+    ComputeFactors factors(config, nullptr);
     std::vector<StepWork> work(steps, pipeline::abstract_step(p.setup, p.abstract));
     for (std::size_t t = 0; t < steps; ++t) {
       const std::vector<double> factor = factors.step(static_cast<int>(t));

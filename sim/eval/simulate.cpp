@@ -33,14 +33,18 @@ double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
 
 }  // namespace
 
-ComputeCharger::ComputeCharger(const Config& config)
-    : config_(config),
-      sigma_(config.simulation.noise_sigma < 0 ? config.model->noise_sigma : config.simulation.noise_sigma),
-      noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL) {}
+ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
+    : sigma_(config.simulation.noise_sigma >= 0 ? config.simulation.noise_sigma : model ? model->noise_sigma : 0),
+      shared_sigma_(config.simulation.noise_shared_sigma >= 0 ? config.simulation.noise_shared_sigma
+                    : model                                   ? model->noise_shared_sigma
+                                                              : 0),
+      noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL),
+      shared_noise_(config.training.seed ^ 0x2545f4914f6cdd1dULL) {}
+
+ComputeCharger::ComputeCharger(const Config& config) : config_(config), noise_(config, config.model.get()) {}
 
 PolicyWork ComputeCharger::charge(const PolicyRun& run) {
   const PerfModel& m = *config_.model;
-  const double sigma = sigma_;
   PolicyWork pw;
   pw.steps = run.G ? static_cast<int>(run.rows.size()) / run.G : 0;
   pw.synchronized = run.label.rfind("static", 0) != 0;
@@ -48,9 +52,8 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
   for (std::size_t i = 0; i < run.rows.size(); ++i) {
     const RankStep& r = run.rows[i];
     const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
-    // Mean-one log-normal factor: E[exp(σz − σ²/2)] = 1, so noise leaves mean compute as modelled.
-    const double z = noise_.normal();
-    const double factor = std::exp(sigma * z - 0.5 * sigma * sigma) * config_.simulation.speed_factor(r.rank, r.step);
+    if (i % static_cast<std::size_t>(std::max(run.G, 1)) == 0) noise_.next_step();
+    const double factor = noise_.next_rank() * config_.simulation.speed_factor(r.rank, r.step);
     // Forward and backward of one micro-batch: padded to its longest sample, or packed.
     auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {
       if (run.packed)

@@ -3,6 +3,7 @@
 // included), then the SimGrid engine deciding when each rank's step ends.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <span>
 #include <string>
@@ -44,6 +45,22 @@ SimulationRun simulate_streamed(const Config& config, std::span<const int> datas
 // The optional trace columns a run of this config writes, known before its first row.
 TraceColumns trace_columns_for(const Config& config);
 
+// Mean-one log-normal compute factors, E[exp(σz − σ²/2)] = 1, so that noise leaves mean compute
+// as modelled: one drawn per step for all ranks (shared), one per rank-step, each from its own
+// seeded stream. `model` gives the σ's the simulation section leaves unset (null: 0).
+class ComputeNoise {
+ public:
+  ComputeNoise(const Config& config, const PerfModel* model);
+  void next_step() { shared_ = factor(shared_sigma_, shared_noise_); }
+  // The step's shared factor times a fresh one of this rank's.
+  double next_rank() { return shared_ * factor(sigma_, noise_); }
+
+ private:
+  static double factor(double sigma, Rng& rng) { return std::exp(sigma * rng.normal() - 0.5 * sigma * sigma); }
+  double sigma_, shared_sigma_, shared_ = 1;
+  Rng noise_, shared_noise_;
+};
+
 // Each rank-step's compute (ms) for one policy's token-level rows, a block at a time: the noise
 // stream carries over between blocks. The noise is drawn in the same order for every policy
 // (common random numbers), so policies differ only by their plan.
@@ -54,8 +71,7 @@ class ComputeCharger {
 
  private:
   const Config& config_;
-  double sigma_;
-  Rng noise_;
+  ComputeNoise noise_;
 };
 PolicyWork charge_compute(const Config& config, const PolicyRun& run);
 

@@ -100,6 +100,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
+    m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
     n.reject_unknown();
   }
   if (f.has("memory_mib")) {

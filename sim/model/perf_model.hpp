@@ -31,6 +31,10 @@ struct PerfModel {
   PhaseModel forward, backward;
   double optimizer_ms = 0;
   double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
+  // Log-normal σ of a factor drawn once per step for all ranks: slow spells of a machine the
+  // ranks share (emulated ranks in one process, cores of one host), which independent per-rank
+  // noise spreads over the steps' maxima instead of their tail.
+  double noise_shared_sigma = 0;
   // Compute runs this many times slower while a collective is in flight on its rank (NCCL
   // kernels take SMs on a GPU, Gloo's threads take cores on a CPU); 1 = no interference.
   double comm_slowdown = 1;
