@@ -2,6 +2,7 @@
 // an exact oracle of the simulation, and the bad traces each named by file, line and column.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -235,6 +236,53 @@ TEST_CASE("both interference factors come back from a profile of each activity a
   CHECK(fitted.allreduce_slowdown == c.allreduce_slowdown);
   CHECK(fit_report(c).find("interference: backward runs ×1.2") != std::string::npos);
   CHECK(fit_report(c).find("an allreduce runs ×1.") != std::string::npos);
+}
+
+TEST_CASE("noise timed by four ranks at once splits into each rank's own and the step's shared") {
+  // Four ranks time every step's shape together; a step's factor exp(0.08·z) is shared, each
+  // rank adds exp(0.04·z') of its own; 3×3 shapes, 40 steps each.
+  TempDir dir;
+  Rng rng(5);
+  PolicyRun run{"profile", "", 4, {}, {}};
+  for (int b : {2, 8, 24})
+    for (int L : {16, 48, 128})
+      for (int r = 0; r < 40; ++r) {
+        const double shared = std::exp(0.08 * rng.normal());
+        const int step = static_cast<int>(run.rows.size() / 4);
+        for (int g = 0; g < 4; ++g) {
+          const double factor = shared * std::exp(0.04 * rng.normal());
+          RankStep row;
+          row.step = step;
+          row.rank = g;
+          row.batch_size = b;
+          row.max_len = L;
+          row.padded_tokens = std::int64_t{b} * L;
+          row.global_batch = 4 * b;
+          row.fwd_ms = (2 + 0.002 * b * L + 1e-5 * b * L * L) * factor;
+          row.bwd_ms = 2 * row.fwd_ms;
+          run.rows.push_back(row);
+        }
+      }
+  std::ofstream(dir / "together.csv") << trace_csv({run}, {{"world_size", "4"}, {"profile", "ranks together"}});
+  const Calibration c = calibrate({read_trace(dir / "together.csv")});
+  CHECK(c.noise_ranks == 4);
+  CHECK(c.noise_sigma == doctest::Approx(0.04).epsilon(0.15));
+  CHECK(c.noise_shared_sigma == doctest::Approx(0.08).epsilon(0.15));
+  CHECK(std::hypot(c.noise_sigma, c.noise_shared_sigma) == doctest::Approx(std::hypot(0.04, 0.08)).epsilon(0.1));
+  CHECK(fit_report(c).find("split over the 4 ranks that timed each step at once") != std::string::npos);
+  const auto json = calibrated_model(c, {read_trace(dir / "together.csv")}, load_perf_model("rtx3090-distilbert"), "fit",
+                                     "sim");
+  const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
+  CHECK(fitted.noise_shared_sigma == c.noise_shared_sigma);
+  // One rank's rows of the same steps: no split, the total as before.
+  PolicyRun alone{"profile", "", 1, {}, {}};
+  for (const RankStep& row : run.rows)
+    if (row.rank == 0) alone.rows.push_back(row), alone.rows.back().global_batch = row.batch_size;
+  std::ofstream(dir / "alone.csv") << trace_csv({alone}, {{"world_size", "1"}, {"profile", "one rank"}});
+  const Calibration one = calibrate({read_trace(dir / "alone.csv")});
+  CHECK(one.noise_ranks == 0);
+  CHECK(one.noise_shared_sigma == 0);
+  CHECK(one.noise_sigma == doctest::Approx(std::hypot(0.04, 0.08)).epsilon(0.15));
 }
 
 TEST_CASE("validate --warmup auto finds where an injected slow start settles") {

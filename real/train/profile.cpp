@@ -10,6 +10,7 @@
 #include <functional>
 #include <span>
 #include <thread>
+#include <tuple>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
@@ -174,7 +175,8 @@ void Trainer::profile(ProfileOptions p) {
          << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms << " ms ("
          << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
   }
-  std::vector<ddpsim::PolicyRun> runs = {{"profile", "", 1, rows, {}}};
+  if (together) rows = every_rank(rows);
+  std::vector<ddpsim::PolicyRun> runs = {{"profile", "", together ? G_ : 1, rows, {}}};
   std::string what = "warmup " + warmup_text(p) + " (" + std::to_string(warmups) + " runs in all), repetitions " +
                      std::to_string(p.reps) + ", " + std::to_string(points.size()) + " points in a seeded random order";
   if (buckets_) buckets_->set_communicate(true);
@@ -187,6 +189,30 @@ void Trainer::profile(ProfileOptions p) {
   meta.emplace_back("profile", what);
   ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv(runs, meta)}});
   log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << "\n";
+}
+
+std::vector<ddpsim::RankStep> Trainer::every_rank(const std::vector<ddpsim::RankStep>& mine) {
+  // What each rank timed: forward, backward, optimizer, step, peak memory, loss.
+  auto values = torch::empty({static_cast<std::int64_t>(mine.size()), 6}, torch::kFloat64);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const auto& r = mine[i];
+    values[static_cast<std::int64_t>(i)] =
+        torch::tensor({r.fwd_ms, r.bwd_ms, r.opt_ms, r.step_ms, r.peak_mem_mib, r.loss}, torch::kFloat64);
+  }
+  const auto all = comm_->allgather(values.to(device_)).cpu();
+  const auto at = all.accessor<double, 3>();
+  std::vector<ddpsim::RankStep> rows;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    for (int g = 0; g < G_; ++g) {
+      ddpsim::RankStep r = mine[i];
+      const auto k = static_cast<std::int64_t>(i);
+      r.rank = g;
+      r.global_batch = r.batch_size * G_;  // every rank timed the shape: the step's B
+      std::tie(r.fwd_ms, r.bwd_ms, r.opt_ms, r.step_ms, r.peak_mem_mib, r.loss) =
+          std::tuple(at[g][k][0], at[g][k][1], at[g][k][2], at[g][k][3], at[g][k][4], at[g][k][5]);
+      rows.push_back(r);
+    }
+  return rows;
 }
 
 std::vector<ddpsim::RankStep> Trainer::profile_communication(const ProfileOptions& p) {

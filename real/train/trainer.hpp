@@ -121,6 +121,9 @@ class Trainer {
   int rank_batch_cap() const;
   std::vector<int> auto_profile_batches() const;
   std::vector<int> auto_profile_lengths(const std::vector<int>& batches) const;
+  // The profile rows every rank timed together, step by step: how they differ within a step is
+  // each rank's own noise, how steps differ their shared noise (ddpsim calibrate splits the two).
+  std::vector<ddpsim::RankStep> every_rank(const std::vector<ddpsim::RankStep>& mine);
   std::vector<ddpsim::RankStep> profile_communication(const ProfileOptions& options);
   void profile_interference(const ProfileOptions& options, std::vector<ddpsim::RankStep>& rows);
   int agree_max(int value);

@@ -80,6 +80,44 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
 // Interference rows, both ways: per shape, the median backward beside allreduces over the
 // median alone (comm_slowdown); per size, the median allreduce beside a backward pass over the
 // median alone (allreduce_slowdown). Each factor is the geometric mean of its ratios, at least 1.
+using Shape = std::pair<double, double>;  // (b, L), or a packed step's (Σ s, Σ s²)
+
+// Steps whose ranks all timed one shape at once (a profile of ranks together): how the ranks
+// differ within a step is each one's own noise; how a shape's step means differ, beyond what
+// the own noise gives a mean of n, is the noise they share. Splits c.noise_sigma (the total)
+// into the two; leaves it whole without such steps.
+void split_shared_noise(const std::map<long, std::vector<std::pair<Shape, double>>>& steps, Calibration& c) {
+  double own_squares = 0;
+  long own_degrees = 0;
+  std::size_t ranks = 0;
+  std::map<Shape, std::vector<double>> step_means;
+  for (const auto& [id, rows] : steps) {
+    const auto same = [&](const auto& r) { return r.first == rows[0].first; };
+    if (rows.size() < 2 || !std::all_of(rows.begin(), rows.end(), same)) continue;
+    double m = 0;
+    for (const auto& r : rows) m += r.second / double(rows.size());
+    for (const auto& r : rows) own_squares += (r.second - m) * (r.second - m);
+    own_degrees += static_cast<long>(rows.size()) - 1;
+    ranks = std::max(ranks, rows.size());
+    step_means[rows[0].first].push_back(m);
+  }
+  double mean_squares = 0;
+  long mean_degrees = 0;
+  for (const auto& [shape, means] : step_means) {
+    const double m = mean(means);
+    for (double v : means) mean_squares += (v - m) * (v - m);
+    mean_degrees += static_cast<long>(means.size()) - 1;
+  }
+  if (own_degrees == 0 || mean_degrees == 0) return;
+  // The total σ stays the one measured over all repetitions; the two estimates set its shares.
+  const double own = own_squares / double(own_degrees);
+  const double shared = std::max(0.0, mean_squares / double(mean_degrees) - own / double(ranks));
+  const double total = c.noise_sigma, share = own + shared > 0 ? shared / (own + shared) : 0;
+  c.noise_sigma = total * std::sqrt(1 - share);
+  c.noise_shared_sigma = total * std::sqrt(share);
+  c.noise_ranks = static_cast<int>(ranks);
+}
+
 void fit_interference(const std::vector<Trace>& traces, Calibration& c) {
   using Times = std::pair<std::vector<double>, std::vector<double>>;  // alone, beside the other
   std::map<std::pair<int, int>, Times> shapes;
@@ -128,17 +166,22 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   std::vector<std::pair<int, int>> bl, mem_bl;
   std::vector<std::pair<double, double>> work, mem_work;  // (Σ s, Σ s²) of packed rows
   std::vector<double> fwd, bwd, opt, mem;
+  std::vector<long> step_ids;  // rows of one step of one run share an id: they were timed together
+  long step_id = -1;
   std::string names, padded_trace, packed_trace;
   for (const Trace& t : traces) {
     names += (names.empty() ? "" : ", ") + t.path;
     for (const auto& run : t.runs)
-      for (const RankStep& r : run.rows) {
+      for (std::size_t i = 0; i < run.rows.size(); ++i) {
+        const RankStep& r = run.rows[i];
+        if (i == 0 || r.step != run.rows[i - 1].step) ++step_id;
         c.half_timed_rows += std::isnan(r.fwd_ms) != std::isnan(r.bwd_ms);
         // A step of several micro-batches times several shapes at once: no point of the fit.
         if (std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms) || r.batch_size < 1 || !r.micro.empty()) continue;
         (run.packed ? packed_trace : padded_trace) = t.path;
         bl.emplace_back(r.batch_size, r.max_len);
         work.emplace_back(double(r.real_tokens), double(r.sq_tokens));
+        step_ids.push_back(step_id);
         fwd.push_back(r.fwd_ms);
         bwd.push_back(r.bwd_ms);
         if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
@@ -199,14 +242,16 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
     return c.packed ? m.analytic.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
   };
   std::vector<double> ratio, logs;
-  std::map<std::pair<double, double>, std::vector<double>> log_compute;  // by shape (or packed work)
+  std::map<Shape, std::vector<double>> log_compute;  // by shape (or packed work)
+  std::map<long, std::vector<std::pair<Shape, double>>> together;  // by step: what its ranks timed
   for (std::size_t i = 0; i < bl.size(); ++i) {
     const double predicted = predict(c.forward.model, i) + predict(c.backward.model, i);
     if (predicted <= 0 || fwd[i] + bwd[i] <= 0) continue;
     ratio.push_back((fwd[i] + bwd[i]) / predicted);
     logs.push_back(std::log(ratio.back()));
-    log_compute[c.packed ? work[i] : std::pair<double, double>(bl[i].first, bl[i].second)].push_back(
-        std::log(fwd[i] + bwd[i]));
+    const Shape shape = c.packed ? work[i] : Shape(bl[i].first, bl[i].second);
+    log_compute[shape].push_back(std::log(fwd[i] + bwd[i]));
+    together[step_ids[i]].emplace_back(shape, log_compute[shape].back());
   }
   double squares = 0;
   long degrees = 0;
@@ -217,14 +262,16 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   }
   c.noise_from_repetitions = degrees > 0;
   c.noise_sigma = degrees > 0 ? std::sqrt(squares / double(degrees)) : population_std(logs);
-  c.mean_scale = logs.empty() ? 1.0 : std::exp(percentile(logs, 50) + 0.5 * c.noise_sigma * c.noise_sigma);
+  const double total_sigma = c.noise_sigma;
+  split_shared_noise(together, c);
+  c.mean_scale = logs.empty() ? 1.0 : std::exp(percentile(logs, 50) + 0.5 * total_sigma * total_sigma);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
     for (auto& row : m->grid.ms)
       for (double& t : row) t *= c.mean_scale;
   }
   c.observed_p95_over_p50 = ratio.empty() ? 1.0 : percentile(ratio, 95) / percentile(ratio, 50);
-  c.fitted_p95_over_p50 = std::exp(1.6448536269514722 * c.noise_sigma);
+  c.fitted_p95_over_p50 = std::exp(1.6448536269514722 * total_sigma);
 
   std::vector<double> pf, pb;
   for (std::size_t i = 0; i < bl.size(); ++i) {
@@ -288,7 +335,7 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["optimizer_ms"] = c.optimizer_ms;
   m["comm_slowdown"] = c.comm_slowdown;
   m["allreduce_slowdown"] = c.allreduce_slowdown;
-  m["noise"] = {{"sigma", c.noise_sigma}};
+  m["noise"] = {{"sigma", c.noise_sigma}, {"shared_sigma", c.noise_shared_sigma}};
   m["memory_mib"] = {{"m0", c.has_memory ? c.mem_m0 : base.mem_m0_mib},
                      {"mu", c.has_memory ? c.mem_mu : base.mem_mu_mib},
                      {"nu", c.has_memory ? c.mem_nu : base.mem_nu_mib},
@@ -362,12 +409,20 @@ std::string fit_report(const Calibration& c) {
   phase("backward", c.backward);
   std::snprintf(line, sizeof line, "  optimizer %.4g ms (mean)\n", c.optimizer_ms);
   out += line;
+  const double total = std::hypot(c.noise_sigma, c.noise_shared_sigma);
   std::snprintf(line, sizeof line,
                 "  noise     log-normal σ %.4f from %s (both phases ×%.4f, so the model gives a shape's mean"
                 " time); P95/P50 of measured/predicted compute: observed %.4f, fitted %.4f\n",
-                c.noise_sigma, c.noise_from_repetitions ? "the repetitions of each shape" : "the residuals",
-                c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
+                total, c.noise_from_repetitions ? "the repetitions of each shape" : "the residuals", c.mean_scale,
+                c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
+  if (c.noise_ranks > 0) {
+    std::snprintf(line, sizeof line,
+                  "            split over the %d ranks that timed each step at once: σ %.4f each rank's own, "
+                  "σ %.4f shared by a step's ranks\n",
+                  c.noise_ranks, c.noise_sigma, c.noise_shared_sigma);
+    out += line;
+  }
   if (c.has_memory) {
     std::snprintf(line, sizeof line, "  memory    m = %.5g + %.4g·%s + %.4g·%s MiB   R² %.4f   MAPE %.2f%%\n", c.mem_m0,
                   c.mem_mu, c.packed ? "Σs" : "b·L", c.mem_nu, c.packed ? "Σs²" : "b·L²", c.memory.r2,

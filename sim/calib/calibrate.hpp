@@ -39,8 +39,12 @@ struct Calibration {
   PhaseFit forward, backward;
   long half_timed_rows = 0;  // rows with fwd_ms or bwd_ms but not both: left out, and said so
   double optimizer_ms = 0;
-  double noise_sigma = 0;
+  double noise_sigma = 0;  // each rank's own: all of the noise, unless ranks timed steps together
   bool noise_from_repetitions = false;  // else from the residuals of the forms in use
+  // Where several ranks timed each step's shape at once (a profile of ranks together): the σ of
+  // the noise a step's ranks share, and how many ranks timed a step; shared² + own² = total².
+  double noise_shared_sigma = 0;
+  int noise_ranks = 0;
   // Both phases were scaled by this so that the model gives the mean, not the median, of a
   // shape's time under the fitted noise: exp(mean log ratio + σ²/2).
   double mean_scale = 1;

@@ -322,7 +322,7 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     for (const auto& r : run.rows) G = std::max(G, r.rank + 1);
     run.G = G;
     // A training trace has a row per rank (ddptrain's emulated ranks included); a profile
-    // records rank 0 of its group.
+    // records its communication on rank 0 only.
     auto said = trace.metadata.find("emulated_ranks");
     if (said == trace.metadata.end() || said->second == "0") said = trace.metadata.find("world_size");
     if (said != trace.metadata.end() && !trace.metadata.count("profile") && said->second != std::to_string(G)) {

@@ -28,8 +28,9 @@ are reduced to their median, and fits minimise relative error:
                       it); k-fold cross-validation by shape gives each form's held-out MAPE, and
                       the smaller one is used unless --form says otherwise
   optimizer           the mean of opt_ms
-  noise               log-normal sigma of measured / predicted compute under the forms in use,
-                      with the observed and fitted P95/P50 of that ratio
+  noise               log-normal sigma of how a shape's repetitions spread, with the observed
+                      and fitted P95/P50 of measured / predicted compute; split into each rank's
+                      own and a step's shared noise where ranks timed steps together
   memory              m(b, L) = m0 + mu*b*L + nu*b*L^2 MiB, where peak_mem_mib is filled
   allreduce           ring alpha-beta, from allreduce rows (--profile over several ranks)
   comm_slowdown       backward beside back-to-back allreduces over backward alone, from

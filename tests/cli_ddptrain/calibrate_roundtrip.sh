@@ -15,7 +15,8 @@ grep -q '^# threads=1$' "$WORK/profile/steps.csv" || fail "profile trace lacks i
 
 expect_ok "$DDPTRAIN" "${tiny[@]}" --profile --nproc-per-node 2 --profile-bytes 4096,262144,1048576 \
   --profile-batches 1,4,16 --profile-lengths 8,24,64 --profile-warmup 1 --profile-reps 3 --out "$WORK/allreduce"
-[[ $(grep -c ',profile,' "$WORK/allreduce/steps.csv") == 27 ]] || fail "two ranks should time the 27-row grid together"
+[[ $(grep -c ',profile,' "$WORK/allreduce/steps.csv") == 54 ]] || fail "two ranks should time the 27-row grid together"
+[[ $(grep -c '^[0-9]*,1,profile,' "$WORK/allreduce/steps.csv") == 27 ]] || fail "rank 1's profile rows are not in the trace"
 grep -q ',allreduce_bytes,allreduce_ms,concurrent_allreduce_bytes$' "$WORK/allreduce/steps.csv" ||
   fail "the allreduce profile lacks its columns"
 [[ $(nproc) -lt 2 ]] || grep -q '^# cpus=[0-9]* (pinned)$' "$WORK/allreduce/steps.csv" || fail "two ranks of one thread are not pinned"
@@ -35,7 +36,9 @@ grep -q "held-out MAPE" "$WORK/out" || fail "calibrate printed no fit report"
 grep -q "interference: backward runs" "$WORK/out" || fail "calibrate did not fit the interference"
 grep -q "allreduce 2 ranks, as a ring" "$WORK/out" || fail "calibrate did not fit the allreduce"
 grep -q '"fnv1a64"' "$WORK/model.json" || fail "the model does not record its source trace"
-[[ $(wc -l <"$WORK/residuals.csv") == $((1 + 2 * 54)) ]] || fail "residuals.csv should hold 2 phases x 54 rows"
+[[ $(wc -l <"$WORK/residuals.csv") == $((1 + 2 * 81)) ]] || fail "residuals.csv should hold 2 phases x 81 rows"
+grep -q "split over the 2 ranks that timed each step at once" "$WORK/out" || fail "calibrate did not split the noise"
+grep -q '"shared_sigma"' "$WORK/model.json" || fail "the model lacks the shared noise"
 
 for policy in static minmax:buffer=16; do
   expect_ok "$DDPTRAIN" "${tiny[@]}" --policy "$policy" --global-batch 16 --steps 100 --nproc-per-node 2 \
