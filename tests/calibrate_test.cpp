@@ -270,8 +270,8 @@ TEST_CASE("noise timed by four ranks at once splits into each rank's own and the
   CHECK(c.noise_shared_sigma == doctest::Approx(0.08).epsilon(0.15));
   CHECK(std::hypot(c.noise_sigma, c.noise_shared_sigma) == doctest::Approx(std::hypot(0.04, 0.08)).epsilon(0.1));
   CHECK(fit_report(c).find("split over the 4 ranks that timed each step at once") != std::string::npos);
-  const auto json = calibrated_model(c, {read_trace(dir / "together.csv")}, load_perf_model("rtx3090-distilbert"), "fit",
-                                     "sim");
+  const auto base = load_perf_model("rtx3090-distilbert");
+  const auto json = calibrated_model(c, {read_trace(dir / "together.csv")}, base, "fit", "sim");
   const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
   CHECK(fitted.noise_shared_sigma == c.noise_shared_sigma);
   // One rank's rows of the same steps: no split, the total as before.
