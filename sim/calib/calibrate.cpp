@@ -77,9 +77,6 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   c.allreduce = quality(ms, predicted);
 }
 
-// Interference rows, both ways: per shape, the median backward beside allreduces over the
-// median alone (comm_slowdown); per size, the median allreduce beside a backward pass over the
-// median alone (allreduce_slowdown). Each factor is the geometric mean of its ratios, at least 1.
 using Shape = std::pair<double, double>;  // (b, L), or a packed step's (Σ s, Σ s²)
 
 // Steps whose ranks all timed one shape at once (a profile of ranks together): how the ranks
@@ -118,6 +115,9 @@ void split_shared_noise(const std::map<long, std::vector<std::pair<Shape, double
   c.noise_ranks = static_cast<int>(ranks);
 }
 
+// Interference rows, both ways: per shape, the median backward beside allreduces over the
+// median alone (comm_slowdown); per size, the median allreduce beside a backward pass over the
+// median alone (allreduce_slowdown). Each factor is the geometric mean of its ratios, at least 1.
 void fit_interference(const std::vector<Trace>& traces, Calibration& c) {
   using Times = std::pair<std::vector<double>, std::vector<double>>;  // alone, beside the other
   std::map<std::pair<int, int>, Times> shapes;
