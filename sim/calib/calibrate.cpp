@@ -34,6 +34,7 @@ FitQuality quality(const std::vector<double>& measured, const std::vector<double
 // a backward pass are interference rows).
 void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   std::vector<double> bytes, ms;
+  std::string files;  // the traces that have them
   int G = 0;
   for (const Trace& t : traces) {
     int ranks = 0;
@@ -49,6 +50,7 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
               throw InputError(t.path + ": allreduce rows of " + std::to_string(ranks) + " ranks mixed with " +
                                std::to_string(G) + ": calibrate one world size at a time");
             G = ranks;
+            files += (files.empty() ? "" : ", ") + t.path;
           }
           bytes.push_back(r.allreduce_bytes);
           ms.push_back(r.allreduce_ms);
@@ -56,7 +58,8 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   }
   if (bytes.empty()) return;
   if (std::set<double>(bytes.begin(), bytes.end()).size() < 2)
-    throw InputError("allreduce rows of a single size: the α–β fit needs at least two sizes (--profile-bytes)");
+    throw InputError(files +
+                     ": allreduce rows of a single size: the α–β fit needs at least two sizes (--profile-bytes)");
   // As for compute: one median per size, relative error (sizes span three orders of magnitude).
   std::map<double, std::vector<double>> by_size;
   for (std::size_t i = 0; i < bytes.size(); ++i) by_size[bytes[i]].push_back(ms[i]);
@@ -68,12 +71,20 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
     y.push_back(w * median);
   }
   const auto coef = nnls(rows, y);
+  // The ring's link bandwidth is what the fit is for: none when time does not grow with size.
+  const double link_GBps = coef[1] > 0 ? 2.0 * (G - 1) / G / (coef[1] * 1e-3) / 1e9 : 0;
+  if (!(link_GBps >= 1e-6 && link_GBps <= 1e6))
+    throw InputError(
+        files + ": allreduce rows: their time does not grow with the bytes reduced (" + std::to_string(by_size.size()) +
+        " sizes from " + std::to_string(static_cast<long long>(by_size.begin()->first)) + " to " +
+        std::to_string(static_cast<long long>(by_size.rbegin()->first)) +
+        " bytes), so no link bandwidth from 1e-6 to 1e6 GB/s fits them; profile larger sizes (--profile-bytes)");
   std::vector<double> predicted;
   for (double b : bytes) predicted.push_back(coef[0] + coef[1] * b);
   c.has_allreduce = true;
   c.allreduce_ranks = G;
   c.allreduce_step_latency_us = coef[0] * 1e3 / (2.0 * (G - 1));
-  c.allreduce_link_GBps = coef[1] > 0 ? 2.0 * (G - 1) / G / (coef[1] * 1e-3) / 1e9 : 0;
+  c.allreduce_link_GBps = link_GBps;
   c.allreduce = quality(ms, predicted);
 }
 

@@ -96,7 +96,15 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
       if (eq != std::string::npos) {
         std::string key = line.substr(1, eq - 1);
         key.erase(0, key.find_first_not_of(' '));
+        key.erase(key.find_last_not_of(' ') + 1);
         const std::string value = line.substr(eq + 1);
+        const std::string at = path + ":" + std::to_string(line_no) + ": metadata " + printable(key);
+        // Metadata describes the rows that follow; a line among them, or one given twice, would
+        // silently change what the earlier lines said.
+        if (!col.empty()) throw InputError(at + " after the header: metadata lines come before it");
+        if (trace.metadata.count(key))
+          throw InputError(at + " is given twice (" + printable(trace.metadata[key]) + " and " + printable(value) +
+                           "): give it once");
         // The rank counts size the allreduce fit and the world checks: read exactly.
         if ((key == "world_size" || key == "emulated_ranks") &&
             (value.empty() || value.size() > 5 || !std::all_of(value.begin(), value.end(), ::isdigit) ||
@@ -229,6 +237,10 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     };
     RankStep r;
     r.step = static_cast<int>(integer("step"));
+    if (r.step == std::numeric_limits<int>::max())  // a replay runs steps 0 … step: one more than an int holds
+      throw InputError(where("step") + "expected an integer from 0 to " +
+                       std::to_string(std::numeric_limits<int>::max() - 1) + ", got \"" + fields[col.at("step")] +
+                       "\"");
     r.rank = static_cast<int>(integer("rank"));
     r.batch_size = static_cast<int>(integer("batch_size"));
     r.max_len = static_cast<int>(integer("max_len"));
@@ -248,9 +260,17 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     if (r.global_batch == 0 && r.batch_size > 0 && col.count("global_batch") && !fields[col["global_batch"]].empty())
       throw InputError(where("global_batch") + "expected at least 1 (or empty: the sum of the step's batch sizes)");
     r.loss_weight = col.count("loss_weight") ? amount("loss_weight") : NOT_MEASURED;
-    r.allreduce_bytes = amount("allreduce_bytes");
+    // Byte counts, when given: whole bytes, at most a petabyte.
+    auto bytes = [&](const char* name) {
+      const double v = number(name);
+      if (!std::isnan(v) && !(v >= 0 && v <= 1e15 && v == std::floor(v)))
+        throw InputError(where(name) + "expected a whole number of bytes from 0 to 1e15, got \"" +
+                         fields[col.at(name)] + "\"");
+      return v;
+    };
+    r.allreduce_bytes = bytes("allreduce_bytes");
     r.allreduce_ms = duration("allreduce_ms");
-    r.concurrent_allreduce_bytes = amount("concurrent_allreduce_bytes");
+    r.concurrent_allreduce_bytes = bytes("concurrent_allreduce_bytes");
     // Packed sequences: the attention pairs, and nothing padded.
     if (col.count("sq_tokens")) {
       const double pairs = amount("sq_tokens");

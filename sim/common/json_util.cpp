@@ -45,10 +45,15 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 nlohmann::json parse_json(std::string_view text, const std::string& origin) {
   // nlohmann keeps the last of duplicate keys; a key given twice is a mistake, so the parse
   // tracks each open object's keys and stops at a repeat.
+  // The depth is capped too: nlohmann copies and compares values recursively, so a document
+  // nested 100,000 levels deep (a few hundred KB) would overflow the stack later on.
   std::vector<std::set<std::string>> open;
   std::string duplicate;
-  auto track = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  bool too_deep = false;
+  auto track = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using E = nlohmann::json::parse_event_t;
+    if (depth > MAX_JSON_DEPTH) too_deep = true;
+    if (too_deep) return false;
     if (event == E::object_start) open.emplace_back();
     if (event == E::object_end && !open.empty()) open.pop_back();
     if (event == E::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second)
@@ -60,6 +65,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& origin) {
     throw InputError(origin + ":" + line_col(text, nul + 1) + ": invalid JSON: a NUL byte (JSON text has none)");
   try {
     auto doc = nlohmann::json::parse(text.begin(), text.end(), track);
+    if (too_deep)
+      throw InputError(origin + ": invalid JSON: nested deeper than " + std::to_string(MAX_JSON_DEPTH) +
+                       " levels of arrays and objects");
     if (!duplicate.empty())
       throw InputError(origin + ": key \"" + duplicate + "\" appears twice in one object (give each key once)");
     return doc;

@@ -20,6 +20,8 @@ namespace ddpsim {
 
 // Reads and parses a JSON file; throws InputError "FILE:LINE:COL: reason".
 nlohmann::json read_json_file(const std::string& path);
+// How deep arrays and objects may nest in any JSON ddpsim reads (configs need five levels).
+constexpr int MAX_JSON_DEPTH = 64;
 // Parses JSON text; `origin` names it in errors.
 nlohmann::json parse_json(std::string_view text, const std::string& origin);
 

@@ -41,7 +41,8 @@ LengthHistogram histogram_from_json(const nlohmann::json& doc, const std::string
   LengthHistogram h;
   h.source = fields.get<std::string>("source", "");
   h.tokenizer = fields.get<std::string>("tokenizer", "");
-  h.max_length = fields.get<int>("max_length", 0);
+  // Absent: the truncation is unknown (0); present: a length the tokenizer could truncate at.
+  h.max_length = doc.contains("max_length") ? fields.get_in<int>("max_length", 0, 2, 1000000) : 0;
   const auto& counts = fields.raw("counts");
   fields.reject_unknown({"samples", "mean_length", "min_length", "max_length_seen"});
   if (!counts.is_array() || counts.empty())

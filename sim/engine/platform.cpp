@@ -1,5 +1,6 @@
 #include "engine/platform.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -151,6 +152,30 @@ constexpr int CHECK_FAILED = 3;
 constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
 constexpr const char* ROUTE_MARK = "ddpsim-platform-route: ";
 
+// A resource whose availability varies over time (a bandwidth_file, a state_file turning a link
+// off, a <trace_connect>): its line and what it is, or "". ddpsim models variation as noise and
+// stragglers; SimGrid would deadlock or abort on a link going to zero or off mid-step. SimGrid
+// has no getter for a resource's profile, so the file's text (comments aside) is searched.
+std::string time_varying_resource(const std::string& text) {
+  std::size_t from = 0;
+  for (;;) {
+    std::size_t found = std::string::npos;
+    std::string what;
+    for (const char* key : {"bandwidth_file", "latency_file", "state_file", "speed_file", "<trace_connect", "<trace "})
+      if (const auto at = text.find(key, from); at < found) found = at, what = key;
+    const auto comment = text.find("<!--", from);
+    if (found == std::string::npos) return "";
+    if (comment < found) {
+      from = text.find("-->", comment);
+      if (from == std::string::npos) return "";
+      continue;
+    }
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(found), '\n');
+    if (what.front() == '<') what = what.substr(1, what.find_last_not_of(' '));
+    return "line " + std::to_string(line) + ": " + what;
+  }
+}
+
 // The child's side of check_platform_file: loads the platform into a fresh engine and checks
 // the rank hosts and the routes the collective uses; exits 0, or CHECK_FAILED with its reason.
 [[noreturn]] void probe_platform(const PlatformConfig& config, const std::vector<std::pair<int, int>>& pairs) {
@@ -162,7 +187,17 @@ constexpr const char* ROUTE_MARK = "ddpsim-platform-route: ";
   try {
     xbt_log_control_set("root.thresh:critical");
     sg4::Engine engine("ddpsim");
+    if (const auto varying = time_varying_resource(read_input_file(config.file, "platform file", 64 * MiB));
+        !varying.empty())
+      fail(config.file + ":" + varying.substr(5) +
+           ": availability that varies over time is not simulated (a step's variation comes from the model's "
+           "noise and simulation.stragglers); remove it");
     const auto hosts = build_xml(config);
+    // A WIFI link's sharing is defined only at a route's end, and SimGrid aborts mid-run elsewhere.
+    for (const auto* link : engine.get_all_links())
+      if (link->get_sharing_policy() == sg4::Link::SharingPolicy::WIFI)
+        fail(config.file + ": link \"" + link->get_name() + "\" is a WIFI link, which ddpsim does not simulate "
+             "(give it the default sharing policy)");
     // A SPLITDUPLEX link N is two links, N_UP and N_DOWN, so SimGrid takes a plain link declared
     // again as N without a word, and a route's N then means one or the other by its direction.
     for (const auto* link : engine.get_all_links())

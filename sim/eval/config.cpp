@@ -141,9 +141,9 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
     d.min = f.get_in<int>("min", d.min, 1, 1000000);
     d.max = f.get_in<int>("max", d.max, 1, 1000000);
     if (!(d.mean > 0 && d.mean <= 1e6))
-      throw InputError(where + ": mean must be > 0 and at most 1e6 tokens, got " + format("%g", d.mean));
+      throw InputError(where + ": mean must be > 0 and at most 1e6 tokens, got " + nlohmann::json(d.mean).dump());
     if (!(d.std >= 0 && d.std <= 1e6))
-      throw InputError(where + ": std must be from 0 to 1e6 tokens, got " + format("%g", d.std));
+      throw InputError(where + ": std must be from 0 to 1e6 tokens, got " + nlohmann::json(d.std).dump());
     if (d.min > d.max)
       throw InputError(where + ": min (" + std::to_string(d.min) + ") is more than max (" + std::to_string(d.max) + ")");
     if (d.mean < d.min || d.mean > d.max)  // the clip would pile most samples onto one length
@@ -181,7 +181,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
                      t.attention + "\"");
   for (const auto& [key, mb] : {std::pair{"bucket_mb", t.bucket_mb}, std::pair{"first_bucket_mb", t.first_bucket_mb}})
     if (!(mb > 0 && mb <= 1e6))
-      throw InputError(where + ": " + key + " must be > 0 and ≤ 1000000 (MB), got " + format("%g", mb));
+      throw InputError(where + ": " + key + " must be > 0 and ≤ 1000000 (MB), got " + nlohmann::json(mb).dump());
   if (f.has("b_max")) {
     const auto& b = f.raw("b_max");
     if (b.is_string()) {
@@ -246,7 +246,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
       *sigma = f.get<double>(key, *sigma);
       if (*sigma < 0 || *sigma > 3)
         throw InputError(where + ": " + key + " is a log-normal σ in [0, 3] (leave it out for the model's), got " +
-                         format("%g", *sigma));
+                         nlohmann::json(*sigma).dump());
     }
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
   if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
@@ -255,7 +255,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   for (std::size_t g = 0; g < s.rank_speed.size(); ++g)
     if (!(s.rank_speed[g] >= 1e-6 && s.rank_speed[g] <= 1e6))
       throw InputError(where + ": rank_speed[" + std::to_string(g) + "] must be in [1e-6, 1e6], got " +
-                       format("%g", s.rank_speed[g]));
+                       nlohmann::json(s.rank_speed[g]).dump());
   if (f.has("stragglers")) {
     const auto& list = f.raw("stragglers");
     if (!list.is_array()) throw InputError(where + ": stragglers is an array of {rank, factor, from_step, to_step}");
@@ -273,7 +273,7 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
         throw InputError(item.where() + ": rank " + std::to_string(st.rank) + " is outside 0.." +
                          std::to_string(G - 1));
       if (!(st.factor >= 1e-6 && st.factor <= 1e6))
-        throw InputError(item.where() + ": factor must be in [1e-6, 1e6], got " + format("%g", st.factor));
+        throw InputError(item.where() + ": factor must be in [1e-6, 1e6], got " + nlohmann::json(st.factor).dump());
       if (st.to_step != -1 && st.to_step <= st.from_step)
         throw InputError(item.where() + ": to_step (" + std::to_string(st.to_step) + ") must be after from_step (" +
                          std::to_string(st.from_step) + "); -1 or none for \"to the end\"");

@@ -16,7 +16,8 @@ namespace {
 double non_negative(const JsonFields& f, const char* key, double fallback, double limit) {
   const double v = f.get<double>(key, fallback);
   if (!(v >= 0 && v <= limit))
-    throw InputError(f.where() + ": " + key + " must be from 0 to " + format("%g", limit) + ", got " + format("%g", v));
+    throw InputError(f.where() + ": " + key + " must be from 0 to " + format("%g", limit) + ", got " +
+                     nlohmann::json(v).dump());
   return v;
 }
 
@@ -26,7 +27,7 @@ double unit_time(const JsonFields& f, const char* key, double fallback) {
   const double v = f.get<double>(key, fallback);
   if (!(v == 0 || (v >= 1e-3 && v <= 1e9)))
     throw InputError(f.where() + ": " + key + " must be 0 or from 0.001 to 1e9 units (scale all times alike), got " +
-                     format("%g", v));
+                     nlohmann::json(v).dump());
   return v;
 }
 
@@ -50,15 +51,16 @@ ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where
       const double v = w.get<double>(name, 1.0);
       if (!(v > 0 && v <= 1e6))
         throw InputError(w.where() + ": " + name + " must be > 0 and ≤ 1e6 (a share of a shared link), got " +
-                         format("%g", v));
+                         nlohmann::json(v).dump());
       c.weights[static_cast<std::size_t>(k)] = v;
     }
     w.reject_unknown();
     const auto [low, high] = std::minmax_element(c.weights.begin(), c.weights.end());
     if (*high > MAX_WEIGHT_RATIO * *low)
       throw InputError(w.where() + ": the largest weight is at most " + format("%g", MAX_WEIGHT_RATIO) +
-                       " times the smallest (SimGrid's solver loses smaller shares), got " + format("%g", *high) +
-                       " and " + format("%g", *low) + "; for strict priority, name the class in exclusive");
+                       " times the smallest (SimGrid's solver loses smaller shares), got " +
+                       nlohmann::json(*high).dump() + " and " + nlohmann::json(*low).dump() +
+                       "; for strict priority, name the class in exclusive");
   }
   if (f.has("exclusive")) {
     const auto& e = f.raw("exclusive");

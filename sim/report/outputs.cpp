@@ -82,7 +82,19 @@ TraceColumns TraceColumns::of(const std::vector<PolicyRun>& runs) {
 
 TraceWriter::TraceWriter(std::ostream& out, const Metadata& metadata, TraceColumns columns) : out_(out), c_(columns) {
   std::string head;
-  for (const auto& [key, value] : metadata) head += "# " + key + "=" + value + "\n";
+  for (const auto& [key, value] : metadata) {
+    // One line each: a control byte in a value (a path with a newline) is written as \xNN.
+    head += "# " + key + "=";
+    for (const char ch : value)
+      if (const auto byte = static_cast<unsigned char>(ch); byte < 0x20 || byte == 0x7f) {
+        char escaped[5];
+        std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+        head += escaped;
+      } else {
+        head += ch;
+      }
+    head += '\n';
+  }
   head += join(trace_columns(), ",");
   if (c_.allreduce) head += ",allreduce_bytes,allreduce_ms";
   if (c_.concurrent) head += ",concurrent_allreduce_bytes";

@@ -19,6 +19,7 @@
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
 #include "common/interrupt.hpp"
+#include "common/json_util.hpp"
 #include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
 #include "report/outputs.hpp"
@@ -118,7 +119,12 @@ std::optional<nlohmann::ordered_json> load_cell(const fs::path& cells_dir, const
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   const std::string text = read_own_file(path.string(), "sweep cell");
-  auto doc = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Values nested past MAX_JSON_DEPTH are dropped (nlohmann copies recursively): the cell then
+  // fails the checks below like any edited one.
+  const auto shallow = [](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+    return depth <= MAX_JSON_DEPTH;
+  };
+  auto doc = nlohmann::ordered_json::parse(text, shallow, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("config") || !doc.contains("policies") ||
       !doc["policies"].is_object() || doc["policies"].empty())
     throw InputError(path.string() +
@@ -144,6 +150,14 @@ std::optional<nlohmann::ordered_json> load_cell(const fs::path& cells_dir, const
         throw InputError(path.string() + ": policy " + printable(label) + ": " + metric +
                          (present ? " is " + printable(v.dump()) + ", not a number ≥ 0" : " is missing") + damaged);
     }
+  // A DDP cell ran its config's steps, every policy all of them.
+  const auto& training = doc["config"].value("training", nlohmann::ordered_json());
+  if (!pipeline && training.is_object() && training.contains("steps"))
+    for (const auto& [label, figures] : doc["policies"].items())
+      if (figures["steps"] != training["steps"])
+        throw InputError(path.string() + ": policy " + printable(label) + ": steps is " +
+                         printable(figures["steps"].dump()) + ", its config's training.steps " +
+                         training["steps"].dump() + damaged);
   return doc;
 }
 

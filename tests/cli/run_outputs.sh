@@ -75,7 +75,8 @@ grep -q 'warning: policy static: in 20 of 20 steps a rank needs more memory than
   fail "no warning for batches above the memory capacity: $(cat "$WORK/err")"
 expect_ok "$DDPSIM" run --steps 20 --policies minmax --set training.global_batch=256 --set training.max_length=512 \
   --set "data=$long" --set 'training.b_max="model"'
-[[ ! -s $WORK/err ]] || fail "a run capped by its memory model warns: $(cat "$WORK/err")"
+# (grep, not an empty stderr: SimGrid's context switches draw a warning from AddressSanitizer)
+! grep -q 'ddpsim run: warning' "$WORK/err" || fail "a run capped by its memory model warns: $(cat "$WORK/err")"
 # Output lost to a full disk is an error, not a success.
 if [[ -w /dev/full ]]; then
   "$DDPSIM" run --print-config >/dev/full 2>"$WORK/err" && fail "ddpsim run > /dev/full exited 0"

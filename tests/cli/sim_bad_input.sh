@@ -39,6 +39,28 @@ for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1
   run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
     --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
 done
+# Availability that varies over time (SimGrid deadlocks or aborts mid-run when a link goes to
+# zero or off) and WIFI links (an abort mid-run) are refused before any step, by file and line.
+abc='<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidth="1GBps" latency="1us"/>\n'
+route='<route src="a" dst="b"><link_ctn id="l"/><link_ctn id="w"/></route>\n</zone>\n</platform>\n'
+printf "$H"'<zone id="z" routing="Full">\n'"$abc"'<link id="w" bandwidth="1GBps" latency="0us" sharing_policy="WIFI"/>\n'"$route" >"$WORK/wifi.xml"
+printf "$H"'<zone id="z" routing="Full">\n'"$abc"'<!-- a state_file="x" in a comment is no profile -->\n<link id="w" bandwidth="1GBps" latency="1us" bandwidth_file="bw.txt"/>\n'"$route" >"$WORK/bwfile.xml"
+printf "$H"'<zone id="z" routing="Full">\n'"$abc"'<link id="w" bandwidth="1GBps" latency="1us" state_file="on_off.txt"/>\n'"$route" >"$WORK/statefile.xml"
+for case in 'wifi.xml: link "w" is a WIFI link, which ddpsim does not simulate' \
+  'bwfile.xml:7: bandwidth_file: availability that varies over time is not simulated' \
+  'statefile.xml:6: state_file: availability that varies over time is not simulated'; do
+  run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
+    --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
+done
+# JSON nested 100,000 deep (nlohmann copies values recursively) is refused, not a stack overflow.
+python3 -c "n = 100000; print('{\"x\":' + '[' * n + ']' * n + '}')" >"$WORK/deep.json"
+run_bad 1 'deep.json: invalid JSON: nested deeper than 64 levels' "$DDPSIM" run "$WORK/deep.json"
+# A histogram's own max_length is a truncation length: 2 or more.
+printf '{"max_length": -5, "counts": [[5, 100]]}' >"$WORK/hist.json"
+run_bad 1 'hist.json: key "max_length" is number -5: expected an integer from 2 to 1000000' "$DDPSIM" run \
+  --set "data={\"source\": \"histogram\", \"path\": \"$WORK/hist.json\"}"
+# A value out of range is shown with all its digits (%g showed 3.0000001 as 3).
+run_bad 1 'noise_sigma is a log-normal σ in \[0, 3\] .*got 3.0000001' "$DDPSIM" run --set simulation.noise_sigma=3.0000001
 # A link on a needed route with no bandwidth would stall every transfer: named, with its route.
 printf "$H"'<zone id="z" routing="Full">\n<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidth="0GBps" latency="1us"/>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/zerobw.xml"
 run_bad 1 'zerobw.xml: link "l" \(on the route from "a" to "b"\) has bandwidth 0 B/s' "$DDPSIM" run \

@@ -88,6 +88,10 @@ expect_exit 1 "$cell: policy static: mean_max_step_ms is \"x\", not a number ≥
   "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1"
 sed 's/"p95_max_step_ms": [0-9.e+-]*,//' "$WORK/cell.json" >"$WORK/a1/cells/$cell"
 expect_exit 1 "$cell: policy static: p95_max_step_ms is missing" "$DDPSIM" sweep --merge "$WORK/a1" --out "$out"
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["policies"]["static"]["steps"] += 0.5
+print(json.dumps(c))' "$WORK/cell.json" >"$WORK/a1/cells/$cell"
+expect_exit 1 "$cell: policy static: steps is [0-9]+.5, its config's training.steps [0-9]+ \(an edited" \
+  "$DDPSIM" sweep --merge "$WORK/a1" --out "$out"
 printf '{"config": {}, "policies": {"static": {}}}' >"$WORK/a1/cells/$cell"
 expect_exit 1 "$cell: holds another config than its name says .*remove it" \
   "$DDPSIM" sweep "$WORK/a.json" --out "$WORK/a1"

@@ -96,6 +96,36 @@ for key in training.steps=3 training.global_batch=8 training.max_length=64 'poli
   expect_exit 2 "--set ${key%%=*}: replay and validate take the steps, batches and lengths from .*, so .* would have no effect" \
     "$DDPSIM" validate --measured "$WORK/g2/steps.csv" --model rtx3090-distilbert --set "$key"
 done
+# Metadata is read once, before the header: a key given twice or a line among the rows would
+# silently change what the lines before it said.
+rows='step,rank,batch_size,max_len,fwd_ms,bwd_ms\n0,0,2,8,1,2\n0,1,2,8,1,2\n'
+printf "# world_size=3\n# world_size =2\n$rows" >"$WORK/twice.csv"
+expect_exit 1 'twice.csv:2: metadata world_size is given twice \(3 and 2\)' "$DDPSIM" replay "$WORK/twice.csv" \
+  --model rtx3090-distilbert --out "$out/r"
+printf "$rows# world_size=2\n" >"$WORK/late.csv"
+expect_exit 1 'late.csv:4: metadata world_size after the header' "$DDPSIM" replay "$WORK/late.csv" \
+  --model rtx3090-distilbert --out "$out/r"
+# The last step an int can number is refused by the trace's line, not as a config's steps.
+printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n2147483647,0,2,8,1,2\n' >"$WORK/last.csv"
+expect_exit 1 'last.csv:2: column step: expected an integer from 0 to 2147483646' "$DDPSIM" replay "$WORK/last.csv" \
+  --model rtx3090-distilbert --out "$out/r"
+# Allreduce rows: whole byte counts, and a time that grows with them (or no bandwidth fits).
+ar_rows() {  # ar_rows BYTES MS BYTES MS: a 2-rank profile with two allreduce sizes
+  printf '# profile=test\n# world_size=2\nstep,rank,batch_size,max_len,fwd_ms,bwd_ms,allreduce_bytes,allreduce_ms\n'
+  printf '0,0,2,8,1,2,,\n1,0,4,8,2,4,,\n2,0,2,32,3,6,,\n3,0,8,16,4,8,,\n4,0,0,0,,,%s,%s\n5,0,0,0,,,%s,%s\n' "$@"
+}
+ar_rows 65536.5 1 1048576 2 >"$WORK/ar_frac.csv"
+expect_exit 1 'ar_frac.csv:8: column allreduce_bytes: expected a whole number of bytes from 0 to 1e15, got "65536.5"' \
+  "$DDPSIM" calibrate "$WORK/ar_frac.csv" --out "$out/m.json"
+ar_rows 65536 5 1048576 5 >"$WORK/ar_flat.csv"
+expect_exit 1 'ar_flat.csv: allreduce rows: their time does not grow with the bytes reduced \(2 sizes from 65536 to 1048576' \
+  "$DDPSIM" calibrate "$WORK/ar_flat.csv" --out "$out/m.json"
+# A control byte in a metadata value (a config path with a newline) is written as \xNN, so the
+# trace still reads back.
+cp "$SRC/configs/default.json" "$WORK/a"$'\n'"b.json"
+expect_ok "$DDPSIM" run "$WORK/a"$'\n'"b.json" --steps 2 --policies static --out "$WORK/nl"
+grep -q '^# config=.*a\\x0ab.json$' "$WORK/nl/steps.csv" || fail "metadata value not escaped: $(head -3 "$WORK/nl/steps.csv")"
+expect_ok "$DDPSIM" replay "$WORK/nl/steps.csv" --model rtx3090-distilbert
 [[ -z $(ls -A "$out") ]] || fail "output left behind: $(ls -A "$out")"
 for verb in calibrate replay validate; do
   expect_ok "$DDPSIM" "$verb" --help
