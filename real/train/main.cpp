@@ -117,16 +117,16 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   require(in(o.probe_reserve, 0, 0.999), "--probe-reserve is a fraction of device memory, from 0 to below 1");
   require(in(o.bucket_mb, 1e-3, 1e5), "--bucket-mb must be from 0.001 to 100000 (MiB)");
   require(in(o.first_bucket_mb, 1e-3, 1e5), "--first-bucket-mb must be from 0.001 to 100000 (MiB)");
-  require(in(o.lr, 0, 1e3) && o.lr > 0, "--lr must be a positive number");
-  require(in(o.weight_decay, 0, 1e3), "--weight-decay must be ≥ 0");
+  require(in(o.lr, 0, 1e3) && o.lr > 0, "--lr must be a positive number up to 1000");
+  require(in(o.weight_decay, 0, 1e3), "--weight-decay must be from 0 to 1000");
   require(in(o.warmup, 0, 1), "--warmup is a fraction of the steps, from 0 to 1");
-  require(in(o.clip_norm, 0, 1e30), "--clip-norm must be ≥ 0 (0: off)");
+  require(in(o.clip_norm, 0, 1e30), "--clip-norm must be from 0 (off) to 1e30");
   require(!vm.count("dropout") || in(o.dropout, 0, 0.999), "--dropout is a probability in [0, 1)");
   require(!vm.count("emulate-ranks") || in(o.emulate_ranks, 1, 4096), "--emulate-ranks must be from 1 to 4096");
-  require(in(o.emulate_link_GBps, 1e-6, 1e6), "--emulate-link-GBps must be a positive bandwidth (GB/s)");
-  require(in(o.emulate_latency_us, 0, 1e9), "--emulate-latency-us must be ≥ 0");
-  require(in(o.eval_every, 0, 1e9) && in(o.ckpt_every, 0, 1e9), "--eval-every and --ckpt-every must be ≥ 0 (0: off)");
-  require(in(o.log_every, 1, 1e9), "--log-every must be at least 1");
+  require(in(o.emulate_link_GBps, 1e-6, 1e6), "--emulate-link-GBps must be from 1e-06 to 1000000 (GB/s)");
+  require(in(o.emulate_latency_us, 0, 1e9), "--emulate-latency-us must be from 0 to 1e9 (µs)");
+  require(in(o.eval_every, 0, 1e9) && in(o.ckpt_every, 0, 1e9), "--eval-every and --ckpt-every must be from 0 (off) to 1e9");
+  require(in(o.log_every, 1, 1e9), "--log-every must be from 1 to 1e9");
 }
 
 // Written on the command line, not a default.
@@ -330,6 +330,9 @@ int run(int argc, char** argv) {
   }
   o.probe_bmax = bmax == "probe";
   o.profiling = vm.count("profile") > 0;
+  if (!vm.count("profile") && o.global_batch < ranks)
+    throw ddpsim::UsageError("--global-batch " + std::to_string(o.global_batch) + " is less than the " +
+                             std::to_string(ranks) + " ranks: every rank needs a sample each step");
   if (!vm.count("profile") && o.micro_batches > o.global_batch / std::max(ranks, 1))
     throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) + " is more than a rank's share of "
                              "--global-batch (" + std::to_string(o.global_batch) + " over " + std::to_string(ranks) +

@@ -164,6 +164,7 @@ std::vector<int> read_length_trace(const std::string& path, int max_length) {
   std::vector<int> lengths;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte order mark, as in CSVs
     const auto hash = line.find('#');
     if (hash != std::string::npos) line.erase(hash);
     std::istringstream fields(line);

@@ -553,7 +553,11 @@ nlohmann::json Config::printable() const {
 
 std::unique_ptr<LengthSource> make_length_source(const DataConfig& d, int max_length) {
   if (d.source == "sst2") return histogram_source(sst2_train_histogram(), max_length);
-  if (d.source == "histogram") return histogram_source(histogram_from_json(read_json_file(d.path), d.path), max_length);
+  if (d.source == "histogram") {
+    LengthHistogram h = histogram_from_json(read_json_file(d.path), d.path);
+    if (h.source.empty()) h.source = d.path;  // messages and trace metadata name it by its file
+    return histogram_source(std::move(h), max_length);
+  }
   if (d.source == "trace") return trace_source(d.path, max_length);
   if (d.source == "tsv") return tsv_source(d.path, d.vocab, max_length);
   return lognormal_source(d.mean, d.std, d.min, d.max, d.samples, max_length);

@@ -51,8 +51,10 @@ class HfFields {
 // Labels of a sequence-classification head: id2label's size, num_labels, or 2.
 long long label_count(const nlohmann::json& config, const std::string& origin) {
   if (config.contains("id2label") && !config["id2label"].is_null()) {
-    if (!config["id2label"].is_object() || config["id2label"].empty())
+    if (!config["id2label"].is_object())
       throw wrong_type(config["id2label"], origin + ": key \"id2label\"", "an object of label names by id");
+    if (config["id2label"].empty())
+      throw InputError(origin + ": key \"id2label\" is an empty object: expected a label name for each id");
     return static_cast<long long>(config["id2label"].size());
   }
   if (config.contains("num_labels") && !config["num_labels"].is_null()) {

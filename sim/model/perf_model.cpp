@@ -164,6 +164,8 @@ PerfModel load_perf_model(const std::string& name_or_path) {
 PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin) {
   JsonFields f(doc, origin);
   std::filesystem::path config = f.require<std::string>("hf_config");
+  if (config.empty())
+    throw InputError(origin + ": \"hf_config\" is empty: expected the path of a Hugging Face config.json");
   if (config.is_relative()) config = (std::filesystem::path(origin).parent_path() / config).lexically_normal();
   const std::string gpu = f.require<std::string>("gpu");
   const std::string dtype = f.get<std::string>("dtype", "bf16");

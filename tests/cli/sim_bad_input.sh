@@ -167,4 +167,20 @@ printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$SRC/models/hf/llama-3-8b.json"
 expect_ok "$DDPSIM" run --set "model=$WORK/llama.json" --set training.max_length=9000 --policies static --steps 2
 printf '{"gpu": "h100-sxm", "dtype": "bf16"}' >"$WORK/nospec.json"
 run_bad 1 'nospec.json: a model spec \(gpu, dtype, efficiency\) needs "hf_config"' "$DDPSIM" run --set "model=$WORK/nospec.json"
+printf '{"hf_config": "", "gpu": "h100-sxm"}' >"$WORK/emptyspec.json"
+run_bad 1 'emptyspec.json: "hf_config" is empty: expected the path of a Hugging Face config.json' "$DDPSIM" run \
+  --set "model=$WORK/emptyspec.json"
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["id2label"] = {}
+c["architectures"] = ["BertForSequenceClassification"]; print(json.dumps(c))' \
+  "$SRC/models/hf/bert-base-uncased.json" >"$WORK/nolabels-hf.json"
+printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/nolabels-hf.json" >"$WORK/nolabels.json"
+run_bad 1 'nolabels-hf.json: key "id2label" is an empty object: expected a label name for each id' "$DDPSIM" run \
+  --set "model=$WORK/nolabels.json"
+# A histogram without a "source" is named by its file where the data is described.
+printf '{"counts": [[5, 3]]}' >"$WORK/three.json"
+run_bad 1 'data \(histogram .*three.json: 3 samples.*\): 3 samples, fewer than the 4 ranks' "$DDPSIM" run \
+  --set data.source=histogram --set "data.path=$WORK/three.json"
+# A length trace with a byte order mark reads as one without (CSV traces and TSVs do too).
+{ printf '\xef\xbb\xbf'; seq 5 100; } >"$WORK/bom.txt"
+expect_ok "$DDPSIM" balance --steps 2 --set data.source=trace --set "data.path=$WORK/bom.txt"
 finish

@@ -89,6 +89,10 @@ expect_exit 2 "--emulate-link-GBps shapes the allreduce --emulate-ranks models" 
 expect_exit 2 "--emulate-latency-us shapes the allreduce" "$DDPTRAIN" "${tinyrun[@]}" --emulate-latency-us 5
 expect_exit 2 "--profile-bytes sizes the allreduces a profile of several ranks times" "$DDPTRAIN" \
   --synthetic-lengths sst2 --model tiny --profile --profile-bytes 100
+expect_exit 2 "--global-batch 8 is less than the 16 ranks" "$DDPTRAIN" "${tinyrun[@]}" --global-batch 8 \
+  --emulate-ranks 16
+expect_exit 2 "--emulate-latency-us must be from 0 to 1e9" "$DDPTRAIN" "${tinyrun[@]}" --emulate-ranks 2 \
+  --emulate-latency-us 1e300
 expect_exit 2 "--micro-batches 49 is more than a rank's share of --global-batch \(48 over 1 ranks: 48\)" \
   "$DDPTRAIN" "${tinyrun[@]}" --micro-batches 49
 expect_exit 2 "--profile-lengths: 1 is outside 2" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
