@@ -13,6 +13,7 @@
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
 #   STAGES="calibrate validate" scripts/validate_cpu.sh  # refit the committed profiles, validate the committed runs
 #   STAGES="repeat-run repeat-validate" scripts/validate_cpu.sh  # (a) twice more, with a profile of that session
+#   STAGES="order-run order-validate" scripts/validate_cpu.sh  # (a)'s kk, then static: does the run order matter?
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
@@ -29,7 +30,7 @@ read -r -a stages <<<"${STAGES:-profile calibrate run validate}"
 wants() { [[ " ${settings[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${settings[@]}"; do [[ $s == 2ranks || $s == emulated4 ]] || { echo "validate_cpu: SETTINGS: unknown setting '$s' (2ranks, emulated4)" >&2; exit 2; }; done
-for s in "${stages[@]}"; do [[ $s =~ ^(profile|calibrate|run|validate|repeat-run|repeat-validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, calibrate, run, validate, repeat-run, repeat-validate)" >&2; exit 2; }; done
+for s in "${stages[@]}"; do [[ $s =~ ^(profile|calibrate|run|validate|repeat-run|repeat-validate|order-run|order-validate)$ ]] || { echo "validate_cpu: STAGES: unknown stage '$s' (profile, calibrate, run, validate, repeat-run, repeat-validate, order-run, order-validate)" >&2; exit 2; }; done
 # A number from a model file: the value after "KEY": (the key's own letters stay out of it).
 model_value() { sed -n "s/.*\"$2\": *\([-+0-9.eE]*\).*/\1/p" "$1" | head -1; }
 
@@ -152,5 +153,24 @@ if stage repeat-validate; then
       sed -n '/^steady state/,/^$/p' "$dir.txt"
     done
   done
+fi
+# The campaign runs static first, right after the profile. Whether a policy's gain in (a) is the
+# policy or the minutes its run took: kk (which pads like static) and then static again, validated
+# against the campaign's model (a).
+order=$out/experiments/order
+if stage order-run; then
+  step "7. order: (a) kk, then static"
+  for policy in kk static; do
+    echo "-- $policy"
+    "$ddptrain" "${common[@]}" --policy "$policy" --steps "$steps" --nproc-per-node 2 --log-every 100 \
+      --out "$order/$policy" | grep -E '^step .*/|wrote'
+  done
+fi
+if stage order-validate; then
+  step "8. order: kk against the static run after it"
+  "$ddpsim" validate --measured "$order/kk/steps.csv" --baseline "$order/static/steps.csv" --model "$model_a" \
+    "${measured_platform[@]}" --out "$order/validation" >"$order/validation.txt"
+  sed -i "s|$PWD/||g" "$order/validation.txt" "$order/validation"/*.json
+  sed -n '/^steady state/,/^$/p' "$order/validation.txt"
 fi
 step "done: traces and validation under $out, models $model_a and $model_b"

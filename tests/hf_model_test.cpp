@@ -115,7 +115,9 @@ TEST_CASE("bad specs name the file and what is missing") {
   fails(llama, {{"hf_config", "config.json"}, {"gpu", "b200"}, {"dtype", "fp32"}},
         "dtype \"fp32\": b200 has peak figures for");
   fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"efficiency", 1.5}},
-        "efficiency must be in (0, 1]");
+        "efficiency is the share of the GPU's peak FLOP/s reached: from 0.001 to 1, got 1.5");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"efficiency", 1e-300}},
+        "from 0.001 to 1, got 1e-300");
   fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"dtyp", "bf16"}}, "did you mean \"dtype\"");
   fails(llama, {{"hf_config", "missing.json"}, {"gpu", "h100-sxm"}}, "missing.json: cannot open JSON file");
   llama["num_hidden_layers"] = 20000;
