@@ -99,7 +99,8 @@ void split_shared_noise(const std::map<long, std::vector<std::pair<Shape, double
   long own_degrees = 0;
   std::size_t ranks = 0;
   std::map<Shape, std::vector<double>> step_means;
-  for (const auto& [id, rows] : steps) {
+  for (const auto& step : steps) {
+    const auto& rows = step.second;  // a named reference: clang 14 cannot capture a structured binding
     const auto same = [&](const auto& r) { return r.first == rows[0].first; };
     if (rows.size() < 2 || !std::all_of(rows.begin(), rows.end(), same)) continue;
     double m = 0;

@@ -251,6 +251,10 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
     r.comm_wait_ms = duration("comm_wait_ms");
     r.opt_ms = duration("opt_ms");
     r.step_ms = duration("step_ms");
+    // A rank's step holds its phases (the writers round each to 1e-4 ms).
+    if (const double phases = r.fwd_ms + r.bwd_ms + r.opt_ms; r.step_ms < phases - 1e-3 - 1e-9 * phases)
+      throw InputError(where("step_ms") + fields[col.at("step_ms")] + " is less than fwd_ms + bwd_ms + opt_ms (" +
+                       std::to_string(phases) + "): a rank's step time includes its phases");
     r.peak_mem_mib = amount("peak_mem_mib");
     r.loss = number("loss");
     r.global_batch = col.count("global_batch") && !fields[col["global_batch"]].empty()

@@ -152,27 +152,63 @@ constexpr int CHECK_FAILED = 3;
 constexpr const char* CHECK_MARK = "ddpsim-platform-check: ";
 constexpr const char* ROUTE_MARK = "ddpsim-platform-route: ";
 
-// A resource whose availability varies over time (a bandwidth_file, a state_file turning a link
-// off, a <trace_connect>): its line and what it is, or "". ddpsim models variation as noise and
-// stragglers; SimGrid would deadlock or abort on a link going to zero or off mid-step. SimGrid
-// has no getter for a resource's profile, so the file's text (comments aside) is searched.
-std::string time_varying_resource(const std::string& text) {
-  std::size_t from = 0;
-  for (;;) {
+constexpr long long MAX_XML_HOSTS = 100000;
+
+// Hosts in a <cluster>'s radical ("0-3,8,10-11"), or MAX_XML_HOSTS + 1 when past it.
+long long radical_hosts(const std::string& radical) {
+  long long hosts = 0;
+  std::istringstream parts(radical);
+  for (std::string part; std::getline(parts, part, ',');) {
+    const auto dash = part.find('-');
+    const std::string first = part.substr(0, dash), last = dash == std::string::npos ? first : part.substr(dash + 1);
+    if (first.empty() || last.empty() || first.size() > 12 || last.size() > 12 ||
+        first.find_first_not_of("0123456789") != std::string::npos ||
+        last.find_first_not_of("0123456789") != std::string::npos)
+      return 0;  // not a range: SimGrid names it
+    hosts += std::max(0LL, std::stoll(last) - std::stoll(first) + 1);
+    if (hosts > MAX_XML_HOSTS) return MAX_XML_HOSTS + 1;
+  }
+  return hosts;
+}
+
+// What in a platform's text ddpsim refuses, as "LINE: what: why", or "". SimGrid has no getter
+// for a resource's profile or the radical it expanded, so the text (comments aside) is searched:
+// - availability that varies over time (a bandwidth_file, a state_file turning a link off, a
+//   <trace_connect>): SimGrid deadlocks on a link profiled to zero and aborts on one turned off;
+// - a <config> block: it rescales SimGrid's network model (bandwidth and latency factors, solver
+//   precision) under the calibrated one, and SimGrid aborts mid-run on some of its values;
+// - a <cluster> radical of more hosts than a rank map can use: SimGrid would build them all.
+std::string refused_in_platform(const std::string& text) {
+  const std::string varying = "availability that varies over time is not simulated (a step's variation comes "
+                              "from the model's noise and simulation.stragglers); remove it";
+  const std::pair<const char*, std::string> refused[] = {
+      {"bandwidth_file", varying}, {"latency_file", varying}, {"state_file", varying},
+      {"speed_file", varying},     {"<trace_connect", varying}, {"<trace ", varying},
+      {"<config", "SimGrid's own settings would change the network model ddpsim calibrates; remove the block"},
+      {"radical=\"", ""}};
+  for (std::size_t from = 0;;) {
     std::size_t found = std::string::npos;
-    std::string what;
-    for (const char* key : {"bandwidth_file", "latency_file", "state_file", "speed_file", "<trace_connect", "<trace "})
-      if (const auto at = text.find(key, from); at < found) found = at, what = key;
-    const auto comment = text.find("<!--", from);
+    const std::pair<const char*, std::string>* what = nullptr;
+    for (const auto& entry : refused)
+      if (const auto at = text.find(entry.first, from); at < found) found = at, what = &entry;
     if (found == std::string::npos) return "";
-    if (comment < found) {
+    if (const auto comment = text.find("<!--", from); comment < found) {
       from = text.find("-->", comment);
       if (from == std::string::npos) return "";
       continue;
     }
-    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(found), '\n');
-    if (what.front() == '<') what = what.substr(1, what.find_last_not_of(' '));
-    return "line " + std::to_string(line) + ": " + what;
+    from = found + 1;
+    const auto at = text.begin() + static_cast<std::ptrdiff_t>(found);
+    const auto line = std::to_string(1 + std::count(text.begin(), at, '\n'));
+    std::string name = what->first;
+    name.erase(0, name.front() == '<');
+    name.erase(name.find_last_not_of(" =\"") + 1);
+    if (name != "radical") return line + ": " + name + ": " + what->second;
+    const auto open = found + std::strlen(what->first), close = text.find('"', open);
+    if (close == std::string::npos) return "";
+    if (const auto hosts = radical_hosts(text.substr(open, close - open)); hosts > MAX_XML_HOSTS)
+      return line + ": a cluster radical of more than " + std::to_string(MAX_XML_HOSTS) +
+             " hosts: ddpsim simulates at most that many (each would be built)";
   }
 }
 
@@ -187,11 +223,9 @@ std::string time_varying_resource(const std::string& text) {
   try {
     xbt_log_control_set("root.thresh:critical");
     sg4::Engine engine("ddpsim");
-    if (const auto varying = time_varying_resource(read_input_file(config.file, "platform file", 64 * MiB));
-        !varying.empty())
-      fail(config.file + ":" + varying.substr(5) +
-           ": availability that varies over time is not simulated (a step's variation comes from the model's "
-           "noise and simulation.stragglers); remove it");
+    if (const auto refused = refused_in_platform(read_input_file(config.file, "platform file", 64 * MiB));
+        !refused.empty())
+      fail(config.file + ":" + refused);
     const auto hosts = build_xml(config);
     // A WIFI link's sharing is defined only at a route's end, and SimGrid aborts mid-run elsewhere.
     for (const auto* link : engine.get_all_links())
@@ -311,7 +345,8 @@ void check_platform_file(const PlatformConfig& config, const std::vector<std::pa
                                                 : "exit status " + std::to_string(WEXITSTATUS(status));
     throw InputError(config.file + ": SimGrid crashed (" + how + ") looking up the route " + pair +
                      ", which the allreduce needs: is there a <route> between them (a Full zone needs one "
-                     "per pair of hosts)?");
+                     "per pair of hosts)? SimGrid 3.32 also crashes here on some Dijkstra zones whose routes are "
+                     "complete; routing=\"Floyd\" reads them");
   }
   throw InputError(config.file + ": invalid SimGrid platform: " + simgrid_reason(output, status));
 }

@@ -46,7 +46,13 @@ route='<route src="a" dst="b"><link_ctn id="l"/><link_ctn id="w"/></route>\n</zo
 printf "$H"'<zone id="z" routing="Full">\n'"$abc"'<link id="w" bandwidth="1GBps" latency="0us" sharing_policy="WIFI"/>\n'"$route" >"$WORK/wifi.xml"
 printf "$H"'<zone id="z" routing="Full">\n'"$abc"'<!-- a state_file="x" in a comment is no profile -->\n<link id="w" bandwidth="1GBps" latency="1us" bandwidth_file="bw.txt"/>\n'"$route" >"$WORK/bwfile.xml"
 printf "$H"'<zone id="z" routing="Full">\n'"$abc"'<link id="w" bandwidth="1GBps" latency="1us" state_file="on_off.txt"/>\n'"$route" >"$WORK/statefile.xml"
-for case in 'wifi.xml: link "w" is a WIFI link, which ddpsim does not simulate' \
+# A <config> block rescales SimGrid's network model under the calibrated one (and some of its
+# values abort SimGrid mid-run); a cluster radical of 10^9 hosts would be built host by host.
+printf "$H"'<config><prop id="network/bandwidth-factor" value="0"/></config>\n<zone id="z" routing="Full">\n'"$abc"'<link id="w" bandwidth="1GBps" latency="1us"/>\n'"$route" >"$WORK/config.xml"
+printf "$H"'<cluster id="c" prefix="a" suffix="" radical="0-1000000000" speed="1Gf" bw="1GBps" lat="1us"/>\n</platform>\n' >"$WORK/radical.xml"
+for case in 'config.xml:4: config: SimGrid.s own settings would change the network model' \
+  'radical.xml:4: a cluster radical of more than 100000 hosts' \
+  'wifi.xml: link "w" is a WIFI link, which ddpsim does not simulate' \
   'bwfile.xml:7: bandwidth_file: availability that varies over time is not simulated' \
   'statefile.xml:6: state_file: availability that varies over time is not simulated'; do
   run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
