@@ -71,20 +71,18 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
     y.push_back(w * median);
   }
   const auto coef = nnls(rows, y);
-  // The ring's link bandwidth is what the fit is for: none when time does not grow with size.
+  // A time that does not grow with size (latency-bound sizes, or noise) resolves no bandwidth:
+  // the fit keeps its latency and says so, rather than advising a bandwidth of 0.
   const double link_GBps = coef[1] > 0 ? 2.0 * (G - 1) / G / (coef[1] * 1e-3) / 1e9 : 0;
-  if (!(link_GBps >= 1e-6 && link_GBps <= 1e6))
-    throw InputError(
-        files + ": allreduce rows: their time does not grow with the bytes reduced (" + std::to_string(by_size.size()) +
-        " sizes from " + std::to_string(static_cast<long long>(by_size.begin()->first)) + " to " +
-        std::to_string(static_cast<long long>(by_size.rbegin()->first)) +
-        " bytes), so no link bandwidth from 1e-6 to 1e6 GB/s fits them; profile larger sizes (--profile-bytes)");
+  c.allreduce_link_GBps = link_GBps >= 1e-6 && link_GBps <= 1e6 ? link_GBps : std::nan("");
+  c.allreduce_sizes = std::to_string(by_size.size()) + " sizes from " +
+                      std::to_string(static_cast<long long>(by_size.begin()->first)) + " to " +
+                      std::to_string(static_cast<long long>(by_size.rbegin()->first)) + " bytes";
   std::vector<double> predicted;
   for (double b : bytes) predicted.push_back(coef[0] + coef[1] * b);
   c.has_allreduce = true;
   c.allreduce_ranks = G;
   c.allreduce_step_latency_us = coef[0] * 1e3 / (2.0 * (G - 1));
-  c.allreduce_link_GBps = link_GBps;
   c.allreduce = quality(ms, predicted);
 }
 
@@ -367,7 +365,8 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     auto a = fit(c.allreduce);
     a["ranks"] = c.allreduce_ranks;
     a["ring_step_latency_us"] = c.allreduce_step_latency_us;
-    a["link_GBps"] = c.allreduce_link_GBps;
+    a["link_GBps"] = nlohmann::ordered_json();  // null: not resolved
+    if (!std::isnan(c.allreduce_link_GBps)) a["link_GBps"] = c.allreduce_link_GBps;
     report["allreduce"] = a;
   }
   if (!c.compute_beside_comm.empty() || !c.comm_beside_compute.empty()) {
@@ -443,7 +442,13 @@ std::string fit_report(const Calibration& c) {
   } else {
     out += "  memory    no peak_mem_mib in the traces: the base model's memory model is kept\n";
   }
-  if (c.has_allreduce) {
+  if (c.has_allreduce && std::isnan(c.allreduce_link_GBps)) {
+    std::snprintf(line, sizeof line,
+                  "  allreduce %d ranks, as a ring: %.3g us per step; no link bandwidth: the time does not grow "
+                  "with the bytes reduced (%s): profile larger sizes (ddptrain --profile-bytes)\n",
+                  c.allreduce_ranks, c.allreduce_step_latency_us, c.allreduce_sizes.c_str());
+    out += line;
+  } else if (c.has_allreduce) {
     std::snprintf(
         line, sizeof line,
         "  allreduce %d ranks, as a ring: %.3g us per step, %.4g GB/s per link   R² %.4f   MAPE %.2f%%\n"

@@ -56,7 +56,8 @@ struct Calibration {
   // α each, 2(G−1)/G·S bytes through a link of bandwidth bw.
   bool has_allreduce = false;
   int allreduce_ranks = 0;
-  double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;
+  double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;  // NaN: not resolved by the sizes
+  std::string allreduce_sizes;                                       // "N sizes from A to B bytes"
   FitQuality allreduce;
   // Medians of one activity alone and beside the other: backward beside back-to-back
   // allreduces, per profiled shape (b, L); an allreduce beside backward, per size.

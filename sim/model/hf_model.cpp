@@ -55,7 +55,14 @@ long long label_count(const nlohmann::json& config, const std::string& origin) {
       throw wrong_type(config["id2label"], origin + ": key \"id2label\"", "an object of label names by id");
     if (config["id2label"].empty())
       throw InputError(origin + ": key \"id2label\" is an empty object: expected a label name for each id");
-    return static_cast<long long>(config["id2label"].size());
+    // The ids are the head's outputs: "0" to "n-1", each once, or the label count is ambiguous.
+    const auto n = static_cast<long long>(config["id2label"].size());
+    for (const auto& [id, label] : config["id2label"].items())
+      if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos ||
+          (id.size() > 1 && id[0] == '0') || std::stoll(id) >= n)
+        throw InputError(origin + ": key \"id2label\": id \"" + id + "\" is not one of \"0\" to \"" +
+                         std::to_string(n - 1) + "\" (one label per output of the head)");
+    return n;
   }
   if (config.contains("num_labels") && !config["num_labels"].is_null()) {
     const auto n = convert<long long>(config["num_labels"], origin + ": key \"num_labels\"");
@@ -68,6 +75,9 @@ long long label_count(const nlohmann::json& config, const std::string& origin) {
 std::string head_of(const nlohmann::json& config, const std::string& origin) {
   if (!config.contains("architectures") || config["architectures"].is_null()) return "none";
   const auto names = convert<std::vector<std::string>>(config["architectures"], origin + ": key \"architectures\"");
+  if (names.size() != 1)  // one model, one head: which of several would be modelled is a guess
+    throw InputError(origin + ": key \"architectures\" lists " + std::to_string(names.size()) +
+                     " classes: expected one (the head to model, e.g. \"BertForSequenceClassification\")");
   for (const std::string& name : names) {
     if (name.ends_with("ForSequenceClassification")) return "sequence classification";
     if (name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel")) return "causal LM";

@@ -99,6 +99,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.allreduce_slowdown = slowdown("allreduce_slowdown", "communication is not slowed by compute");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
+    if (!n.has("sigma")) throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
     m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
     n.reject_unknown();
@@ -120,6 +121,10 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     JsonFields l(layers[i], origin + ": layers[" + std::to_string(i) + "]");
     LayerSpec spec;
     spec.name = l.require<std::string>("name");
+    // Timelines and bucket reports name layers: each needs a name of its own.
+    if (spec.name.empty()) throw InputError(l.where() + ": name is empty");
+    for (const auto& earlier : m.layers)
+      if (earlier.name == spec.name) throw InputError(l.where() + ": name \"" + spec.name + "\" is given to two layers");
     spec.params = l.require_in<long long>("params", 1, 10'000'000'000'000);
     spec.bwd_fraction = non_negative(l, "bwd_fraction", 0);
     l.reject_unknown();

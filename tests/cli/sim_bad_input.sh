@@ -182,6 +182,22 @@ c["architectures"] = ["BertForSequenceClassification"]; print(json.dumps(c))' \
 printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/nolabels-hf.json" >"$WORK/nolabels.json"
 run_bad 1 'nolabels-hf.json: key "id2label" is an empty object: expected a label name for each id' "$DDPSIM" run \
   --set "model=$WORK/nolabels.json"
+# id2label ids are the head's outputs ("0" to "n-1"); architectures names the one head modelled.
+for case in '"id2label"] = {"0": "a", "7": "b"}|"id2label": id "7" is not one of "0" to "1"' \
+  '"architectures"] = ["BertModel", "BertForSequenceClassification"]|"architectures" lists 2 classes: expected one' \
+  '"architectures"] = []|"architectures" lists 0 classes'; do
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["architectures"] = ["BertForSequenceClassification"]
+exec("c[" + sys.argv[2]); print(json.dumps(c))' "$SRC/models/hf/bert-base-uncased.json" "${case%%|*}" >"$WORK/odd-hf.json"
+  printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/odd-hf.json" >"$WORK/odd.json"
+  run_bad 1 "odd-hf.json: key ${case#*|}" "$DDPSIM" run --set "model=$WORK/odd.json"
+done
+# A model's layers each have a name of their own; a noise object states its sigma.
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["layers"][1]["name"] = m["layers"][0]["name"]
+print(json.dumps(m))' "$SRC/models/rtx3090-distilbert.json" >"$WORK/dupname.json"
+run_bad 1 'dupname.json: layers\[1\]: name ".*" is given to two layers' "$DDPSIM" run --set "model=$WORK/dupname.json"
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["noise"] = {}
+print(json.dumps(m))' "$SRC/models/rtx3090-distilbert.json" >"$WORK/nonoise.json"
+run_bad 1 'nonoise.json: noise: missing "sigma"' "$DDPSIM" run --set "model=$WORK/nonoise.json"
 # A histogram without a "source" is named by its file where the data is described.
 printf '{"counts": [[5, 3]]}' >"$WORK/three.json"
 run_bad 1 'data \(histogram .*three.json: 3 samples.*\): 3 samples, fewer than the 4 ranks' "$DDPSIM" run \

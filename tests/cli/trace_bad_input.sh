@@ -112,7 +112,7 @@ expect_exit 1 'short_step.csv:2: column step_ms: 5 is less than fwd_ms \+ bwd_ms
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n2147483647,0,2,8,1,2\n' >"$WORK/last.csv"
 expect_exit 1 'last.csv:2: column step: expected an integer from 0 to 2147483646' "$DDPSIM" replay "$WORK/last.csv" \
   --model rtx3090-distilbert --out "$out/r"
-# Allreduce rows: whole byte counts, and a time that grows with them (or no bandwidth fits).
+# Allreduce rows: whole byte counts; a time that does not grow with them fits no bandwidth, said so.
 ar_rows() {  # ar_rows BYTES MS BYTES MS: a 2-rank profile with two allreduce sizes
   printf '# profile=test\n# world_size=2\nstep,rank,batch_size,max_len,fwd_ms,bwd_ms,allreduce_bytes,allreduce_ms\n'
   printf '0,0,2,8,1,2,,\n1,0,4,8,2,4,,\n2,0,2,32,3,6,,\n3,0,8,16,4,8,,\n4,0,0,0,,,%s,%s\n5,0,0,0,,,%s,%s\n' "$@"
@@ -121,8 +121,11 @@ ar_rows 65536.5 1 1048576 2 >"$WORK/ar_frac.csv"
 expect_exit 1 'ar_frac.csv:8: column allreduce_bytes: expected a whole number of bytes from 0 to 1e15, got "65536.5"' \
   "$DDPSIM" calibrate "$WORK/ar_frac.csv" --out "$out/m.json"
 ar_rows 65536 5 1048576 5 >"$WORK/ar_flat.csv"
-expect_exit 1 'ar_flat.csv: allreduce rows: their time does not grow with the bytes reduced \(2 sizes from 65536 to 1048576' \
-  "$DDPSIM" calibrate "$WORK/ar_flat.csv" --out "$out/m.json"
+expect_ok "$DDPSIM" calibrate "$WORK/ar_flat.csv" --out "$WORK/flat.json"
+grep -q 'no link bandwidth: the time does not grow with the bytes reduced (2 sizes from 65536 to 1048576' "$WORK/out" ||
+  fail "a flat allreduce fit is not said as such: $(cat "$WORK/out")"
+grep -q '"link_GBps": null' "$WORK/flat.json" || fail "a flat allreduce fit wrote a bandwidth"
+! grep -q 'platform.link_GBps' "$WORK/out" || fail "a flat allreduce fit advised a link bandwidth"
 # A control byte in a metadata value (a config path with a newline) is written as \xNN, so the
 # trace still reads back.
 cp "$SRC/configs/default.json" "$WORK/a"$'\n'"b.json"
