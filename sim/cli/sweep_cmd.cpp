@@ -67,7 +67,8 @@ struct Shard {
 Shard parse_shard(const std::string& text) {
   const auto slash = text.find('/');
   try {
-    if (slash != std::string::npos) {
+    // Digits only: stol would skip a leading space or take a sign.
+    if (slash != std::string::npos && text.find_first_not_of("0123456789/") == std::string::npos) {
       std::size_t used_i = 0, used_n = 0;
       const long i = std::stol(text.substr(0, slash), &used_i);
       const long n = std::stol(text.substr(slash + 1), &used_n);

@@ -44,8 +44,20 @@ MeasuredGrid parse_grid(const nlohmann::json& doc, const std::string& where) {
   if (!doc.is_object()) throw InputError(where + ": expected an object {\"b\", \"L\", \"ms\"}");
   JsonFields f(doc, where);
   MeasuredGrid g;
-  g.b = f.require<std::vector<int>>("b");
-  g.L = f.require<std::vector<int>>("L");
+  // Sizes and lengths: integers ≥ 1 (read one by one, so that a message states that range).
+  const auto axis = [&](const char* key) {
+    const auto& list = f.raw(key);
+    if (!list.is_array()) throw wrong_type(list, where + ": " + key, "an array of integers ≥ 1");
+    std::vector<int> values;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || list[i].get<long long>() < 1 || list[i].get<long long>() > 100'000'000)
+        throw wrong_type(list[i], where + ": " + key + "[" + std::to_string(i) + "]", "an integer from 1 to 100000000");
+      values.push_back(list[i].get<int>());
+    }
+    return values;
+  };
+  g.b = axis("b");
+  g.L = axis("L");
   g.ms = f.require<std::vector<std::vector<double>>>("ms");
   f.reject_unknown();
   if (const std::string problem = g.check(); !problem.empty()) throw InputError(where + ": " + problem);
@@ -99,7 +111,8 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.allreduce_slowdown = slowdown("allreduce_slowdown", "communication is not slowed by compute");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
-    if (!n.has("sigma")) throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
+    if (!n.has("sigma"))
+      throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
     m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
     n.reject_unknown();
@@ -124,7 +137,8 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     // Timelines and bucket reports name layers: each needs a name of its own.
     if (spec.name.empty()) throw InputError(l.where() + ": name is empty");
     for (const auto& earlier : m.layers)
-      if (earlier.name == spec.name) throw InputError(l.where() + ": name \"" + spec.name + "\" is given to two layers");
+      if (earlier.name == spec.name)
+        throw InputError(l.where() + ": name \"" + spec.name + "\" is given to two layers");
     spec.params = l.require_in<long long>("params", 1, 10'000'000'000'000);
     spec.bwd_fraction = non_negative(l, "bwd_fraction", 0);
     l.reject_unknown();

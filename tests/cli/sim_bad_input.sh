@@ -191,6 +191,15 @@ exec("c[" + sys.argv[2]); print(json.dumps(c))' "$SRC/models/hf/bert-base-uncase
   printf '{"hf_config": "%s", "gpu": "h100-sxm"}' "$WORK/odd-hf.json" >"$WORK/odd.json"
   run_bad 1 "odd-hf.json: key ${case#*|}" "$DDPSIM" run --set "model=$WORK/odd.json"
 done
+# Integer fields state their own range, not an int's.
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
+m["forward_ms"]["grid"] = {"b": [1.5, 2], "L": [8, 16], "ms": [[1, 2], [2, 3]]}; print(json.dumps(m))' \
+  "$SRC/models/rtx3090-distilbert.json" >"$WORK/gridf.json"
+run_bad 1 'gridf.json: forward_ms: grid: b\[0\] is number 1.5: expected an integer from 1 to 100000000' "$DDPSIM" run \
+  --set "model=$WORK/gridf.json"
+printf '{"samples": 100.0, "counts": [[5, 100]]}' >"$WORK/hsamples.json"
+run_bad 1 'hsamples.json: key "samples" is number 100.0: expected an integer, as the counts give \(100\)' "$DDPSIM" run \
+  --set data.source=histogram --set "data.path=$WORK/hsamples.json"
 # A model's layers each have a name of their own; a noise object states its sigma.
 python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["layers"][1]["name"] = m["layers"][0]["name"]
 print(json.dumps(m))' "$SRC/models/rtx3090-distilbert.json" >"$WORK/dupname.json"

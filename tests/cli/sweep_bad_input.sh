@@ -44,6 +44,8 @@ bad 1 'missing.json: cannot open JSON file \(no such file\)' '{"base": "missing.
 bad 2 '--shard "3/2": expected I/N with 1 <= I <= N' "$ok" --shard 3/2
 bad 2 '--shard "0/4": expected I/N' "$ok" --shard 0/4
 bad 2 '--shard "1/x": expected I/N' "$ok" --shard 1/x
+bad 2 '--shard " 1/2": expected I/N' "$ok" --shard " 1/2"
+bad 2 '--shard "\+1/2": expected I/N' "$ok" --shard +1/2
 bad 2 '--jobs 0: expected 1 to 1024' "$ok" --jobs 0
 bad 2 '--jobs sets the worker processes that run cells, and --dry-run runs none' "$ok" --jobs 2 --dry-run
 bad 2 '--merge combines finished shards; a SWEEP file belongs to a run' "$ok" --merge "$WORK"
