@@ -140,6 +140,10 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   truncated.max_length = o.max_length / 2;  // another sample stream under the same step count
   const std::string expected = ", max_length " + std::to_string(o.max_length / 2) + "; resume with the same --data";
   CHECK_THROWS_WITH_AS(Trainer(truncated, nullptr, quiet), doctest::Contains(expected.c_str()), ddpsim::InputError);
+  TrainOptions faster = resumed_options;
+  faster.lr = 1e-3;  // another update rule: not the saved run continued
+  CHECK_THROWS_WITH_AS(Trainer(faster, nullptr, quiet), doctest::Contains(", this run has --lr 0.001, --weight-decay"),
+                       ddpsim::InputError);
   TrainOptions bigger = resumed_options;
   bigger.model_size = "small";  // other layers: named, not torch's missing-submodule error
   CHECK_THROWS_WITH_AS(Trainer(bigger, nullptr, quiet), doctest::Contains("do not fit --model small"),

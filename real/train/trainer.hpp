@@ -137,6 +137,9 @@ class Trainer {
                               : "TSV " + opt_.data) +
            ", max_length " + std::to_string(opt_.max_length);
   }
+  // What shapes the updates besides the stream: a resume under other values would not continue
+  // the saved run (lr, schedule, regularisation, precision, accumulation).
+  std::string training_identity() const;
   void write_outputs();
 
   TrainOptions opt_;

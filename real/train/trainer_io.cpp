@@ -95,6 +95,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   archive.write("rng", rng);
   archive.write("policy", c10::IValue(policy_label()));
   archive.write("data", c10::IValue(data_identity()));
+  archive.write("training", c10::IValue(training_identity()));
   archive.write("global_batch", torch::tensor({static_cast<std::int64_t>(opt_.global_batch)}));
   archive.write("seed", torch::tensor({static_cast<std::int64_t>(opt_.seed)}));
   archive.write("b_max", torch::tensor(std::vector<std::int64_t>(opt_.b_max.begin(), opt_.b_max.end()), torch::kInt64));
@@ -115,6 +116,14 @@ void Trainer::save_checkpoint(const std::string& path) {
   std::filesystem::rename(temp, path);
   ddpsim::forget_temporary(slot);
   log_ << "checkpoint: step " << step_ << " → " << path << "\n";
+}
+
+std::string Trainer::training_identity() const {
+  const auto number = [](double v) { return nlohmann::json(v).dump(); };  // shortest exact text
+  const std::string dropout = opt_.dropout < 0 ? "the model's" : number(opt_.dropout);
+  return "--lr " + number(opt_.lr) + ", --weight-decay " + number(opt_.weight_decay) + ", --warmup " +
+         number(opt_.warmup) + ", --clip-norm " + number(opt_.clip_norm) + ", --dropout " + dropout +
+         ", --precision " + precision_name(opt_.precision) + ", --micro-batches " + std::to_string(opt_.micro_batches);
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
@@ -160,6 +169,10 @@ void Trainer::load_checkpoint(const std::string& path) {
     throw ddpsim::InputError(path + ": saved with data " + data.toStringRef() + ", this run has " + data_identity() +
                              "; resume with the same --data or --synthetic-lengths, --synthetic-samples and "
                              "--max-length");
+  if (c10::IValue training; archive.try_read("training", training) && training.isString() &&
+                             training.toStringRef() != training_identity())
+    throw ddpsim::InputError(path + ": saved with " + training.toStringRef() + ", this run has " +
+                             training_identity() + "; resume with the same options");
   // The caps steer the policy: a resume under other caps (a probe can find another) would replay
   // a different sample stream.
   torch::Tensor saved_caps;

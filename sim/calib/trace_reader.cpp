@@ -321,6 +321,8 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
         throw InputError(where(name) + "empty, but this command needs it on every row");
     const std::string policy = col.count("policy") ? fields[col["policy"]] : "trace";
     if (policy.empty()) throw InputError(where("policy") + "empty (expected the policy that planned the row)");
+    if (policy.find('"') != std::string::npos)  // the writers never quote: a quote would become part of the name
+      throw InputError(where("policy") + printable(policy) + ": a trace's fields are never quoted");
     if (!seen.insert({policy, r.step, r.rank}).second)
       throw InputError(
           path + ":" + std::to_string(line_no) + ": step " + std::to_string(r.step) + ", rank " +

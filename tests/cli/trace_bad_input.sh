@@ -108,6 +108,9 @@ expect_exit 1 'late.csv:4: metadata world_size after the header' "$DDPSIM" repla
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms,opt_ms,step_ms\n0,0,2,8,10,20,2,5\n' >"$WORK/short_step.csv"
 expect_exit 1 'short_step.csv:2: column step_ms: 5 is less than fwd_ms \+ bwd_ms \+ opt_ms \(32' "$DDPSIM" replay \
   "$WORK/short_step.csv" --model rtx3090-distilbert --out "$out/r"
+printf 'step,rank,policy,batch_size,max_len,fwd_ms,bwd_ms\n0,0,"static,2,8,1,2\n' >"$WORK/quoted.csv"
+expect_exit 1 'quoted.csv:2: column policy: "static: a trace.s fields are never quoted' "$DDPSIM" replay \
+  "$WORK/quoted.csv" --model rtx3090-distilbert --out "$out/r"
 # The last step an int can number is refused by the trace's line, not as a config's steps.
 printf 'step,rank,batch_size,max_len,fwd_ms,bwd_ms\n2147483647,0,2,8,1,2\n' >"$WORK/last.csv"
 expect_exit 1 'last.csv:2: column step: expected an integer from 0 to 2147483646' "$DDPSIM" replay "$WORK/last.csv" \
