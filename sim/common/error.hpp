@@ -12,6 +12,13 @@
 
 namespace ddpsim {
 
+// A byte as \xNN, the one form every message and output shows an unprintable byte in.
+inline std::string hex_escape(unsigned char byte) {
+  char escaped[5];
+  std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+  return escaped;
+}
+
 inline std::string printable(std::string_view text) {
   // A message is one line a person reads: a value of 100 kB in it is shown by its ends.
   constexpr std::size_t LONGEST = 2000, END = 500;
@@ -20,15 +27,10 @@ inline std::string printable(std::string_view text) {
            " bytes left out] … " + printable(text.substr(text.size() - END));
   std::string out;
   out.reserve(text.size());
-  const auto escape = [&](unsigned char byte) {
-    char escaped[5];
-    std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-    out += escaped;
-  };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto byte = static_cast<unsigned char>(text[i]);
     if ((byte < 0x20 && byte != '\n' && byte != '\t') || byte == 0x7f) {
-      escape(byte);
+      out += hex_escape(byte);
     } else if (byte < 0x80) {
       out += text[i];
     } else {  // kept only as a whole UTF-8 sequence; a stray byte would garble the terminal's line
@@ -41,7 +43,7 @@ inline std::string printable(std::string_view text) {
         out.append(text.substr(i, length));
         i += length - 1;
       } else {
-        escape(byte);
+        out += hex_escape(byte);
       }
     }
   }

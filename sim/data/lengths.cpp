@@ -70,10 +70,11 @@ LengthHistogram histogram_from_json(const nlohmann::json& doc, const std::string
   // The summary keys are optional, but a file whose summary contradicts its counts was edited
   // by hand or truncated: which of the two is meant cannot be known.
   const auto check = [&](const char* key, std::int64_t actual) {
-    if (doc.contains(key) && !doc[key].is_number_integer())
+    if (!doc.contains(key)) return;
+    if (!doc[key].is_number_integer())
       throw wrong_type(doc[key], origin + ": key \"" + key + "\"", "an integer, as the counts give (" +
                                                                        std::to_string(actual) + ")");
-    if (doc.contains(key) && doc[key].get<std::int64_t>() != actual)
+    if (doc[key].get<std::int64_t>() != actual)
       throw InputError(origin + ": \"" + key + "\" is " + doc[key].dump() + ", but the counts give " +
                        std::to_string(actual));
   };

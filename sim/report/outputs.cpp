@@ -86,13 +86,10 @@ TraceWriter::TraceWriter(std::ostream& out, const Metadata& metadata, TraceColum
     // One line each: a control byte in a value (a path with a newline) is written as \xNN.
     head += "# " + key + "=";
     for (const char ch : value)
-      if (const auto byte = static_cast<unsigned char>(ch); byte < 0x20 || byte == 0x7f) {
-        char escaped[5];
-        std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-        head += escaped;
-      } else {
+      if (const auto byte = static_cast<unsigned char>(ch); byte < 0x20 || byte == 0x7f)
+        head += hex_escape(byte);
+      else
         head += ch;
-      }
     head += '\n';
   }
   head += join(trace_columns(), ",");

@@ -29,6 +29,11 @@ printf "$H"'<zone id="z" routing="Bogus">\n'"$hosts"'</zone>\n</platform>\n' >"$
 # No route at all in a Full zone (SimGrid 3.32 crashes looking it up), and a file without version.
 printf "$H"'<zone id="z" routing="Full">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/noroutes.xml"
 printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform>\n<zone id="z" routing="Full">\n'"$hosts"'</zone>\n</platform>\n' >"$WORK/noversion.xml"
+# refused_platform "FILE.xml: message": a 2-rank run on $WORK/FILE.xml (ranks on hosts a, b) is refused so.
+refused_platform() {
+  run_bad 1 "$1" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
+    --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${1%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
+}
 for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
   "duplink.xml: invalid SimGrid platform: Link 'l' declared several times" \
   "duproute.xml: invalid SimGrid platform: The route between a and b already exists" \
@@ -36,8 +41,7 @@ for case in 'noroute.xml: no route from host "a" \(rank 0\) to host "b" \(rank 1
   "badrouting.xml: invalid SimGrid platform: Not a valid model" \
   'noroutes.xml: SimGrid crashed \(.*\) looking up the route from host "a" \(rank 0\) to host "b" \(rank 1\)' \
   'noversion.xml: invalid SimGrid platform: .*the <platform> element has no version attribute'; do
-  run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
-    --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
+  refused_platform "$case"
 done
 # Availability that varies over time (SimGrid deadlocks or aborts mid-run when a link goes to
 # zero or off) and WIFI links (an abort mid-run) are refused before any step, by file and line.
@@ -55,8 +59,7 @@ for case in 'config.xml:4: config: SimGrid.s own settings would change the netwo
   'wifi.xml: link "w" is a WIFI link, which ddpsim does not simulate' \
   'bwfile.xml:7: bandwidth_file: availability that varies over time is not simulated' \
   'statefile.xml:6: state_file: availability that varies over time is not simulated'; do
-  run_bad 1 "$case" "$DDPSIM" run --set training.world_size=2 --set training.global_batch=4 \
-    --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/${case%%.xml*}.xml\",\"hosts\":[\"a\",\"b\"]}"
+  refused_platform "$case"
 done
 # JSON nested 100,000 deep (nlohmann copies values recursively) is refused, not a stack overflow.
 python3 -c "n = 100000; print('{\"x\":' + '[' * n + ']' * n + '}')" >"$WORK/deep.json"
@@ -69,9 +72,7 @@ run_bad 1 'hist.json: key "max_length" is number -5: expected an integer from 2 
 run_bad 1 'noise_sigma is a log-normal σ in \[0, 3\] .*got 3.0000001' "$DDPSIM" run --set simulation.noise_sigma=3.0000001
 # A link on a needed route with no bandwidth would stall every transfer: named, with its route.
 printf "$H"'<zone id="z" routing="Full">\n<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/><link id="l" bandwidth="0GBps" latency="1us"/>\n<route src="a" dst="b"><link_ctn id="l"/></route>\n</zone>\n</platform>\n' >"$WORK/zerobw.xml"
-run_bad 1 'zerobw.xml: link "l" \(on the route from "a" to "b"\) has bandwidth 0 B/s' "$DDPSIM" run \
-  --set training.world_size=2 --set training.global_batch=4 \
-  --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/zerobw.xml\",\"hosts\":[\"a\",\"b\"]}"
+refused_platform 'zerobw.xml: link "l" \(on the route from "a" to "b"\) has bandwidth 0 B/s'
 run_bad 2 "--set training.steps=: no value after '='" "$DDPSIM" run --set training.steps=
 run_bad 1 "missing.xml: cannot open platform file" "$DDPSIM" run \
   --set "platform={\"topology\":\"xml\",\"file\":\"$WORK/missing.xml\",\"hosts\":[\"a\",\"b\",\"c\",\"d\"]}"
