@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "calib/calibrate.hpp"
 #include "calib/validate.hpp"
@@ -155,6 +156,53 @@ TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simula
   CHECK(c.allreduce_link_GBps == doctest::Approx(24.0).epsilon(1e-3));
   CHECK(c.allreduce_step_latency_us == doctest::Approx(10.0).epsilon(1e-3));
   CHECK(fit_report(c).find("--set platform.link_GBps=24") != std::string::npos);
+}
+
+TEST_CASE("the allreduce line is fitted at the DDP bucket sizes a profile names") {
+  // Times that are no line (a CPU's: small sizes in cache, large ones at another rate), and two
+  // bucket sizes among the profiled ones: the line goes through those, where a line through
+  // every size misses them.
+  TempDir dir;
+  const std::vector<double> sizes = {65536, 1048576, 2369544, 4194304, 16777216, 26214400, 42312704, 67108864};
+  const std::map<double, double> ms = {{65536, 0.41},     {1048576, 0.43}, {2369544, 1.9},   {4194304, 3.76},
+                                       {16777216, 13.68}, {26214400, 16.0}, {42312704, 27.0}, {67108864, 43.9}};
+  PolicyRun run{"allreduce", "", 1, {}, {}};
+  Rng rng(5);
+  for (int rep = 0; rep < 5; ++rep)
+    for (double s : sizes) {
+      RankStep r;
+      r.step = static_cast<int>(run.rows.size());
+      r.allreduce_bytes = s;
+      r.allreduce_ms = r.step_ms = ms.at(s) * std::exp(0.02 * rng.normal());
+      run.rows.push_back(r);
+    }
+  const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
+  const auto fitted = [&](const std::string& buckets) {
+    std::vector<std::pair<std::string, std::string>> meta = {{"world_size", "2"}, {"profile", "allreduce"}};
+    if (!buckets.empty()) meta.emplace_back("ddp_buckets", buckets);
+    std::ofstream(dir / "allreduce.csv") << trace_csv({run}, meta);
+    return calibrate({read_trace(compute), read_trace(dir / "allreduce.csv")});
+  };
+  // t = c0 + c1·S of a ring of two: c1 = 1 / link bandwidth, c0 = 2 steps of latency.
+  const auto at = [](const Calibration& c, double S) {
+    return 2 * c.allreduce_step_latency_us * 1e-3 + S / (c.allreduce_link_GBps * 1e6);
+  };
+  const Calibration buckets = fitted("2369544,42312704");
+  CHECK(buckets.allreduce_at_buckets);
+  CHECK(buckets.allreduce_fitted_bytes == std::vector<double>{2369544, 42312704});
+  CHECK(at(buckets, 42312704) == doctest::Approx(27.0).epsilon(0.03));
+  CHECK(at(buckets, 2369544) == doctest::Approx(1.9).epsilon(0.03));
+  CHECK(fit_report(buckets).find("fitted at the trace's DDP bucket sizes (2369544, 42312704 bytes)") !=
+        std::string::npos);
+  const Calibration every = fitted("");
+  CHECK_FALSE(every.allreduce_at_buckets);
+  CHECK(at(every, 42312704) < 0.9 * 27.0);  // the line through every size: the last bucket 10%+ short
+  // One bucket size timed is no line: every size, and the report says which.
+  const Calibration one = fitted("42312704,99");
+  CHECK_FALSE(one.allreduce_at_buckets);
+  CHECK(fit_report(one).find("fitted at every size") != std::string::npos);
+  CHECK_THROWS_WITH_AS(fitted("2369544,,42312704"), doctest::Contains("metadata ddp_buckets=2369544,,42312704: expected"),
+                       InputError);
 }
 
 TEST_CASE("bad traces are named by file, line and column") {

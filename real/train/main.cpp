@@ -59,6 +59,7 @@ examples:
   ddptrain --data sst2/train.tsv --dev sst2/dev.tsv --vocab vocab.txt --policy minmax --steps 800 --out run
   ddptrain --synthetic-lengths sst2 --model tiny --nproc-per-node 2 --steps 50 --out cpu2
   ddptrain --synthetic-lengths sst2 --emulate-ranks 4 --policy minmax --steps 100 --out emu4
+  ddptrain --synthetic-lengths sst2 --nproc-per-node 2 --policy static,kk,sorted --steps 300 --out cmp
   ddptrain --model small --write-layout small-layout.json
 )";
 
@@ -129,6 +130,39 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   require(in(o.log_every, 1, 1e9), "--log-every must be from 1 to 1e9");
 }
 
+// --policy A,B,...: the policies to train in turn, one step each, in one process (each with its
+// own model, optimizer, sampler and dropout stream, writing OUT/<policy>/), so that a machine
+// that drifts in speed over minutes gives every policy the same minutes. Each item as given.
+std::vector<std::string> split_policies(const std::string& text) {
+  std::vector<std::string> items, labels;
+  for (std::size_t begin = 0;;) {
+    const auto comma = text.find(',', begin);
+    const std::string item = text.substr(begin, comma == std::string::npos ? comma : comma - begin);
+    if (item.empty())
+      throw ddpsim::UsageError("--policy \"" + text + "\": an empty policy in the list (policies are separated by commas)");
+    std::string label = item;
+    try {
+      label = ddpsim::parse_policy_spec(item).label();
+    } catch (const ddpsim::InputError& e) {
+      throw ddpsim::UsageError("--policy: " + std::string(e.what()));
+    }
+    if (std::find(labels.begin(), labels.end(), label) != labels.end())
+      throw ddpsim::UsageError("--policy \"" + text + "\": " + label + " is listed twice");
+    items.push_back(item);
+    labels.push_back(label);
+    if (comma == std::string::npos) return items;
+    begin = comma + 1;
+  }
+}
+
+// The folder of one policy of an interleaved run: minmax:cost=model -> OUT/minmax-cost-model.
+std::string policy_folder(const std::string& out, const std::string& policy) {
+  std::string name = ddpsim::parse_policy_spec(policy).label();
+  std::replace(name.begin(), name.end(), ':', '-');
+  std::replace(name.begin(), name.end(), '=', '-');
+  return (std::filesystem::path(out) / name).string();
+}
+
 // Written on the command line, not a default.
 bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
 
@@ -165,7 +199,7 @@ int run(int argc, char** argv) {
   std::int64_t seed = 0;  // signed, so that -1 is refused instead of wrapping around
   ddptrain::ProfileOptions profile;
   std::string profile_batches = "auto", profile_lengths = "auto", profile_warmup = "auto",
-              profile_bytes = "65536,1048576,4194304,16777216,67108864";
+              profile_bytes = "auto";
   po::options_description data("data"), model("model"), sched("batch policy"), optim("optimisation"),
       dist("distribution"), out("outputs");
   data.add_options()("data", po::value(&o.data), "GLUE TSV to train on (sentence, label)")(
@@ -185,7 +219,9 @@ int run(int argc, char** argv) {
       "write the model's parameter layout as a ddpsim model JSON to FILE and exit (for ddpsim calibrate --base)");
   sched.add_options()("policy", po::value(&o.policy)->default_value(o.policy),
                       "static | minmax[:cost=..][:buffer=K] | kk | sorted | token_budget | verl[:max_token_len=N] "
-                      "(as in ddpsim)")("global-batch", po::value(&o.global_batch)->default_value(o.global_batch),
+                      "(as in ddpsim); a comma-separated list trains each policy in turn, one step each, into "
+                      "OUT/POLICY/ (minmax:cost=model -> OUT/minmax-cost-model), so that every policy runs through the "
+                      "same minutes of a machine whose speed drifts")("global-batch", po::value(&o.global_batch)->default_value(o.global_batch),
                                         "B, samples per step over all ranks")(
       "micro-batches", po::value(&o.micro_batches)->default_value(o.micro_batches),
       "gradient accumulation: each rank's batch in this many micro-batches, reduced once after the last "
@@ -236,8 +272,9 @@ int run(int argc, char** argv) {
       "lengths L (up to --max-length), or auto: quantiles of the longest sample of random batches of the data, so "
       "the grid is dense where real steps fall")(
       "profile-bytes", po::value(&profile_bytes)->default_value(profile_bytes),
-      "allreduce sizes, timed instead when several ranks run --profile (with backward alone and beside "
-      "allreduces, for the interference factor)")(
+      "allreduce sizes in bytes, timed when several ranks run --profile (then backward alone and beside "
+      "allreduces, for the interference factor), or auto: 64 KiB, 1, 4, 16 and 64 MiB and the model's DDP bucket "
+      "sizes (ddpsim calibrate fits the link at those)")(
       "profile-warmup", po::value(&profile_warmup)->default_value(profile_warmup),
       "untimed runs per point: N, or auto (until the median of 3 runs is within 5% of the 3 before)")(
       "profile-max-warmup", po::value(&profile.max_warmup)->default_value(profile.max_warmup),
@@ -277,6 +314,10 @@ int run(int argc, char** argv) {
   }
 
   check_options(o, vm);
+  const auto policies = split_policies(o.policy);
+  if (policies.size() > 1 && given(vm, "resume"))
+    throw ddpsim::UsageError("--resume continues one run; an interleaved --policy list cannot be resumed (each "
+                             "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
   if (std::error_code ec; !o.out.empty() && std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
     throw ddpsim::UsageError("--out " + o.out + ": is a file; expected a folder (made if missing)");
   if (!vm.count("profile"))
@@ -340,7 +381,7 @@ int run(int argc, char** argv) {
                              "): every micro-batch needs a sample");
   o.precision = ddptrain::parse_precision(precision);
   o.local_rank = launch.local_rank;
-  std::unique_ptr<ddptrain::Communicator> comm;
+  std::shared_ptr<ddptrain::Communicator> comm;
   if (launch.world_size > 1 || backend != "auto") {
     if (backend == "auto") backend = torch::cuda::is_available() && o.device != "cpu" ? "nccl" : "gloo";
     if (backend != "gloo" && backend != "nccl") throw ddpsim::UsageError("--backend is auto, nccl or gloo");
@@ -349,11 +390,29 @@ int run(int argc, char** argv) {
   std::ostream null_stream(nullptr);
   if (vm.count("profile") && o.data.empty() && o.synthetic_lengths.empty())
     o.synthetic_lengths = "sst2";  // data unused
-  ddptrain::Trainer trainer(o, std::move(comm), launch.rank == 0 ? std::cout : null_stream);
+  std::ostream& log = launch.rank == 0 ? std::cout : null_stream;
+  if (policies.size() > 1) {
+    std::vector<std::unique_ptr<ddptrain::Trainer>> runs;
+    for (const auto& policy : policies) {
+      ddptrain::TrainOptions one = o;
+      one.policy = policy;
+      one.interleaved = policies;
+      if (policy.find("cost=model") == std::string::npos) one.perf_model.clear();
+      if (!o.out.empty()) one.out = policy_folder(o.out, policy);
+      runs.push_back(std::make_unique<ddptrain::Trainer>(one, comm, log));
+    }
+    for (bool more = true; more;) {
+      more = false;
+      for (auto& run : runs) more = run->advance() || more;
+    }
+    for (auto& run : runs) run->finish();
+    return 0;
+  }
+  ddptrain::Trainer trainer(o, comm, log);
   if (vm.count("profile")) {
     if (profile_batches != "auto") profile.batches = parse_list(profile_batches, "--profile-batches");
     if (profile_lengths != "auto") profile.lengths = parse_list(profile_lengths, "--profile-lengths");
-    profile.bytes = parse_list(profile_bytes, "--profile-bytes");
+    if (profile_bytes != "auto") profile.bytes = parse_list(profile_bytes, "--profile-bytes");
     if (profile_warmup != "auto") {
       if (profile_warmup.empty() || profile_warmup.find_first_not_of("0123456789") != std::string::npos ||
           profile_warmup.size() > 6)

@@ -5,6 +5,7 @@
 // grid instead of landing in one corner, and every repetition is a trace row.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -112,6 +113,15 @@ void Trainer::profile(ProfileOptions p) {
                                std::to_string(rank_batch_cap()) + ": --global-batch" +
                                (opt_.b_max.empty() ? "" : " or --bmax") + ")");
   if (p.lengths.empty()) p.lengths = auto_profile_lengths(p.batches);
+  constexpr double MiB = 1024.0 * 1024.0;
+  const auto bucket_sizes =
+      GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
+  if (p.bytes.empty()) {  // a ladder for the line's shape, and the sizes a training step reduces
+    p.bytes = {64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    for (double size : bucket_sizes)
+      if (size <= INT_MAX && std::find(p.bytes.begin(), p.bytes.end(), int(size)) == p.bytes.end())
+        p.bytes.push_back(int(size));
+  }
   // Several ranks time the grid together, each on its own cores, because that is how they
   // train: a core runs slower while its neighbours work (shared caches, memory bandwidth).
   // Their DDP buckets fill and unpack as in training (hooks in backward, the copy-out with the
@@ -187,6 +197,14 @@ void Trainer::profile(ProfileOptions p) {
   if (rank_ != 0 || opt_.out.empty()) return;
   auto meta = metadata();
   meta.emplace_back("profile", what);
+  if (together) {  // what ddpsim calibrate fits the allreduce line at
+    std::string sizes;
+    for (double size : bucket_sizes) {
+      if (!sizes.empty()) sizes += ',';
+      sizes += std::to_string(std::llround(size));
+    }
+    meta.emplace_back("ddp_buckets", sizes);
+  }
   ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv(runs, meta)}});
   log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << "\n";
 }

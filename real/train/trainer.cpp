@@ -82,7 +82,7 @@ int largest_fitting(int hi, const std::function<bool(int)>& fits) {
   return good;
 }
 
-Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::ostream& log)
+Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::ostream& log)
     : opt_(std::move(options)), comm_(std::move(comm)), log_(log), device_(torch::kCPU) {
   rank_ = comm_ ? comm_->rank() : 0;
   G_ = comm_ ? comm_->size() : std::max(1, opt_.emulate_ranks);
@@ -176,6 +176,7 @@ Trainer::Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::
       model_->parameters(), torch::optim::AdamWOptions(opt_.lr).weight_decay(opt_.weight_decay));
   torch::manual_seed(opt_.seed + 1000 + static_cast<std::uint64_t>(rank_));  // each rank its own dropout stream
   if (!opt_.resume.empty()) load_checkpoint(opt_.resume);
+  rng_ = rng_state(device_);
 }
 
 Trainer::~Trainer() = default;
@@ -415,25 +416,38 @@ double Trainer::evaluate() {
 }
 
 void Trainer::run() {
-  const auto start = std::chrono::steady_clock::now();
-  while (step_ < opt_.steps) {
-    const double loss = step();
-    if (rank_ == 0 && (step_ % std::max(1, opt_.log_every) == 0 || step_ == opt_.steps)) {
-      const auto& r = rows_.back();
-      log_ << "step " << step_ << "/" << opt_.steps << "  loss " << loss << "  lr " << lr_at(step_ - 1) << "  step "
-           << r.step_ms << " ms  " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
-           << " s\n";
-    }
-    if (opt_.eval_every > 0 && step_ % opt_.eval_every == 0 && step_ < opt_.steps && !dev_.ids.empty()) {
-      const double acc = evaluate();
-      if (rank_ == 0) log_ << "step " << step_ << "  dev accuracy " << acc << "\n";
-    }
-    if (opt_.ckpt_every > 0 && step_ % opt_.ckpt_every == 0 && !opt_.out.empty())
-      save_checkpoint((std::filesystem::path(opt_.out) / "checkpoint.pt").string());
+  while (advance()) {
   }
+  finish();
+}
+
+bool Trainer::advance() {
+  if (step_ >= opt_.steps) return false;
+  if (started_ == std::chrono::steady_clock::time_point{}) started_ = std::chrono::steady_clock::now();
+  const std::string who = opt_.interleaved.empty() ? "" : policy_label() + ": ";
+  set_rng_state(device_, rng_);
+  const double loss = step();
+  if (rank_ == 0 && (step_ % std::max(1, opt_.log_every) == 0 || step_ == opt_.steps)) {
+    const auto& r = rows_.back();
+    log_ << who << "step " << step_ << "/" << opt_.steps << "  loss " << loss << "  lr " << lr_at(step_ - 1)
+         << "  step " << r.step_ms << " ms  "
+         << std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() << " s\n";
+  }
+  if (opt_.eval_every > 0 && step_ % opt_.eval_every == 0 && step_ < opt_.steps && !dev_.ids.empty()) {
+    const double acc = evaluate();
+    if (rank_ == 0) log_ << who << "step " << step_ << "  dev accuracy " << acc << "\n";
+  }
+  if (opt_.ckpt_every > 0 && step_ % opt_.ckpt_every == 0 && !opt_.out.empty())
+    save_checkpoint((std::filesystem::path(opt_.out) / "checkpoint.pt").string());
+  rng_ = rng_state(device_);
+  return step_ < opt_.steps;
+}
+
+void Trainer::finish() {
+  const std::string who = opt_.interleaved.empty() ? "" : policy_label() + ": ";
   if (!dev_.ids.empty()) {
     const double acc = evaluate();
-    if (rank_ == 0) log_ << "final dev accuracy " << acc << " (" << dev_.ids.size() << " samples)\n";
+    if (rank_ == 0) log_ << who << "final dev accuracy " << acc << " (" << dev_.ids.size() << " samples)\n";
   }
   if (rank_ == 0 && !opt_.out.empty()) write_outputs();
 }
@@ -478,6 +492,11 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                     std::to_string(G_) + "-GPU run");
   else
     m.emplace_back("allreduce", comm_ && G_ > 1 ? "measured: bucketed, overlapped with backward" : "none (one rank)");
+  if (!opt_.interleaved.empty()) {
+    std::string turns;
+    for (const auto& p : opt_.interleaved) turns += (turns.empty() ? "" : ",") + p;
+    m.emplace_back("interleaved", "one step of each policy in turn: " + turns);
+  }
   return m;
 }
 

@@ -6,6 +6,7 @@
 // process: the same update as N-rank DDP, with a modelled allreduce time.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -60,6 +61,9 @@ struct TrainOptions {
   std::string out;  // folder for steps.csv, summary.json, checkpoints
   int eval_every = 0, ckpt_every = 0, log_every = 10;
   std::string resume;  // a checkpoint file
+  // The policies whose steps alternate with this one's in one process (`--policy A,B,...`),
+  // this one included; empty when it runs alone. Recorded in the trace metadata.
+  std::vector<std::string> interleaved;
 };
 
 // What ddptrain --profile measures (see profile.cpp).
@@ -75,14 +79,24 @@ struct ProfileOptions {
 // it: doubling, then bisection, so about 2·log2(hi) trials. 0 if fits(1) fails.
 int largest_fitting(int hi, const std::function<bool(int)>& fits);
 
+// The state of the generator dropout draws from (the device's): checkpoints save it, and
+// interleaved runs each keep their own.
+torch::Tensor rng_state(const torch::Device& device);
+void set_rng_state(const torch::Device& device, const torch::Tensor& state);
+
 class Trainer {
  public:
-  // `comm` null: a single process (world size 1, or --emulate-ranks).
-  Trainer(TrainOptions options, std::unique_ptr<Communicator> comm, std::ostream& log);
+  // `comm` null: a single process (world size 1, or --emulate-ranks). Interleaved runs share it.
+  Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::ostream& log);
   ~Trainer();
 
   // All remaining steps, evaluations, checkpoints and the outputs.
   void run();
+  // run() a step at a time, so that several policies' runs can take turns in one process: one
+  // step with its progress line, evaluation and checkpoint, drawing dropout from this run's own
+  // generator state (false once every step is done); then the final evaluation and outputs.
+  bool advance();
+  void finish();
   // One step; returns this rank's mean loss (unscaled).
   double step();
   // Dev-set accuracy (rank 0 evaluates, every rank returns it).
@@ -143,7 +157,7 @@ class Trainer {
   void write_outputs();
 
   TrainOptions opt_;
-  std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> comm_;
   std::ostream& log_;
   torch::Device device_;
   int G_ = 1, rank_ = 0;
@@ -161,6 +175,8 @@ class Trainer {
   std::vector<ddpsim::RankStep> rows_;
   std::vector<double> decision_us_;
   std::vector<std::pair<int, double>> accuracy_;  // (step, dev accuracy)
+  torch::Tensor rng_;                              // this run's dropout generator state between steps
+  std::chrono::steady_clock::time_point started_;  // the first advance(), for progress lines
 };
 
 }  // namespace ddptrain

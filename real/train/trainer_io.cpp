@@ -56,6 +56,8 @@ at::Generator dropout_generator([[maybe_unused]] const torch::Device& device) {
   return at::detail::getDefaultCPUGenerator();
 }
 
+}  // namespace
+
 torch::Tensor rng_state(const torch::Device& device) {
   auto gen = dropout_generator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -67,6 +69,8 @@ void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
 }
+
+namespace {
 
 std::string caps_text(const std::vector<std::int64_t>& caps) {
   if (caps.empty()) return "none";

@@ -58,7 +58,11 @@ struct Calibration {
   int allreduce_ranks = 0;
   double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;  // NaN: not resolved by the sizes
   std::string allreduce_sizes;                                       // "N sizes from A to B bytes"
-  FitQuality allreduce;
+  // The sizes the line was fitted at: the DDP bucket sizes a profile names and timed (what a
+  // step reduces), else every size; its quality there, and over every size.
+  std::vector<double> allreduce_fitted_bytes;
+  bool allreduce_at_buckets = false;
+  FitQuality allreduce, allreduce_all_sizes;
   // Medians of one activity alone and beside the other: backward beside back-to-back
   // allreduces, per profiled shape (b, L); an allreduce beside backward, per size.
   struct Interference {

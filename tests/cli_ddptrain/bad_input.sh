@@ -101,6 +101,14 @@ printf 'sentence\tlabel\ngood film\t1\nbad film\t0\n' >"$WORK/ok.tsv"
 printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nbad\nfilm\n' >"$WORK/v.txt"
 expect_exit 2 "--eval-every measures accuracy on --dev, which is not given" "$DDPTRAIN" --data "$WORK/ok.tsv" \
   --vocab "$WORK/v.txt" --model tiny --steps 2 --global-batch 2 --eval-every 1
+# An interleaved --policy list: every item a policy, each once, and no resume of the whole.
+expect_exit 2 'an empty policy in the list' "$DDPTRAIN" "${tinyrun[@]}" --policy static,,kk
+expect_exit 2 'kk is listed twice' "$DDPTRAIN" "${tinyrun[@]}" --policy kk,static,kk
+expect_exit 1 'unknown policy "nope"' "$DDPTRAIN" "${tinyrun[@]}" --policy static,nope
+expect_exit 2 'an interleaved --policy list cannot be resumed' "$DDPTRAIN" "${tinyrun[@]}" --policy static,kk \
+  --resume "$WORK/ok.tsv"
+expect_exit 2 '--policy is not used with --profile' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
+  --policy static,kk
 # --bmax bounds a profile's grid; the policy a profile never runs does not refuse it.
 expect_ok "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile --bmax 2 --profile-batches 1,2 \
   --profile-lengths 8,16 --profile-reps 1 --profile-warmup 0 --out "$WORK/prof-bmax"

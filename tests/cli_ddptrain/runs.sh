@@ -21,6 +21,20 @@ done
 
 grep -q '^# precision=fp32$' "$csv" || fail "trace metadata lacks precision=fp32"
 
+# Policies interleaved in one run, a step each in turn: each policy's trace is the one its own
+# run writes, sample for sample and loss for loss (dropout on: each keeps its own stream).
+expect_ok "$DDPTRAIN" "${common[@]}" --policy kk,minmax:buffer=16 --nproc-per-node 2 --out "$WORK/turns"
+expect_ok "$DDPTRAIN" "${common[@]}" --policy kk --nproc-per-node 2 --out "$WORK/kk"
+grep -q '^# interleaved=one step of each policy in turn: kk,minmax:buffer=16$' "$WORK/turns/kk/steps.csv" ||
+  fail "an interleaved trace does not say so"
+grep -q '^# interleaved' "$WORK/kk/steps.csv" && fail "a run alone says it was interleaved"
+for pair in "turns/kk kk" "turns/minmax-buffer-16 real"; do
+  read -r a b <<<"$pair"
+  # step, rank, policy, batch, max_len, tokens and loss: the same; the times are not.
+  cmp -s <(grep -v '^#' "$WORK/$a/steps.csv" | cut -d, -f1-7,14) <(grep -v '^#' "$WORK/$b/steps.csv" | cut -d, -f1-7,14) ||
+    fail "$a/steps.csv differs from its run alone ($b) in samples or losses"
+done
+
 expect_ok "$DDPTRAIN" "${common[@]}" --emulate-ranks 4 --precision bf16 --out "$WORK/emu"
 grep -q '^# precision=bf16$' "$WORK/emu/steps.csv" || fail "trace metadata lacks precision=bf16"
 grep -q '"precision": "bf16"' "$WORK/emu/summary.json" || fail "summary.json does not say bf16"
