@@ -30,9 +30,10 @@ FitQuality quality(const std::vector<double>& measured, const std::vector<double
   return q;
 }
 
-// The sizes of the DDP buckets a profile names ("# ddp_buckets=B1,B2,..."): what a step reduces.
-std::set<double> ddp_buckets(const Trace& t) {
-  std::set<double> sizes;
+// The DDP buckets a profile names ("# ddp_buckets=B1,B2,..."), as how many of each size a step
+// reduces.
+std::map<double, int> ddp_buckets(const Trace& t) {
+  std::map<double, int> sizes;
   const auto it = t.metadata.find("ddp_buckets");
   if (it == t.metadata.end()) return sizes;
   const std::string& text = it->second;
@@ -43,7 +44,7 @@ std::set<double> ddp_buckets(const Trace& t) {
         std::stod(item) < 1)
       throw InputError(t.path + ": metadata ddp_buckets=" + printable(text) +
                        ": expected bucket sizes in bytes (positive integers) separated by commas");
-    sizes.insert(std::stod(item));
+    ++sizes[std::stod(item)];
     if (comma == std::string::npos) return sizes;
     begin = comma + 1;
   }
@@ -51,12 +52,14 @@ std::set<double> ddp_buckets(const Trace& t) {
 
 // The allreduce rows of every trace that has them, fitted as t = c0 + c1·S (those timed beside
 // a backward pass are interference rows). The engine takes one α–β per link, and measured times
-// are not a line (a CPU's small sizes stay in cache; 25 and 64 MiB ran at 1.6 and 1.5 GB/s, 4 MiB
-// at 1.1): a line through every size misses the buckets a step reduces by 20%, so where the
-// profile timed at least two of its DDP bucket sizes, the line is fitted at those.
+// are not a line (on a CPU, 1.3 MB took 0.9 ms, 1 MiB 3.6 ms, 43 MB 47 ms): a line through every
+// size put a step's last bucket, the one left exposed after backward, 10% short. So where the
+// profile timed at least two of its DDP bucket sizes, the line is fitted at those, by absolute
+// error weighted by each size's count, because a step's bucket times add up (by relative error
+// the 1.3 MB bucket pulled the 43 MB one 28% short).
 void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   std::vector<double> bytes, ms;
-  std::set<double> buckets;
+  std::map<double, int> buckets;  // size -> count in a step
   std::string files;  // the traces that have them
   int G = 0;
   for (const Trace& t : traces) {
@@ -74,7 +77,7 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
                                std::to_string(G) + ": calibrate one world size at a time");
             G = ranks;
             files += (files.empty() ? "" : ", ") + t.path;
-            buckets.merge(ddp_buckets(t));
+            for (const auto& [size, count] : ddp_buckets(t)) buckets[size] = std::max(buckets[size], count);
           }
           bytes.push_back(r.allreduce_bytes);
           ms.push_back(r.allreduce_ms);
@@ -84,7 +87,8 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   if (std::set<double>(bytes.begin(), bytes.end()).size() < 2)
     throw InputError(files +
                      ": allreduce rows of a single size: the α–β fit needs at least two sizes (--profile-bytes)");
-  // As for compute: one median per size, relative error (sizes span three orders of magnitude).
+  // One median per size; elsewhere than at the buckets, relative error as for compute (the sizes
+  // span three orders of magnitude).
   std::map<double, std::vector<double>> by_size;
   for (std::size_t i = 0; i < bytes.size(); ++i) by_size[bytes[i]].push_back(ms[i]);
   std::vector<double> at_buckets;
@@ -96,7 +100,8 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   std::vector<double> y;
   for (const auto& [size, times] : by_size) {
     if (c.allreduce_at_buckets && !buckets.count(size)) continue;
-    const double median = percentile(times, 50), w = median > 0 ? 1 / median : 1;
+    const double median = percentile(times, 50);
+    const double w = c.allreduce_at_buckets ? std::sqrt(buckets[size]) : median > 0 ? 1 / median : 1;
     rows.push_back({w, w * size});
     y.push_back(w * median);
     c.allreduce_fitted_bytes.push_back(size);
@@ -109,7 +114,7 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   c.allreduce_sizes = std::to_string(by_size.size()) + " sizes from " +
                       std::to_string(static_cast<long long>(by_size.begin()->first)) + " to " +
                       std::to_string(static_cast<long long>(by_size.rbegin()->first)) + " bytes";
-  std::vector<double> measured, predicted, fitted_measured, fitted_predicted;
+  std::vector<double> predicted, fitted_measured, fitted_predicted;
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     const double p = coef[0] + coef[1] * bytes[i];
     predicted.push_back(p);
