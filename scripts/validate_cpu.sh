@@ -8,7 +8,7 @@
 # (b) from one process on one core. Builds what is missing; needs ../shared/data (SST-2, the
 # uncased vocab). Keep the machine otherwise idle: every figure is a timing.
 #
-#   scripts/validate_cpu.sh                      # ~30 minutes on a 2-core machine
+#   scripts/validate_cpu.sh                      # ~31 minutes on a 2-core machine
 #   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" scripts/validate_cpu.sh  # a quick look
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
 #   STAGES="calibrate validate" scripts/validate_cpu.sh  # refit the committed profiles, validate the committed runs
