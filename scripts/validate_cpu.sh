@@ -88,7 +88,8 @@ emulated_platform=(--set platform.link_GBps=10 --set platform.latency_us=5 --set
 # Every policy's steps in turn, one step each, in one process per setting (ddptrain --policy
 # A,B,...): a machine whose speed drifts over minutes gives every policy the same minutes.
 if stage run; then
-  step "3. real runs: $steps steps of every policy, a step of each in turn: (a) two Gloo ranks, (b) four emulated ranks on one core"
+  step "3. real runs: $steps steps of every policy, a step of each in turn:" \
+    "(a) two Gloo ranks, (b) four emulated ranks on one core"
   all=$(IFS=,; echo "${policies[*]}")
   ! wants 2ranks || "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_a" --steps "$steps" \
     --nproc-per-node 2 --log-every 100 --out "$out/2ranks" | grep -E 'step .*/|wrote'

@@ -93,7 +93,7 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9 ||
         std::stoi(item) < 1)
       throw ddpsim::UsageError(std::string(option) + " \"" + text +
-                               "\": expected positive integers separated by commas");
+                               "\": expected auto, or integers from 1 to 999999999 separated by commas");
     if (std::find(values.begin(), values.end(), std::stoi(item)) != values.end())
       throw ddpsim::UsageError(std::string(option) + " \"" + text + "\": " + item + " is listed twice");
     values.push_back(std::stoi(item));
@@ -139,7 +139,8 @@ std::vector<std::string> split_policies(const std::string& text) {
     const auto comma = text.find(',', begin);
     const std::string item = text.substr(begin, comma == std::string::npos ? comma : comma - begin);
     if (item.empty())
-      throw ddpsim::UsageError("--policy \"" + text + "\": an empty policy in the list (policies are separated by commas)");
+      throw ddpsim::UsageError("--policy \"" + text +
+                               "\": an empty policy in the list (policies are separated by commas)");
     std::string label = item;
     try {
       label = ddpsim::parse_policy_spec(item).label();
@@ -221,8 +222,8 @@ int run(int argc, char** argv) {
                       "static | minmax[:cost=..][:buffer=K] | kk | sorted | token_budget | verl[:max_token_len=N] "
                       "(as in ddpsim); a comma-separated list trains each policy in turn, one step each, into "
                       "OUT/POLICY/ (minmax:cost=model -> OUT/minmax-cost-model), so that every policy runs through the "
-                      "same minutes of a machine whose speed drifts")("global-batch", po::value(&o.global_batch)->default_value(o.global_batch),
-                                        "B, samples per step over all ranks")(
+                      "same minutes of a machine whose speed drifts")(
+      "global-batch", po::value(&o.global_batch)->default_value(o.global_batch), "B, samples per step over all ranks")(
       "micro-batches", po::value(&o.micro_batches)->default_value(o.micro_batches),
       "gradient accumulation: each rank's batch in this many micro-batches, reduced once after the last "
       "(verl forms its own)")("steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
@@ -392,7 +393,13 @@ int run(int argc, char** argv) {
     o.synthetic_lengths = "sst2";  // data unused
   std::ostream& log = launch.rank == 0 ? std::cout : null_stream;
   if (policies.size() > 1) {
+    for (const auto& policy : policies)  // before any training, as for --out itself
+      if (std::error_code ec; !o.out.empty() && std::filesystem::exists(policy_folder(o.out, policy), ec) &&
+                              !std::filesystem::is_directory(policy_folder(o.out, policy), ec))
+        throw ddpsim::UsageError("--out " + o.out + ": " + policy_folder(o.out, policy) +
+                                 " is a file; expected a folder for policy " + policy + " (made if missing)");
     std::vector<std::unique_ptr<ddptrain::Trainer>> runs;
+    std::vector<std::string> resolved;
     for (const auto& policy : policies) {
       ddptrain::TrainOptions one = o;
       one.policy = policy;
@@ -400,6 +407,11 @@ int run(int argc, char** argv) {
       if (policy.find("cost=model") == std::string::npos) one.perf_model.clear();
       if (!o.out.empty()) one.out = policy_folder(o.out, policy);
       runs.push_back(std::make_unique<ddptrain::Trainer>(one, comm, log));
+      resolved.push_back(runs.back()->resolved_policy());
+      for (std::size_t j = 0; j + 1 < resolved.size(); ++j)
+        if (resolved[j] == resolved.back())
+          throw ddpsim::UsageError("--policy: " + policy + " is " + policies[j] + " with its options written out (" +
+                                   resolved.back() + "): the same policy twice");
     }
     for (bool more = true; more;) {
       more = false;

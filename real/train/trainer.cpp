@@ -113,12 +113,12 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
   model_ = DistilBertForSequenceClassification(config, opt_.seed);
   if (!opt_.weights.empty()) {
     const auto report = load_parameters(*model_, opt_.weights);
-    log_ << "weights: " << report.loaded << " tensors from " << opt_.weights << ", " << report.absent.size()
-         << " model tensors not in the file (random init)";
+    log_ << log_prefix() << "weights: " << report.loaded << " tensors from " << opt_.weights << ", "
+         << report.absent.size() << " model tensors not in the file (random init)";
     if (report.unused) log_ << ", " << report.unused << " file tensors unused";
     log_ << "\n";
   } else {
-    log_ << "weights: none given, random initialisation (N(0, 0.02))\n";
+    log_ << log_prefix() << "weights: none given, random initialisation (N(0, 0.02))\n";
   }
   model_->to(device_);
   if (opt_.probe_bmax) opt_.b_max = probe_bmax();
@@ -148,10 +148,8 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
   else if (opt_.policy.find("cost=model") != std::string::npos)
     throw ddpsim::UsageError("--policy " + opt_.policy +
                              " balances predicted time: give --perf-model (a ddpsim model JSON or a built-in name)");
-  ddpsim::StepShape policy_shape = shape_;
-  if (opt_.profiling) policy_shape.b_max.clear();
   policy_ = naming("--policy " + opt_.policy,
-                   [&] { return ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), policy_shape); });
+                   [&] { return ddpsim::make_scheduler(ddpsim::parse_policy_spec(opt_.policy), policy_shape()); });
   if (lengths_.size() < static_cast<std::size_t>(G_)) {
     std::string source = opt_.synthetic_lengths.empty() ? "--data " : "--synthetic-samples";
     source += opt_.synthetic_lengths.empty() ? opt_.data : std::string();
@@ -421,10 +419,20 @@ void Trainer::run() {
   finish();
 }
 
+ddpsim::StepShape Trainer::policy_shape() const {
+  ddpsim::StepShape shape = shape_;
+  if (opt_.profiling) shape.b_max.clear();  // a profile never runs its policy: --bmax bounds its grid
+  return shape;
+}
+
+std::string Trainer::resolved_policy() const {
+  return ddpsim::resolved_policy(ddpsim::parse_policy_spec(opt_.policy), policy_shape()).label();
+}
+
 bool Trainer::advance() {
   if (step_ >= opt_.steps) return false;
   if (started_ == std::chrono::steady_clock::time_point{}) started_ = std::chrono::steady_clock::now();
-  const std::string who = opt_.interleaved.empty() ? "" : policy_label() + ": ";
+  const std::string who = log_prefix();
   set_rng_state(device_, rng_);
   const double loss = step();
   if (rank_ == 0 && (step_ % std::max(1, opt_.log_every) == 0 || step_ == opt_.steps)) {
@@ -444,7 +452,7 @@ bool Trainer::advance() {
 }
 
 void Trainer::finish() {
-  const std::string who = opt_.interleaved.empty() ? "" : policy_label() + ": ";
+  const std::string who = log_prefix();
   if (!dev_.ids.empty()) {
     const double acc = evaluate();
     if (rank_ == 0) log_ << who << "final dev accuracy " << acc << " (" << dev_.ids.size() << " samples)\n";

@@ -97,6 +97,9 @@ class Trainer {
   // generator state (false once every step is done); then the final evaluation and outputs.
   bool advance();
   void finish();
+  // The policy with every option at its value in force (minmax -> minmax:buffer=64:...), so
+  // that an interleaved list can refuse one policy spelled twice.
+  std::string resolved_policy() const;
   // One step; returns this rank's mean loss (unscaled).
   double step();
   // Dev-set accuracy (rank 0 evaluates, every rank returns it).
@@ -145,6 +148,8 @@ class Trainer {
   double lr_at(int step) const;
   std::vector<std::pair<std::string, std::string>> metadata() const;
   std::string policy_label() const { return ddpsim::parse_policy_spec(opt_.policy).label(); }
+  // "POLICY: " before each log line of an interleaved run, which logs every policy's lines.
+  std::string log_prefix() const { return opt_.interleaved.empty() ? "" : policy_label() + ": "; }
   // What decides the sample stream besides the policy, B and the seed: a checkpoint records it.
   std::string data_identity() const {
     return (opt_.data.empty() ? "synthetic " + opt_.synthetic_lengths + " x" + std::to_string(opt_.synthetic_samples)
@@ -167,6 +172,7 @@ class Trainer {
   std::unique_ptr<ddpsim::RankBuffers> buffers_;
   std::unique_ptr<ddpsim::Scheduler> policy_;
   ddpsim::StepShape shape_;
+  ddpsim::StepShape policy_shape() const;  // what the policy is made for
   DistilBertForSequenceClassification model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::unique_ptr<GradBuckets> buckets_;

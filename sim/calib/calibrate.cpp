@@ -95,6 +95,7 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   for (const auto& entry : by_size)
     if (buckets.count(entry.first)) at_buckets.push_back(entry.first);
   c.allreduce_at_buckets = at_buckets.size() >= 2;
+  c.allreduce_buckets_named = static_cast<int>(buckets.size());
   c.allreduce_fitted_bytes.clear();
   std::vector<std::vector<double>> rows;
   std::vector<double> y;
@@ -496,7 +497,11 @@ std::string fit_report(const Calibration& c) {
                   c.allreduce_ranks, c.allreduce_step_latency_us, c.allreduce_sizes.c_str());
     out += line;
   } else if (c.has_allreduce) {
-    std::string where = c.allreduce_at_buckets ? "fitted at the trace's DDP bucket sizes (" : "fitted at every size (";
+    std::string where = c.allreduce_at_buckets           ? "fitted at the trace's DDP bucket sizes ("
+                        : c.allreduce_buckets_named >= 2 ? "fitted at every size, fewer than two of the trace's "
+                                                           "DDP bucket sizes being timed (--profile-bytes auto times "
+                                                           "them) ("
+                                                         : "fitted at every size (";
     const auto& sizes = c.allreduce_fitted_bytes;
     if (sizes.size() > 4)
       where += std::to_string(sizes.size()) + " from " + std::to_string(static_cast<long long>(sizes.front())) +

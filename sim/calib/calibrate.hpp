@@ -62,6 +62,7 @@ struct Calibration {
   // step reduces), else every size; its quality there, and over every size.
   std::vector<double> allreduce_fitted_bytes;
   bool allreduce_at_buckets = false;
+  int allreduce_buckets_named = 0;  // distinct sizes in the traces' ddp_buckets
   FitQuality allreduce, allreduce_all_sizes;
   // Medians of one activity alone and beside the other: backward beside back-to-back
   // allreduces, per profiled shape (b, L); an allreduce beside backward, per size.

@@ -105,6 +105,12 @@ expect_exit 2 "--eval-every measures accuracy on --dev, which is not given" "$DD
 expect_exit 2 'an empty policy in the list' "$DDPTRAIN" "${tinyrun[@]}" --policy static,,kk
 expect_exit 2 'kk is listed twice' "$DDPTRAIN" "${tinyrun[@]}" --policy kk,static,kk
 expect_exit 1 'unknown policy "nope"' "$DDPTRAIN" "${tinyrun[@]}" --policy static,nope
+expect_exit 2 'minmax:buffer=64 is minmax with its options written out .*: the same policy twice' "$DDPTRAIN" \
+  "${tinyrun[@]}" --policy minmax,kk,minmax:buffer=64
+mkdir -p "$WORK/turns" && : >"$WORK/turns/kk"
+expect_exit 2 "--out $WORK/turns: $WORK/turns/kk is a file; expected a folder for policy kk" "$DDPTRAIN" \
+  "${tinyrun[@]}" --policy static,kk --out "$WORK/turns"
+[[ ! -e $WORK/turns/static ]] || fail "a refused interleaved run left $WORK/turns/static behind"
 expect_exit 2 'an interleaved --policy list cannot be resumed' "$DDPTRAIN" "${tinyrun[@]}" --policy static,kk \
   --resume "$WORK/ok.tsv"
 expect_exit 2 '--policy is not used with --profile' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
