@@ -17,6 +17,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/split.hpp"
 #include "common/interrupt.hpp"
 #include "model/layout.hpp"
 #include "model/perf_model.hpp"
@@ -86,10 +87,7 @@ std::vector<int> parse_bmax(const std::string& text, int ranks, int max_length) 
 
 std::vector<int> parse_list(const std::string& text, const char* option) {
   std::vector<int> values;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const auto comma = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, comma - begin);
+  for (const std::string& item : ddpsim::split_commas(text)) {
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9 ||
         std::stoi(item) < 1)
       throw ddpsim::UsageError(std::string(option) + " \"" + text +
@@ -97,7 +95,6 @@ std::vector<int> parse_list(const std::string& text, const char* option) {
     if (std::find(values.begin(), values.end(), std::stoi(item)) != values.end())
       throw ddpsim::UsageError(std::string(option) + " \"" + text + "\": " + item + " is listed twice");
     values.push_back(std::stoi(item));
-    begin = comma + 1;
   }
   return values;
 }
@@ -134,10 +131,9 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
 // own model, optimizer, sampler and dropout stream, writing OUT/<policy>/), so that a machine
 // that drifts in speed over minutes gives every policy the same minutes. Each item as given.
 std::vector<std::string> split_policies(const std::string& text) {
-  std::vector<std::string> items, labels;
-  for (std::size_t begin = 0;;) {
-    const auto comma = text.find(',', begin);
-    const std::string item = text.substr(begin, comma == std::string::npos ? comma : comma - begin);
+  const auto items = ddpsim::split_commas(text);
+  std::vector<std::string> labels;
+  for (const std::string& item : items) {
     if (item.empty())
       throw ddpsim::UsageError("--policy \"" + text +
                                "\": an empty policy in the list (policies are separated by commas)");
@@ -149,11 +145,9 @@ std::vector<std::string> split_policies(const std::string& text) {
     }
     if (std::find(labels.begin(), labels.end(), label) != labels.end())
       throw ddpsim::UsageError("--policy \"" + text + "\": " + label + " is listed twice");
-    items.push_back(item);
     labels.push_back(label);
-    if (comma == std::string::npos) return items;
-    begin = comma + 1;
   }
+  return items;
 }
 
 // The folder of one policy of an interleaved run: minmax:cost=model -> OUT/minmax-cost-model.
@@ -393,11 +387,13 @@ int run(int argc, char** argv) {
     o.synthetic_lengths = "sst2";  // data unused
   std::ostream& log = launch.rank == 0 ? std::cout : null_stream;
   if (policies.size() > 1) {
-    for (const auto& policy : policies)  // before any training, as for --out itself
-      if (std::error_code ec; !o.out.empty() && std::filesystem::exists(policy_folder(o.out, policy), ec) &&
-                              !std::filesystem::is_directory(policy_folder(o.out, policy), ec))
-        throw ddpsim::UsageError("--out " + o.out + ": " + policy_folder(o.out, policy) +
-                                 " is a file; expected a folder for policy " + policy + " (made if missing)");
+    if (!o.out.empty())
+      for (const auto& policy : policies) {  // before any training, as for --out itself
+        const std::string folder = policy_folder(o.out, policy);
+        if (std::error_code ec; std::filesystem::exists(folder, ec) && !std::filesystem::is_directory(folder, ec))
+          throw ddpsim::UsageError("--out " + o.out + ": " + folder + " is a file; expected a folder for policy " +
+                                   policy + " (made if missing)");
+      }
     std::vector<std::unique_ptr<ddptrain::Trainer>> runs;
     std::vector<std::string> resolved;
     for (const auto& policy : policies) {

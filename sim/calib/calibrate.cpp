@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/split.hpp"
 #include "common/stats.hpp"
 
 namespace ddpsim {
@@ -36,18 +37,14 @@ std::map<double, int> ddp_buckets(const Trace& t) {
   std::map<double, int> sizes;
   const auto it = t.metadata.find("ddp_buckets");
   if (it == t.metadata.end()) return sizes;
-  const std::string& text = it->second;
-  for (std::size_t begin = 0;;) {
-    const auto comma = text.find(',', begin);
-    const std::string item = text.substr(begin, comma == std::string::npos ? comma : comma - begin);
+  for (const std::string& item : split_commas(it->second)) {
     if (item.empty() || item.size() > 15 || item.find_first_not_of("0123456789") != std::string::npos ||
         std::stod(item) < 1)
-      throw InputError(t.path + ": metadata ddp_buckets=" + printable(text) +
+      throw InputError(t.path + ": metadata ddp_buckets=" + printable(it->second) +
                        ": expected bucket sizes in bytes (positive integers) separated by commas");
     ++sizes[std::stod(item)];
-    if (comma == std::string::npos) return sizes;
-    begin = comma + 1;
   }
+  return sizes;
 }
 
 // The allreduce rows of every trace that has them, fitted as t = c0 + c1·S (those timed beside
@@ -91,10 +88,8 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   // span three orders of magnitude).
   std::map<double, std::vector<double>> by_size;
   for (std::size_t i = 0; i < bytes.size(); ++i) by_size[bytes[i]].push_back(ms[i]);
-  std::vector<double> at_buckets;
-  for (const auto& entry : by_size)
-    if (buckets.count(entry.first)) at_buckets.push_back(entry.first);
-  c.allreduce_at_buckets = at_buckets.size() >= 2;
+  c.allreduce_at_buckets =
+      std::count_if(by_size.begin(), by_size.end(), [&](const auto& entry) { return buckets.count(entry.first); }) >= 2;
   c.allreduce_buckets_named = static_cast<int>(buckets.size());
   c.allreduce_fitted_bytes.clear();
   std::vector<std::vector<double>> rows;

@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
+#include "common/split.hpp"
 #include "report/outputs.hpp"
 
 namespace ddpsim {
@@ -24,14 +25,7 @@ constexpr long long MAX_LENGTH = 1000000;  // training.max_length's limit
 namespace {
 
 std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> fields;
-  std::size_t begin = 0;
-  for (;;) {
-    const auto comma = line.find(',', begin);
-    fields.push_back(line.substr(begin, comma == std::string::npos ? comma : comma - begin));
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
-  }
+  std::vector<std::string> fields = split_commas(line);
   if (!fields.empty() && !fields.back().empty() && fields.back().back() == '\r') fields.back().pop_back();
   return fields;
 }

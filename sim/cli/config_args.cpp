@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/error.hpp"
+#include "common/split.hpp"
 
 namespace ddpsim::cli {
 
@@ -11,15 +12,9 @@ namespace {
 
 // The items of a --policies list, as written; the config parser checks each.
 std::vector<std::string> split_policy_list(const std::string& list) {
-  std::vector<std::string> specs;
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const auto comma = std::min(list.find(',', begin), list.size());
-    const std::string item = list.substr(begin, comma - begin);
+  const auto specs = split_commas(list);
+  for (const std::string& item : specs)
     if (item.empty()) throw InputError("--policies \"" + list + "\": empty policy name");
-    specs.push_back(item);
-    begin = comma + 1;
-  }
   return specs;
 }
 
