@@ -81,9 +81,10 @@ if wants 2ranks; then
   measured_platform=(--set platform.link_GBps="$link" --set platform.latency_us="$(awk "BEGIN { print $step_us / 2 }")"
                      --set platform.host_GBps=0)
 fi
-# What --emulate-ranks charges: a ring of 10 GB/s and 10 us per step, buckets after backward.
+# What --emulate-ranks charges: a ring of 10 GB/s and 10 us per step, buckets after backward;
+# and its ranks take turns on one core, so a slow spell of the machine falls on all of a step's.
 emulated_platform=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0
-                   --set training.overlap=false)
+                   --set training.overlap=false --set simulation.spells=shared)
 
 # Every policy's steps in turn, one step each, in one process per setting (ddptrain --policy
 # A,B,...): a machine whose speed drifts over minutes gives every policy the same minutes.

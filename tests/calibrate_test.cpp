@@ -339,6 +339,54 @@ TEST_CASE("noise timed by four ranks at once splits into each rank's own and the
   CHECK(one.noise_sigma == doctest::Approx(std::hypot(0.04, 0.08)).epsilon(0.15));
 }
 
+TEST_CASE("slow spells that lift all of a shape's repetitions come back as measured; the phases keep a quiet level") {
+  // One rank, 8×8 shapes of 5 back-to-back repetitions; a spell lifts one shape in five ×1.4,
+  // and every repetition has its own exp(0.03·z).
+  TempDir dir;
+  Rng rng(11);
+  PolicyRun run{"profile", "", 1, {}, {}};
+  const auto quiet = [](int b, int L) { return 2 + 0.002 * b * L + 1e-5 * b * L * L; };
+  int lifted = 0;
+  for (int b : {1, 2, 4, 8, 12, 16, 24, 32})
+    for (int L : {8, 16, 32, 48, 64, 96, 128, 192}) {
+      const bool spell = rng.uniform() < 0.2;
+      lifted += spell;
+      for (int r = 0; r < 5; ++r) {
+        RankStep row;
+        row.step = static_cast<int>(run.rows.size());
+        row.batch_size = row.global_batch = b;
+        row.max_len = L;
+        row.padded_tokens = std::int64_t{b} * L;
+        row.fwd_ms = quiet(b, L) * (spell ? 1.4 : 1.0) * std::exp(0.03 * rng.normal());
+        row.bwd_ms = 2 * row.fwd_ms;
+        run.rows.push_back(row);
+      }
+    }
+  REQUIRE(lifted > 6);
+  REQUIRE(lifted < 20);
+  std::ofstream(dir / "spells.csv") << trace_csv({run}, {{"world_size", "1"}, {"profile", "one rank"}});
+  CalibrationOptions analytic;
+  analytic.form = "analytic";
+  const Calibration c = calibrate({read_trace(dir / "spells.csv")}, analytic);
+  CHECK(c.noise_sigma == doctest::Approx(0.03).epsilon(0.2));  // the repetitions, not the spells
+  CHECK(c.spell_groups == 64);
+  REQUIRE(c.spell_quantiles.size() == 101);
+  CHECK(c.spell_quantiles[50] == doctest::Approx(1.0));
+  CHECK(c.spell_quantiles[100 - 100 * lifted / 64 + 3] == doctest::Approx(1.4).epsilon(0.04));
+  CHECK(c.spell_quantiles[100 - 100 * lifted / 64 - 5] < 1.05);
+  for (const auto& [b, L] : {std::pair{2, 16}, {24, 64}, {8, 192}})  // the bisquare fit leaves the spells out
+    CHECK(c.forward.model.at(b, L) == doctest::Approx(quiet(b, L) * std::exp(0.5 * 0.03 * 0.03)).epsilon(0.03));
+  CHECK(fit_report(c).find("slow spells as measured: how far each of 64 repeated shapes") != std::string::npos);
+  const auto json = calibrated_model(c, {read_trace(dir / "spells.csv")}, load_perf_model("rtx3090-distilbert"),
+                                     "fit", "sim");
+  const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
+  CHECK(fitted.spell_quantiles == c.spell_quantiles);
+  // Drawn per rank-step, the spells lift mean compute to what the rows measured.
+  double measured = 0, predicted = 0;
+  for (const RankStep& row : run.rows) measured += row.fwd_ms, predicted += fitted.fwd_ms(row.batch_size, row.max_len);
+  CHECK(measured / predicted == doctest::Approx(quantile_table_mean(fitted.spell_quantiles)).epsilon(0.03));
+}
+
 TEST_CASE("validate --warmup auto finds where an injected slow start settles") {
   Rng rng(5);
   std::vector<double> steps;

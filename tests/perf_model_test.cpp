@@ -119,3 +119,25 @@ TEST_CASE("a grid-form phase is exact at its points, bilinear between, anchored 
   CHECK_THROWS_WITH_AS(parse_perf_model(slow, "m.json"), doctest::Contains("allreduce_slowdown must be in [1, 100]"),
                        InputError);
 }
+
+TEST_CASE("slow spells: a quantile table scaled to median one on load, drawn linearly between its points") {
+  auto doc = minimal();
+  doc["noise"] = {{"sigma", 0.01}, {"spells", {1.6, 2.0, 4.4}}};  // median 2.0
+  const PerfModel m = parse_perf_model(doc, "m.json");
+  REQUIRE(m.spell_quantiles.size() == 3);
+  CHECK(m.spell_quantiles[1] == 1.0);
+  CHECK(quantile_table_at(m.spell_quantiles, 0.25) == doctest::Approx(0.9));
+  CHECK(quantile_table_at(m.spell_quantiles, 1.0) == doctest::Approx(2.2));
+  CHECK(quantile_table_mean(m.spell_quantiles) == doctest::Approx((0.9 + 1.6) / 2));
+  for (const auto& [spells, message] :
+       std::vector<std::pair<nlohmann::json, std::string>>{
+           {{1.0}, "m.json: noise: spells has 1 value(s): expected an array of at least 2"},
+           {"wide", "m.json: noise: spells is string: expected an array of at least 2"},
+           {{1.0, 0.5}, "m.json: noise: spells[1] is number 0.5: expected a number in (0, 1e6], at least the one before"},
+           {{0.0, 1.0}, "m.json: noise: spells[0] is number 0.0: expected a number in (0, 1e6]"},
+           {{1.0, "x"}, "m.json: noise: spells[1]"}}) {
+    CAPTURE(spells);
+    doc["noise"]["spells"] = spells;
+    CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains(message.c_str()), InputError);
+  }
+}

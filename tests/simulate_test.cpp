@@ -255,3 +255,37 @@ TEST_CASE("simulator config sections are checked") {
   CHECK(fits.model->peak_mem_mib(fits.training.b_max[0], 256) <= fits.model->mem_capacity_mib);
   CHECK(fits.model->peak_mem_mib(fits.training.b_max[0] + 1, 256) > fits.model->mem_capacity_mib);
 }
+
+TEST_CASE("slow spells: drawn per rank-step or once per step for all ranks, lifting mean compute by their mean") {
+  nlohmann::json doc = with(default_config_json(), "training.steps=400");
+  doc["policies"] = {"static"};
+  doc["simulation"] = {{"noise_sigma", 0}, {"noise_shared_sigma", 0}};
+  const auto charge = [&](const std::string& spells) {
+    doc["simulation"]["spells"] = spells;
+    Config c = config_of(doc);
+    PerfModel m = *c.model;
+    m.spell_quantiles = {0.8, 1.0, 2.2};  // median one, mean 1.25
+    c.model = std::make_shared<const PerfModel>(m);
+    const auto dataset = make_length_source(c.data, c.training.max_length)->dataset(0);
+    const PolicyRun run = run_policy(c.policies[0], c.shape(), 400, dataset);
+    const PolicyWork w = charge_compute(c, run);
+    std::vector<double> factors;
+    for (std::size_t i = 0; i < w.work.size(); ++i)
+      factors.push_back(w.work[i].fwd_ms / m.fwd_ms(run.rows[i].batch_size, run.rows[i].max_len));
+    return factors;
+  };
+  const auto own = charge("own"), shared = charge("shared"), off = charge("off");
+  CHECK(mean(own) == doctest::Approx(1.25).epsilon(0.02));  // 1600 draws
+  CHECK(mean(shared) == doctest::Approx(1.25).epsilon(0.04));  // 400 draws
+  int differing = 0;
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    CHECK(own[i] >= 0.8 - 1e-12);
+    CHECK(own[i] <= 2.2 + 1e-12);
+    CHECK(shared[i] == doctest::Approx(shared[i - i % 4]).epsilon(1e-12));  // a step's ranks alike
+    CHECK(off[i] == doctest::Approx(1.0).epsilon(1e-12));
+    differing += own[i] != own[i - i % 4];
+  }
+  CHECK(differing > 1000);
+  doc["simulation"]["spells"] = "sometimes";
+  CHECK_THROWS_WITH_AS(config_of(doc), doctest::Contains("spells is \"own\""), InputError);
+}

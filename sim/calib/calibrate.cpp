@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/rng.hpp"
 #include "common/split.hpp"
 #include "common/stats.hpp"
 
@@ -165,6 +166,16 @@ void split_shared_noise(const std::map<long, std::vector<std::pair<Shape, double
   c.noise_ranks = static_cast<int>(ranks);
 }
 
+// P95/P50 of the compute factor a model draws: a log-normal of σ times a spell from the table
+// (none when empty), from a fixed sample, so that a report is the same on every run.
+double noise_p95_over_p50(double sigma, const std::vector<double>& spells) {
+  Rng rng(0x5eed);
+  std::vector<double> draws(100'000);
+  for (double& d : draws)
+    d = std::exp(sigma * rng.normal()) * (spells.empty() ? 1.0 : quantile_table_at(spells, rng.uniform()));
+  return percentile(draws, 95) / percentile(draws, 50);
+}
+
 // Interference rows, both ways: per shape, the median backward beside allreduces over the
 // median alone (comm_slowdown); per size, the median allreduce beside a backward pass over the
 // median alone (allreduce_slowdown). Each factor is the geometric mean of its ratios, at least 1.
@@ -217,6 +228,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   std::vector<std::pair<double, double>> work, mem_work;  // (Σ s, Σ s²) of packed rows
   std::vector<double> fwd, bwd, opt, mem;
   std::vector<long> step_ids;  // rows of one step of one run share an id: they were timed together
+  std::vector<int> rank_of;
   long step_id = -1;
   std::string names, padded_trace, packed_trace;
   for (const Trace& t : traces) {
@@ -232,6 +244,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
         bl.emplace_back(r.batch_size, r.max_len);
         work.emplace_back(double(r.real_tokens), double(r.sq_tokens));
         step_ids.push_back(step_id);
+        rank_of.push_back(r.rank);
         fwd.push_back(r.fwd_ms);
         bwd.push_back(r.bwd_ms);
         if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
@@ -280,48 +293,71 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   c.forward = fit(fwd_points);
   c.backward = fit(bwd_points);
 
-  // Noise: how a shape's repetitions spread (the pooled within-shape deviation of log compute).
-  // A form's residuals also hold its lack of fit, which is the same at every step of a shape:
-  // read as noise, it inflates the maximum over ranks of every simulated step. Only traces
-  // without repeated shapes fall back to the residuals. Then both phases are scaled so that a
-  // shape's mean time (what the simulator's mean-one noise reproduces) matches, not its median:
-  // by exp(σ²/2) around the median residual, since the fit left the shapes far off its surface
-  // out and their mean would put them back into every shape's level.
+  // Noise, in two parts. Each rank-step's own: how a shape's back-to-back repetitions on one
+  // rank spread (σ of log compute within those groups), split into each rank's own and a step's
+  // shared where ranks timed steps together; traces without repeated shapes fall back to the
+  // residuals. Slow spells: how far each group's mean sits from the fitted surface — a spell of
+  // the machine lifts all of a shape's repetitions at once, and training steps meet such spells
+  // too; their spread is heavier-tailed than any log-normal, so the model keeps it as measured
+  // (it holds the form's lack of fit too, which a held-out choice of form keeps small), as
+  // factors of median one. Both phases are then scaled to the level of the median shape (of the
+  // median row without spells) and the mean of the log-normal noise: a quiet machine's mean time,
+  // which the spells, when drawn, lift by their mean.
   // A phase's prediction for row i: at its (b, L), or at its (Σ s, Σ s²) when packed.
   auto predict = [&](const PhaseModel& m, std::size_t i) {
     return c.packed ? m.analytic.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
   };
+  using Group = std::pair<Shape, int>;  // a shape on one rank
   std::vector<double> ratio, logs;
-  std::map<Shape, std::vector<double>> log_compute;  // by shape (or packed work)
-  std::map<long, std::vector<std::pair<Shape, double>>> together;  // by step: what its ranks timed
+  std::vector<std::size_t> row_of;  // of each ratio
+  std::vector<Group> group_of;
+  std::map<Group, std::vector<double>> log_ratios;
   for (std::size_t i = 0; i < bl.size(); ++i) {
     const double predicted = predict(c.forward.model, i) + predict(c.backward.model, i);
     if (predicted <= 0 || fwd[i] + bwd[i] <= 0) continue;
+    row_of.push_back(i);
     ratio.push_back((fwd[i] + bwd[i]) / predicted);
     logs.push_back(std::log(ratio.back()));
-    const Shape shape = c.packed ? work[i] : Shape(bl[i].first, bl[i].second);
-    log_compute[shape].push_back(std::log(fwd[i] + bwd[i]));
-    together[step_ids[i]].emplace_back(shape, log_compute[shape].back());
+    group_of.emplace_back(c.packed ? work[i] : Shape(bl[i].first, bl[i].second), rank_of[i]);
+    log_ratios[group_of.back()].push_back(logs.back());
   }
+  std::map<Group, double> lift;  // a group's mean log ratio
   double squares = 0;
   long degrees = 0;
-  for (const auto& [shape, values] : log_compute) {
-    const double m = mean(values);
-    for (double v : values) squares += (v - m) * (v - m);
+  for (const auto& [group, values] : log_ratios) {
+    lift[group] = mean(values);
+    for (double v : values) squares += (v - lift[group]) * (v - lift[group]);
     degrees += static_cast<long>(values.size()) - 1;
   }
   c.noise_from_repetitions = degrees > 0;
   c.noise_sigma = degrees > 0 ? std::sqrt(squares / double(degrees)) : population_std(logs);
   const double total_sigma = c.noise_sigma;
+  std::map<long, std::vector<std::pair<Shape, double>>> together;  // by step: its ranks' deviations
+  for (std::size_t k = 0; k < logs.size(); ++k)
+    together[step_ids[row_of[k]]].emplace_back(group_of[k].first, logs[k] - lift[group_of[k]]);
   split_shared_noise(together, c);
-  c.mean_scale = logs.empty() ? 1.0 : std::exp(percentile(logs, 50) + 0.5 * total_sigma * total_sigma);
+  const double median_log = logs.empty() ? 0.0 : percentile(logs, 50);
+  c.mean_scale = std::exp(median_log + 0.5 * total_sigma * total_sigma);
+  std::vector<double> lifts;
+  for (const auto& [group, values] : log_ratios)
+    if (values.size() > 1) lifts.push_back(lift[group]);
+  if (lifts.size() >= kMinSpellGroups) {
+    const double median_lift = percentile(lifts, 50);
+    std::vector<double> factors;
+    for (double l : lifts) factors.push_back(std::exp(l - median_lift));
+    for (int k = 0; k <= 100; ++k) c.spell_quantiles.push_back(percentile(factors, k));
+    const double median = c.spell_quantiles[50];  // 1 but for the interpolation between two lifts
+    for (double& q : c.spell_quantiles) q /= median;
+    c.spell_groups = static_cast<int>(lifts.size());
+    c.mean_scale = std::exp(median_lift + 0.5 * total_sigma * total_sigma);
+  }
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
     for (auto& row : m->grid.ms)
       for (double& t : row) t *= c.mean_scale;
   }
   c.observed_p95_over_p50 = ratio.empty() ? 1.0 : percentile(ratio, 95) / percentile(ratio, 50);
-  c.fitted_p95_over_p50 = std::exp(1.6448536269514722 * total_sigma);
+  c.fitted_p95_over_p50 = noise_p95_over_p50(total_sigma, c.spell_quantiles);
 
   std::vector<double> pf, pb;
   for (std::size_t i = 0; i < bl.size(); ++i) {
@@ -386,6 +422,7 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["comm_slowdown"] = c.comm_slowdown;
   m["allreduce_slowdown"] = c.allreduce_slowdown;
   m["noise"] = {{"sigma", c.noise_sigma}, {"shared_sigma", c.noise_shared_sigma}};
+  if (!c.spell_quantiles.empty()) m["noise"]["spells"] = c.spell_quantiles;
   m["memory_mib"] = {{"m0", c.has_memory ? c.mem_m0 : base.mem_m0_mib},
                      {"mu", c.has_memory ? c.mem_mu : base.mem_mu_mib},
                      {"nu", c.has_memory ? c.mem_nu : base.mem_nu_mib},
@@ -465,11 +502,19 @@ std::string fit_report(const Calibration& c) {
   out += line;
   const double total = std::hypot(c.noise_sigma, c.noise_shared_sigma);
   std::snprintf(line, sizeof line,
-                "  noise     log-normal σ %.4f from %s (both phases ×%.4f, so the model gives a shape's mean"
-                " time); P95/P50 of measured/predicted compute: observed %.4f, fitted %.4f\n",
-                total, c.noise_from_repetitions ? "the repetitions of each shape" : "the residuals", c.mean_scale,
-                c.observed_p95_over_p50, c.fitted_p95_over_p50);
+                "  noise     log-normal σ %.4f from %s; both phases ×%.4f, so the model gives a shape's mean"
+                " time; P95/P50 of measured/predicted compute: observed %.4f, the model's %.4f\n",
+                total, c.noise_from_repetitions ? "the repetitions of each shape on each rank" : "the residuals",
+                c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
+  if (!c.spell_quantiles.empty()) {
+    const auto& q = c.spell_quantiles;
+    std::snprintf(line, sizeof line,
+                  "            slow spells as measured: how far each of %d repeated shapes sat from the surface "
+                  "(P50→P95 ×%.4f, →max ×%.4f; their mean ×%.4f)\n",
+                  c.spell_groups, q[95] / q[50], q[100] / q[50], quantile_table_mean(q));
+    out += line;
+  }
   if (c.noise_ranks > 0) {
     std::snprintf(line, sizeof line,
                   "            split over the %d ranks that timed each step at once: σ %.4f each rank's own, "

@@ -35,6 +35,9 @@ struct CalibrationOptions {
   std::uint64_t seed = 0;  // deals the points into folds
 };
 
+// Fewer repeated shapes than this give too coarse a distribution of slow spells to draw from.
+inline constexpr std::size_t kMinSpellGroups = 20;
+
 struct Calibration {
   PhaseFit forward, backward;
   long half_timed_rows = 0;  // rows with fwd_ms or bwd_ms but not both: left out, and said so
@@ -45,8 +48,13 @@ struct Calibration {
   // the noise a step's ranks share, and how many ranks timed a step; shared² + own² = total².
   double noise_shared_sigma = 0;
   int noise_ranks = 0;
+  // Slow spells as measured (PerfModel::spell_quantiles: 101 mean-one factors): how far each
+  // shape's repetitions on one rank sit from the surface, over spell_groups such groups; empty
+  // with fewer than kMinSpellGroups.
+  std::vector<double> spell_quantiles;
+  int spell_groups = 0;
   // Both phases were scaled by this so that the model gives the mean, not the median, of a
-  // shape's time under the fitted noise: exp(mean log ratio + σ²/2).
+  // row's time under that noise.
   double mean_scale = 1;
   double observed_p95_over_p50 = 0, fitted_p95_over_p50 = 0;  // of measured / predicted compute
   bool has_memory = false;

@@ -28,9 +28,12 @@ are reduced to their median, and fits minimise relative error:
                       it); k-fold cross-validation by shape gives each form's held-out MAPE, and
                       the smaller one is used unless --form says otherwise
   optimizer           the mean of opt_ms
-  noise               log-normal sigma of how a shape's repetitions spread, with the observed
-                      and fitted P95/P50 of measured / predicted compute; split into each rank's
-                      own and a step's shared noise where ranks timed steps together
+  noise               log-normal sigma of how a shape's repetitions on one rank spread, split
+                      into each rank's own and a step's shared noise where ranks timed steps
+                      together; and slow spells as measured: 101 quantiles of how far each
+                      repeated shape sat from the surface (a spell lifts all its repetitions;
+                      heavier-tailed than any log-normal); with the observed and the model's
+                      P95/P50 of measured / predicted compute
   memory              m(b, L) = m0 + mu*b*L + nu*b*L^2 MiB, where peak_mem_mib is filled
   allreduce           ring alpha-beta, from allreduce rows (--profile over several ranks)
   comm_slowdown       backward beside back-to-back allreduces over backward alone, from

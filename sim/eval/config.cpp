@@ -248,6 +248,10 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
         throw InputError(where + ": " + key + " is a log-normal σ in [0, 3] (leave it out for the model's), got " +
                          nlohmann::json(*sigma).dump());
     }
+  s.spells = f.get<std::string>("spells", s.spells);
+  if (s.spells != "own" && s.spells != "shared" && s.spells != "off")
+    throw InputError(where + ": spells is \"own\" (the model's slow spells drawn for each rank-step), \"shared\" "
+                     "(once per step for all ranks) or \"off\", got \"" + s.spells + "\"");
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
   if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
     throw InputError(where + ": rank_speed lists " + std::to_string(s.rank_speed.size()) + " ranks, world_size is " +
@@ -297,7 +301,7 @@ std::vector<UnusedKeys> unused_by_pipeline(bool abstract) {
       {"training", {"bucket_mb", "first_bucket_mb", "overlap"},
        "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets"},
       {"training", {"micro_batches"}, "its micro-batches per step are parallel.micro_batches"},
-      {"simulation", {"mode", "algorithm", "sched_ms"},
+      {"simulation", {"mode", "algorithm", "sched_ms", "spells"},
        "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time"}};
   if (abstract) {
     const std::string in_units = "in abstract mode the work is given in time units (parallel.abstract)";
@@ -524,6 +528,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"noise_sigma", c.simulation.noise_sigma < 0 ? c.model->noise_sigma : c.simulation.noise_sigma},
       {"noise_shared_sigma",
        c.simulation.noise_shared_sigma < 0 ? c.model->noise_shared_sigma : c.simulation.noise_shared_sigma},
+      {"spells", c.simulation.spells},
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
   if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again

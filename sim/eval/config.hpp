@@ -62,6 +62,10 @@ struct SimulationConfig {
   bool sched_measured = false;     // "sched_ms": "measured": the decision's measured time (not reproducible)
   double noise_sigma = -1;         // < 0: the model's
   double noise_shared_sigma = -1;  // < 0: the model's
+  // The model's slow spells: drawn for each rank-step (own: ranks on cores or GPUs of their
+  // own), once per step for all ranks (shared: ranks that take turns on one device, as ddptrain
+  // --emulate-ranks runs them, meet the same spell), or off.
+  std::string spells = "own";
   std::vector<double> rank_speed;  // per-rank compute time factor (1.2 = 20% slower); empty = all 1
   std::vector<Straggler> stragglers;
 

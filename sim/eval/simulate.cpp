@@ -38,8 +38,11 @@ ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
       shared_sigma_(config.simulation.noise_shared_sigma >= 0 ? config.simulation.noise_shared_sigma
                     : model                                   ? model->noise_shared_sigma
                                                               : 0),
+      spells_(config.simulation.spells != "off" && model ? model->spell_quantiles : std::vector<double>{}),
+      spells_shared_(config.simulation.spells == "shared"),
       noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL),
-      shared_noise_(config.training.seed ^ 0x2545f4914f6cdd1dULL) {}
+      shared_noise_(config.training.seed ^ 0x2545f4914f6cdd1dULL),
+      spell_noise_(config.training.seed ^ 0x6a09e667f3bcc909ULL) {}
 
 ComputeCharger::ComputeCharger(const Config& config) : config_(config), noise_(config, config.model.get()) {}
 

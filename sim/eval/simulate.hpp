@@ -45,20 +45,28 @@ SimulationRun simulate_streamed(const Config& config, std::span<const int> datas
 // The optional trace columns a run of this config writes, known before its first row.
 TraceColumns trace_columns_for(const Config& config);
 
-// Mean-one log-normal compute factors, E[exp(σz − σ²/2)] = 1, so that noise leaves mean compute
-// as modelled: one drawn per step for all ranks (shared), one per rank-step, each from its own
-// seeded stream. `model` gives the σ's the simulation section leaves unset (null: 0).
+// Compute factors: mean-one log-normal ones, so that they leave mean compute as modelled — one
+// per step for all ranks (shared: E[exp(σz − σ²/2)] = 1), one per rank-step (each rank's own) —
+// and the model's slow spells (median one: they lift the mean) per rank-step or per step as
+// simulation.spells says; each from its own seeded stream. `model` gives the σ's the
+// simulation section leaves unset (null: no noise).
 class ComputeNoise {
  public:
   ComputeNoise(const Config& config, const PerfModel* model);
-  void next_step() { shared_ = factor(shared_sigma_, shared_noise_); }
-  // The step's shared factor times a fresh one of this rank's.
-  double next_rank() { return shared_ * factor(sigma_, noise_); }
+  void next_step() {
+    shared_ = factor(shared_sigma_, shared_noise_);
+    if (spells_shared_) shared_ *= spell();
+  }
+  // The step's shared factor times this rank's own.
+  double next_rank() { return shared_ * factor(sigma_, noise_) * (spells_shared_ ? 1.0 : spell()); }
 
  private:
   static double factor(double sigma, Rng& rng) { return std::exp(sigma * rng.normal() - 0.5 * sigma * sigma); }
+  double spell() { return spells_.empty() ? 1.0 : quantile_table_at(spells_, spell_noise_.uniform()); }
   double sigma_, shared_sigma_, shared_ = 1;
-  Rng noise_, shared_noise_;
+  std::vector<double> spells_;
+  bool spells_shared_;
+  Rng noise_, shared_noise_, spell_noise_;
 };
 
 // Each rank-step's compute (ms) for one policy's token-level rows, a block at a time: the noise

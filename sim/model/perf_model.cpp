@@ -40,6 +40,27 @@ double non_negative(const JsonFields& f, const char* key, double fallback, doubl
   return v;
 }
 
+// Positive, non-decreasing factors, scaled here to median one (the phases give a quiet machine's
+// time; spells lift it).
+std::vector<double> quantile_table(const nlohmann::json& list, const std::string& where) {
+  const char* expected = "an array of at least 2 non-decreasing numbers > 0 (noise factors at evenly spaced "
+                         "probabilities from 0 to 1)";
+  if (!list.is_array()) throw wrong_type(list, where, expected);
+  if (list.size() < 2) throw InputError(where + " has " + std::to_string(list.size()) + " value(s): expected " + expected);
+  std::vector<double> q;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& v = list[i];
+    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e6) ||
+        (!q.empty() && v.get<double>() < q.back()))
+      throw wrong_type(v, where + "[" + std::to_string(i) + "]",
+                       q.empty() ? "a number in (0, 1e6]" : "a number in (0, 1e6], at least the one before");
+    q.push_back(v.get<double>());
+  }
+  const double scale = quantile_table_at(q, 0.5);
+  for (double& x : q) x /= scale;
+  return q;
+}
+
 MeasuredGrid parse_grid(const nlohmann::json& doc, const std::string& where) {
   if (!doc.is_object()) throw InputError(where + ": expected an object {\"b\", \"L\", \"ms\"}");
   JsonFields f(doc, where);
@@ -89,6 +110,19 @@ PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
 
 }  // namespace
 
+double quantile_table_mean(std::span<const double> q) {
+  double sum = 0;
+  for (std::size_t k = 0; k + 1 < q.size(); ++k) sum += 0.5 * (q[k] + q[k + 1]);
+  return q.size() < 2 ? (q.empty() ? 1.0 : q[0]) : sum / double(q.size() - 1);
+}
+
+double quantile_table_at(std::span<const double> q, double u) {
+  if (q.size() < 2) return q.empty() ? 1.0 : q[0];
+  const double x = std::clamp(u, 0.0, 1.0) * double(q.size() - 1);
+  const std::size_t k = std::min(static_cast<std::size_t>(x), q.size() - 2);
+  return q[k] + (x - double(k)) * (q[k + 1] - q[k]);
+}
+
 PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin) {
   if (!doc.is_object()) throw InputError(origin + ": a performance model is a JSON object");
   JsonFields f(doc, origin);
@@ -115,6 +149,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
       throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
     m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
+    if (n.has("spells")) m.spell_quantiles = quantile_table(n.raw("spells"), origin + ": noise: spells");
     n.reject_unknown();
   }
   if (f.has("memory_mib")) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct PerfModel {
   // ranks share (emulated ranks in one process, cores of one host), which independent per-rank
   // noise spreads over the steps' maxima instead of their tail.
   double noise_shared_sigma = 0;
+  // Slow spells of the machine as a calibration measured them (how far a shape's repetitions
+  // sat from the surface together), a factor beside the log-normal ones: mean-one factors at
+  // evenly spaced probabilities from 0 to 1, drawn by linear interpolation between them. Their
+  // spread is heavier-tailed than any log-normal, and it sets both the mean and the tail of a
+  // step's maximum. Factors of median one, so the phases give a quiet machine's time and the
+  // spells lift it by their mean. Empty: none.
+  std::vector<double> spell_quantiles;
   // Compute runs this many times slower while a collective is in flight on its rank (NCCL
   // kernels take SMs on a GPU, Gloo's threads take cores on a CPU); 1 = no interference.
   double comm_slowdown = 1;
@@ -64,6 +72,11 @@ struct PerfModel {
 };
 
 // Parses and validates a model document; `origin` names it in errors.
+// A table of quantiles at evenly spaced probabilities from 0 to 1 (PerfModel::spell_quantiles),
+// read as the distribution that is linear between them: its mean, and its value at u in [0, 1].
+double quantile_table_mean(std::span<const double> q);
+double quantile_table_at(std::span<const double> q, double u);
+
 PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin);
 // A built-in name (rtx3090-distilbert, h100-distilbert) or a path to a model JSON file: a
 // model, or a spec ({"hf_config": PATH, "gpu": PRESET, "dtype", "efficiency", "fused_attention",
