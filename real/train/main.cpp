@@ -315,6 +315,13 @@ int run(int argc, char** argv) {
                              "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
   if (std::error_code ec; !o.out.empty() && std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
     throw ddpsim::UsageError("--out " + o.out + ": is a file; expected a folder (made if missing)");
+  if (policies.size() > 1 && !o.out.empty())
+    for (const auto& policy : policies) {  // here, before ranks start: one message, not one per rank
+      const std::string folder = policy_folder(o.out, policy);
+      if (std::error_code ec; std::filesystem::exists(folder, ec) && !std::filesystem::is_directory(folder, ec))
+        throw ddpsim::UsageError("--out " + o.out + ": " + folder + " is a file; expected a folder for policy " +
+                                 policy + " (made if missing)");
+    }
   if (!vm.count("profile"))
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
                                "profile-max-warmup", "profile-reps"})
@@ -387,13 +394,6 @@ int run(int argc, char** argv) {
     o.synthetic_lengths = "sst2";  // data unused
   std::ostream& log = launch.rank == 0 ? std::cout : null_stream;
   if (policies.size() > 1) {
-    if (!o.out.empty())
-      for (const auto& policy : policies) {  // before any training, as for --out itself
-        const std::string folder = policy_folder(o.out, policy);
-        if (std::error_code ec; std::filesystem::exists(folder, ec) && !std::filesystem::is_directory(folder, ec))
-          throw ddpsim::UsageError("--out " + o.out + ": " + folder + " is a file; expected a folder for policy " +
-                                   policy + " (made if missing)");
-      }
     std::vector<std::unique_ptr<ddptrain::Trainer>> runs;
     std::vector<std::string> resolved;
     for (const auto& policy : policies) {

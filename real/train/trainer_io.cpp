@@ -41,6 +41,7 @@ void Trainer::write_outputs() {
   nlohmann::json accuracy = nlohmann::json::array();
   for (const auto& [step, acc] : accuracy_) accuracy.push_back({{"step", step}, {"accuracy", acc}});
   config["dev_accuracy"] = accuracy;
+  if (!opt_.interleaved.empty()) config["interleaved"] = opt_.interleaved;  // trained a step each in turn
   ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, metadata())},
                                    {"summary.json", ddpsim::summary_json(config, {run}, summaries)}});
   log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << " and summary.json\n";

@@ -111,6 +111,9 @@ mkdir -p "$WORK/turns" && : >"$WORK/turns/kk"
 expect_exit 2 "--out $WORK/turns: $WORK/turns/kk is a file; expected a folder for policy kk" "$DDPTRAIN" \
   "${tinyrun[@]}" --policy static,kk --out "$WORK/turns"
 [[ ! -e $WORK/turns/static ]] || fail "a refused interleaved run left $WORK/turns/static behind"
+# Refused before the ranks start: one message, not one per rank.
+expect_exit 2 "--out $WORK/turns: $WORK/turns/kk is a file; expected a folder for policy kk" "$DDPTRAIN" \
+  "${tinyrun[@]}" --policy static,kk --nproc-per-node 2 --out "$WORK/turns"
 expect_exit 2 'an interleaved --policy list cannot be resumed' "$DDPTRAIN" "${tinyrun[@]}" --policy static,kk \
   --resume "$WORK/ok.tsv"
 expect_exit 2 '--policy is not used with --profile' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \

@@ -28,6 +28,9 @@ expect_ok "$DDPTRAIN" "${common[@]}" --policy kk --nproc-per-node 2 --out "$WORK
 grep -q '^# interleaved=one step of each policy in turn: kk,minmax:buffer=16$' "$WORK/turns/kk/steps.csv" ||
   fail "an interleaved trace does not say so"
 grep -q '^# interleaved' "$WORK/kk/steps.csv" && fail "a run alone says it was interleaved"
+tr -d ' \n' <"$WORK/turns/kk/summary.json" | grep -q '"interleaved":\["kk","minmax:buffer=16"\]' ||
+  fail "an interleaved run's summary.json does not list the policies trained in turn"
+grep -q '"interleaved"' "$WORK/kk/summary.json" && fail "a run alone's summary.json says it was interleaved"
 for pair in "turns/kk kk" "turns/minmax-buffer-16 real"; do
   read -r a b <<<"$pair"
   # step, rank, policy, batch, max_len, tokens and loss: the same; the times are not.
