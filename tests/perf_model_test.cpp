@@ -133,7 +133,8 @@ TEST_CASE("slow spells: a quantile table scaled to median one on load, drawn lin
        std::vector<std::pair<nlohmann::json, std::string>>{
            {{1.0}, "m.json: noise: spells has 1 value(s): expected an array of at least 2"},
            {"wide", "m.json: noise: spells is string: expected an array of at least 2"},
-           {{1.0, 0.5}, "m.json: noise: spells[1] is number 0.5: expected a number in (0, 1e6], at least the one before"},
+           {{1.0, 0.5},
+            "m.json: noise: spells[1] is number 0.5: expected a number in (0, 1e6], at least the one before"},
            {{0.0, 1.0}, "m.json: noise: spells[0] is number 0.0: expected a number in (0, 1e6]"},
            {{1.0, "x"}, "m.json: noise: spells[1]"}}) {
     CAPTURE(spells);

@@ -48,13 +48,13 @@ struct Calibration {
   // the noise a step's ranks share, and how many ranks timed a step; shared² + own² = total².
   double noise_shared_sigma = 0;
   int noise_ranks = 0;
-  // Slow spells as measured (PerfModel::spell_quantiles: 101 mean-one factors): how far each
-  // shape's repetitions on one rank sit from the surface, over spell_groups such groups; empty
-  // with fewer than kMinSpellGroups.
+  // Slow spells as measured (PerfModel::spell_quantiles: 101 factors of median one): how far
+  // each shape's repetitions on one rank sit from the surface, over spell_groups such groups;
+  // empty with fewer than kMinSpellGroups.
   std::vector<double> spell_quantiles;
   int spell_groups = 0;
-  // Both phases were scaled by this so that the model gives the mean, not the median, of a
-  // row's time under that noise.
+  // Both phases were scaled by this so that the model gives a quiet machine's mean time: the
+  // median shape's level (without spells) times the mean of the log-normal noise.
   double mean_scale = 1;
   double observed_p95_over_p50 = 0, fitted_p95_over_p50 = 0;  // of measured / predicted compute
   bool has_memory = false;

@@ -43,10 +43,11 @@ double non_negative(const JsonFields& f, const char* key, double fallback, doubl
 // Positive, non-decreasing factors, scaled here to median one (the phases give a quiet machine's
 // time; spells lift it).
 std::vector<double> quantile_table(const nlohmann::json& list, const std::string& where) {
-  const char* expected = "an array of at least 2 non-decreasing numbers > 0 (noise factors at evenly spaced "
+  const char* expected = "an array of at least 2 non-decreasing numbers > 0 (slow-spell factors at evenly spaced "
                          "probabilities from 0 to 1)";
   if (!list.is_array()) throw wrong_type(list, where, expected);
-  if (list.size() < 2) throw InputError(where + " has " + std::to_string(list.size()) + " value(s): expected " + expected);
+  if (list.size() < 2)
+    throw InputError(where + " has " + std::to_string(list.size()) + " value(s): expected " + expected);
   std::vector<double> q;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto& v = list[i];
