@@ -17,8 +17,8 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "common/split.hpp"
 #include "common/interrupt.hpp"
+#include "common/split.hpp"
 #include "model/layout.hpp"
 #include "model/perf_model.hpp"
 #include "train/launcher.hpp"

@@ -336,21 +336,21 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   for (std::size_t k = 0; k < logs.size(); ++k)
     together[step_ids[row_of[k]]].emplace_back(group_of[k].first, logs[k] - lift[group_of[k]]);
   split_shared_noise(together, c);
-  const double median_log = logs.empty() ? 0.0 : percentile(logs, 50);
-  c.mean_scale = std::exp(median_log + 0.5 * total_sigma * total_sigma);
+  // The level of a quiet machine: the median repeated shape's, else the median row's.
+  double level = logs.empty() ? 0.0 : percentile(logs, 50);
   std::vector<double> lifts;
   for (const auto& [group, values] : log_ratios)
     if (values.size() > 1) lifts.push_back(lift[group]);
   if (lifts.size() >= kMinSpellGroups) {
-    const double median_lift = percentile(lifts, 50);
+    level = percentile(lifts, 50);
     std::vector<double> factors;
-    for (double l : lifts) factors.push_back(std::exp(l - median_lift));
+    for (double l : lifts) factors.push_back(std::exp(l - level));
     for (int k = 0; k <= 100; ++k) c.spell_quantiles.push_back(percentile(factors, k));
     const double median = c.spell_quantiles[50];  // 1 but for the interpolation between two lifts
     for (double& q : c.spell_quantiles) q /= median;
     c.spell_groups = static_cast<int>(lifts.size());
-    c.mean_scale = std::exp(median_lift + 0.5 * total_sigma * total_sigma);
   }
+  c.mean_scale = std::exp(level + 0.5 * total_sigma * total_sigma);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
     for (auto& row : m->grid.ms)
