@@ -5,11 +5,14 @@
 # against its model, with static as the baseline. A core computes slower while the other one
 # works (shared caches and memory bandwidth), so each setting has the model of a profile taken
 # as it runs: (a) from both ranks profiling at once (with their allreduce and interference),
-# (b) from one process on one core. Builds what is missing; needs ../shared/data (SST-2, the
-# uncased vocab). Keep the machine otherwise idle: every figure is a timing.
+# (b) from one process on one core. The runs time that grid again between their turns
+# (--profile-alongside), and each run is validated against both models: the one profiled before
+# the runs, and the one of the runs' own minutes. Builds what is missing; needs ../shared/data
+# (SST-2, the uncased vocab). Keep the machine otherwise idle: every figure is a timing.
 #
 #   scripts/validate_cpu.sh                      # ~31 minutes on a 2-core machine
-#   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" scripts/validate_cpu.sh  # a quick look
+#   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" \
+#     ALONGSIDE_OPTS="--profile-batches 4,12 --profile-lengths 16,48" scripts/validate_cpu.sh  # a quick look
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
 #   STAGES="calibrate validate" scripts/validate_cpu.sh  # refit the committed profiles, validate the committed runs
 #   STAGES="repeat-run repeat-validate" scripts/validate_cpu.sh  # (a) twice more, with a profile of that session
@@ -24,6 +27,7 @@ models=${MODELS:-models}
 model_a=$models/cpu-distilbert-small-2ranks.json
 model_b=$models/cpu-distilbert-small-1core.json
 read -r -a profile_opts <<<"${PROFILE_OPTS:-}"
+read -r -a alongside_opts <<<"${ALONGSIDE_OPTS:-}"
 policies=(static minmax:cost=tokens minmax:cost=model kk sorted token_budget)
 read -r -a settings <<<"${SETTINGS:-2ranks emulated4}"
 read -r -a stages <<<"${STAGES:-profile calibrate run validate}"
@@ -72,46 +76,69 @@ if stage calibrate && wants 2ranks; then
     --gpu "$cpu, two ranks of one core each" --out "$model_a" --residuals "$out/residuals-2ranks.csv" |
     tee "$out/calibrate-2ranks.txt"
 fi
-# The measured ring, as a pcie platform without a shared root complex (a route is two links).
-measured_platform=()
-if wants 2ranks; then
-  link=$(model_value "$model_a" link_GBps)
-  step_us=$(model_value "$model_a" ring_step_latency_us)
-  [[ -n $link && -n $step_us ]] || { echo "validate_cpu: $model_a has no fitted allreduce (link_GBps, ring_step_latency_us)" >&2; exit 1; }
-  measured_platform=(--set platform.link_GBps="$link" --set platform.latency_us="$(awk "BEGIN { print $step_us / 2 }")"
-                     --set platform.host_GBps=0)
-fi
+# The measured ring of a model, as a pcie platform without a shared root complex (a route is two
+# links): sets platform to its --set options.
+ring_platform() {
+  local link step_us
+  link=$(model_value "$1" link_GBps)
+  step_us=$(model_value "$1" ring_step_latency_us)
+  [[ -n $link && -n $step_us ]] ||
+    { echo "validate_cpu: $1 has no fitted allreduce (link_GBps, ring_step_latency_us)" >&2; exit 1; }
+  platform=(--set platform.link_GBps="$link" --set platform.latency_us="$(awk "BEGIN { print $step_us / 2 }")"
+            --set platform.host_GBps=0)
+}
 # What --emulate-ranks charges: a ring of 10 GB/s and 10 us per step, buckets after backward;
 # and its ranks take turns on one core, so a slow spell of the machine falls on all of a step's.
 emulated_platform=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0
                    --set training.overlap=false --set simulation.spells=shared)
 
 # Every policy's steps in turn, one step each, in one process per setting (ddptrain --policy
-# A,B,...): a machine whose speed drifts over minutes gives every policy the same minutes.
+# A,B,...): a machine whose speed drifts over minutes gives every policy the same minutes. After
+# each turn, one step of the profile grid (--profile-alongside): a second profile, of the
+# minutes the runs ran in.
 if stage run; then
-  step "3. real runs: $steps steps of every policy, a step of each in turn:" \
+  step "3. real runs: $steps steps of every policy, a step of each in turn, and a profiled step after each turn:" \
     "(a) two Gloo ranks, (b) four emulated ranks on one core"
   all=$(IFS=,; echo "${policies[*]}")
   ! wants 2ranks || "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_a" --steps "$steps" \
-    --nproc-per-node 2 --log-every 100 --out "$out/2ranks" | grep -E 'step .*/|wrote'
+    --nproc-per-node 2 --profile-alongside "${alongside_opts[@]}" --log-every 100 --out "$out/2ranks" |
+    grep -E 'step .*/|wrote|interference'
   ! wants emulated4 || taskset -c 0 "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_b" \
-    --steps "$steps" --emulate-ranks 4 --log-every 100 --out "$out/emulated4" | grep -E 'step .*/|wrote'
+    --steps "$steps" --emulate-ranks 4 --profile-alongside "${alongside_opts[@]}" --log-every 100 \
+    --out "$out/emulated4" | grep -E 'step .*/|wrote'
 fi
 
+# Each setting's runs against a model: the profile's before the runs (validation/), and, where the
+# runs timed one, the profile's alongside them (validation-alongside/, its model calibrated here).
 if stage validate; then
-  step "4. validate, static as the baseline"
+  step "4. validate, static as the baseline, against the profile before the runs and the one alongside them"
   for setting in "${settings[@]}"; do
-    platform=("${measured_platform[@]}") model=$model_a
-    [[ $setting == emulated4 ]] && platform=("${emulated_platform[@]}") model=$model_b
-    for policy in "${policies[@]:1}"; do
-      dir=$out/validation/$setting/$(name "$policy")
-      mkdir -p "$(dirname "$dir")"
-      "$ddpsim" validate --measured "$out/$setting/$(name "$policy")/steps.csv" \
-        --baseline "$out/$setting/static/steps.csv" --model "$model" "${platform[@]}" --out "$dir" >"$dir.txt"
-      echo "-- $setting, $policy"
-      # Paths relative to the repository: the outputs do not depend on where it was cloned.
-      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
-      sed -n '/^steady state/,/^$/p' "$dir.txt"
+    model=$model_a name=cpu-distilbert-small-2ranks gpu="$cpu, two ranks of one core each"
+    [[ $setting == emulated4 ]] && model=$model_b name=cpu-distilbert-small-1core gpu="$cpu, one core"
+    models=("$model")
+    if [[ -f $out/$setting/profile/steps.csv ]]; then
+      models+=("$out/$setting/model-alongside.json")
+      "$ddpsim" calibrate "$out/$setting/profile/steps.csv" --base "$out/layout.json" --name "$name-alongside" \
+        --gpu "$gpu, profiled alongside the runs" --out "${models[1]}" \
+        --residuals "$out/$setting/residuals-alongside.csv" >"$out/$setting/calibrate-alongside.txt"
+      echo "-- $setting: the profile alongside the runs"
+      sed -n '/held-out MAPE/p;/spells/p' "$out/$setting/calibrate-alongside.txt"
+    fi
+    for m in "${models[@]}"; do
+      validation=validation
+      [[ $m == "$model" ]] || validation=validation-alongside
+      platform=("${emulated_platform[@]}")
+      [[ $setting == emulated4 ]] || ring_platform "$m"
+      for policy in "${policies[@]:1}"; do
+        dir=$out/$validation/$setting/$(name "$policy")
+        mkdir -p "$(dirname "$dir")"
+        "$ddpsim" validate --measured "$out/$setting/$(name "$policy")/steps.csv" \
+          --baseline "$out/$setting/static/steps.csv" --model "$m" "${platform[@]}" --out "$dir" >"$dir.txt"
+        echo "-- $setting, $policy, against $m"
+        # Paths relative to the repository: the outputs do not depend on where it was cloned.
+        sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
+        sed -n '/^steady state/,/^$/p' "$dir.txt"
+      done
     done
   done
 fi
@@ -138,16 +165,13 @@ if stage repeat-validate; then
   "$ddpsim" calibrate "$repeats/profile-2ranks/steps.csv" --base "$out/layout.json" \
     --name cpu-distilbert-small-2ranks-repeats --gpu "$cpu, two ranks of one core each" --out "$model_r" \
     --residuals "$repeats/residuals-2ranks.csv" | tee "$repeats/calibrate-2ranks.txt"
-  link=$(model_value "$model_r" link_GBps)
-  step_us=$(model_value "$model_r" ring_step_latency_us)
+  ring_platform "$model_r"
   for rep in 2 3; do
     for policy in "${repeated[@]:1}"; do
       dir=$repeats/validation/run$rep/$(name "$policy")
       mkdir -p "$(dirname "$dir")"
       "$ddpsim" validate --measured "$repeats/$(name "$policy")-$rep/steps.csv" \
-        --baseline "$repeats/static-$rep/steps.csv" --model "$model_r" --set platform.link_GBps="$link" \
-        --set platform.latency_us="$(awk "BEGIN { print $step_us / 2 }")" --set platform.host_GBps=0 \
-        --out "$dir" >"$dir.txt"
+        --baseline "$repeats/static-$rep/steps.csv" --model "$model_r" "${platform[@]}" --out "$dir" >"$dir.txt"
       echo "-- run $rep, $policy"
       sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
       sed -n '/^steady state/,/^$/p' "$dir.txt"
@@ -168,8 +192,9 @@ if stage order-run; then
 fi
 if stage order-validate; then
   step "8. order: kk against the static run after it"
+  ring_platform "$model_a"
   "$ddpsim" validate --measured "$order/kk/steps.csv" --baseline "$order/static/steps.csv" --model "$model_a" \
-    "${measured_platform[@]}" --out "$order/validation" >"$order/validation.txt"
+    "${platform[@]}" --out "$order/validation" >"$order/validation.txt"
   sed -i "s|$PWD/||g" "$order/validation.txt" "$order/validation"/*.json
   sed -n '/^steady state/,/^$/p' "$order/validation.txt"
 fi

@@ -61,6 +61,8 @@ examples:
   ddptrain --synthetic-lengths sst2 --model tiny --nproc-per-node 2 --steps 50 --out cpu2
   ddptrain --synthetic-lengths sst2 --emulate-ranks 4 --policy minmax --steps 100 --out emu4
   ddptrain --synthetic-lengths sst2 --nproc-per-node 2 --policy static,kk,sorted --steps 300 --out cmp
+  ddptrain --synthetic-lengths sst2 --model small --threads 1 --nproc-per-node 2 --policy static,kk \
+      --steps 300 --profile-alongside --out cmp    # and cmp/profile/steps.csv for ddpsim calibrate
   ddptrain --model small --write-layout small-layout.json
 )";
 
@@ -174,8 +176,8 @@ void refuse_unused(const po::variables_map& vm) {
         throw ddpsim::UsageError("--" + name + " is not used with --write-layout, which reads --model and --seed only");
   if (given(vm, "profile"))
     refuse_beside("profile", "it times fixed shapes instead of training",
-                  {"policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model", "micro-batches",
-                   "lr", "weight-decay", "warmup", "clip-norm"});
+                  {"profile-alongside", "policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model",
+                   "micro-batches", "lr", "weight-decay", "warmup", "clip-norm"});
   if (given(vm, "synthetic-lengths") && given(vm, "vocab"))
     throw ddpsim::UsageError("--vocab tokenizes --data; --synthetic-lengths makes its own token ids");
   if (given(vm, "synthetic-samples") && !given(vm, "synthetic-lengths") && !given(vm, "profile"))
@@ -261,6 +263,11 @@ int run(int argc, char** argv) {
       "profile",
       "instead of training: time forward, backward and optimizer over a (b, L) grid; with several ranks, all "
       "at once, then allreduce over a range of sizes and backward beside allreduces (interference)")(
+      "profile-alongside",
+      "while training (--policy, one or a list): after each turn of the policies, time one step of the "
+      "--profile grid, point after point, pass after pass in seeded random orders; with several ranks, then the "
+      "allreduce and interference profile; into OUT/profile/steps.csv. A profile of the minutes the runs ran in, "
+      "for a machine whose speed drifts (--profile-reps and --profile-warmup size the allreduce profile)")(
       "profile-batches", po::value(&profile_batches)->default_value(profile_batches),
       "batch sizes b, or auto: 1, 2, 3, 4, 6, 8, 12, ... up to --global-batch (and --bmax)")(
       "profile-lengths", po::value(&profile_lengths)->default_value(profile_lengths),
@@ -322,10 +329,45 @@ int run(int argc, char** argv) {
         throw ddpsim::UsageError("--out " + o.out + ": " + folder + " is a file; expected a folder for policy " +
                                  policy + " (made if missing)");
     }
-  if (!vm.count("profile"))
+  const bool alongside = vm.count("profile-alongside") > 0;
+  const char* world = std::getenv("WORLD_SIZE");
+  const bool several_ranks = (given(vm, "nproc-per-node") && nproc > 1) || (world && std::atoi(world) > 1);
+  if (!vm.count("profile") && !alongside)
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
                                "profile-max-warmup", "profile-reps"})
-      if (!vm[option].defaulted()) throw ddpsim::UsageError(std::string("--") + option + " is for --profile runs");
+      if (!vm[option].defaulted())
+        throw ddpsim::UsageError(std::string("--") + option + " is for --profile and --profile-alongside runs");
+  if (vm.count("profile") || alongside) {
+    if (profile_batches != "auto") profile.batches = parse_list(profile_batches, "--profile-batches");
+    if (profile_lengths != "auto") profile.lengths = parse_list(profile_lengths, "--profile-lengths");
+    if (profile_bytes != "auto") profile.bytes = parse_list(profile_bytes, "--profile-bytes");
+    if (profile_warmup != "auto") {
+      if (profile_warmup.empty() || profile_warmup.find_first_not_of("0123456789") != std::string::npos ||
+          profile_warmup.size() > 6)
+        throw ddpsim::UsageError("--profile-warmup is a number of runs from 0 to 999999, or auto, got \"" +
+                                 profile_warmup + "\"");
+      profile.warmup = std::stoi(profile_warmup);
+    }
+    if (profile.max_warmup < 6 || profile.max_warmup > 10000)
+      throw ddpsim::UsageError("--profile-max-warmup must be from 6 to 10000");
+    if (profile.reps < 1 || profile.reps > 10000)
+      throw ddpsim::UsageError("--profile-reps must be from 1 to 10000");
+  }
+  if (alongside) {
+    if (o.out.empty()) throw ddpsim::UsageError("--profile-alongside writes OUT/profile/steps.csv: give --out DIR");
+    if (given(vm, "resume"))
+      throw ddpsim::UsageError("--profile-alongside times the grid over a whole run; a resumed run is part of one");
+    if (!several_ranks)
+      for (const char* option : {"profile-warmup", "profile-max-warmup", "profile-reps"})
+        if (given(vm, option))
+          throw ddpsim::UsageError(std::string("--") + option + " sizes the allreduce profile --profile-alongside "
+                                   "takes with several ranks, and this run has one (the grid's points are timed "
+                                   "once a turn)");
+    const std::string folder = (std::filesystem::path(o.out) / "profile").string();
+    if (std::error_code ec; std::filesystem::exists(folder, ec) && !std::filesystem::is_directory(folder, ec))
+      throw ddpsim::UsageError("--out " + o.out + ": " + folder +
+                               " is a file; expected a folder for --profile-alongside (made if missing)");
+  }
   // Options of a mode that is off: checked after the ranges, which name a bad value first.
   if (given(vm, "probe-reserve") && !(vm.count("bmax") && vm["bmax"].as<std::string>() == "probe"))
     throw ddpsim::UsageError("--probe-reserve sizes the batch --bmax probe finds, and --bmax probe is not given");
@@ -335,8 +377,7 @@ int run(int argc, char** argv) {
                                " shapes the allreduce --emulate-ranks models, which is not given");
   if (o.eval_every > 0 && !given(vm, "dev") && !given(vm, "synthetic-lengths"))
     throw ddpsim::UsageError("--eval-every measures accuracy on --dev, which is not given (a --data run's dev set)");
-  const char* world = std::getenv("WORLD_SIZE");
-  if (given(vm, "profile-bytes") && !(given(vm, "nproc-per-node") && nproc > 1) && !(world && std::atoi(world) > 1))
+  if (given(vm, "profile-bytes") && !several_ranks)
     throw ddpsim::UsageError("--profile-bytes sizes the allreduces a profile of several ranks times; this one has one "
                              "rank (--nproc-per-node N, or a launcher's WORLD_SIZE)");
   if (vm.count("dev") && vm.count("synthetic-lengths"))
@@ -393,15 +434,18 @@ int run(int argc, char** argv) {
   if (vm.count("profile") && o.data.empty() && o.synthetic_lengths.empty())
     o.synthetic_lengths = "sst2";  // data unused
   std::ostream& log = launch.rank == 0 ? std::cout : null_stream;
-  if (policies.size() > 1) {
+  if (policies.size() > 1 || alongside) {
     std::vector<std::unique_ptr<ddptrain::Trainer>> runs;
     std::vector<std::string> resolved;
     for (const auto& policy : policies) {
       ddptrain::TrainOptions one = o;
-      one.policy = policy;
-      one.interleaved = policies;
-      if (policy.find("cost=model") == std::string::npos) one.perf_model.clear();
-      if (!o.out.empty()) one.out = policy_folder(o.out, policy);
+      one.profiled_alongside = alongside;
+      if (policies.size() > 1) {
+        one.policy = policy;
+        one.interleaved = policies;
+        if (policy.find("cost=model") == std::string::npos) one.perf_model.clear();
+        if (!o.out.empty()) one.out = policy_folder(o.out, policy);
+      }
       runs.push_back(std::make_unique<ddptrain::Trainer>(one, comm, log));
       resolved.push_back(runs.back()->resolved_policy());
       for (std::size_t j = 0; j + 1 < resolved.size(); ++j)
@@ -409,29 +453,30 @@ int run(int argc, char** argv) {
           throw ddpsim::UsageError("--policy: " + policy + " is " + policies[j] + " with its options written out (" +
                                    resolved.back() + "): the same policy twice");
     }
+    // The profile's own model and optimizer, on one real rank of this process (emulated ranks
+    // take turns on one device) or on every rank at once.
+    std::unique_ptr<ddptrain::Trainer> profiler;
+    if (alongside) {
+      ddptrain::TrainOptions p = o;
+      p.policy = "static";
+      p.perf_model.clear();
+      p.profiling = true;
+      p.emulate_ranks = 0;
+      p.out = (std::filesystem::path(o.out) / "profile").string();
+      profiler = std::make_unique<ddptrain::Trainer>(p, comm, log);
+      profiler->start_profile_alongside(profile, o.steps, o.policy);
+    }
     for (bool more = true; more;) {
       more = false;
       for (auto& run : runs) more = run->advance() || more;
+      if (profiler) profiler->profile_turn();
     }
     for (auto& run : runs) run->finish();
+    if (profiler) profiler->finish_profile_alongside();
     return 0;
   }
   ddptrain::Trainer trainer(o, comm, log);
   if (vm.count("profile")) {
-    if (profile_batches != "auto") profile.batches = parse_list(profile_batches, "--profile-batches");
-    if (profile_lengths != "auto") profile.lengths = parse_list(profile_lengths, "--profile-lengths");
-    if (profile_bytes != "auto") profile.bytes = parse_list(profile_bytes, "--profile-bytes");
-    if (profile_warmup != "auto") {
-      if (profile_warmup.empty() || profile_warmup.find_first_not_of("0123456789") != std::string::npos ||
-          profile_warmup.size() > 6)
-        throw ddpsim::UsageError("--profile-warmup is a number of runs from 0 to 999999, or auto, got \"" +
-                                 profile_warmup + "\"");
-      profile.warmup = std::stoi(profile_warmup);
-    }
-    if (profile.max_warmup < 6 || profile.max_warmup > 10000)
-      throw ddpsim::UsageError("--profile-max-warmup must be from 6 to 10000");
-    if (profile.reps < 1 || profile.reps > 10000)
-      throw ddpsim::UsageError("--profile-reps must be from 1 to 10000 (passes over the grid)");
     trainer.profile(profile);
     return 0;
   }

@@ -2,7 +2,8 @@
 // by one process or by every rank at once; then, with several ranks, allreduces over a range of
 // sizes, and backward alone against backward beside back-to-back allreduces (interference). Each point warms up until
 // its timing settles (or a fixed count), points are visited in a seeded random order so that drift spreads over the
-// grid instead of landing in one corner, and every repetition is a trace row.
+// grid instead of landing in one corner, and every repetition is a trace row. --profile-alongside times the same
+// grid a step at a time between the turns of training runs.
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -103,7 +104,7 @@ std::vector<int> Trainer::auto_profile_lengths(const std::vector<int>& batches) 
   return lengths;
 }
 
-void Trainer::profile(ProfileOptions p) {
+std::vector<std::pair<int, int>> Trainer::begin_profile(ProfileOptions& p) {
   if (opt_.emulate_ranks > 0) throw ddpsim::UsageError("--profile measures real devices: drop --emulate-ranks");
   if (p.reps < 1) throw ddpsim::UsageError("--profile-reps must be at least 1");
   if (p.batches.empty()) p.batches = auto_profile_batches();
@@ -113,12 +114,9 @@ void Trainer::profile(ProfileOptions p) {
                                std::to_string(rank_batch_cap()) + ": --global-batch" +
                                (opt_.b_max.empty() ? "" : " or --bmax") + ")");
   if (p.lengths.empty()) p.lengths = auto_profile_lengths(p.batches);
-  constexpr double MiB = 1024.0 * 1024.0;
-  const auto bucket_sizes =
-      GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
   if (p.bytes.empty()) {  // a ladder for the line's shape, and the sizes a training step reduces
     p.bytes = {64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
-    for (double size : bucket_sizes)
+    for (double size : ddp_bucket_bytes())
       if (size <= INT_MAX && std::find(p.bytes.begin(), p.bytes.end(), int(size)) == p.bytes.end())
         p.bytes.push_back(int(size));
   }
@@ -126,7 +124,6 @@ void Trainer::profile(ProfileOptions p) {
   // train: a core runs slower while its neighbours work (shared caches, memory bandwidth).
   // Their DDP buckets fill and unpack as in training (hooks in backward, the copy-out with the
   // optimizer) but are never reduced, so that only communication is left out.
-  const bool together = comm_ && G_ > 1;
   if (buckets_) buckets_->set_communicate(false);
   std::vector<std::pair<int, int>> points;
   for (int L : p.lengths) {
@@ -139,6 +136,38 @@ void Trainer::profile(ProfileOptions p) {
   }
   if (points.empty()) throw ddpsim::InputError("--profile: no (batch size, length) pair fits --max-length and --bmax");
   ddpsim::Rng(opt_.seed).shuffle(std::span(points));
+  return points;
+}
+
+ddpsim::RankStep Trainer::profiled_step(const Batch& batch, int b, int L) {
+  if (comm_ && G_ > 1) comm_->barrier();
+  if (buckets_) buckets_->prepare();
+  StepTimer timer(device_);
+  timer.reset_peak_memory();
+  model_->train();
+  timer.mark(0);
+  const auto loss = mean_loss(batch);
+  timer.mark(1);
+  loss.backward();
+  timer.mark(2);
+  if (buckets_) buckets_->finish();
+  optimizer_->step();
+  optimizer_->zero_grad();  // for the next step, as training times it
+  timer.mark(3);
+  ddpsim::RankStep row = shape_row(b, L);
+  row.comm_wait_ms = 0;
+  row.fwd_ms = timer.ms(0, 1);
+  row.bwd_ms = timer.ms(1, 2);
+  row.opt_ms = timer.ms(2, 3);
+  row.step_ms = timer.ms(0, 3);
+  row.peak_mem_mib = timer.peak_memory_mib();
+  row.loss = loss.item<double>();
+  return row;
+}
+
+void Trainer::profile(ProfileOptions p) {
+  const auto points = begin_profile(p);
+  const bool together = comm_ && G_ > 1;
   log_ << "profile: " << points.size() << " (b, L) points in a seeded random order, warm-up " << warmup_text(p) << ", "
        << p.reps << " timed steps each\n";
   std::vector<ddpsim::RankStep> rows;
@@ -146,31 +175,9 @@ void Trainer::profile(ProfileOptions p) {
   const auto start = std::chrono::steady_clock::now();
   for (const auto& [b, L] : points) {
     const Batch batch = full_batch(b, L, device_);
-    ddpsim::RankStep row = shape_row(b, L);
-    row.comm_wait_ms = 0;
-    // One training step in the phases a training step is timed in: forward, backward, then the
-    // optimizer with the zeroing of the gradients for the next step.
-    auto run_step = [&] {
-      if (together) comm_->barrier();
-      if (buckets_) buckets_->prepare();
-      StepTimer timer(device_);
-      timer.reset_peak_memory();
-      model_->train();
-      timer.mark(0);
-      const auto loss = mean_loss(batch);
-      timer.mark(1);
-      loss.backward();
-      timer.mark(2);
-      if (buckets_) buckets_->finish();
-      optimizer_->step();
-      optimizer_->zero_grad();
-      timer.mark(3);
-      row.fwd_ms = timer.ms(0, 1);
-      row.bwd_ms = timer.ms(1, 2);
-      row.opt_ms = timer.ms(2, 3);
-      row.step_ms = timer.ms(0, 3);
-      row.peak_mem_mib = timer.peak_memory_mib();
-      row.loss = loss.item<double>();
+    ddpsim::RankStep row;
+    const auto run_step = [&] {
+      row = profiled_step(batch, b, L);
       return row.step_ms;
     };
     warmups += together ? warm_up(run_step, p.warmup, p.max_warmup,
@@ -185,10 +192,51 @@ void Trainer::profile(ProfileOptions p) {
          << " L=" << L << " forward " << rows.back().fwd_ms << " ms, backward " << rows.back().bwd_ms << " ms ("
          << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
   }
+  end_profile(p, std::move(rows),
+              "warmup " + warmup_text(p) + " (" + std::to_string(warmups) + " runs in all), repetitions " +
+                  std::to_string(p.reps) + ", " + std::to_string(points.size()) + " points in a seeded random order");
+}
+
+void Trainer::start_profile_alongside(ProfileOptions p, int turns, const std::string& trained) {
+  auto points = begin_profile(p);
+  if (static_cast<std::size_t>(turns) < points.size())
+    throw ddpsim::UsageError("--profile-alongside times one of the grid's " + std::to_string(points.size()) +
+                             " (b, L) points after each turn, and --steps " + std::to_string(turns) +
+                             " turns cannot time them all: give more --steps, or fewer --profile-batches or "
+                             "--profile-lengths");
+  log_ << "profile alongside: " << points.size() << " (b, L) points, one after each of the " << turns
+       << " turns, pass after pass in seeded random orders\n";
+  alongside_ = Alongside{.options = p, .points = std::move(points), .trained = trained, .rows = {}};
+}
+
+void Trainer::profile_turn() {
+  auto& a = *alongside_;
+  const std::size_t n = a.points.size(), at = static_cast<std::size_t>(a.timed) % n;
+  if (at == 0 && a.timed > 0)  // a fresh order for each pass, the same on every rank
+    ddpsim::Rng(opt_.seed + static_cast<std::uint64_t>(a.timed) / n).shuffle(std::span(a.points));
+  const auto [b, L] = a.points[at];
+  ddpsim::RankStep row = profiled_step(full_batch(b, L, device_), b, L);
+  row.step = a.timed++;
+  a.rows.push_back(row);
+}
+
+void Trainer::finish_profile_alongside() {
+  auto& a = *alongside_;
+  const std::size_t n = a.points.size(), timed = static_cast<std::size_t>(a.timed);
+  end_profile(a.options, std::move(a.rows),
+              "alongside training (" + a.trained + "), one profiled step after each turn: " + std::to_string(timed) +
+                  " steps over " + std::to_string(n) + " points in seeded random orders, each point " +
+                  std::to_string(timed / n) + (timed % n ? " or " + std::to_string(timed / n + 1) : "") +
+                  " times, no warm-up of its own" +
+                  (comm_ && G_ > 1 ? "; allreduce warmup " + warmup_text(a.options) + ", repetitions " +
+                                         std::to_string(a.options.reps)
+                                   : std::string()));
+}
+
+void Trainer::end_profile(const ProfileOptions& p, std::vector<ddpsim::RankStep> rows, std::string what) {
+  const bool together = comm_ && G_ > 1;
   if (together) rows = every_rank(rows);
   std::vector<ddpsim::PolicyRun> runs = {{"profile", "", together ? G_ : 1, rows, {}}};
-  std::string what = "warmup " + warmup_text(p) + " (" + std::to_string(warmups) + " runs in all), repetitions " +
-                     std::to_string(p.reps) + ", " + std::to_string(points.size()) + " points in a seeded random order";
   if (buckets_) buckets_->set_communicate(true);
   if (together) {
     runs.push_back({"allreduce", "", 1, profile_communication(p), {}});
@@ -199,7 +247,7 @@ void Trainer::profile(ProfileOptions p) {
   meta.emplace_back("profile", what);
   if (together) {  // what ddpsim calibrate fits the allreduce line at
     std::string sizes;
-    for (double size : bucket_sizes) {
+    for (double size : ddp_bucket_bytes()) {
       if (!sizes.empty()) sizes += ',';
       sizes += std::to_string(std::llround(size));
     }
@@ -276,7 +324,7 @@ void Trainer::profile_interference(const ProfileOptions& p, std::vector<ddpsim::
   std::vector<int> lengths = {p.lengths[p.lengths.size() / 2], p.lengths.back()};
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   constexpr double MiB = 1024.0 * 1024.0;
-  const auto sizes = GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
+  const auto sizes = ddp_bucket_bytes();
   // DDP's largest bucket, up to --bucket-mb (the word-embedding gradient can be a bucket of its own).
   const auto bucket_elems = static_cast<std::int64_t>(
       std::min(*std::max_element(sizes.begin(), sizes.end()), std::max(opt_.bucket_mb, 1.0) * MiB) / 4);

@@ -165,11 +165,9 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
     constexpr double MiB = 1024.0 * 1024.0;
     buckets_ = std::make_unique<GradBuckets>(params, *comm_, opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
   }
-  if (opt_.emulate_ranks > 0) {
-    constexpr double MiB = 1024.0 * 1024.0;
-    const auto sizes = GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
-    emulated_allreduce_ms_ = modelled_allreduce_ms(sizes, G_, opt_.emulate_link_GBps, opt_.emulate_latency_us);
-  }
+  if (opt_.emulate_ranks > 0)
+    emulated_allreduce_ms_ =
+        modelled_allreduce_ms(ddp_bucket_bytes(), G_, opt_.emulate_link_GBps, opt_.emulate_latency_us);
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       model_->parameters(), torch::optim::AdamWOptions(opt_.lr).weight_decay(opt_.weight_decay));
   torch::manual_seed(opt_.seed + 1000 + static_cast<std::uint64_t>(rank_));  // each rank its own dropout stream
@@ -178,6 +176,11 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
 }
 
 Trainer::~Trainer() = default;
+
+std::vector<double> Trainer::ddp_bucket_bytes() const {
+  constexpr double MiB = 1024.0 * 1024.0;
+  return GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
+}
 
 // --bmax probe: each rank finds the largest batch of --max-length samples whose forward and
 // backward fit its GPU while room for AdamW's two moments and `probe_reserve` of the device's
@@ -505,6 +508,8 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
     for (const auto& p : opt_.interleaved) turns += (turns.empty() ? "" : ",") + p;
     m.emplace_back("interleaved", "one step of each policy in turn: " + turns);
   }
+  if (opt_.profiled_alongside)
+    m.emplace_back("profile_alongside", "one step of a profile grid after each turn (OUT/profile/steps.csv)");
   return m;
 }
 

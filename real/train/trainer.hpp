@@ -64,6 +64,8 @@ struct TrainOptions {
   // The policies whose steps alternate with this one's in one process (`--policy A,B,...`),
   // this one included; empty when it runs alone. Recorded in the trace metadata.
   std::vector<std::string> interleaved;
+  // A step of a profile grid follows each turn (--profile-alongside): the metadata says so.
+  bool profiled_alongside = false;
 };
 
 // What ddptrain --profile measures (see profile.cpp).
@@ -111,6 +113,15 @@ class Trainer {
   // allreduce_ms) and backward alone or beside allreduces (column concurrent_allreduce_bytes).
   // Rank 0 writes OUT/steps.csv.
   void profile(ProfileOptions options);
+  // ddptrain --profile-alongside: the same grid timed between the turns of training runs, so
+  // that the profile measures the minutes the runs ran in (a machine's speed drifts over tens of
+  // minutes; a profile taken before the runs cannot know it). One profiled step per turn, the
+  // points pass after pass, each pass in a fresh seeded order; at the end, with several ranks,
+  // the allreduce and interference profile; OUT/steps.csv as profile() writes it. `turns` is
+  // how many profile_turn() calls will come; `trained` names the policies, for the metadata.
+  void start_profile_alongside(ProfileOptions options, int turns, const std::string& trained);
+  void profile_turn();
+  void finish_profile_alongside();
 
   // One step's forward and backward passes on this process's ranks, micro-batch by
   // micro-batch, and the gradient allreduce, without the optimizer: the averaged gradient is
@@ -134,6 +145,8 @@ class Trainer {
   std::vector<int> probe_bmax();
   // A batch's mean cross-entropy: the forward in the run's precision, the loss in fp32.
   torch::Tensor mean_loss(const Batch& batch);
+  // The size of each of DDP's gradient buckets for this model, --bucket-mb and --first-bucket-mb.
+  std::vector<double> ddp_bucket_bytes() const;
   // A rank's largest batch: the global batch, or the per-rank cap when smaller.
   int rank_batch_cap() const;
   std::vector<int> auto_profile_batches() const;
@@ -142,6 +155,14 @@ class Trainer {
   // each rank's own noise, how steps differ their shared noise (ddpsim calibrate splits the two).
   std::vector<ddpsim::RankStep> every_rank(const std::vector<ddpsim::RankStep>& mine);
   std::vector<ddpsim::RankStep> profile_communication(const ProfileOptions& options);
+  // The options checked and their auto lists filled; DDP's reduction off; the (b, L) grid in a
+  // seeded random order.
+  std::vector<std::pair<int, int>> begin_profile(ProfileOptions& options);
+  // One step of b samples of L tokens, timed in the phases a training step is timed in (every
+  // rank at once when there are several): a profile row of this rank.
+  ddpsim::RankStep profiled_step(const Batch& batch, int b, int L);
+  // Every rank's rows, then the communication profile, written as OUT/steps.csv (rank 0).
+  void end_profile(const ProfileOptions& options, std::vector<ddpsim::RankStep> rows, std::string what);
   void profile_interference(const ProfileOptions& options, std::vector<ddpsim::RankStep>& rows);
   int agree_max(int value);
   void plan_next(ddpsim::StepPlan& plan);
@@ -183,6 +204,14 @@ class Trainer {
   std::vector<std::pair<int, double>> accuracy_;  // (step, dev accuracy)
   torch::Tensor rng_;                              // this run's dropout generator state between steps
   std::chrono::steady_clock::time_point started_;  // the first advance(), for progress lines
+  struct Alongside {  // --profile-alongside's grid and what it has timed
+    ProfileOptions options;
+    std::vector<std::pair<int, int>> points;
+    int timed = 0;
+    std::string trained;
+    std::vector<ddpsim::RankStep> rows;
+  };
+  std::optional<Alongside> alongside_;
 };
 
 }  // namespace ddptrain

@@ -7,8 +7,21 @@ expect_exit 1 "bad.tsv:3" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/voca
 expect_exit 2 "give --data TSV and --vocab" "$DDPTRAIN" --model tiny
 expect_exit 2 "unrecognised|unrecognized" "$DDPTRAIN" --model tiny --bogus
 expect_exit 2 "--out: empty value" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 --out ""
-expect_exit 2 "--profile-reps is for --profile runs" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 \
-  --profile-reps 0
+expect_exit 2 "--profile-reps is for --profile and --profile-alongside runs" "$DDPTRAIN" --synthetic-lengths sst2 \
+  --model tiny --steps 1 --profile-reps 0
+expect_exit 2 "--profile-alongside writes OUT/profile/steps.csv: give --out DIR" "$DDPTRAIN" --synthetic-lengths sst2 \
+  --model tiny --steps 1 --profile-alongside
+expect_exit 2 "--profile-alongside is not used with --profile" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
+  --profile --profile-alongside --out "$WORK/both"
+expect_exit 2 "--profile-reps sizes the allreduce profile --profile-alongside takes with several ranks" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --steps 4 --profile-alongside --profile-reps 2 --out "$WORK/one"
+expect_exit 2 "--profile-alongside times one of the grid's 4 \(b, L\) points after each turn, and --steps 3 turns" \
+  "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 3 --profile-alongside --profile-batches 1,2 \
+  --profile-lengths 8,16 --out "$WORK/few"
+[[ -e $WORK/few ]] && fail "a refused --profile-alongside run left its --out folder behind"
+mkdir -p "$WORK/filed" && touch "$WORK/filed/profile"
+expect_exit 2 "filed/profile is a file; expected a folder for --profile-alongside" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --steps 4 --profile-alongside --out "$WORK/filed"
 expect_exit 2 "--dev is a TSV for --data runs" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 \
   --dev "$WORK/bad.tsv"
 expect_exit 2 '--bmax "1.5": expected a cap from 1 to 999999999' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \

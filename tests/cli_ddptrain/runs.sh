@@ -38,6 +38,42 @@ for pair in "turns/kk kk" "turns/minmax-buffer-16 real"; do
     fail "$a/steps.csv differs from its run alone ($b) in samples or losses"
 done
 
+# The profile grid timed alongside the turns: a profile trace of every rank's rows and the
+# allreduce profile, which ddpsim calibrate reads as it reads a --profile one; the training itself
+# is the run's without it, sample for sample and loss for loss.
+expect_ok "$DDPTRAIN" "${common[@]}" --policy kk,minmax:buffer=16 --nproc-per-node 2 --profile-alongside \
+  --profile-batches 1,4 --profile-lengths 8,24 --profile-bytes 4096,65536 --profile-reps 2 --profile-warmup 0 \
+  --out "$WORK/along"
+grep -q "profile alongside: 4 (b, L) points, one after each of the 6 turns" "$WORK/out" ||
+  fail "the run does not say how it profiles alongside"
+prof="$WORK/along/profile/steps.csv"
+said="^# profile=on 2 ranks at once; then allreduce and interference; alongside training (kk,minmax:buffer=16), "
+said+="one profiled step after each turn: 6 steps over 4 points in seeded random orders, each point 1 or 2 times, "
+grep -q "${said}no warm-up of its own; allreduce warmup 0, repetitions 2$" "$prof" ||
+  fail "the profile alongside lacks its metadata"
+[[ $(grep -c ',profile,' "$prof") == 12 ]] || fail "two ranks should have timed a grid point after each of 6 turns"
+[[ $(grep -c ',allreduce,' "$prof") -gt 0 ]] || fail "the profile alongside lacks its allreduce profile"
+grep -q '^# ddp_buckets=' "$prof" || fail "the profile alongside does not name DDP's buckets"
+grep -v '^#' "$prof" | awk -F, '$3 == "profile" { print $4 "x" $5 }' | sort -u | tr '\n' ' ' |
+  grep -qx '1x24 1x8 4x24 4x8 ' || fail "the profile alongside did not visit every grid point"
+grep -q '^# profile_alongside=one step of a profile grid after each turn' "$WORK/along/kk/steps.csv" ||
+  fail "a run with a profile alongside does not say so"
+grep -q '^# profile_alongside' "$WORK/turns/kk/steps.csv" && fail "a run without a profile alongside says it had one"
+for policy in kk minmax-buffer-16; do
+  cmp -s <(grep -v '^#' "$WORK/along/$policy/steps.csv" | cut -d, -f1-7,14) \
+    <(grep -v '^#' "$WORK/turns/$policy/steps.csv" | cut -d, -f1-7,14) ||
+    fail "$policy's training changed when the profile ran alongside it"
+done
+# One policy, four emulated ranks: one real rank profiles, between the steps.
+expect_ok "$DDPTRAIN" "${common[@]}" --emulate-ranks 4 --profile-alongside --profile-batches 2 --profile-lengths 16,32 \
+  --out "$WORK/along1"
+[[ $(grep -c ',profile,' "$WORK/along1/profile/steps.csv") == 6 ]] || fail "one rank should have timed 6 grid steps"
+grep -q ',allreduce,' "$WORK/along1/profile/steps.csv" && fail "one real rank has no allreduce to profile"
+said="^# profile=alongside training (static), one profiled step after each turn: 6 steps over 2 points in seeded "
+grep -q "${said}random orders, each point 3 times, no warm-up of its own$" "$WORK/along1/profile/steps.csv" ||
+  fail "one rank's profile alongside lacks its metadata"
+[[ $(grep -vc '^#' "$WORK/along1/steps.csv") == $((1 + 6 * 4)) ]] || fail "the run itself should hold 6 steps x 4 ranks"
+
 expect_ok "$DDPTRAIN" "${common[@]}" --emulate-ranks 4 --precision bf16 --out "$WORK/emu"
 grep -q '^# precision=bf16$' "$WORK/emu/steps.csv" || fail "trace metadata lacks precision=bf16"
 grep -q '"precision": "bf16"' "$WORK/emu/summary.json" || fail "summary.json does not say bf16"
