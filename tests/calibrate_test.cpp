@@ -133,6 +133,38 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   CHECK(validation_report(v).find("gain of minmax over the baseline") != std::string::npos);
 }
 
+TEST_CASE("a gain compares the two runs over the same steps, from the later one's warm-up") {
+  // Two runs trained in turn on a machine 4% slower for their first 50 steps (too little for the
+  // warm-up to cut), minmax with a slow start of its own: over their own steady steps (static
+  // from 0, minmax from about 30) the drift would enter the measured gain by about 0.8 pp.
+  TempDir dir;
+  const Trace trace = read_trace(simulated_trace(dir, 0.0, "exact", {"static", "minmax"}, 100));
+  nlohmann::json doc = default_config_json();
+  doc["model"] = dir / "exact.json";
+  doc["training"]["max_length"] = 256;
+  const Config config = parse_config(doc, "test", "");
+  std::vector<PolicyRun> runs = trace.runs;
+  for (auto& run : runs)
+    for (auto& row : run.rows) {
+      if (row.step < 50) row.step_ms *= 1.04;
+      if (run.label == "minmax" && row.step < 30) row.step_ms *= 3.0 - 2.0 * row.step / 30.0;
+    }
+  std::ofstream(dir / "static.csv") << trace_csv({runs[0]}, {});
+  std::ofstream(dir / "minmax.csv") << trace_csv({runs[1]}, {});
+  const Trace baseline = read_trace(dir / "static.csv"), measured = read_trace(dir / "minmax.csv");
+  const Validation v = validate(measured, config, &baseline);
+  REQUIRE(v.steady.policies.size() == 1);
+  CHECK(v.steady.baseline.first_step == 0);
+  CHECK(v.steady.policies[0].first_step >= 20);
+  CHECK(v.steady.gain_from_step[0] == v.steady.policies[0].first_step);
+  CHECK(std::abs(v.steady.predicted_gain_pct[0] - v.steady.measured_gain_pct[0]) < 0.2);
+  const double own_windows = 100 * (1 - v.steady.policies[0].measured_mean_ms / v.steady.baseline.measured_mean_ms);
+  CHECK(std::abs(own_windows - v.steady.predicted_gain_pct[0]) > 0.5);  // what the drift did to the old gain
+  CHECK(validation_report(v).find(", both from step " + std::to_string(v.steady.policies[0].first_step)) !=
+        std::string::npos);
+  CHECK(v.all.gain_from_step[0] == 0);
+}
+
 TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simulated platform") {
   TempDir dir;
   EngineSetup setup;

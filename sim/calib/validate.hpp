@@ -34,8 +34,10 @@ struct PolicyValidation {
 struct ValidationSet {
   std::vector<PolicyValidation> policies;
   PolicyValidation baseline;
-  // Gain of each policy over the baseline in % of the baseline's mean max step time.
+  // Gain of each policy over the baseline in % of the baseline's mean max step time, both taken
+  // over the same steps: from gain_from_step, the later of the two runs' first steps.
   std::vector<double> measured_gain_pct, predicted_gain_pct;
+  std::vector<int> gain_from_step;
 };
 
 // The steady state (after each run's warm-up) and, beside it, every step.
