@@ -160,6 +160,36 @@ std::string policy_folder(const std::string& out, const std::string& policy) {
   return (std::filesystem::path(out) / name).string();
 }
 
+// The folders a run writes and the files it writes in them, checked here, before any rank starts
+// (one message, not one per rank): a file where a folder goes, or a folder where a file goes, is
+// refused before the training instead of after it.
+void check_output_paths(const std::string& out, const std::vector<std::string>& policies, bool alongside) {
+  if (out.empty()) return;
+  struct Folder {
+    std::string path, what;  // what: empty for --out itself
+    std::vector<const char*> files;
+  };
+  std::vector<Folder> folders;
+  if (policies.size() > 1) {
+    folders.push_back({out, "", {}});
+    for (const auto& policy : policies)
+      folders.push_back({policy_folder(out, policy), "policy " + policy, {"steps.csv", "summary.json"}});
+  } else {
+    folders.push_back({out, "", {"steps.csv", "summary.json"}});
+  }
+  if (alongside) folders.push_back({(std::filesystem::path(out) / "profile").string(), "--profile-alongside", {"steps.csv"}});
+  std::error_code ec;
+  for (const auto& [path, what, files] : folders) {
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec))
+      throw ddpsim::UsageError("--out " + out + ": " + (what.empty() ? "" : path + " ") + "is a file; expected a folder" +
+                               (what.empty() ? "" : " for " + what) + " (made if missing)");
+    for (const char* file : files)
+      if (const auto target = std::filesystem::path(path) / file; std::filesystem::is_directory(target, ec))
+        throw ddpsim::UsageError("--out " + out + ": " + target.string() + " is a folder; the run writes its " + file +
+                                 " there");
+  }
+}
+
 // Written on the command line, not a default.
 bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
 
@@ -320,16 +350,8 @@ int run(int argc, char** argv) {
   if (policies.size() > 1 && given(vm, "resume"))
     throw ddpsim::UsageError("--resume continues one run; an interleaved --policy list cannot be resumed (each "
                              "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
-  if (std::error_code ec; !o.out.empty() && std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
-    throw ddpsim::UsageError("--out " + o.out + ": is a file; expected a folder (made if missing)");
-  if (policies.size() > 1 && !o.out.empty())
-    for (const auto& policy : policies) {  // here, before ranks start: one message, not one per rank
-      const std::string folder = policy_folder(o.out, policy);
-      if (std::error_code ec; std::filesystem::exists(folder, ec) && !std::filesystem::is_directory(folder, ec))
-        throw ddpsim::UsageError("--out " + o.out + ": " + folder + " is a file; expected a folder for policy " +
-                                 policy + " (made if missing)");
-    }
   const bool alongside = vm.count("profile-alongside") > 0;
+  check_output_paths(o.out, policies, alongside);
   const char* world = std::getenv("WORLD_SIZE");
   const bool several_ranks = (given(vm, "nproc-per-node") && nproc > 1) || (world && std::atoi(world) > 1);
   if (!vm.count("profile") && !alongside)
@@ -348,10 +370,17 @@ int run(int argc, char** argv) {
                                  profile_warmup + "\"");
       profile.warmup = std::stoi(profile_warmup);
     }
+    for (int bytes : profile.bytes)
+      if (bytes % 4)
+        throw ddpsim::UsageError("--profile-bytes: " + std::to_string(bytes) +
+                                 " is not a whole number of 4-byte (fp32) gradient elements");
     if (profile.max_warmup < 6 || profile.max_warmup > 10000)
       throw ddpsim::UsageError("--profile-max-warmup must be from 6 to 10000");
     if (profile.reps < 1 || profile.reps > 10000)
       throw ddpsim::UsageError("--profile-reps must be from 1 to 10000");
+    if (given(vm, "profile-max-warmup") && profile_warmup != "auto")
+      throw ddpsim::UsageError("--profile-max-warmup caps --profile-warmup auto, and --profile-warmup is " +
+                               profile_warmup);
   }
   if (alongside) {
     if (o.out.empty()) throw ddpsim::UsageError("--profile-alongside writes OUT/profile/steps.csv: give --out DIR");
@@ -363,10 +392,6 @@ int run(int argc, char** argv) {
           throw ddpsim::UsageError(std::string("--") + option + " sizes the allreduce profile --profile-alongside "
                                    "takes with several ranks, and this run has one (the grid's points are timed "
                                    "once a turn)");
-    const std::string folder = (std::filesystem::path(o.out) / "profile").string();
-    if (std::error_code ec; std::filesystem::exists(folder, ec) && !std::filesystem::is_directory(folder, ec))
-      throw ddpsim::UsageError("--out " + o.out + ": " + folder +
-                               " is a file; expected a folder for --profile-alongside (made if missing)");
   }
   // Options of a mode that is off: checked after the ranges, which name a bad value first.
   if (given(vm, "probe-reserve") && !(vm.count("bmax") && vm["bmax"].as<std::string>() == "probe"))

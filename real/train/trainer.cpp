@@ -478,7 +478,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                                         {"attention_kernel", attention_kind()},
                                                         {"precision", precision_name(opt_.precision)},
                                                         {"seed", std::to_string(opt_.seed)},
-                                                        {"policy", policy_label()},
+                                                        {"policy", opt_.profiling ? "profile" : policy_label()},
                                                         {"global_batch", std::to_string(opt_.global_batch)},
                                                         {"model", opt_.model_size},
                                                         {"data", data_.description}};

@@ -19,6 +19,19 @@ expect_exit 2 "--profile-alongside times one of the grid's 4 \(b, L\) points aft
   "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 3 --profile-alongside --profile-batches 1,2 \
   --profile-lengths 8,16 --out "$WORK/few"
 [[ -e $WORK/few ]] && fail "a refused --profile-alongside run left its --out folder behind"
+# A folder where a run's file goes is refused before the training, not after it.
+mkdir -p "$WORK/blocked/profile/steps.csv"
+expect_exit 2 "blocked/profile/steps.csv is a folder; the run writes its steps.csv there" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --steps 4 --policy static,kk --profile-alongside --profile-batches 1,2 \
+  --profile-lengths 8,16 --out "$WORK/blocked"
+[[ -e $WORK/blocked/static ]] && fail "a run refused for its output path trained first"
+mkdir -p "$WORK/blocked1/summary.json"
+expect_exit 2 "blocked1/summary.json is a folder; the run writes its summary.json there" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --steps 1 --out "$WORK/blocked1"
+expect_exit 2 "--profile-bytes: 3 is not a whole number of 4-byte \(fp32\) gradient elements" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --profile --profile-bytes 3,4
+expect_exit 2 "--profile-max-warmup caps --profile-warmup auto, and --profile-warmup is 1" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --profile --profile-warmup 1 --profile-max-warmup 10
 mkdir -p "$WORK/filed" && touch "$WORK/filed/profile"
 expect_exit 2 "filed/profile is a file; expected a folder for --profile-alongside" "$DDPTRAIN" \
   --synthetic-lengths sst2 --model tiny --steps 4 --profile-alongside --out "$WORK/filed"

@@ -54,6 +54,7 @@ grep -q "${said}no warm-up of its own; allreduce warmup 0, repetitions 2$" "$pro
 [[ $(grep -c ',profile,' "$prof") == 12 ]] || fail "two ranks should have timed a grid point after each of 6 turns"
 [[ $(grep -c ',allreduce,' "$prof") -gt 0 ]] || fail "the profile alongside lacks its allreduce profile"
 grep -q '^# ddp_buckets=' "$prof" || fail "the profile alongside does not name DDP's buckets"
+grep -q '^# policy=profile$' "$prof" || fail "the profile alongside names a policy it did not run"
 grep -v '^#' "$prof" | awk -F, '$3 == "profile" { print $4 "x" $5 }' | sort -u | tr '\n' ' ' |
   grep -qx '1x24 1x8 4x24 4x8 ' || fail "the profile alongside did not visit every grid point"
 grep -q '^# profile_alongside=one step of a profile grid after each turn' "$WORK/along/kk/steps.csv" ||
