@@ -163,7 +163,8 @@ std::string policy_folder(const std::string& out, const std::string& policy) {
 // The folders a run writes and the files it writes in them, checked here, before any rank starts
 // (one message, not one per rank): a file where a folder goes, or a folder where a file goes, is
 // refused before the training instead of after it.
-void check_output_paths(const std::string& out, const std::vector<std::string>& policies, bool alongside) {
+void check_output_paths(const std::string& out, const std::vector<std::string>& policies, bool profile,
+                        bool alongside) {
   if (out.empty()) return;
   struct Folder {
     std::string path, what;  // what: empty for --out itself
@@ -174,15 +175,19 @@ void check_output_paths(const std::string& out, const std::vector<std::string>& 
     folders.push_back({out, "", {}});
     for (const auto& policy : policies)
       folders.push_back({policy_folder(out, policy), "policy " + policy, {"steps.csv", "summary.json"}});
+  } else if (profile) {
+    folders.push_back({out, "", {"steps.csv"}});
   } else {
     folders.push_back({out, "", {"steps.csv", "summary.json"}});
   }
-  if (alongside) folders.push_back({(std::filesystem::path(out) / "profile").string(), "--profile-alongside", {"steps.csv"}});
+  if (alongside)
+    folders.push_back({(std::filesystem::path(out) / "profile").string(), "--profile-alongside", {"steps.csv"}});
   std::error_code ec;
   for (const auto& [path, what, files] : folders) {
     if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec))
-      throw ddpsim::UsageError("--out " + out + ": " + (what.empty() ? "" : path + " ") + "is a file; expected a folder" +
-                               (what.empty() ? "" : " for " + what) + " (made if missing)");
+      throw ddpsim::UsageError("--out " + out + ": " + (what.empty() ? "" : path + " ") +
+                               "is a file; expected a folder" + (what.empty() ? "" : " for " + what) +
+                               " (made if missing)");
     for (const char* file : files)
       if (const auto target = std::filesystem::path(path) / file; std::filesystem::is_directory(target, ec))
         throw ddpsim::UsageError("--out " + out + ": " + target.string() + " is a folder; the run writes its " + file +
@@ -351,7 +356,7 @@ int run(int argc, char** argv) {
     throw ddpsim::UsageError("--resume continues one run; an interleaved --policy list cannot be resumed (each "
                              "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
   const bool alongside = vm.count("profile-alongside") > 0;
-  check_output_paths(o.out, policies, alongside);
+  check_output_paths(o.out, policies, vm.count("profile") > 0, alongside);
   const char* world = std::getenv("WORLD_SIZE");
   const bool several_ranks = (given(vm, "nproc-per-node") && nproc > 1) || (world && std::atoi(world) > 1);
   if (!vm.count("profile") && !alongside)
