@@ -10,7 +10,7 @@
 # the runs, and the one of the runs' own minutes. Builds what is missing; needs ../shared/data
 # (SST-2, the uncased vocab). Keep the machine otherwise idle: every figure is a timing.
 #
-#   scripts/validate_cpu.sh                      # ~31 minutes on a 2-core machine
+#   scripts/validate_cpu.sh                      # ~33 minutes on a 2-core machine
 #   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" \
 #     ALONGSIDE_OPTS="--profile-batches 4,12 --profile-lengths 16,48" scripts/validate_cpu.sh  # a quick look
 #   SETTINGS=2ranks scripts/validate_cpu.sh      # one setting again (its profile, model, runs)
