@@ -92,6 +92,16 @@ ring_platform() {
 emulated_platform=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0
                    --set training.overlap=false --set simulation.spells=shared)
 
+# ddpsim validate of a run against a baseline under a model and the platform set above, into DIR
+# and DIR.txt, with paths relative to the repository (the outputs do not depend on where it was
+# cloned); prints the steady-state table. Arguments: DIR MEASURED BASELINE MODEL.
+validate_run() {
+  mkdir -p "$(dirname "$1")"
+  "$ddpsim" validate --measured "$2" --baseline "$3" --model "$4" "${platform[@]}" --out "$1" >"$1.txt"
+  sed -i "s|$PWD/||g" "$1.txt" "$1"/*.json
+  sed -n '/^steady state/,/^$/p' "$1.txt"
+}
+
 # Every policy's steps in turn, one step each, in one process per setting (ddptrain --policy
 # A,B,...): a machine whose speed drifts over minutes gives every policy the same minutes. After
 # each turn, one step of the profile grid (--profile-alongside): a second profile, of the
@@ -130,14 +140,9 @@ if stage validate; then
       platform=("${emulated_platform[@]}")
       [[ $setting == emulated4 ]] || ring_platform "$m"
       for policy in "${policies[@]:1}"; do
-        dir=$out/$validation/$setting/$(name "$policy")
-        mkdir -p "$(dirname "$dir")"
-        "$ddpsim" validate --measured "$out/$setting/$(name "$policy")/steps.csv" \
-          --baseline "$out/$setting/static/steps.csv" --model "$m" "${platform[@]}" --out "$dir" >"$dir.txt"
         echo "-- $setting, $policy, against $m"
-        # Paths relative to the repository: the outputs do not depend on where it was cloned.
-        sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
-        sed -n '/^steady state/,/^$/p' "$dir.txt"
+        validate_run "$out/$validation/$setting/$(name "$policy")" "$out/$setting/$(name "$policy")/steps.csv" \
+          "$out/$setting/static/steps.csv" "$m"
       done
     done
   done
@@ -168,13 +173,9 @@ if stage repeat-validate; then
   ring_platform "$model_r"
   for rep in 2 3; do
     for policy in "${repeated[@]:1}"; do
-      dir=$repeats/validation/run$rep/$(name "$policy")
-      mkdir -p "$(dirname "$dir")"
-      "$ddpsim" validate --measured "$repeats/$(name "$policy")-$rep/steps.csv" \
-        --baseline "$repeats/static-$rep/steps.csv" --model "$model_r" "${platform[@]}" --out "$dir" >"$dir.txt"
       echo "-- run $rep, $policy"
-      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
-      sed -n '/^steady state/,/^$/p' "$dir.txt"
+      validate_run "$repeats/validation/run$rep/$(name "$policy")" "$repeats/$(name "$policy")-$rep/steps.csv" \
+        "$repeats/static-$rep/steps.csv" "$model_r"
     done
   done
 fi
@@ -193,9 +194,6 @@ fi
 if stage order-validate; then
   step "8. order: kk against the static run after it"
   ring_platform "$model_a"
-  "$ddpsim" validate --measured "$order/kk/steps.csv" --baseline "$order/static/steps.csv" --model "$model_a" \
-    "${platform[@]}" --out "$order/validation" >"$order/validation.txt"
-  sed -i "s|$PWD/||g" "$order/validation.txt" "$order/validation"/*.json
-  sed -n '/^steady state/,/^$/p' "$order/validation.txt"
+  validate_run "$order/validation" "$order/kk/steps.csv" "$order/static/steps.csv" "$model_a"
 fi
 step "done: traces and validation under $out, models $model_a and $model_b"
