@@ -218,6 +218,9 @@ void Trainer::profile_turn() {
   ddpsim::RankStep row = profiled_step(full_batch(b, L, device_), b, L);
   row.step = a.timed++;
   a.rows.push_back(row);
+  // Ranks leave a profiled step apart (nothing reduces it); the next turn's first step would
+  // count the gap as its own, so they start it together, as after a trained step.
+  if (comm_ && G_ > 1) comm_->barrier();
 }
 
 void Trainer::finish_profile_alongside() {
