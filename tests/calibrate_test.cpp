@@ -163,6 +163,25 @@ TEST_CASE("a gain compares the two runs over the same steps, from the later one'
   CHECK(validation_report(v).find(", both from step " + std::to_string(v.steady.policies[0].first_step)) !=
         std::string::npos);
   CHECK(v.all.gain_from_step[0] == 0);
+
+  // Written by one ddptrain run that trained them in turn, both runs start where minmax settles.
+  const Metadata one_run{{"seed", "0"}, {"interleaved", "static,minmax"}};
+  std::ofstream(dir / "static-turn.csv") << trace_csv({runs[0]}, one_run);
+  std::ofstream(dir / "minmax-turn.csv") << trace_csv({runs[1]}, one_run);
+  const Trace turn_baseline = read_trace(dir / "static-turn.csv"), turn = read_trace(dir / "minmax-turn.csv");
+  const Validation shared = validate(turn, config, &turn_baseline);
+  CHECK(shared.shared_warmup == v.steady.policies[0].first_step);
+  CHECK(shared.steady.baseline.first_step == shared.shared_warmup);
+  CHECK(shared.steady.policies[0].first_step == shared.shared_warmup);
+  CHECK(validation_report(shared).find("policies trained in turn, all from step " +
+                                       std::to_string(shared.shared_warmup)) != std::string::npos);
+  CHECK(validation_json(shared, turn, "m")["shared_warmup_steps"] == shared.shared_warmup);
+  // Another run's baseline (any other metadata differs) keeps its own warm-up, as does a fixed one.
+  std::ofstream(dir / "static-other.csv") << trace_csv({runs[0]}, {{"seed", "1"}, {"interleaved", "static,minmax"}});
+  const Trace other = read_trace(dir / "static-other.csv");
+  CHECK(validate(turn, config, &other).shared_warmup == -1);
+  CHECK(validate(turn, config, &other).steady.baseline.first_step == 0);
+  CHECK(validate(turn, config, &turn_baseline, 5).shared_warmup == -1);
 }
 
 TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simulated platform") {

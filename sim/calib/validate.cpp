@@ -121,6 +121,17 @@ std::pair<PolicyValidation, PolicyValidation> compare_both(const PolicyRun& meas
   return {compare(measured, predicted, path, first), compare(measured, predicted, path, 0)};
 }
 
+// Traces of one ddptrain run that trained its policies in turn: the same metadata but `policy`,
+// with `interleaved`.
+bool trained_in_turn(const Trace& a, const Trace& b) {
+  if (!a.metadata.count("interleaved")) return false;
+  auto others = [](std::map<std::string, std::string> m) {
+    m.erase("policy");
+    return m;
+  };
+  return others(a.metadata) == others(b.metadata);
+}
+
 }  // namespace
 
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup) {
@@ -135,6 +146,14 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
                          " " + std::to_string(run.G) + ": a gain compares runs of one world size");
   }
   Validation v;
+  // Policies trained in turn share one process's warm-up (allocator, caches, thread pools): a
+  // run whose median settles early can still carry that start's slow tail, so every run starts
+  // where the last of them settles.
+  if (warmup == AUTO_WARMUP && baseline && trained_in_turn(measured, *baseline)) {
+    warmup = settled_step(max_step_ms(baseline->runs[0]));
+    for (const auto& run : measured.runs) warmup = std::max(warmup, settled_step(max_step_ms(run)));
+    v.shared_warmup = warmup;
+  }
   const SimulationRun sim = replay(measured, config);
   for (std::size_t p = 0; p < measured.runs.size(); ++p) {
     auto [steady, all] = compare_both(measured.runs[p], sim.runs[p], measured.path, warmup);
@@ -224,7 +243,11 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
 }  // namespace
 
 std::string validation_report(const Validation& v) {
-  return "steady state (each run from the step given; --warmup):\n" + report_table(v.steady, v.has_baseline) +
+  const std::string from =
+      v.shared_warmup < 0 ? "each run from the step given; --warmup"
+                          : "policies trained in turn, all from step " + std::to_string(v.shared_warmup) +
+                                ", where the last of them settles";
+  return "steady state (" + from + "):\n" + report_table(v.steady, v.has_baseline) +
          "\nevery step:\n" + report_table(v.all, v.has_baseline);
 }
 
@@ -242,6 +265,7 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
   nlohmann::ordered_json doc;
   doc["measured"] = {{"file", measured.path}, {"fnv1a64", measured.hash}};
   doc["model"] = model_origin;
+  if (v.shared_warmup >= 0) doc["shared_warmup_steps"] = v.shared_warmup;
   doc["policies"] = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < v.steady.policies.size(); ++i) {
     auto p = policy(v.steady, i);

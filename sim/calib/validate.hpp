@@ -43,6 +43,7 @@ struct ValidationSet {
 // The steady state (after each run's warm-up) and, beside it, every step.
 struct Validation {
   bool has_baseline = false;
+  int shared_warmup = -1;  // ≥ 0: the one warm-up of runs trained in turn (auto found it)
   ValidationSet steady, all;
 };
 
@@ -52,7 +53,8 @@ struct Validation {
 int settled_step(const std::vector<double>& max_step_ms);
 
 // `warmup` steps of every run are left out of the steady-state figures; AUTO_WARMUP finds
-// each run's own with settled_step().
+// each run's own with settled_step(), or, for a baseline trained in turn with the measured
+// policies by one ddptrain run, the latest of theirs for all.
 constexpr int AUTO_WARMUP = -1;
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup = AUTO_WARMUP);
 

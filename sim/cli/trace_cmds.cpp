@@ -67,7 +67,8 @@ the absolute error); with --baseline (a trace of the baseline policy, e.g. stati
 predicted against the measured gain of each policy over it, in percentage points.
 Real runs start slow (allocator, caches, thread pools): each run's first steps are left out
 of the steady-state figures (--warmup auto: until the measured max step time settles, found
-per run and printed), and the figures over every step are printed beside them.
+per run and printed; for a policy and baseline one ddptrain run trained in turn, which share
+its start, both from where the later settles), and the figures over every step beside them.
 --out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
 Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
 
