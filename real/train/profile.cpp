@@ -140,7 +140,7 @@ std::vector<std::pair<int, int>> Trainer::begin_profile(ProfileOptions& p) {
 }
 
 ddpsim::RankStep Trainer::profiled_step(const Batch& batch, int b, int L) {
-  if (comm_ && G_ > 1) comm_->barrier();
+  if (real_ranks()) comm_->barrier();
   if (buckets_) buckets_->prepare();
   StepTimer timer(device_);
   timer.reset_peak_memory();
@@ -167,7 +167,7 @@ ddpsim::RankStep Trainer::profiled_step(const Batch& batch, int b, int L) {
 
 void Trainer::profile(ProfileOptions p) {
   const auto points = begin_profile(p);
-  const bool together = comm_ && G_ > 1;
+  const bool together = real_ranks();
   log_ << "profile: " << points.size() << " (b, L) points in a seeded random order, warm-up " << warmup_text(p) << ", "
        << p.reps << " timed steps each\n";
   std::vector<ddpsim::RankStep> rows;
@@ -220,7 +220,7 @@ void Trainer::profile_turn() {
   a.rows.push_back(row);
   // Ranks leave a profiled step apart (nothing reduces it); the next turn's first step would
   // count the gap as its own, so they start it together, as after a trained step.
-  if (comm_ && G_ > 1) comm_->barrier();
+  if (real_ranks()) comm_->barrier();
 }
 
 void Trainer::finish_profile_alongside() {
@@ -231,13 +231,13 @@ void Trainer::finish_profile_alongside() {
                   " steps over " + std::to_string(n) + " points in seeded random orders, each point " +
                   std::to_string(timed / n) + (timed % n ? " or " + std::to_string(timed / n + 1) : "") +
                   " times, no warm-up of its own" +
-                  (comm_ && G_ > 1 ? "; allreduce warmup " + warmup_text(a.options) + ", repetitions " +
+                  (real_ranks() ? "; allreduce warmup " + warmup_text(a.options) + ", repetitions " +
                                          std::to_string(a.options.reps)
                                    : std::string()));
 }
 
 void Trainer::end_profile(const ProfileOptions& p, std::vector<ddpsim::RankStep> rows, std::string what) {
-  const bool together = comm_ && G_ > 1;
+  const bool together = real_ranks();
   if (together) rows = every_rank(rows);
   std::vector<ddpsim::PolicyRun> runs = {{"profile", "", together ? G_ : 1, rows, {}}};
   if (buckets_) buckets_->set_communicate(true);

@@ -158,7 +158,7 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
   }
   sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
   buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
-  if (comm_ && G_ > 1) {
+  if (real_ranks()) {
     torch::NoGradGuard no_grad;
     for (auto& p : model_->parameters()) comm_->broadcast(p, /*root=*/0);  // every rank starts from rank 0's weights
     std::vector<torch::Tensor> params = model_->parameters();
@@ -406,7 +406,7 @@ double Trainer::evaluate() {
     }
     accuracy[0] = double(correct) / double(dev_.ids.size());
   }
-  if (comm_ && G_ > 1) {
+  if (real_ranks()) {
     accuracy = accuracy.to(device_);
     comm_->broadcast(accuracy, /*root=*/0);
     accuracy = accuracy.cpu();
@@ -502,7 +502,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                     "after the slowest rank (no overlap); NOT a real " +
                                     std::to_string(G_) + "-GPU run");
   else
-    m.emplace_back("allreduce", comm_ && G_ > 1 ? "measured: bucketed, overlapped with backward" : "none (one rank)");
+    m.emplace_back("allreduce", real_ranks() ? "measured: bucketed, overlapped with backward" : "none (one rank)");
   if (!opt_.interleaved.empty()) {
     std::string turns;
     for (const auto& p : opt_.interleaved) turns += (turns.empty() ? "" : ",") + p;

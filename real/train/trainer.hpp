@@ -187,6 +187,8 @@ class Trainer {
   std::ostream& log_;
   torch::Device device_;
   int G_ = 1, rank_ = 0;
+  // Several real ranks in this process's group (not emulated ones): they sync, reduce, profile together.
+  bool real_ranks() const { return comm_ && G_ > 1; }
   TextData data_, dev_;
   std::vector<int> lengths_;
   std::unique_ptr<ddpsim::DistributedSampler> sampler_;

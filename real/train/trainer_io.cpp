@@ -88,7 +88,7 @@ std::string caps_text(const std::vector<std::int64_t>& caps) {
 void Trainer::save_checkpoint(const std::string& path) {
   // Every rank's dropout stream, so that a resumed run draws what the straight run drew.
   torch::Tensor rng = rng_state(device_).unsqueeze(0);
-  if (comm_ && G_ > 1) rng = comm_->allgather(rng[0].to(device_)).cpu();
+  if (real_ranks()) rng = comm_->allgather(rng[0].to(device_)).cpu();
   if (rank_ != 0) return;
   torch::serialize::OutputArchive archive, model, optimizer;
   model_->save(model);
