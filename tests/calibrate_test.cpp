@@ -131,6 +131,27 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   CHECK(v.steady.policies[0].step_mape_pct < 0.01);
   CHECK(std::abs(v.steady.predicted_gain_pct[0] - v.steady.measured_gain_pct[0]) < 0.01);
   CHECK(validation_report(v).find("gain of minmax over the baseline") != std::string::npos);
+  for (const auto& phase : v.steady.policies[0].phases) CHECK(std::abs(phase.error()) < 0.01);
+
+  // A model whose backward is 25% too slow: the phases say which term is wrong.
+  nlohmann::json slow = known_model(0.0);
+  for (const char* term : {"a", "beta", "gamma"}) slow["backward_ms"][term] = 1.25 * slow["backward_ms"][term].get<double>();
+  std::ofstream(dir / "slow.json") << slow.dump();
+  doc["model"] = dir / "slow.json";
+  const Validation off = validate(measured, parse_config(doc, "test", ""), &baseline);
+  std::map<std::string, double> error;
+  for (const auto& phase : off.steady.policies[0].phases) error[phase.phase] = phase.error();
+  CHECK(error.size() == 5);
+  CHECK(error["backward"] == doctest::Approx(25).epsilon(1e-3));
+  CHECK(std::abs(error["forward"]) < 0.01);
+  CHECK(std::abs(error["optimizer"]) < 0.01);
+  CHECK(error["comm wait"] < 0);  // a longer backward hides more of the allreduce
+  CHECK(off.steady.policies[0].mean_error_pct > 0);
+  const std::string report = validation_report(off);
+  CHECK(report.find("phases, mean ms per rank-step") != std::string::npos);
+  CHECK(report.find("(+25.0%)") != std::string::npos);
+  CHECK(validation_json(off, measured, "m")["policies"]["minmax"]["phases"]["backward"]["error_pct"] ==
+        doctest::Approx(25).epsilon(1e-3));
 }
 
 TEST_CASE("a gain compares the two runs over the same steps, from the later one's warm-up") {

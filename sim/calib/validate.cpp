@@ -82,6 +82,35 @@ PolicyRun from_step(const PolicyRun& run, int first) {
   return tail;
 }
 
+// Each phase's mean per rank-step where the trace measured it; `rest` is what a step's wall time
+// holds beyond its phases (data, zeroing gradients; in a replay, nothing the engine leaves out).
+std::vector<PhaseFigures> phase_figures(const PolicyRun& measured, const PolicyRun& predicted) {
+  using Column = double RankStep::*;
+  const std::pair<const char*, std::vector<Column>> phases[] = {
+      {"forward", {&RankStep::fwd_ms}},          {"backward", {&RankStep::bwd_ms}},
+      {"comm wait", {&RankStep::comm_wait_ms}},  {"optimizer", {&RankStep::opt_ms}},
+      {"rest", {&RankStep::step_ms, &RankStep::fwd_ms, &RankStep::bwd_ms, &RankStep::comm_wait_ms,
+                &RankStep::opt_ms}}};
+  const auto value = [](const RankStep& r, const std::vector<Column>& columns) {
+    double v = r.*columns.front();
+    for (std::size_t c = 1; c < columns.size(); ++c) v -= r.*columns[c];
+    return v;
+  };
+  std::vector<PhaseFigures> out;
+  for (const auto& [name, columns] : phases) {
+    double measured_sum = 0, predicted_sum = 0;
+    long n = 0;
+    for (std::size_t i = 0; i < measured.rows.size(); ++i) {
+      const double m = value(measured.rows[i], columns), p = value(predicted.rows[i], columns);
+      if (std::isnan(m) || std::isnan(p)) continue;
+      measured_sum += m, predicted_sum += p, ++n;
+    }
+    const bool rest = columns.size() > 1;
+    if (n > 0 && (rest || measured_sum > 0)) out.push_back({name, measured_sum / n, predicted_sum / n, !rest});
+  }
+  return out;
+}
+
 PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predicted_run, const std::string& path,
                          int first) {
   for (const auto& r : measured_run.rows)
@@ -111,6 +140,7 @@ PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predict
   }
   v.step_mape_pct = mean(ape);
   v.step_p95_abs_error_ms = percentile(abs_error, 95);
+  v.phases = phase_figures(measured, predicted);
   return v;
 }
 
@@ -225,6 +255,54 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
   return out;
 }
 
+// A value printed to one decimal without a sign left on what rounds to zero ("-0.0").
+double tidy(double v) { return std::abs(v) < 0.05 ? 0.0 : v; }
+
+// The phases' table: which of them a mean error comes from.
+std::string phases_table(const ValidationSet& set, bool has_baseline) {
+  std::vector<const PolicyValidation*> rows;
+  for (const auto& p : set.policies) rows.push_back(&p);
+  if (has_baseline) rows.push_back(&set.baseline);
+  std::vector<std::string> names;  // every phase any run measured, in step order
+  for (const auto* p : rows)
+    for (const auto& f : p->phases)
+      if (std::find(names.begin(), names.end(), f.phase) == names.end()) names.push_back(f.phase);
+  if (names.empty()) return "";
+  char cell[96];
+  std::string out = "phases, mean ms per rank-step, meas -> pred (err):\n";
+  std::snprintf(cell, sizeof cell, "%-28s", "policy");
+  out += cell;
+  for (const auto& name : names) {
+    std::snprintf(cell, sizeof cell, " %24s", name.c_str());
+    out += cell;
+  }
+  out += "\n";
+  for (const auto* p : rows) {
+    std::snprintf(cell, sizeof cell, "%-28s", (p == &set.baseline ? p->policy + " (baseline)" : p->policy).c_str());
+    out += cell;
+    for (const auto& name : names) {
+      const auto f = std::find_if(p->phases.begin(), p->phases.end(), [&](auto& x) { return x.phase == name; });
+      char text[64] = "-";
+      if (f != p->phases.end())
+        std::snprintf(text, sizeof text, "%.1f -> %.1f (%+.1f%s)", tidy(f->measured_ms), tidy(f->predicted_ms),
+                      tidy(f->error()), f->relative ? "%" : " ms");
+      std::snprintf(cell, sizeof cell, " %24s", text);
+      out += cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::ordered_json phases_json(const PolicyValidation& p) {
+  auto out = nlohmann::ordered_json::object();
+  for (const auto& f : p.phases)
+    out[f.phase] = {{"measured_ms", f.measured_ms},
+                    {"predicted_ms", f.predicted_ms},
+                    {f.relative ? "error_pct" : "error_ms", f.error()}};
+  return out;
+}
+
 nlohmann::ordered_json figures(const PolicyValidation& p) {
   return nlohmann::ordered_json{{"warmup_steps", p.first_step},
                                 {"steps", p.steps},
@@ -237,7 +315,8 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
                                 {"measured_samples_per_s", p.measured_samples_per_s},
                                 {"predicted_samples_per_s", p.predicted_samples_per_s},
                                 {"step_mape_pct", p.step_mape_pct},
-                                {"step_p95_abs_error_ms", p.step_p95_abs_error_ms}};
+                                {"step_p95_abs_error_ms", p.step_p95_abs_error_ms},
+                                {"phases", phases_json(p)}};
 }
 
 }  // namespace
@@ -248,7 +327,7 @@ std::string validation_report(const Validation& v) {
                           : "policies trained in turn, all from step " + std::to_string(v.shared_warmup) +
                                 ", where the last of them settles";
   return "steady state (" + from + "):\n" + report_table(v.steady, v.has_baseline) +
-         "\nevery step:\n" + report_table(v.all, v.has_baseline);
+         phases_table(v.steady, v.has_baseline) + "\nevery step:\n" + report_table(v.all, v.has_baseline);
 }
 
 nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin) {

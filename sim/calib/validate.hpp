@@ -16,6 +16,15 @@ namespace ddpsim {
 // policies come from the trace).
 SimulationRun replay(const Trace& trace, Config config);
 
+// One phase's mean per rank-step, measured and replayed: where a step-time error comes from
+// (the machine's level moves every phase alike; a model's wrong term moves one).
+struct PhaseFigures {
+  std::string phase;  // forward, backward, comm wait (exposed), optimizer, rest (the step's remainder)
+  double measured_ms = 0, predicted_ms = 0;
+  bool relative = true;  // its error in % of the measured (the rest, often near 0 ms, in ms)
+  double error() const { return relative ? 100 * (predicted_ms - measured_ms) / measured_ms : predicted_ms - measured_ms; }
+};
+
 // Figures over the steps from `first_step` on.
 struct PolicyValidation {
   std::string policy;
@@ -27,6 +36,7 @@ struct PolicyValidation {
   double mean_error_pct = 0, p95_error_pct = 0;  // (predicted − measured) / measured of the mean, of the P95
   double step_mape_pct = 0;                      // per-step |error| / measured, mean
   double step_p95_abs_error_ms = 0;              // per-step |error|, 95th percentile
+  std::vector<PhaseFigures> phases;              // those the trace measured, in step order
   std::vector<double> measured_steps_ms, predicted_steps_ms;
 };
 

@@ -64,7 +64,10 @@ constexpr const char* VALIDATE_USAGE =
 Replays a measured trace and compares prediction with measurement: mean and P95 of the
 per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
 the absolute error); with --baseline (a trace of the baseline policy, e.g. static), the
-predicted against the measured gain of each policy over it, in percentage points.
+predicted against the measured gain of each policy over it, in percentage points. Where an
+error comes from: each phase's mean per rank-step, measured against predicted (forward,
+backward, exposed communication wait, optimizer, the rest of the step); a machine slower or
+faster than its profile moves them all alike, a wrong term of the model moves one.
 Real runs start slow (allocator, caches, thread pools): each run's first steps are left out
 of the steady-state figures (--warmup auto: until the measured max step time settles, found
 per run and printed; for a policy and baseline one ddptrain run trained in turn, which share

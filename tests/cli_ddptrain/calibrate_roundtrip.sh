@@ -49,6 +49,8 @@ expect_ok "$DDPSIM" replay "$WORK/runs/minmax-buffer-16/steps.csv" --model "$WOR
 expect_ok "$DDPSIM" validate --measured "$WORK/runs/minmax-buffer-16/steps.csv" \
   --baseline "$WORK/runs/static/steps.csv" --model "$WORK/model.json" --out "$WORK/validation"
 grep -q "gain of minmax:buffer=16 over the baseline" "$WORK/out" || fail "validate states no gain"
+grep -Eq '^static \(baseline\) +[0-9.]+ -> [0-9.]+ \([-+][0-9.]+%\) ' "$WORK/out" || fail "validate shows no phase table"
+grep -q '"optimizer": {' "$WORK/validation/validation.json" || fail "validation.json lacks the phases"
 grep -q '"mean_error_pct"' "$WORK/validation/validation.json" || fail "validation.json lacks mean_error_pct"
 [[ $(grep -c '^minmax' "$WORK/validation/validation.csv") == 100 ]] || fail "validation.csv should hold 100 minmax steps"
 echo "round trip on this CPU:"
