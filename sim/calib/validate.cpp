@@ -83,7 +83,8 @@ PolicyRun from_step(const PolicyRun& run, int first) {
 }
 
 // Each phase's mean per rank-step where the trace measured it; `rest` is what a step's wall time
-// holds beyond its phases (data, zeroing gradients; in a replay, nothing the engine leaves out).
+// holds beyond its phases (measured by ddptrain: the policy's decision and the batch's assembly;
+// replayed: a rank's wait for the others to start the step).
 std::vector<PhaseFigures> phase_figures(const PolicyRun& measured, const PolicyRun& predicted) {
   using Column = double RankStep::*;
   const std::pair<const char*, std::vector<Column>> phases[] = {

@@ -22,7 +22,9 @@ struct PhaseFigures {
   std::string phase;  // forward, backward, comm wait (exposed), optimizer, rest (the step's remainder)
   double measured_ms = 0, predicted_ms = 0;
   bool relative = true;  // its error in % of the measured (the rest, often near 0 ms, in ms)
-  double error() const { return relative ? 100 * (predicted_ms - measured_ms) / measured_ms : predicted_ms - measured_ms; }
+  double error() const {
+    return relative ? 100 * (predicted_ms - measured_ms) / measured_ms : predicted_ms - measured_ms;
+  }
 };
 
 // Figures over the steps from `first_step` on.
