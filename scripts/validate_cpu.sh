@@ -5,9 +5,9 @@
 # against its model, with static as the baseline. A core computes slower while the other one
 # works (shared caches and memory bandwidth), so each setting has the model of a profile taken
 # as it runs: (a) from both ranks profiling at once (with their allreduce and interference),
-# (b) from one process on one core. The runs time that grid again between their turns
-# (--profile-alongside), and each run is validated against both models: the one profiled before
-# the runs, and the one of the runs' own minutes. Builds what is missing; needs ../shared/data
+# (b) from one process on one core; each setting's runs follow its profile at once. The runs time
+# that grid again between their turns (--profile-alongside), and each run is validated against
+# both models: the one profiled before the runs, and the one of the runs' own minutes. Builds what is missing; needs ../shared/data
 # (SST-2, the uncased vocab). Keep the machine otherwise idle: every figure is a timing.
 #
 #   scripts/validate_cpu.sh                      # ~33 minutes on a 2-core machine
@@ -56,26 +56,51 @@ mkdir -p "$out"
 
 cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 stage profile && "$ddptrain" --model small --write-layout "$out/layout.json"
-if stage profile && wants emulated4; then
-  step "1. profile (b): one process on one core"
-  taskset -c 0 "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --out "$out/profile-1core" | tail -2
-fi
-if stage profile && wants 2ranks; then
-  step "1. profile (a): two pinned ranks at once, then their allreduce and interference"
-  "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --nproc-per-node 2 --out "$out/profile-2ranks" |
-    grep -v '^weights' | tail -12
-fi
-if stage calibrate && wants emulated4; then
-  step "2. calibrate (b) -> $model_b"
-  "$ddpsim" calibrate "$out/profile-1core/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-1core \
-    --gpu "$cpu, one core" --out "$model_b" --residuals "$out/residuals-1core.csv" | tee "$out/calibrate-1core.txt"
-fi
-if stage calibrate && wants 2ranks; then
-  step "2. calibrate (a) -> $model_a"
-  "$ddpsim" calibrate "$out/profile-2ranks/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-2ranks \
-    --gpu "$cpu, two ranks of one core each" --out "$model_a" --residuals "$out/residuals-2ranks.csv" |
-    tee "$out/calibrate-2ranks.txt"
-fi
+all=$(IFS=,; echo "${policies[*]}")
+# One setting's profile, model and runs, back to back: the machine's speed drifts over tens of
+# minutes, and a profile taken while the other setting ran would miss the minutes of these runs.
+# The runs train every policy in one process, a step of each in turn (ddptrain --policy A,B,...),
+# so that every policy gets the same minutes; after each turn, one step of the profile grid
+# (--profile-alongside): a second profile, of the minutes the runs ran in.
+setting_2ranks() {
+  if stage profile; then
+    step "1. profile (a): two pinned ranks at once, then their allreduce and interference"
+    "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --nproc-per-node 2 --out "$out/profile-2ranks" |
+      grep -v '^weights' | tail -12
+  fi
+  if stage calibrate; then
+    step "2. calibrate (a) -> $model_a"
+    "$ddpsim" calibrate "$out/profile-2ranks/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-2ranks \
+      --gpu "$cpu, two ranks of one core each" --out "$model_a" --residuals "$out/residuals-2ranks.csv" |
+      tee "$out/calibrate-2ranks.txt"
+  fi
+  if stage run; then
+    step "3. real runs (a), two Gloo ranks: $steps steps of every policy in turn, a profiled step after each turn"
+    "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_a" --steps "$steps" \
+      --nproc-per-node 2 --profile-alongside "${alongside_opts[@]}" --log-every 100 --out "$out/2ranks" |
+      grep -E 'step .*/|wrote|interference'
+  fi
+}
+setting_emulated4() {
+  if stage profile; then
+    step "1. profile (b): one process on one core"
+    taskset -c 0 "$ddptrain" "${common[@]}" --profile "${profile_opts[@]}" --out "$out/profile-1core" | tail -2
+  fi
+  if stage calibrate; then
+    step "2. calibrate (b) -> $model_b"
+    "$ddpsim" calibrate "$out/profile-1core/steps.csv" --base "$out/layout.json" --name cpu-distilbert-small-1core \
+      --gpu "$cpu, one core" --out "$model_b" --residuals "$out/residuals-1core.csv" | tee "$out/calibrate-1core.txt"
+  fi
+  if stage run; then
+    step "3. real runs (b), four ranks emulated on one core: $steps steps of every policy in turn, a profiled" \
+      "step after each turn"
+    taskset -c 0 "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_b" \
+      --steps "$steps" --emulate-ranks 4 --profile-alongside "${alongside_opts[@]}" --log-every 100 \
+      --out "$out/emulated4" | grep -E 'step .*/|wrote'
+  fi
+}
+for setting in "${settings[@]}"; do "setting_$setting"; done
+
 # The measured ring of a model, as a pcie platform without a shared root complex (a route is two
 # links): sets platform to its --set options.
 ring_platform() {
@@ -101,22 +126,6 @@ validate_run() {
   sed -i "s|$PWD/||g" "$1.txt" "$1"/*.json
   sed -n '/^steady state/,/^$/p' "$1.txt"
 }
-
-# Every policy's steps in turn, one step each, in one process per setting (ddptrain --policy
-# A,B,...): a machine whose speed drifts over minutes gives every policy the same minutes. After
-# each turn, one step of the profile grid (--profile-alongside): a second profile, of the
-# minutes the runs ran in.
-if stage run; then
-  step "3. real runs: $steps steps of every policy, a step of each in turn, and a profiled step after each turn:" \
-    "(a) two Gloo ranks, (b) four emulated ranks on one core"
-  all=$(IFS=,; echo "${policies[*]}")
-  ! wants 2ranks || "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_a" --steps "$steps" \
-    --nproc-per-node 2 --profile-alongside "${alongside_opts[@]}" --log-every 100 --out "$out/2ranks" |
-    grep -E 'step .*/|wrote|interference'
-  ! wants emulated4 || taskset -c 0 "$ddptrain" "${common[@]}" --policy "$all" --perf-model "$model_b" \
-    --steps "$steps" --emulate-ranks 4 --profile-alongside "${alongside_opts[@]}" --log-every 100 \
-    --out "$out/emulated4" | grep -E 'step .*/|wrote'
-fi
 
 # Each setting's runs against a model: the profile's before the runs (validation/), and, where the
 # runs timed one, the profile's alongside them (validation-alongside/, its model calibrated here).
