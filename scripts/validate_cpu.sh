@@ -7,8 +7,9 @@
 # as it runs: (a) from both ranks profiling at once (with their allreduce and interference),
 # (b) from one process on one core; each setting's runs follow its profile at once. The runs time
 # that grid again between their turns (--profile-alongside), and each run is validated against
-# both models: the one profiled before the runs, and the one of the runs' own minutes. Builds what is missing; needs ../shared/data
-# (SST-2, the uncased vocab). Keep the machine otherwise idle: every figure is a timing.
+# both models: the one profiled before the runs, and the one of the runs' own minutes. Builds
+# what is missing; needs ../shared/data (SST-2, the uncased vocab). Keep the machine otherwise
+# idle: every figure is a timing.
 #
 #   scripts/validate_cpu.sh                      # ~33 minutes on a 2-core machine
 #   STEPS=20 OUT=/tmp/q MODELS=/tmp/q PROFILE_OPTS="--profile-reps 2" \

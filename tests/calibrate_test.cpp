@@ -135,7 +135,8 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
 
   // A model whose backward is 25% too slow: the phases say which term is wrong.
   nlohmann::json slow = known_model(0.0);
-  for (const char* term : {"a", "beta", "gamma"}) slow["backward_ms"][term] = 1.25 * slow["backward_ms"][term].get<double>();
+  for (const char* term : {"a", "beta", "gamma"})
+    slow["backward_ms"][term] = 1.25 * slow["backward_ms"][term].get<double>();
   std::ofstream(dir / "slow.json") << slow.dump();
   doc["model"] = dir / "slow.json";
   const Validation off = validate(measured, parse_config(doc, "test", ""), &baseline);
