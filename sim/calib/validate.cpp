@@ -86,28 +86,28 @@ PolicyRun from_step(const PolicyRun& run, int first) {
 // holds beyond its phases (measured by ddptrain: the policy's decision and the batch's assembly;
 // replayed: a rank's wait for the others to start the step).
 std::vector<PhaseFigures> phase_figures(const PolicyRun& measured, const PolicyRun& predicted) {
-  using Column = double RankStep::*;
-  const std::pair<const char*, std::vector<Column>> phases[] = {
-      {"forward", {&RankStep::fwd_ms}},          {"backward", {&RankStep::bwd_ms}},
-      {"comm wait", {&RankStep::comm_wait_ms}},  {"optimizer", {&RankStep::opt_ms}},
-      {"rest", {&RankStep::step_ms, &RankStep::fwd_ms, &RankStep::bwd_ms, &RankStep::comm_wait_ms,
-                &RankStep::opt_ms}}};
-  const auto value = [](const RankStep& r, const std::vector<Column>& columns) {
-    double v = r.*columns.front();
-    for (std::size_t c = 1; c < columns.size(); ++c) v -= r.*columns[c];
-    return v;
+  struct Phase {
+    const char* name;
+    double (*ms)(const RankStep&);
+    bool relative;  // the rest, often near 0 ms, has its error in ms
   };
+  static constexpr Phase phases[] = {
+      {"forward", [](const RankStep& r) { return r.fwd_ms; }, true},
+      {"backward", [](const RankStep& r) { return r.bwd_ms; }, true},
+      {"comm wait", [](const RankStep& r) { return r.comm_wait_ms; }, true},
+      {"optimizer", [](const RankStep& r) { return r.opt_ms; }, true},
+      {"rest", [](const RankStep& r) { return r.step_ms - r.fwd_ms - r.bwd_ms - r.comm_wait_ms - r.opt_ms; }, false}};
   std::vector<PhaseFigures> out;
-  for (const auto& [name, columns] : phases) {
+  for (const Phase& phase : phases) {
     double measured_sum = 0, predicted_sum = 0;
     long n = 0;
     for (std::size_t i = 0; i < measured.rows.size(); ++i) {
-      const double m = value(measured.rows[i], columns), p = value(predicted.rows[i], columns);
+      const double m = phase.ms(measured.rows[i]), p = phase.ms(predicted.rows[i]);
       if (std::isnan(m) || std::isnan(p)) continue;
       measured_sum += m, predicted_sum += p, ++n;
     }
-    const bool rest = columns.size() > 1;
-    if (n > 0 && (rest || measured_sum > 0)) out.push_back({name, measured_sum / n, predicted_sum / n, !rest});
+    if (n > 0 && (!phase.relative || measured_sum > 0))
+      out.push_back({phase.name, measured_sum / n, predicted_sum / n, phase.relative});
   }
   return out;
 }
