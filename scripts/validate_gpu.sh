@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
-# The GPU validation campaign (README: "Validation on GPU"). Stages, in order; the ones marked
+# The GPU validation campaigns (README: "Validation on GPU"). Stages, in order; the ones marked
 # (GPU) run on the GPU machine, the others where ddpsim is built (SimGrid):
 #   build (GPU)    ddptrain and its tests against the machine's PyTorch LibTorch, deps from .deb
-#                  files in $DEBS unpacked into $DEPS (README: "Building ddptrain against a CUDA
-#                  LibTorch")
+#                  files in $DEBS unpacked into $DEPS; skipped when $BUILD/ddptrain exists
 #   test (GPU)     the unit tests, the trainer's on CUDA
 #   profile (GPU)  the layout, then ddptrain --profile of distilbert-base, fp32 and bf16
 #   calibrate      ddpsim calibrate of each profile -> models/$GPU-distilbert-measured{,-bf16}.json
-#   run (GPU)      training runs: the study's setting (B=48, K=64, 800 steps, 4 emulated ranks)
-#                  under every policy; B=256 at max_length 128; bf16; NCCL at world size 1;
-#                  --bmax probe
+#   run (GPU)      campaign 1: the study's setting (B=48, K=64, 4 emulated ranks) under every
+#                  policy, one run each; B=256 at max_length 128; bf16; NCCL at world size 1; probe
+#   prereg (GPU)   campaign 2: the registered setting (traces/$GPU/prereg/prediction.json), its
+#                  policies trained in turn, then a profile of its (b, L) range
+#   turns (GPU)    campaign 2: the study's setting, static, minmax and kk trained in turn
+#   bf16pad (GPU)  campaign 2: bf16 static and minmax in turn, --pad-to-multiple-of 8
+#   optimizer (GPU) campaign 2: ddptrain's AdamW implementations on the study's setting
 #   peer (GPU)     bench/peer_pytorch.py (PyTorch eager + Hugging Face DistilBERT), static and
 #                  minmax, on the study's setting
+#   pack (GPU)     campaign 2's folders and logs into $PACK (one archive, to bring back)
 #   validate       ddpsim validate of each run against its model, static as the baseline
 #
-#   STAGES="build test profile" scripts/validate_gpu.sh     # on the GPU machine
-#   STAGES=calibrate scripts/validate_gpu.sh                 # where ddpsim is built
-#   STAGES="build run peer" scripts/validate_gpu.sh          # on the GPU machine
-#   STAGES=validate scripts/validate_gpu.sh                  # where ddpsim is built
+#   STAGES="build test prereg turns pack" scripts/validate_gpu.sh     # GPU, call (a)
+#   STAGES="build bf16pad optimizer peer pack" scripts/validate_gpu.sh  # GPU, call (b)
+#   STAGES=validate scripts/validate_gpu.sh                            # where ddpsim is built
 #
-# How much: STEPS (800 a run), RUNS (the run stage's parts: policies bf16 large nccl probe),
-# LARGE_STEPS (STEPS/2), PEER (fp32 bf16); where: SHARED (../shared/data), TRACES
-# (traces/$GPU, GPU=h100), BUILD (build-gpu). The committed campaign ran STEPS=500 for the
-# policies, 800 for bf16 and LARGE_STEPS=200, within 30 minutes of GPU time.
+# How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
+# nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
+# TURN_STEPS (500 per policy), MODEL (base; tiny for a rehearsal on CPU). Where: SHARED
+# (../shared/data), TRACES (traces/$GPU, GPU=h100), BUILD (build-gpu), PACK (campaign2.tar.gz).
+# A rehearsal on CPU (the plumbing, not the figures), with Debian's LibTorch:
+#   STAGES="build prereg turns bf16pad optimizer pack" BUILD=build/release MODEL=tiny \
+#     PREREG_STEPS=6 TURN_STEPS=6 TRACES=/tmp/rehearsal scripts/validate_gpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
@@ -40,8 +46,8 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(build|test|profile|calibrate|run|peer|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (build test profile calibrate run peer validate)" >&2; exit 2; }
+  [[ $s =~ ^(build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (build test profile calibrate run prereg turns bf16pad optimizer peer pack validate)" >&2; exit 2; }
 done
 for f in "$shared/sst2/train.tsv" "$shared/bert-base-uncased/vocab.txt"; do
   [[ -f $f ]] || { echo "validate_gpu: $f is missing (set SHARED to the shared data folder)" >&2; exit 1; }
@@ -50,13 +56,14 @@ t0=$SECONDS
 step() { echo; echo "== +$((SECONDS - t0))s $*"; }
 name() { echo "${1//[:=]/-}"; }   # minmax:cost=model -> minmax-cost-model
 policies=(static minmax:cost=tokens minmax:cost=model kk sorted token_budget)
-data=(--model base --seed 0 --data "$shared/sst2/train.tsv" --vocab "$shared/bert-base-uncased/vocab.txt")
+model=${MODEL:-base}
+data=(--model "$model" --seed 0 --data "$shared/sst2/train.tsv" --vocab "$shared/bert-base-uncased/vocab.txt")
 common=("${data[@]}" --max-length 256 --global-batch 48)   # the study's setting
 ddptrain=$build/ddptrain
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-if stage build; then
+if stage build && [[ ! -x $ddptrain ]]; then
   step "build: ddptrain against $(python3 -c 'import torch; print("PyTorch", torch.__version__)')"
   mkdir -p "$deps"
   for f in "$debs"/*.deb; do dpkg -x "$f" "$deps"; done
@@ -75,7 +82,8 @@ fi
 
 if stage test; then
   step "test: the unit tests (ddptrain's on $(nvidia-smi -L | head -1))"
-  ctest --test-dir "$build" --output-on-failure -j4 -E '^ddptrain_cli_' | tail -15
+  timeout "${TEST_TIMEOUT:-300}" ctest --test-dir "$build" --output-on-failure -j4 -E '^ddptrain_cli_' | tail -25 ||
+    echo "validate_gpu: the tests failed or ran past ${TEST_TIMEOUT:-300} s (above); the runs go on"
 fi
 
 if stage profile; then
@@ -140,16 +148,95 @@ if stage run; then
   fi
 fi
 
+# Campaign 2 runs every policy of a setting in turn (one ddptrain run, a step of each policy in
+# turn), so that the machine's drift falls on all of them alike.
+emu=(--emulate-ranks 4)
+supports() { [[ $("$ddptrain" --help) == *"--$1 "* ]]; }
+failed() { echo "validate_gpu: $1 failed (above); the other stages go on" >&2; }
+environment() {
+  [[ -f $out/env-campaign2.txt ]] && return
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || echo "no nvidia-smi: CPU"
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || true
+    c++ --version | head -1
+    nproc
+    uname -r
+  } >"$out/env-campaign2.txt" 2>&1
+}
+
+if stage prereg; then
+  environment
+  prereg=$out/prereg
+  # The registered config is the one place the setting is written: the runs read it there.
+  registered() { python3 -c "import json; print(json.load(open('traces/$gpu/prereg/prediction.json'))['run']['$1'])"; }
+  hist=$(registered lengths) batch=$(registered global_batch) policy=$(registered policies)
+  prereg_steps=${PREREG_STEPS:-$(registered steps)}
+  setting=(--model "$model" --seed 0 --synthetic-lengths "$hist" --synthetic-samples "$(registered samples)"
+           --max-length "$(registered max_length)" --global-batch "$batch")
+  # The model's optimizer figure is LibTorch's per-parameter AdamW: the runs use that one too.
+  optimizer=()
+  supports optimizer-impl && optimizer=(--optimizer-impl "$(registered optimizer_impl)")
+  step "prereg: $policy in turn, B=$batch, $prereg_steps steps each, 4 emulated ranks"
+  "$ddptrain" "${setting[@]}" "${emu[@]}" "${optimizer[@]}" --emulate-link-GBps "$(registered emulate_link_GBps)" \
+    --log-every 100 --policy "$policy" --steps "$prereg_steps" \
+    --out "$prereg/runs" | grep -E 'step|wrote' || failed "the registered runs"
+  step "prereg: a profile of the setting's (b, L) range, for a model fitted after the fact"
+  "$ddptrain" "${setting[@]}" --profile --profile-batches "$(registered profile_batches)" \
+    --profile-lengths "$(registered profile_lengths)" --profile-warmup 2 --profile-reps 3 \
+    --out "$prereg/profile-fp32" | tail -2 || failed "the registered setting's profile"
+fi
+
+if stage turns; then
+  environment
+  step "turns: static,minmax:cost=tokens,kk in turn, the study's setting, ${TURN_STEPS:-500} steps each"
+  "$ddptrain" "${common[@]}" "${emu[@]}" --log-every 250 --policy static,minmax:cost=tokens,kk \
+    --steps "${TURN_STEPS:-500}" --out "$out/turns/fp32" | grep -E 'step|wrote' || failed "the study's setting in turn"
+fi
+
+if stage bf16pad; then
+  environment
+  pad=() folder=bf16
+  if supports pad-to-multiple-of; then pad=(--pad-to-multiple-of 8) folder=bf16-pad8; fi
+  step "bf16pad: static,minmax:cost=tokens in turn, bf16 ${pad[*]}, ${TURN_STEPS:-500} steps each"
+  "$ddptrain" "${common[@]}" "${emu[@]}" --log-every 250 --precision bf16 "${pad[@]}" \
+    --policy static,minmax:cost=tokens --steps "${TURN_STEPS:-500}" --out "$out/turns/$folder" | grep -E 'step|wrote' || failed "bf16 in turn"
+fi
+
+if stage optimizer; then
+  environment
+  impls=(default)
+  supports optimizer-impl && impls=(per-param foreach fused)
+  for impl in "${impls[@]}"; do
+    step "optimizer: AdamW $impl, static, the study's setting, ${OPT_STEPS:-150} steps"
+    extra=()
+    [[ $impl != default ]] && extra=(--optimizer-impl "$impl")
+    "$ddptrain" "${common[@]}" "${emu[@]}" "${extra[@]}" --log-every 150 --policy static --steps "${OPT_STEPS:-150}" \
+      --out "$out/optimizer/$impl" 2>&1 | grep -E 'step|wrote|optimizer' || failed "AdamW $impl"
+  done
+fi
+
 if stage peer; then
   read -r -a peer_precisions <<<"${PEER:-fp32 bf16}"
   for p in "${peer_precisions[@]}"; do
     for policy in static minmax; do
       step "peer: PyTorch eager, $policy, $p"
       PYTHONUNBUFFERED=1 python3 bench/peer_pytorch.py --data "$shared/sst2/train.tsv" \
-        --vocab "$shared/bert-base-uncased/vocab.txt" --policy "$policy" --precision "$p" --steps "$steps" \
-        --out "$out/peer/$p-$policy" | grep -v '^{'
+        --vocab "$shared/bert-base-uncased/vocab.txt" --policy "$policy" --precision "$p" --steps "${PEER_STEPS:-$steps}" \
+        --out "${PEER_OUT:-$out/peer}/$p-$policy" | grep -v '^{'
     done
   done
+fi
+
+if stage pack; then
+  # Campaign 2's outputs as one archive (the GPU machine sends back a few files, not folders).
+  pack=${PACK:-$out/campaign2.tar.gz}
+  parts=()
+  for d in prereg/runs prereg/profile-fp32 turns optimizer peer2 env-campaign2.txt campaign2-log-a.txt \
+           campaign2-log-b.txt; do
+    [[ -e $out/$d ]] && parts+=("$d")
+  done
+  tar czf "$pack" -C "$out" "${parts[@]}"
+  step "pack: ${parts[*]} -> $pack ($(du -h "$pack" | cut -f1))"
 fi
 
 if stage validate; then
