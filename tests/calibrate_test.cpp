@@ -131,6 +131,13 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   CHECK(v.steady.policies[0].step_mape_pct < 0.01);
   CHECK(std::abs(v.steady.predicted_gain_pct[0] - v.steady.measured_gain_pct[0]) < 0.01);
   CHECK(validation_report(v).find("gain of minmax over the baseline") != std::string::npos);
+  CHECK(v.steady.policies[0].measured_mean_ci.contains(v.steady.policies[0].measured_mean_ms));
+  CHECK(v.steady.measured_gain_ci[0].contains(v.steady.measured_gain_pct[0]));
+  // The baseline against itself: a gain that cannot be told from noise, and said so.
+  const Validation same = validate(baseline, config, &baseline);
+  CHECK(same.steady.measured_gain_ci[0].contains(0));
+  CHECK(validation_report(same).find("cannot be told from noise") != std::string::npos);
+  CHECK(validation_json(same, baseline, "m")["policies"]["static"]["gain_resolved"] == false);
   for (const auto& phase : v.steady.policies[0].phases) CHECK(std::abs(phase.error()) < 0.01);
 
   // A model whose backward is 25% too slow: the phases say which term is wrong.
@@ -198,6 +205,17 @@ TEST_CASE("a gain compares the two runs over the same steps, from the later one'
   CHECK(validation_report(shared).find("policies trained in turn, all from step " +
                                        std::to_string(shared.shared_warmup)) != std::string::npos);
   CHECK(validation_json(shared, turn, "m")["shared_warmup_steps"] == shared.shared_warmup);
+  // Runs trained in turn are paired step by step; the drift they share leaves their gain's
+  // interval narrower than that of the same runs taken apart.
+  CHECK(shared.steady.paired);
+  CHECK_FALSE(v.steady.paired);
+  const Interval in_turn = shared.steady.measured_gain_ci[0], apart = v.steady.measured_gain_ci[0];
+  CHECK(in_turn.contains(shared.steady.measured_gain_pct[0]));
+  CHECK(in_turn.high - in_turn.low < apart.high - apart.low);
+  CHECK(validation_report(shared).find("paired step by step") != std::string::npos);
+  const auto json = validation_json(shared, turn, "m")["policies"]["minmax"];
+  CHECK(json["measured_gain_ci95"][0] == in_turn.low);
+  CHECK(json["gain_paired"] == true);
   // Another run's baseline (any other metadata differs) keeps its own warm-up, as does a fixed one.
   std::ofstream(dir / "static-other.csv") << trace_csv({runs[0]}, {{"seed", "1"}, {"interleaved", "static,minmax"}});
   const Trace other = read_trace(dir / "static-other.csv");

@@ -141,6 +141,8 @@ PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predict
   }
   v.step_mape_pct = mean(ape);
   v.step_p95_abs_error_ms = percentile(abs_error, 95);
+  v.measured_mean_ci = mean_interval(v.measured_steps_ms);
+  v.measured_p95_ci = p95_interval(v.measured_steps_ms);
   v.phases = phase_figures(measured, predicted);
   return v;
 }
@@ -198,7 +200,9 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
     // A gain compares the two runs over the same steps, from the later of their first steps: a
     // policy settled at step 100 against a baseline from step 0 would otherwise set minutes of
     // a drifting machine against others (in runs trained in turn, step k of each ran together).
-    for (ValidationSet* set : {&v.steady, &v.all})
+    const bool paired = trained_in_turn(measured, *baseline);
+    for (ValidationSet* set : {&v.steady, &v.all}) {
+      set->paired = paired;
       for (std::size_t p = 0; p < set->policies.size(); ++p) {
         const int first = std::max(set->policies[p].first_step, set->baseline.first_step);
         const auto same = [&](const PolicyValidation& own, const PolicyRun& run, const PolicyRun& replayed,
@@ -210,7 +214,12 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
         set->gain_from_step.push_back(first);
         set->measured_gain_pct.push_back(100 * (1 - policy.measured_mean_ms / base_line.measured_mean_ms));
         set->predicted_gain_pct.push_back(100 * (1 - policy.predicted_mean_ms / base_line.predicted_mean_ms));
+        set->measured_gain_ci.push_back(
+            gain_interval(policy.measured_steps_ms, base_line.measured_steps_ms, paired));
+        set->predicted_gain_ci.push_back(
+            gain_interval(policy.predicted_steps_ms, base_line.predicted_steps_ms, paired));
       }
+    }
   }
   return v;
 }
@@ -220,7 +229,7 @@ namespace {
 std::string report_table(const ValidationSet& set, bool has_baseline) {
   const auto& policies = set.policies;
   const auto &measured_gain = set.measured_gain_pct, &predicted_gain = set.predicted_gain_pct;
-  char line[360];
+  char line[512];
   std::string out;
   std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "policy", "from", "steps",
                 "mean max step ms", "P95 max step ms", "samples/s", "step MAPE", "step P95 |e|");
@@ -240,19 +249,37 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
     out += line;
   };
   for (const auto& p : policies) row(p, p.policy);
-  if (has_baseline) {
-    row(set.baseline, set.baseline.policy + " (baseline)");
-    for (std::size_t i = 0; i < policies.size(); ++i) {
-      std::snprintf(line, sizeof line,
-                    "gain of %s over the baseline: measured %+.2f%%, predicted %+.2f%% (%+.2f pp)%s\n",
-                    policies[i].policy.c_str(), measured_gain[i], predicted_gain[i],
-                    predicted_gain[i] - measured_gain[i],
-                    set.gain_from_step[i] > std::min(policies[i].first_step, set.baseline.first_step)
-                        ? (", both from step " + std::to_string(set.gain_from_step[i])).c_str()
-                        : "");
-      out += line;
-    }
+  if (has_baseline) row(set.baseline, set.baseline.policy + " (baseline)");
+  out += "measured, 95% intervals (block bootstrap over the steps):\n";
+  auto intervals = [&](const PolicyValidation& p, const std::string& label) {
+    std::snprintf(line, sizeof line, "  %-26s mean %.2f .. %.2f ms, P95 %.2f .. %.2f ms\n", label.c_str(),
+                  p.measured_mean_ci.low, p.measured_mean_ci.high, p.measured_p95_ci.low, p.measured_p95_ci.high);
+    out += line;
+  };
+  for (const auto& p : policies) intervals(p, p.policy);
+  if (!has_baseline) return out;
+  intervals(set.baseline, set.baseline.policy + " (baseline)");
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
+    const std::string verdict =
+        m.contains(0) ? "the measured gain cannot be told from noise (its interval holds 0)"
+        : m.contains(predicted_gain[i]) ? "the prediction lies inside the measured interval"
+                                        : "the prediction lies outside the measured interval";
+    std::snprintf(line, sizeof line,
+                  "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
+                  "(%+.2f .. %+.2f), %+.2f pp; %s\n",
+                  policies[i].policy.c_str(),
+                  set.gain_from_step[i] > std::min(policies[i].first_step, set.baseline.first_step)
+                      ? (", both from step " + std::to_string(set.gain_from_step[i])).c_str()
+                      : "",
+                  measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high,
+                  predicted_gain[i] - measured_gain[i], verdict.c_str());
+    out += line;
   }
+  if (!policies.empty())
+    out += set.paired ? "  (gains paired step by step: the runs were trained in turn)\n"
+                      : "  (gains from runs resampled apart: they ran at different times, and the intervals do "
+                        "not hold the variation between runs)\n";
   return out;
 }
 
@@ -317,6 +344,8 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
                                 {"predicted_samples_per_s", p.predicted_samples_per_s},
                                 {"step_mape_pct", p.step_mape_pct},
                                 {"step_p95_abs_error_ms", p.step_p95_abs_error_ms},
+                                {"measured_mean_ci95", {p.measured_mean_ci.low, p.measured_mean_ci.high}},
+                                {"measured_p95_ci95", {p.measured_p95_ci.low, p.measured_p95_ci.high}},
                                 {"phases", phases_json(p)}};
 }
 
@@ -339,6 +368,12 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
       f["predicted_gain_pct"] = set.predicted_gain_pct[i];
       f["gain_error_pp"] = set.predicted_gain_pct[i] - set.measured_gain_pct[i];
       f["gain_from_step"] = set.gain_from_step[i];
+      const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
+      f["measured_gain_ci95"] = {m.low, m.high};
+      f["predicted_gain_ci95"] = {p.low, p.high};
+      f["gain_paired"] = set.paired;
+      f["gain_resolved"] = !m.contains(0);  // false: the measured gain cannot be told from noise
+      f["predicted_gain_in_measured_ci"] = m.contains(set.predicted_gain_pct[i]);
     }
     return f;
   };

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/trace_reader.hpp"
+#include "common/bootstrap.hpp"
 #include "eval/simulate.hpp"
 
 namespace ddpsim {
@@ -38,6 +39,7 @@ struct PolicyValidation {
   double mean_error_pct = 0, p95_error_pct = 0;  // (predicted − measured) / measured of the mean, of the P95
   double step_mape_pct = 0;                      // per-step |error| / measured, mean
   double step_p95_abs_error_ms = 0;              // per-step |error|, 95th percentile
+  Interval measured_mean_ci, measured_p95_ci;    // 95%, a block bootstrap over the steps
   std::vector<PhaseFigures> phases;              // those the trace measured, in step order
   std::vector<double> measured_steps_ms, predicted_steps_ms;
 };
@@ -50,6 +52,9 @@ struct ValidationSet {
   // over the same steps: from gain_from_step, the later of the two runs' first steps.
   std::vector<double> measured_gain_pct, predicted_gain_pct;
   std::vector<int> gain_from_step;
+  // 95% intervals of those gains; paired: the runs were trained in turn, step k beside step k.
+  std::vector<Interval> measured_gain_ci, predicted_gain_ci;
+  bool paired = false;
 };
 
 // The steady state (after each run's warm-up) and, beside it, every step.
