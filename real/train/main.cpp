@@ -271,7 +271,10 @@ int run(int argc, char** argv) {
       "warmup", po::value(&o.warmup)->default_value(o.warmup, "0.1"), "linear warm-up, fraction of the steps")(
       "clip-norm", po::value(&o.clip_norm)->default_value(o.clip_norm), "gradient-norm clipping (0: off)")(
       "precision", po::value(&precision)->default_value(precision),
-      "fp32, or bf16: forward passes under bf16 autocast (weights, gradients, allreduce and AdamW stay fp32)");
+      "fp32, or bf16: forward passes under bf16 autocast (weights, gradients, allreduce and AdamW stay fp32)")(
+      "optimizer-impl", po::value(&o.optimizer_impl)->default_value(o.optimizer_impl),
+      "AdamW's implementation, the same update: auto (fused on CUDA with LibTorch >= 2, else foreach), per-param "
+      "(torch::optim::AdamW), foreach (multi-tensor), fused (one kernel)");
   dist.add_options()("backend", po::value(&backend)->default_value(backend),
                      "auto (nccl on CUDA, else gloo), nccl, gloo")(
       "nproc-per-node", po::value(&nproc), "start N local ranks (CPU: Gloo; one GPU each with NCCL)")(

@@ -168,8 +168,8 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
   if (opt_.emulate_ranks > 0)
     emulated_allreduce_ms_ =
         modelled_allreduce_ms(ddp_bucket_bytes(), G_, opt_.emulate_link_GBps, opt_.emulate_latency_us);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
-      model_->parameters(), torch::optim::AdamWOptions(opt_.lr).weight_decay(opt_.weight_decay));
+  optimizer_ = std::make_unique<AdamW>(model_->parameters(), opt_.lr, opt_.weight_decay,
+                                       resolve_optimizer_impl(opt_.optimizer_impl, device_));
   torch::manual_seed(opt_.seed + 1000 + static_cast<std::uint64_t>(rank_));  // each rank its own dropout stream
   if (!opt_.resume.empty()) load_checkpoint(opt_.resume);
   rng_ = rng_state(device_);
@@ -318,8 +318,7 @@ double Trainer::step() {
   timer.mark(0);
   ddpsim::StepPlan plan;
   plan_next(plan);
-  for (auto& group : optimizer_->param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(step_));
+  optimizer_->set_lr(lr_at(step_));
   model_->train();
 
   const Passes passes = forward_backward(plan, timer);
@@ -477,6 +476,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                                         {"attention", "padded"},
                                                         {"attention_kernel", attention_kind()},
                                                         {"precision", precision_name(opt_.precision)},
+                                                        {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
                                                         {"seed", std::to_string(opt_.seed)},
                                                         {"policy", opt_.profiling ? "profile" : policy_label()},
                                                         {"global_batch", std::to_string(opt_.global_batch)},

@@ -22,6 +22,7 @@
 #include "model/distilbert.hpp"
 #include "report/policy_run.hpp"
 #include "sched/scheduler.hpp"
+#include "train/adamw.hpp"
 #include "train/precision.hpp"
 
 namespace ddptrain {
@@ -51,6 +52,7 @@ struct TrainOptions {
   // Optimisation: AdamW with linear warm-up then linear decay to zero.
   double lr = 5e-5, weight_decay = 0.01, warmup = 0.1, clip_norm = 0;
   Precision precision = Precision::fp32;  // bf16: autocast forward passes
+  std::string optimizer_impl = "auto";    // --optimizer-impl: the same update, computed by another route
   // Distribution.
   int emulate_ranks = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
@@ -130,6 +132,7 @@ class Trainer {
   int steps_done() const { return step_; }
   int ranks() const { return G_; }
   DistilBertForSequenceClassification& model() { return model_; }
+  const AdamW& optimizer() const { return *optimizer_; }
   const std::vector<ddpsim::RankStep>& rows() const { return rows_; }
 
  private:
@@ -197,7 +200,7 @@ class Trainer {
   ddpsim::StepShape shape_;
   ddpsim::StepShape policy_shape() const;  // what the policy is made for
   DistilBertForSequenceClassification model_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradBuckets> buckets_;
   int step_ = 0;
   double emulated_allreduce_ms_ = 0;

@@ -35,6 +35,7 @@ void Trainer::write_outputs() {
                            {"policy", policy_label()},
                            {"model", opt_.model_size},
                            {"precision", precision_name(opt_.precision)},
+                           {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
                            {"lr", opt_.lr},
                            {"bucket_mb", opt_.bucket_mb},
                            {"first_bucket_mb", opt_.first_bucket_mb}};

@@ -6,6 +6,10 @@ expect_exit 1 "missing.txt" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/mi
 expect_exit 1 "bad.tsv:3" "$DDPTRAIN" --data "$WORK/bad.tsv" --vocab "$WORK/vocab.txt" --model tiny
 expect_exit 2 "give --data TSV and --vocab" "$DDPTRAIN" --model tiny
 expect_exit 2 "unrecognised|unrecognized" "$DDPTRAIN" --model tiny --bogus
+expect_exit 2 "--optimizer-impl fused: no fused AdamW kernel here" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
+  --steps 1 --device cpu --optimizer-impl fused
+expect_exit 2 "--optimizer-impl is auto, per-param, foreach or fused" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
+  --steps 1 --optimizer-impl fast
 expect_exit 2 "--out: empty value" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 --out ""
 expect_exit 2 "--profile-reps is for --profile and --profile-alongside runs" "$DDPTRAIN" --synthetic-lengths sst2 \
   --model tiny --steps 1 --profile-reps 0

@@ -20,6 +20,8 @@ for key in mean_max_step_ms p95_max_step_ms mean_std_compute_ms mean_std_padded_
 done
 
 grep -q '^# precision=fp32$' "$csv" || fail "trace metadata lacks precision=fp32"
+grep -q '^# optimizer_impl=foreach$' "$csv" || fail "trace metadata lacks optimizer_impl=foreach (auto on a CPU)"
+grep -q '"optimizer_impl": "foreach"' "$WORK/real/summary.json" || fail "summary.json lacks optimizer_impl"
 
 # Policies interleaved in one run, a step each in turn: each policy's trace is the one its own
 # run writes, sample for sample and loss for loss (dropout on: each keeps its own stream).
