@@ -3,10 +3,12 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "test_data.hpp"
+#include "train/padding.hpp"
 #include "train/trainer.hpp"
 
 // Last: LibTorch brings glog, whose CHECK macros doctest must override.
@@ -203,4 +205,80 @@ TEST_CASE("bad input is named: missing vocab, malformed TSV, impossible batch") 
   o.emulate_ranks = 4;
   o.global_batch = 3;
   CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet), doctest::Contains("B=3 is smaller than G=4"), ddpsim::InputError);
+}
+
+TEST_CASE("padded_length rounds up to the multiple, never past max_length, and leaves an empty batch empty") {
+  CHECK(padded_length(13, 8, 128) == 16);
+  CHECK(padded_length(16, 8, 128) == 16);
+  CHECK(padded_length(17, 8, 20) == 20);
+  CHECK(padded_length(20, 8, 20) == 20);
+  CHECK(padded_length(0, 8, 20) == 0);
+  CHECK(padded_length(13, 1, 128) == 13);
+}
+
+TEST_CASE("--pad-to-multiple-of pads every batch to a multiple of N (capped at --max-length), the trace says so, "
+          "and the losses are the unpadded run's") {
+  TempDir dir;
+  TrainOptions o;
+  o.synthetic_lengths = "sst2";
+  o.synthetic_samples = 400;
+  o.model_size = "tiny";
+  o.max_length = 20;  // not a multiple of 8: the longest batches are capped, not rounded to 24
+  o.global_batch = 8;
+  o.steps = 16;
+  o.emulate_ranks = 2;
+  o.dropout = 0;  // dropout's draws depend on the shape: off, so that only the padding differs
+  o.policy = "minmax:buffer=16";
+  o.log_every = 1000;
+  std::ostream quiet(nullptr);
+  for (const int micro_batches : {1, 2}) {
+    CAPTURE(micro_batches);
+    o.micro_batches = micro_batches;
+    o.pad_to_multiple_of = 1;
+    const fs::path plain_out = dir / ("plain" + std::to_string(micro_batches)),
+                   padded_out = dir / ("padded" + std::to_string(micro_batches));
+    o.out = plain_out;
+    Trainer plain(o, nullptr, quiet);
+    plain.run();
+    o.pad_to_multiple_of = 8;
+    o.out = padded_out;
+    Trainer padded(o, nullptr, quiet);
+    padded.run();
+    REQUIRE(plain.rows().size() == padded.rows().size());
+    std::set<int> lengths;
+    for (std::size_t i = 0; i < padded.rows().size(); ++i) {
+      const auto &p = padded.rows()[i], &q = plain.rows()[i];
+      CAPTURE(i);
+      lengths.insert(p.max_len);
+      CHECK((p.max_len % 8 == 0 || p.max_len == o.max_length));
+      CHECK(p.max_len == padded_length(q.max_len, 8, o.max_length));
+      CHECK(p.real_tokens == q.real_tokens);
+      std::int64_t tokens = std::int64_t{p.batch_size} * p.max_len;
+      if (!p.micro.empty()) {
+        tokens = 0;
+        for (const auto& m : p.micro) {
+          CHECK((m.max_len % 8 == 0 || m.max_len == o.max_length));
+          tokens += std::int64_t{m.batch_size} * m.max_len;
+        }
+      }
+      CHECK(p.padded_tokens == tokens);
+      CHECK(p.loss == doctest::Approx(q.loss).epsilon(1e-4));  // masked positions change nothing but rounding
+    }
+    CHECK(lengths.count(o.max_length) == 1);  // some batches were capped
+    CHECK(lengths.size() > 1);
+    const auto header = [](const fs::path& csv) {
+      std::ifstream in(csv);
+      std::string line, text;
+      while (std::getline(in, line) && line.rfind("#", 0) == 0) text += line + "\n";
+      return text;
+    };
+    CHECK(header(padded_out / "steps.csv").find("# pad_to_multiple_of=8\n") != std::string::npos);
+    CHECK(header(plain_out / "steps.csv").find("pad_to_multiple_of") == std::string::npos);
+  }
+  for (const int bad : {0, 21}) {
+    o.pad_to_multiple_of = bad;
+    CHECK_THROWS_WITH_AS(Trainer(o, nullptr, quiet),
+                         doctest::Contains("--pad-to-multiple-of must be from 1 to --max-length (20), got"),
+                         ddpsim::UsageError);
+  }
 }

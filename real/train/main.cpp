@@ -114,6 +114,8 @@ void check_options(const ddptrain::TrainOptions& o, const po::variables_map& vm)
   require(in(double(o.synthetic_samples), 1, 1e7),
           "--synthetic-samples must be from 1 to 10000000 (the samples are held in memory)");
   require(in(o.max_length, 2, 1e6), "--max-length must be from 2 (a [CLS] and a [SEP] token) to 1000000");
+  require(in(o.pad_to_multiple_of, 1, o.max_length),
+          "--pad-to-multiple-of must be from 1 to --max-length (" + std::to_string(o.max_length) + ")");
   require(in(o.probe_reserve, 0, 0.999), "--probe-reserve is a fraction of device memory, from 0 to below 1");
   require(in(o.bucket_mb, 1e-3, 1e5), "--bucket-mb must be from 0.001 to 100000 (MiB)");
   require(in(o.first_bucket_mb, 1e-3, 1e5), "--first-bucket-mb must be from 0.001 to 100000 (MiB)");
@@ -212,7 +214,7 @@ void refuse_unused(const po::variables_map& vm) {
   if (given(vm, "profile"))
     refuse_beside("profile", "it times fixed shapes instead of training",
                   {"profile-alongside", "policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model",
-                   "micro-batches", "lr", "weight-decay", "warmup", "clip-norm"});
+                   "micro-batches", "lr", "weight-decay", "warmup", "clip-norm", "pad-to-multiple-of"});
   if (given(vm, "synthetic-lengths") && given(vm, "vocab"))
     throw ddpsim::UsageError("--vocab tokenizes --data; --synthetic-lengths makes its own token ids");
   if (given(vm, "synthetic-samples") && !given(vm, "synthetic-lengths") && !given(vm, "profile"))
@@ -241,7 +243,9 @@ int run(int argc, char** argv) {
       "instead of --data: random samples whose lengths follow HIST.json (`ddpsim lengths`) or 'sst2'")(
       "synthetic-samples", po::value(&o.synthetic_samples)->default_value(o.synthetic_samples),
       "synthetic dataset size")("max-length", po::value(&o.max_length)->default_value(o.max_length),
-                                "truncation length in tokens");
+                                "truncation length in tokens")(
+      "pad-to-multiple-of", po::value(&o.pad_to_multiple_of)->default_value(o.pad_to_multiple_of),
+      "pad each batch to a multiple of N tokens (never past --max-length): fewer distinct shapes, more padding");
   model.add_options()("model", po::value(&o.model_size)->default_value(o.model_size),
                       "base (distilbert-base: 6 layers, width 768), small (4 layers, width 256, 4 heads, FFN 1024: "
                       "for CPU studies) or tiny (2 layers, width 32: for tests)")(

@@ -10,6 +10,7 @@
 #include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
 #include "train/launcher.hpp"
+#include "train/padding.hpp"
 #include "train/step_timer.hpp"
 
 #ifdef DDPTRAIN_CUDA
@@ -107,6 +108,9 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
     if (!opt_.dev.empty()) dev_ = load_glue(opt_.dev, opt_.vocab, opt_.max_length, config.labels);
   }
   if (opt_.dropout >= 0) config.dropout = config.attention_dropout = config.classifier_dropout = opt_.dropout;
+  if (opt_.pad_to_multiple_of < 1 || opt_.pad_to_multiple_of > opt_.max_length)
+    throw ddpsim::UsageError("--pad-to-multiple-of must be from 1 to --max-length (" + std::to_string(opt_.max_length) +
+                             "), got " + std::to_string(opt_.pad_to_multiple_of));
   if (opt_.max_length > config.max_positions)
     throw ddpsim::InputError("--max-length " + std::to_string(opt_.max_length) + " exceeds the model's " +
                              std::to_string(config.max_positions) + " positions");
@@ -280,7 +284,8 @@ Trainer::Passes Trainer::forward_backward(const ddpsim::StepPlan& plan, StepTime
       if (sizes[k] == 0) continue;  // a rank given no samples (its buckets still join the allreduce)
       const std::vector<ddpsim::Sample> micro(next, next + sizes[k]);
       next += sizes[k];
-      const Batch batch = collate(data_, micro, device_);
+      Batch batch = collate(data_, micro, device_);
+      pad_batch(batch, opt_.pad_to_multiple_of, opt_.max_length);
       // DDP's no_sync: the buckets reduce only what the last micro-batch's backward completes.
       if (buckets_) buckets_->set_accumulating(k + 1 < sizes.size());
       timer.mark(mark);
@@ -375,6 +380,7 @@ double Trainer::step() {
   const auto m = metrics.to(torch::kCPU);
   for (int g = 0; g < G_; ++g) {
     ddpsim::RankStep row = ddpsim::plan_row(plan, step_, g, /*packed=*/false);
+    pad_row(row, opt_.pad_to_multiple_of, opt_.max_length);
     row.fwd_ms = m[g][0].item<double>();
     row.bwd_ms = m[g][1].item<double>();
     row.comm_wait_ms = m[g][2].item<double>();
@@ -508,6 +514,9 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
     for (const auto& p : opt_.interleaved) turns += (turns.empty() ? "" : ",") + p;
     m.emplace_back("interleaved", "one step of each policy in turn: " + turns);
   }
+  // Only where it pads: a run without it writes the trace it wrote before the option existed.
+  if (opt_.pad_to_multiple_of > 1 && !opt_.profiling)
+    m.emplace_back("pad_to_multiple_of", std::to_string(opt_.pad_to_multiple_of));
   if (opt_.profiled_alongside)
     m.emplace_back("profile_alongside", "one step of a profile grid after each turn (OUT/profile/steps.csv)");
   return m;

@@ -34,6 +34,7 @@ struct TrainOptions {
   std::string data, vocab, dev, synthetic_lengths;
   std::int64_t synthetic_samples = 20000;
   int max_length = 128;
+  int pad_to_multiple_of = 1;  // each batch's padded length rounded up to a multiple (see padding.hpp)
   // Model.
   std::string model_size = "base";
   std::string weights;  // a model.safetensors to load by name

@@ -42,6 +42,7 @@ void Trainer::write_outputs() {
   nlohmann::json accuracy = nlohmann::json::array();
   for (const auto& [step, acc] : accuracy_) accuracy.push_back({{"step", step}, {"accuracy", acc}});
   config["dev_accuracy"] = accuracy;
+  if (opt_.pad_to_multiple_of > 1) config["pad_to_multiple_of"] = opt_.pad_to_multiple_of;
   if (!opt_.interleaved.empty()) config["interleaved"] = opt_.interleaved;  // trained a step each in turn
   ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv({run}, metadata())},
                                    {"summary.json", ddpsim::summary_json(config, {run}, summaries)}});
@@ -129,7 +130,9 @@ std::string Trainer::training_identity() const {
   const std::string dropout = opt_.dropout < 0 ? "the model's" : number(opt_.dropout);
   return "--lr " + number(opt_.lr) + ", --weight-decay " + number(opt_.weight_decay) + ", --warmup " +
          number(opt_.warmup) + ", --clip-norm " + number(opt_.clip_norm) + ", --dropout " + dropout +
-         ", --precision " + precision_name(opt_.precision) + ", --micro-batches " + std::to_string(opt_.micro_batches);
+         ", --precision " + precision_name(opt_.precision) + ", --micro-batches " + std::to_string(opt_.micro_batches) +
+         // Said only where it pads, so that checkpoints from before the option still resume.
+         (opt_.pad_to_multiple_of > 1 ? ", --pad-to-multiple-of " + std::to_string(opt_.pad_to_multiple_of) : "");
 }
 
 void Trainer::load_checkpoint(const std::string& path) {

@@ -8,6 +8,10 @@ expect_exit 2 "give --data TSV and --vocab" "$DDPTRAIN" --model tiny
 expect_exit 2 "unrecognised|unrecognized" "$DDPTRAIN" --model tiny --bogus
 expect_exit 2 "--optimizer-impl fused: no fused AdamW kernel here" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
   --steps 1 --device cpu --optimizer-impl fused
+expect_exit 2 "--pad-to-multiple-of must be from 1 to --max-length \(64\)" "$DDPTRAIN" --synthetic-lengths sst2 \
+  --model tiny --steps 1 --max-length 64 --pad-to-multiple-of 65
+expect_exit 2 "--pad-to-multiple-of is not used with --profile" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
+  --profile --pad-to-multiple-of 8
 expect_exit 2 "--optimizer-impl is auto, per-param, foreach or fused" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny \
   --steps 1 --optimizer-impl fast
 expect_exit 2 "--out: empty value" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --steps 1 --out ""
