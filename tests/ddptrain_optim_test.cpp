@@ -125,3 +125,41 @@ TEST_CASE("--optimizer-impl: auto takes the fastest available, fused is refused 
                        doctest::Contains("--optimizer-impl is auto, per-param, foreach or fused, got \"multi\""),
                        ddpsim::UsageError);
 }
+
+// On a GPU, where backward's atomics make two models' gradients differ, the implementations are
+// compared on one shared stream of gradients instead; fused too where this build has it.
+TEST_CASE("on a GPU and the same gradients, every available implementation makes per-param's update" *
+          doctest::skip(!torch::cuda::is_available())) {
+  const torch::Device device = torch::kCUDA;
+  std::vector<OptimizerImpl> impls = {OptimizerImpl::per_param, OptimizerImpl::foreach};
+  if (fused_adamw_available(device)) impls.push_back(OptimizerImpl::fused);
+  torch::manual_seed(5);
+  std::vector<torch::Tensor> start;
+  for (const auto& p : small_model()->parameters()) start.push_back(p.detach().to(device));
+  std::vector<std::vector<torch::Tensor>> params(impls.size());
+  std::vector<std::unique_ptr<AdamW>> optimizers;
+  for (std::size_t k = 0; k < impls.size(); ++k) {
+    for (const auto& p : start) params[k].push_back(p.clone().requires_grad_(true));
+    optimizers.push_back(std::make_unique<AdamW>(params[k], 1e-3, 0.01, impls[k]));
+  }
+  for (int step = 0; step < 50; ++step) {
+    for (std::size_t i = 0; i < start.size(); ++i) {
+      const auto grad = torch::randn_like(start[i]) * 1e-2;
+      for (std::size_t k = 0; k < impls.size(); ++k) params[k][i].mutable_grad() = grad.clone();
+    }
+    for (std::size_t k = 0; k < impls.size(); ++k) {
+      optimizers[k]->set_lr(1e-3 * (step + 1) / 50);
+      optimizers[k]->step();
+      optimizers[k]->zero_grad();
+    }
+  }
+  for (std::size_t k = 1; k < impls.size(); ++k) {
+    double gap = 0;
+    for (std::size_t i = 0; i < start.size(); ++i) {
+      const double scale = std::max(params[0][i].abs().max().item<double>(), 1e-30);
+      gap = std::max(gap, (params[k][i] - params[0][i]).abs().max().item<double>() / scale);
+    }
+    MESSAGE(optimizer_impl_name(impls[k]), " against per-param on CUDA: largest relative gap ", gap);
+    CHECK(gap <= 1e-6);
+  }
+}
