@@ -105,11 +105,14 @@ TEST_CASE("a checkpoint written under one AdamW implementation resumes under the
     CHECK(optimizer_impl_name(resumed.optimizer().impl()) == second);
     for (int s = 6; s < 12; ++s) resumed.step();
     // The moments and step counts came across: without them the resumed steps would move the
-    // parameters by about lr, far beyond this bound.
+    // parameters by about lr, far beyond this bound. On a GPU, backward's atomics make even two
+    // uninterrupted runs differ (the second GPU campaign measured gaps above 1e-6), so the bound
+    // there is 1e-4, still some 20 times below lr.
     const auto a = straight.model()->named_parameters(), b = resumed.model()->named_parameters();
     for (const auto& p : a) {
       const double scale = std::max(p.value().abs().max().item<double>(), 1e-30);
-      CHECK_MESSAGE((p.value() - b[p.key()]).abs().max().item<double>() / scale <= 1e-6, p.key());
+      const double bound = p.value().is_cuda() ? 1e-4 : 1e-6;
+      CHECK_MESSAGE((p.value() - b[p.key()]).abs().max().item<double>() / scale <= bound, p.key());
     }
   }
 }
@@ -160,6 +163,8 @@ TEST_CASE("on a GPU and the same gradients, every available implementation makes
       gap = std::max(gap, (params[k][i] - params[0][i]).abs().max().item<double>() / scale);
     }
     MESSAGE(optimizer_impl_name(impls[k]), " against per-param on CUDA: largest relative gap ", gap);
-    CHECK(gap <= 1e-6);
+    // The fused kernel orders its float32 arithmetic its own way: on the H100 its gap after 50
+    // steps was 1.5e-6 (foreach's 1.6e-7), rounding, where a wrong term would show as ~lr.
+    CHECK(gap <= (impls[k] == OptimizerImpl::fused ? 1e-5 : 1e-6));
   }
 }
