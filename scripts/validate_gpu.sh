@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU validation campaigns (README: "Validation on GPU"). Stages, in order; the ones marked
 # (GPU) run on the GPU machine, the others where ddpsim is built (SimGrid):
+#   carry          the folder a GPU machine without network needs ($CARRY, default gpu-carry,
+#                  git-ignored): the .deb dependencies and SST-2 (train, dev) with the vocab
 #   build (GPU)    ddptrain and its tests against the machine's PyTorch LibTorch, deps from .deb
 #                  files in $DEBS unpacked into $DEPS; skipped when $BUILD/ddptrain exists
 #   test (GPU)     the unit tests, the trainer's on CUDA
@@ -18,6 +20,7 @@
 #   pack (GPU)     campaign 2's folders and logs into $PACK (one archive, to bring back)
 #   validate       ddpsim validate of each run against its model, static as the baseline
 #
+#   STAGES=carry scripts/validate_gpu.sh                               # here, once
 #   STAGES="build test prereg turns pack" scripts/validate_gpu.sh     # GPU, call (a)
 #   STAGES="build bf16pad optimizer peer pack" scripts/validate_gpu.sh  # GPU, call (b)
 #   STAGES=validate scripts/validate_gpu.sh                            # where ddpsim is built
@@ -46,9 +49,19 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (build test profile calibrate run prereg turns bf16pad optimizer peer pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer pack validate)" >&2; exit 2; }
 done
+if stage carry; then
+  # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
+  carry=${CARRY:-gpu-carry}
+  mkdir -p "$carry/debs" "$carry/data/sst2" "$carry/data/bert-base-uncased"
+  (cd "$carry/debs" && apt-get download libboost-program-options1.74.0 libboost-program-options1.74-dev \
+    libboost1.74-dev nlohmann-json3-dev doctest-dev libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3)
+  cp "$shared/sst2/train.tsv" "$shared/sst2/dev.tsv" "$carry/data/sst2/"
+  cp "$shared/bert-base-uncased/vocab.txt" "$carry/data/bert-base-uncased/"
+  echo "validate_gpu: $carry holds $(du -sh "$carry" | cut -f1); name it in the GPU call's carry"
+fi
 for f in "$shared/sst2/train.tsv" "$shared/bert-base-uncased/vocab.txt"; do
   [[ -f $f ]] || { echo "validate_gpu: $f is missing (set SHARED to the shared data folder)" >&2; exit 1; }
 done
@@ -265,5 +278,57 @@ if stage validate; then
       sed -n '/^steady state/,/^$/p' "$dir.txt"
     done
   done
+fi
+if stage validate && [[ -d $out/prereg/runs ]]; then
+  # Campaign 2. Each run's optimizer was LibTorch's per-parameter AdamW (the registered runs,
+  # as the model's 8.3 ms) or the fused kernel (the rest, ddptrain's default on CUDA): the
+  # models say which, from a run that is not validated (optimizer/fused) or the first profile.
+  models2=$out/validation2/models
+  mkdir -p "$models2"
+  ddpsim=${DDPSIM:-build/release/ddpsim}
+  device=$(sed -n 's/^# device=//p' "$out/prereg/profile-fp32/steps.csv")
+  "$ddpsim" calibrate "$out/prereg/profile-fp32/steps.csv" --base "$out/layout.json" \
+    --name "$gpu-distilbert-measured-b64-L256" --gpu "$device, fp32" --out "$models2/prereg-posthoc.json" \
+    --residuals "$models2/prereg-posthoc-residuals.csv" >"$models2/prereg-posthoc-calibrate.txt"
+  python3 - "$models2" "$model_fp32" "$model_bf16" "$out/optimizer/fused/steps.csv" <<'PY'
+import csv, json, statistics, sys
+folder, fp32, bf16, fused = sys.argv[1:]
+rows = [r for r in csv.DictReader(l for l in open(fused) if not l.startswith("#")) if int(r["step"]) >= 20]
+fused_ms = statistics.median(float(r["opt_ms"]) for r in rows)
+def write(path, base, optimizer_ms, why):
+    m = json.load(open(base))
+    m["optimizer_ms"] = optimizer_ms
+    m["source"] += "; optimizer_ms " + why
+    json.dump(m, open(path, "w"), indent=2)
+per_param = json.load(open(fp32))["optimizer_ms"]
+write(f"{folder}/prereg-posthoc.json", f"{folder}/prereg-posthoc.json", per_param,
+      f"from {fp32} (per-parameter AdamW, as the registered runs; this profile stepped the fused kernel)")
+for name, base in (("fp32-fused", fp32), ("bf16-fused", bf16)):
+    write(f"{folder}/{name}.json", base, fused_ms,
+          f"{fused_ms:.3f}: the fused AdamW's median from step 20 of {fused} (the runs' optimizer)")
+PY
+  link50=(--set platform.link_GBps=50 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
+  link10=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
+  validate2() {  # NAME RUNS_FOLDER MODEL PLATFORM...
+    local name=$1 runs=$2 model=$3
+    shift 3
+    for run in "$runs"/*/; do
+      run=${run%/}
+      [[ $(basename "$run") == static ]] && continue
+      local dir=$out/validation2/$name/$(basename "$run")
+      mkdir -p "$(dirname "$dir")"
+      "$ddpsim" validate --measured "$run/steps.csv" --baseline "$runs/static/steps.csv" --model "$model" "$@" \
+        --out "$dir" >"$dir.txt"
+      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
+      echo "-- $name, $(basename "$run")"
+      grep -E '^gain of' "$dir.txt" | head -1
+    done
+  }
+  validate2 prereg-registered "$out/prereg/runs" "$model_fp32" "${link50[@]}"
+  validate2 prereg-posthoc "$out/prereg/runs" "$models2/prereg-posthoc.json" "${link50[@]}"
+  validate2 prereg-repeat-registered "$out/prereg/repeat" "$model_fp32" "${link50[@]}"
+  validate2 prereg-repeat-posthoc "$out/prereg/repeat" "$models2/prereg-posthoc.json" "${link50[@]}"
+  validate2 turns-fp32 "$out/turns/fp32" "$models2/fp32-fused.json" "${link10[@]}"
+  validate2 turns-bf16-pad8 "$out/turns/bf16-pad8" "$models2/bf16-fused.json" "${link10[@]}"
 fi
 step "done"
