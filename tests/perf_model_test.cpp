@@ -90,6 +90,14 @@ TEST_CASE("a grid-form phase is exact at its points, bilinear between, anchored 
   const double edge = 8.0, ratio = m.forward.analytic.at(8, 40) / m.forward.analytic.at(4, 20);
   CHECK(m.fwd_ms(8, 40) == doctest::Approx(edge * ratio));     // beyond the table
   CHECK(m.bwd_ms(4, 10) == doctest::Approx(2.0 + 0.02 * 40));  // the analytic phase is untouched
+  // Beyond the table a prediction is the analytic form's extrapolation, and says so.
+  CHECK(m.measured_reach() == std::pair{4, 20});
+  CHECK(m.extrapolation_note(4, 20).empty());
+  CHECK(m.extrapolation_note(1, 3).empty());  // below: held at the edge, still measured ground
+  CHECK(m.extrapolation_note(8, 20).find("measured up to b = 4, L = 20; shapes up to b = 8, L = 20") !=
+        std::string::npos);
+  CHECK_FALSE(m.extrapolation_note(4, 21).empty());
+  CHECK(parse_perf_model(minimal(), "m.json").extrapolation_note(1000, 1000).empty());  // no measured range
 
   auto rejected = [&](nlohmann::json grid, const char* message) {
     nlohmann::json bad = minimal();

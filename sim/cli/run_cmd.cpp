@@ -1,4 +1,5 @@
 // `ddpsim run` and `ddpsim compare`: the SimGrid step simulation of a config's policies.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -236,7 +237,14 @@ int simulate_verb(const Args& args, bool compare) {
             << shape.max_length << ", seed " << shape.seed << "\n  model: " << config.model->name << " ("
             << config.model->origin << ")\n  platform: " << config.platform.to_json().dump()
             << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
-            << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n\n";
+            << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n";
+  // A rank's share of the batch at the data's longest length: where the model's measured
+  // range ends before that, say so, since the prediction is then the model's extrapolation.
+  const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
+  const std::string beyond = config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G,
+                                                              std::min(longest, shape.max_length));
+  if (!beyond.empty()) std::cout << "  note: " << beyond << "\n";
+  std::cout << "\n";
 
   // steps.csv is written while the steps are simulated, so a long run never holds its rows.
   std::unique_ptr<AtomicFile> trace_file;

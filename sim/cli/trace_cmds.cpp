@@ -1,7 +1,9 @@
 // `ddpsim calibrate`, `replay` and `validate`: from profiled traces to a model, and from a
 // model back to a measured trace, step for step.
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <set>
 
@@ -238,6 +240,37 @@ int calibrate(const Args& args) {
   return 0;
 }
 
+namespace {
+
+// The share of the traces' rank-steps whose shape lies beyond the model's measured range, and
+// the note saying so ("" when none does): a replay there is the model's extrapolation.
+struct Extrapolation {
+  double pct = 0;
+  std::string note;
+};
+
+Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const Trace*> traces) {
+  const auto [b_max, L_max] = model.measured_reach();
+  long total = 0, beyond = 0;
+  int b = 0, L = 0;
+  for (const Trace* trace : traces)
+    for (const auto& run : trace ? trace->runs : std::vector<PolicyRun>{})
+      for (const auto& row : run.rows) {
+        ++total;
+        b = std::max(b, row.batch_size), L = std::max(L, row.max_len);
+        if (b_max > 0 && (row.batch_size > b_max || row.max_len > L_max)) ++beyond;
+      }
+  Extrapolation e;
+  if (beyond == 0) return e;
+  e.pct = 100.0 * static_cast<double>(beyond) / static_cast<double>(total);
+  char share[96];
+  std::snprintf(share, sizeof share, " (%.1f%% of the measured rank-steps)", e.pct);
+  e.note = "note: " + model.extrapolation_note(b, L) + share + "\n\n";
+  return e;
+}
+
+}  // namespace
+
 int replay(const Args& args) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
@@ -258,6 +291,7 @@ int replay(const Args& args) {
   std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic"
             << (trace.runs.size() == 1 ? "y" : "ies") << ", " << trace.runs.front().G << " ranks) with "
             << config.model->origin << "\n\n"
+            << extrapolation(*config.model, {&trace}).note
             << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
@@ -315,11 +349,14 @@ int validate(const Args& args) {
     check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json",
                    std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
+  const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n\n"
-            << validation_report(v);
+            << beyond.note << validation_report(v);
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
-    write_outputs(dir, {{"validation.json", validation_json(v, measured, config.model->origin).dump(2) + "\n"},
+    auto doc = validation_json(v, measured, config.model->origin);
+    if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
+    write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"},
                         {"validation.csv", validation_csv(v)}});
     std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
   }

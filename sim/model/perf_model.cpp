@@ -242,4 +242,21 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   return perf;
 }
 
+std::pair<int, int> PerfModel::measured_reach() const {
+  std::pair<int, int> reach{0, 0};
+  for (const PhaseModel* phase : {&forward, &backward})
+    if (phase->use_grid && !phase->grid.empty())
+      reach = {std::max(reach.first, phase->grid.b.back()), std::max(reach.second, phase->grid.L.back())};
+  return reach;
+}
+
+std::string PerfModel::extrapolation_note(int b, int L) const {
+  const auto [b_max, L_max] = measured_reach();
+  if (b_max == 0 || (b <= b_max && L <= L_max)) return "";
+  return "model " + name + " was measured up to b = " + std::to_string(b_max) + ", L = " + std::to_string(L_max) +
+         "; shapes up to b = " + std::to_string(b) + ", L = " + std::to_string(L) +
+         " lie beyond, where its times are extrapolated by the analytic form (calibrate on a profile that reaches "
+         "them: ddptrain --profile --profile-batches ... --profile-lengths ...)";
+}
+
 }  // namespace ddpsim

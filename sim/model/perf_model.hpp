@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,12 @@ struct PerfModel {
   }
   // Largest b whose peak memory at length L fits the capacity; 0 when not even one fits.
   int max_batch(int L) const;
+  // Where a calibrated (grid-form) model stops being a measurement: the largest batch and
+  // length its tables hold, over both phases; {0, 0} for a model without a measured range.
+  std::pair<int, int> measured_reach() const;
+  // "" when (b, L) lies inside the measured range, else one sentence saying that times there
+  // are the analytic form's extrapolation: a prediction must say where its model came from.
+  std::string extrapolation_note(int b, int L) const;
   long long total_params() const;
 };
 

@@ -1,0 +1,25 @@
+# A prediction beyond a calibrated model's measured range says so: compare from the config
+# (the registered GPU setting reaches L = 256 on a model measured to L = 66), and validate
+# from the trace's own shapes, with the share of rank-steps in the JSON; a model fitted on
+# those shapes says nothing.
+source "$(dirname "$0")/lib.sh"
+prereg=$SRC/traces/h100/prereg
+link=(--set platform.link_GBps=50 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
+
+expect_ok "$DDPSIM" compare "$prereg/config.json" --steps 5
+grep -q "note: model h100-distilbert-measured was measured up to b = 48, L = 66; shapes up to b = 48, L = 256" \
+  "$WORK/out" || fail "compare does not say that the registered setting extrapolates its model"
+expect_ok "$DDPSIM" compare --steps 5
+grep -q "note:" "$WORK/out" && fail "the default job (an analytic model) carries an extrapolation note"
+
+expect_ok "$DDPSIM" validate --measured "$prereg/runs/kk/steps.csv" --baseline "$prereg/runs/static/steps.csv" \
+  --model "$SRC/models/h100-distilbert-measured.json" "${link[@]}" --out "$WORK/registered"
+grep -q "lie beyond.*(100.0% of the measured rank-steps)" "$WORK/out" || fail "validate gives no extrapolation note"
+grep -q '"model_extrapolated_rank_steps_pct": 100.0' "$WORK/registered/validation.json" ||
+  fail "validation.json lacks the extrapolated share"
+
+expect_ok "$DDPSIM" validate --measured "$prereg/runs/kk/steps.csv" --baseline "$prereg/runs/static/steps.csv" \
+  --model "$SRC/traces/h100/validation2/models/prereg-posthoc.json" "${link[@]}" --out "$WORK/posthoc"
+grep -q "note:" "$WORK/out" && fail "a model measured on the run's own shapes carries an extrapolation note"
+grep -q model_extrapolated "$WORK/posthoc/validation.json" && fail "validation.json names an extrapolation that is none"
+finish
