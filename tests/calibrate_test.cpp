@@ -246,7 +246,40 @@ TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simula
   CHECK(c.allreduce_ranks == 4);
   CHECK(c.allreduce_link_GBps == doctest::Approx(24.0).epsilon(1e-3));
   CHECK(c.allreduce_step_latency_us == doctest::Approx(10.0).epsilon(1e-3));
-  CHECK(fit_report(c).find("--set platform.link_GBps=24") != std::string::npos);
+  CHECK(fit_report(c).find("written into the model as its platform (pcie, link_GBps 24,") != std::string::npos);
+
+  // The model carries that network: a config without a platform of its own simulates it, a
+  // config's own keys win one by one, and another topology keeps the config's figures whole.
+  const auto model = calibrated_model(c, {read_trace(compute), read_trace(dir / "allreduce.csv")},
+                                      load_perf_model("rtx3090-distilbert"), "fit", "sim");
+  std::ofstream(dir / "fit.json") << model.dump();
+  nlohmann::json doc = default_config_json();
+  doc["model"] = dir / "fit.json";
+  const Config carried = parse_config(doc, "test", "");
+  CHECK(carried.platform.link_GBps == doctest::Approx(24.0).epsilon(1e-3));
+  CHECK(carried.platform.latency_us == doctest::Approx(5.0).epsilon(1e-3));
+  CHECK(carried.platform.host_GBps == 0);
+  CHECK(carried.platform_source.find("from model fit (fitted by ddpsim calibrate: a ring allreduce over 4 ranks") !=
+        std::string::npos);
+  doc["platform"] = {{"link_GBps", 10}};
+  const Config own_link = parse_config(doc, "test", "");
+  CHECK(own_link.platform.link_GBps == 10);
+  CHECK(own_link.platform.latency_us == doctest::Approx(5.0).epsilon(1e-3));
+  CHECK(own_link.platform_source.find("the rest from the config") != std::string::npos);
+  doc["platform"] = {{"topology", "nvlink"}};
+  const Config other = parse_config(doc, "test", "");
+  CHECK(other.platform.link_GBps != doctest::Approx(24.0));
+  CHECK(other.platform_source.find("is not used") != std::string::npos);
+  const Config builtin = parse_config(default_config_json(), "test", "");
+  CHECK(builtin.platform_source.empty());  // a model without a measured network leaves the config's
+  // A model's own platform figures are checked, and blamed on the model.
+  nlohmann::json broken = nlohmann::json::parse(model.dump());
+  broken["platform"]["link_GBps"] = -1;
+  std::ofstream(dir / "broken.json") << broken.dump();
+  doc["model"] = dir / "broken.json";
+  doc.erase("platform");
+  CHECK_THROWS_WITH_AS(parse_config(doc, "test", ""), doctest::Contains("broken.json: platform: link_GBps"),
+                       InputError);
 }
 
 TEST_CASE("the allreduce line is fitted at the DDP bucket sizes a profile names") {

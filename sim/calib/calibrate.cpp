@@ -432,6 +432,22 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   for (const auto& l : base.layers)
     layers.push_back({{"name", l.name}, {"params", l.params}, {"bwd_fraction", l.bwd_fraction}});
   m["layers"] = layers;
+  // The network the allreduce rows measured, so that a replay with this model simulates it
+  // without the user copying figures into --set (a pcie platform with no root-complex limit:
+  // each rank's link alone, as the ring fit describes).
+  if (c.has_allreduce && !std::isnan(c.allreduce_link_GBps)) {
+    char fitted[160];
+    std::snprintf(fitted, sizeof fitted,
+                  "fitted by ddpsim calibrate: a ring allreduce over %d ranks, %.4g GB/s per link and %.3g us per "
+                  "ring step, from ",
+                  c.allreduce_ranks, c.allreduce_link_GBps, c.allreduce_step_latency_us);
+    const std::string source = fitted + files;
+    m["platform"] = {{"topology", "pcie"},
+                     {"link_GBps", c.allreduce_link_GBps},
+                     {"latency_us", c.allreduce_step_latency_us / 2},
+                     {"host_GBps", 0},
+                     {"source", source}};
+  }
   nlohmann::ordered_json report = {
       {"forward", phase_fit(c.forward)},
       {"backward", phase_fit(c.backward)},
@@ -554,8 +570,8 @@ std::string fit_report(const Calibration& c) {
         line, sizeof line,
         "  allreduce %d ranks, as a ring: %.3g us per step, %.4g GB/s per link; %s: MAPE %.2f%%, over all %s "
         "MAPE %.2f%%\n"
-        "            for a pcie or nvlink platform: --set platform.link_GBps=%.4g --set platform.latency_us=%.3g"
-        " --set platform.host_GBps=0\n",
+        "            written into the model as its platform (pcie, link_GBps %.4g, latency_us %.3g, host_GBps 0):"
+        " replay, validate and run use it where a config sets no platform of its own\n",
         c.allreduce_ranks, c.allreduce_step_latency_us, c.allreduce_link_GBps, where.c_str(), 100 * c.allreduce.mape,
         c.allreduce_sizes.c_str(), 100 * c.allreduce_all_sizes.mape, c.allreduce_link_GBps,
         c.allreduce_step_latency_us / 2);

@@ -269,6 +269,15 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
   return e;
 }
 
+// Which network figures the replay simulates and where they came from: a model calibrated
+// with an allreduce profile brings its own, and the reader must know whether it was used.
+std::string platform_line(const Config& config) {
+  return "platform: " + config.platform.to_json().dump() + "\n  from: " +
+         (config.platform_source.empty() ? std::string("the config (or its defaults); the model brings none")
+                                          : config.platform_source) +
+         "\n";
+}
+
 }  // namespace
 
 int replay(const Args& args) {
@@ -290,7 +299,7 @@ int replay(const Args& args) {
   for (const auto& run : sim.runs) summaries.push_back(summarize(run));
   std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic"
             << (trace.runs.size() == 1 ? "y" : "ies") << ", " << trace.runs.front().G << " ranks) with "
-            << config.model->origin << "\n\n"
+            << config.model->origin << "\n" << platform_line(config) << "\n"
             << extrapolation(*config.model, {&trace}).note
             << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
   if (vm.count("out")) {
@@ -350,8 +359,8 @@ int validate(const Args& args) {
                    std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
-  std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n\n"
-            << beyond.note << validation_report(v);
+  std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
+            << platform_line(config) << "\n" << beyond.note << validation_report(v);
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
     auto doc = validation_json(v, measured, config.model->origin);

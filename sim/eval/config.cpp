@@ -345,6 +345,39 @@ pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const st
 
 }  // namespace
 
+namespace {
+
+// The config's platform with the model's calibrated network beneath it: each key the config
+// does not set comes from the model, so the loop profile -> calibrate -> replay simulates the
+// network it measured; a config naming another topology keeps its own figures, since the
+// model's describe a different network. Says in c.platform_source which figures came from where.
+nlohmann::json platform_with_model(nlohmann::json platform, const PerfModel& model, Config& c,
+                                   const std::string& origin) {
+  if (model.platform.empty() || !platform.is_object()) return platform;  // the parser names a non-object
+  // The model's own figures are checked as the model's, before they can be blamed on the config.
+  (void)parse_platform(model.platform, model.origin + ": platform", c.training.world_size, "");
+  const auto& theirs = model.platform;
+  if (platform.contains("topology") && theirs.contains("topology") && platform["topology"] != theirs["topology"]) {
+    c.platform_source = "the config's (" + origin + "); " + model.name + "'s calibrated network is " +
+                        theirs["topology"].dump() + ", not this topology, and is not used";
+    return platform;
+  }
+  const bool config_sets_some = !platform.empty();
+  std::string taken;
+  for (const auto& [key, value] : theirs.items())
+    if (!platform.contains(key)) {
+      platform[key] = value;
+      taken += (taken.empty() ? "" : ", ") + key;
+    }
+  c.platform_source = taken.empty() ? "the config's, which sets every figure of " + model.name +
+                                          "'s calibrated network itself"
+                                    : taken + " from model " + model.name + " (" + model.platform_source + ")" +
+                                          (config_sets_some ? "; the rest from the config" : "");
+  return platform;
+}
+
+}  // namespace
+
 Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
                     const std::string& policies_origin) {
   JsonFields top(doc, origin);
@@ -382,7 +415,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
                      std::to_string(c.model->position_table) + " positions of " + c.model->name +
                      "'s learned position table (its hf_config): a longer sample has no position to embed");
-  c.platform = parse_platform(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
+  c.platform = parse_platform(platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
+                                                  *c.model, c, origin),
                               origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation"))
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);

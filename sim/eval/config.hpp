@@ -79,6 +79,9 @@ struct Config {
   std::vector<PolicySpec> policies;
   std::shared_ptr<const PerfModel> model;
   PlatformConfig platform;
+  // Where the platform's figures came from when the model supplied some: "" when the config's
+  // (or the default) alone are in force.
+  std::string platform_source;
   SimulationConfig simulation;
   std::optional<pipeline::ParallelConfig> parallel;  // a pipeline-parallel job instead of DDP
   nlohmann::json resolved;                           // every value in force, defaults included, for summary.json

@@ -183,6 +183,13 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   }
   if (!(fraction_sum > 0)) throw InputError(origin + ": layers: the bwd_fraction values must not all be 0");
   for (auto& l : m.layers) l.bwd_fraction /= fraction_sum;  // relative weights; normalised here
+  if (f.has("platform")) {  // checked key by key where the config parses it, with the config's own rules
+    JsonFields pf(f.raw("platform"), origin + ": platform");
+    for (const char* key : {"topology", "link_GBps", "latency_us", "host_GBps"})
+      if (pf.has(key)) m.platform[key] = pf.raw(key);
+    m.platform_source = pf.require<std::string>("source");
+    pf.reject_unknown();
+  }
   f.reject_unknown({"$comment", "calibration"});            // calibration: provenance written by ddpsim calibrate
   return m;
 }

@@ -55,6 +55,11 @@ struct PerfModel {
   int bytes_per_param = 4;  // gradient element size
   long long position_table = 0;  // TransformerSpec::position_table of a spec-derived model; 0 = no limit known
   std::vector<LayerSpec> layers;
+  // The network this model's allreduce was measured on ({"topology", "link_GBps", "latency_us",
+  // "host_GBps"}), written by ddpsim calibrate; a config's own platform keys override it. Empty
+  // for a model that measured no allreduce: the config's platform (or its default) is in force.
+  nlohmann::json platform = nlohmann::json::object();
+  std::string platform_source;  // how those figures were obtained
 
   double fwd_ms(int b, int L) const { return forward.at(b, L); }
   double bwd_ms(int b, int L) const { return backward.at(b, L); }
