@@ -273,7 +273,7 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
 // with an allreduce profile brings its own, and the reader must know whether it was used.
 std::string platform_line(const Config& config) {
   return "platform: " + config.platform.to_json().dump() + "\n  from: " +
-         (config.platform_source.empty() ? std::string("the config (or its defaults); the model brings none")
+         (config.platform_source.empty() ? std::string("the config and its --set (or their defaults); the model carries none")
                                           : config.platform_source) +
          "\n";
 }
