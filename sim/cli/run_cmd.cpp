@@ -235,7 +235,8 @@ int simulate_verb(const Args& args, bool compare) {
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  data: " << source->describe()
             << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length "
             << shape.max_length << ", seed " << shape.seed << "\n  model: " << config.model->name << " ("
-            << config.model->origin << ")\n  platform: " << config.platform.to_json().dump()
+            << config.model->origin << ")\n  model source: " << config.model->source
+            << "\n  platform: " << config.platform.to_json().dump()
             << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source)
             << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
             << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n";

@@ -269,11 +269,12 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
   return e;
 }
 
-// Which network figures the replay simulates and where they came from: a model calibrated
-// with an allreduce profile brings its own, and the reader must know whether it was used.
+// Where the model's figures and the network's came from: a prediction is only as good as them,
+// and a model calibrated with an allreduce profile brings its own network.
 std::string platform_line(const Config& config) {
-  return "platform: " + config.platform.to_json().dump() + "\n  from: " +
-         (config.platform_source.empty() ? std::string("the config and its --set (or their defaults); the model carries none")
+  return "model source: " + config.model->source + "\nplatform: " + config.platform.to_json().dump() + "\n  from: " +
+         (config.platform_source.empty() ? std::string("the config and its --set (or their defaults); the model "
+                                                       "carries none")
                                           : config.platform_source) +
          "\n";
 }
