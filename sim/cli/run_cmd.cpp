@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
 #include "cli/progress.hpp"
+#include "cli/replicates.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "eval/pipeline_eval.hpp"
@@ -74,6 +75,7 @@ embedded default compares static, minmax with tokens and tokens_sq, kk, sorted, 
 examples:
   ddpsim compare
   ddpsim compare --policies static,minmax,minmax:cost=model
+  ddpsim compare --policies static,minmax --replicates 20      # each gain with its range over 20 seeds
   ddpsim compare my.json --policies static,minmax --set simulation.algorithm=tree
   ddpsim compare configs/llm-rollouts.json --policies static,verl:max_token_len=16384 \
       --set training.micro_batches=4
@@ -191,6 +193,9 @@ int simulate_verb(const Args& args, bool compare) {
       "pipelines: write a CSV of each flow class's link utilisation over the timeline's steps")(
       "link-bin", po::value<double>(),
       "pipelines: the link series' bin in ms (time units in abstract mode); default: a 200th of the steps")(
+      "replicates", po::value<int>()->default_value(1),
+      "R: simulate the config again under seeds seed+1 ... seed+R-1 and add a table of each policy's mean, P95 and "
+      "gain as the mean over the seeds with their 2.5-97.5% range (outputs hold the first seed's run)")(
       "help,h", "this help");
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
@@ -201,6 +206,12 @@ int simulate_verb(const Args& args, bool compare) {
         throw UsageError(std::string("--") + option +
                          " is for pipeline jobs (a config with a parallel section); a DDP run's communication is in "
                          "its --timeline");
+  const int replicates = vm["replicates"].as<int>();
+  if (replicates < 1 || replicates > 1000)
+    throw UsageError("--replicates " + std::to_string(replicates) + ": expected 1 (no replicates) to 1000 seeds");
+  if (replicates > 1 && config.parallel)
+    throw UsageError("--replicates repeats a DDP run under other seeds; a pipeline job (a parallel section) has no "
+                     "sample stream to redraw");
   if (vm.count("link-bin") && !vm.count("link-series"))
     throw UsageError("--link-bin sets the bins of a --link-series FILE, which is not given");
   if (vm.count("link-bin") && !(vm["link-bin"].as<double>() > 0 && std::isfinite(vm["link-bin"].as<double>())))
@@ -281,6 +292,10 @@ int simulate_verb(const Args& args, bool compare) {
   std::cout << step_table(sim.runs, sim.summaries, /*changes=*/compare);
   std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
                static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
+  if (replicates > 1) {
+    Progress progress("replicates", "seeds");
+    std::cout << replicates_report(config, *source, sim, replicates, std::ref(progress));
+  }
   warn_over_capacity(config, sim, compare ? "compare" : "run");
 
   std::vector<std::pair<std::filesystem::path, std::string>> files;
