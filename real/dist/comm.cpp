@@ -1,5 +1,7 @@
 #include "dist/comm.hpp"
 
+#include "dist/slurm_env.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -85,8 +87,20 @@ Launch Launch::from_environment() {
   l.rank = env_int("RANK", 0);
   l.world_size = env_int("WORLD_SIZE", 1);
   l.local_rank = env_int("LOCAL_RANK", l.rank);
+  int default_port = 29500;
+  // torchrun's variables win: a torchrun inside an allocation sets them on top of Slurm's.
+  if (!l.from_env)
+    if (const auto slurm = slurm_place_from_environment()) {
+      l.from_env = true;
+      l.rank = slurm->rank;
+      l.world_size = slurm->world_size;
+      l.local_rank = slurm->local_rank;
+      if (!slurm->host.empty()) l.master_addr = slurm->host;
+      // Two jobs sharing a node must not meet at one port, so the job id shifts the default.
+      if (slurm->job_id) default_port = 29500 + static_cast<int>(*slurm->job_id % 1000);
+    }
   if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) l.master_addr = addr;
-  l.master_port = env_int("MASTER_PORT", 29500);
+  l.master_port = env_int("MASTER_PORT", default_port);
   if (l.world_size < 1) throw std::runtime_error("WORLD_SIZE must be ≥ 1");
   if (l.rank >= l.world_size)
     throw std::runtime_error("RANK=" + std::to_string(l.rank) +

@@ -51,8 +51,9 @@ b_g samples with the loss scaled by G*b_g/B, and synchronises gradients in DDP b
 allreduce overlaps backward. Writes OUT/steps.csv (one row per step and rank, compute timed
 before the gradient wait) and OUT/summary.json in the formats ddpsim writes.
 
-Ranks come from RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun, srun), or
-from --nproc-per-node N on this machine. --emulate-ranks N runs N ranks' micro-batches one
+Ranks come from RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun); without
+them from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (srun), meeting at SLURM_JOB_NODELIST's first
+host on MASTER_PORT or 29500 + SLURM_JOB_ID mod 1000; or from --nproc-per-node N on this machine. --emulate-ranks N runs N ranks' micro-batches one
 after another in one process: the same update as N-rank DDP, with step time = slowest rank's
 compute + optimizer + a modelled allreduce; the trace says so.
 
@@ -364,7 +365,9 @@ int run(int argc, char** argv) {
                              "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
   const bool alongside = vm.count("profile-alongside") > 0;
   check_output_paths(o.out, policies, vm.count("profile") > 0, alongside);
+  // Slurm's task count counts only where torchrun's variables are absent, as in Launch.
   const char* world = std::getenv("WORLD_SIZE");
+  if (!world && !std::getenv("RANK") && std::getenv("SLURM_PROCID")) world = std::getenv("SLURM_NTASKS");
   const bool several_ranks = (given(vm, "nproc-per-node") && nproc > 1) || (world && std::atoi(world) > 1);
   if (!vm.count("profile") && !alongside)
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
