@@ -343,10 +343,6 @@ pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const st
   return fabric;
 }
 
-}  // namespace
-
-namespace {
-
 // The config's platform with the model's calibrated network beneath it: each key the config
 // does not set comes from the model, so the loop profile -> calibrate -> replay simulates the
 // network it measured; a config naming another topology keeps its own figures, since the
