@@ -253,13 +253,15 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
   const auto [b_max, L_max] = model.measured_reach();
   long total = 0, beyond = 0;
   int b = 0, L = 0;
-  for (const Trace* trace : traces)
-    for (const auto& run : trace ? trace->runs : std::vector<PolicyRun>{})
+  for (const Trace* trace : traces) {
+    if (!trace) continue;  // no baseline
+    for (const auto& run : trace->runs)
       for (const auto& row : run.rows) {
         ++total;
         b = std::max(b, row.batch_size), L = std::max(L, row.max_len);
         if (b_max > 0 && (row.batch_size > b_max || row.max_len > L_max)) ++beyond;
       }
+  }
   Extrapolation e;
   if (beyond == 0) return e;
   e.pct = 100.0 * static_cast<double>(beyond) / static_cast<double>(total);
