@@ -17,17 +17,23 @@
 #   optimizer (GPU) campaign 2: ddptrain's AdamW implementations on the study's setting
 #   peer (GPU)     bench/peer_pytorch.py (PyTorch eager + Hugging Face DistilBERT), static and
 #                  minmax, on the study's setting
-#   pack (GPU)     campaign 2's folders and logs into $PACK (one archive, to bring back)
+#   wide (GPU)     campaign 3: fp32 and bf16 profiles over b up to 128, L up to 512 (the
+#                  built-in model's measured grid)
+#   turns6 (GPU)   campaign 3: the study's setting, all six policies in turn (held-out runs)
+#   pack (GPU)     a campaign's folders and logs into $PACK (one archive, to bring back);
+#                  CAMPAIGN=3 packs the third's
 #   validate       ddpsim validate of each run against its model, static as the baseline
 #
 #   STAGES=carry scripts/validate_gpu.sh                               # here, once
 #   STAGES="build test prereg turns pack" scripts/validate_gpu.sh     # GPU, call (a)
 #   STAGES="build bf16pad optimizer peer pack" scripts/validate_gpu.sh  # GPU, call (b)
 #   STAGES=validate scripts/validate_gpu.sh                            # where ddpsim is built
+#   STAGES="build test wide turns6 pack" CAMPAIGN=3 scripts/validate_gpu.sh  # GPU, campaign 3
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
 # nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
-# TURN_STEPS (500 per policy), MODEL (base; tiny for a rehearsal on CPU). Where: SHARED
+# TURN_STEPS (500 per policy), TURN6_STEPS (300), WIDE_PRECISIONS, WIDE_BATCHES, WIDE_LENGTHS,
+# COST_MODEL (minmax:cost=model's, default the fp32 measured model), MODEL (base; tiny for a rehearsal on CPU). Where: SHARED
 # (../shared/data), TRACES (traces/$GPU, GPU=h100), BUILD (build-gpu), PACK (campaign2.tar.gz).
 # A rehearsal on CPU (the plumbing, not the figures), with Debian's LibTorch:
 #   STAGES="build prereg turns bf16pad optimizer pack" BUILD=build/release MODEL=tiny \
@@ -49,8 +55,8 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 pack validate)" >&2; exit 2; }
 done
 if stage carry; then
   # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
@@ -172,14 +178,15 @@ emu=(--emulate-ranks 4)
 supports() { [[ $("$ddptrain" --help) == *"--$1 "* ]]; }
 failed() { echo "validate_gpu: $1 failed (above); the other stages go on" >&2; }
 environment() {
-  [[ -f $out/env-campaign2.txt ]] && return
+  local env=$out/env-campaign${CAMPAIGN:-2}.txt
+  [[ -f $env ]] && return
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || echo "no nvidia-smi: CPU"
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || true
     c++ --version | head -1
     nproc
     uname -r
-  } >"$out/env-campaign2.txt" 2>&1
+  } >"$env" 2>&1
 }
 
 if stage prereg; then
@@ -245,12 +252,33 @@ if stage peer; then
   done
 fi
 
+# Campaign 3 measures what the honest built-in model and the held-out targets need: a grid
+# wide enough for the built-in to stand on measurements, and every policy trained in turn.
+if stage wide; then
+  environment
+  for p in ${WIDE_PRECISIONS:-fp32 bf16}; do
+    step "wide: profile $p, b ${WIDE_BATCHES:=1,2,4,8,16,24,32,48,64,96,128}, L ${WIDE_LENGTHS:=16,32,48,64,96,128,192,256,384,512}"
+    timeout "${WIDE_TIMEOUT:-240}" "$ddptrain" "${data[@]}" --max-length 512 --global-batch 128 --precision "$p" --profile \
+      --profile-batches "$WIDE_BATCHES" --profile-lengths "$WIDE_LENGTHS" --profile-reps 3 \
+      --out "$out/wide/profile-$p" | tail -2 || failed "the wide $p profile"
+  done
+fi
+
+if stage turns6; then
+  environment
+  six=$(IFS=,; echo "${policies[*]}")
+  step "turns6: $six in turn, the study's setting, ${TURN6_STEPS:-300} steps each"
+  "$ddptrain" "${common[@]}" "${emu[@]}" --perf-model "${COST_MODEL:-$model_fp32}" --log-every 300 --policy "$six" \
+    --steps "${TURN6_STEPS:-300}" --out "$out/turns6/fp32" | grep -E 'step|wrote' || failed "the six policies in turn"
+fi
+
 if stage pack; then
-  # Campaign 2's outputs as one archive (the GPU machine sends back a few files, not folders).
-  pack=${PACK:-$out/campaign2.tar.gz}
+  # A campaign's outputs as one archive (the GPU machine sends back a few files, not folders).
+  pack=${PACK:-$out/campaign${CAMPAIGN:-2}.tar.gz}
   parts=()
-  for d in prereg/runs prereg/profile-fp32 turns optimizer peer2 env-campaign2.txt campaign2-log-a.txt \
-           campaign2-log-b.txt; do
+  members=(prereg/runs prereg/profile-fp32 turns optimizer peer2 env-campaign2.txt campaign2-log-a.txt campaign2-log-b.txt)
+  [[ ${CAMPAIGN:-2} == 3 ]] && members=(wide turns6 env-campaign3.txt)
+  for d in "${members[@]}"; do
     [[ -e $out/$d ]] && parts+=("$d")
   done
   tar czf "$pack" -C "$out" "${parts[@]}"

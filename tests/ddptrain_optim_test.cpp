@@ -107,9 +107,12 @@ TEST_CASE("a checkpoint written under one AdamW implementation resumes under the
     // The moments and step counts came across: without them the resumed steps would move the
     // parameters by about lr, far beyond this bound. On a GPU, backward's atomics make even two
     // uninterrupted runs differ (the second GPU campaign measured gaps above 1e-6), so the bound
-    // there is 1e-4, still some 20 times below lr.
+    // there is 1e-4, still some 20 times below lr. The attention's key bias is left out there:
+    // softmax ignores a shift shared by a query's scores, so its gradient is zero but for
+    // rounding, and Adam's normalised step follows that rounding (the third campaign: 0.21).
     const auto a = straight.model()->named_parameters(), b = resumed.model()->named_parameters();
     for (const auto& p : a) {
+      if (p.value().is_cuda() && p.key().find("attention.k_lin.bias") != std::string::npos) continue;
       const double scale = std::max(p.value().abs().max().item<double>(), 1e-30);
       const double bound = p.value().is_cuda() ? 1e-4 : 1e-6;
       CHECK_MESSAGE((p.value() - b[p.key()]).abs().max().item<double>() / scale <= bound, p.key());
