@@ -42,7 +42,8 @@ policies (verl forms its own micro-batches from max_token_len, as VeRL does), mo
 name or a JSON file), platform (topology pcie | nvlink | cluster | xml, bandwidths in GB/s,
 latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarchical,
 sched_ms, noise_sigma, noise_shared_sigma: one factor per step for all ranks, spells own |
-shared | off: the model's measured slow spells per rank-step or per step, rank_speed,
+shared | off: the model's measured slow spells per rank-step or per step, first_use own |
+shared | off: the model's first-use cost of a shape per rank or once for all ranks, rank_speed,
 stragglers), parallel (a pipeline-parallel job instead of
 DDP: stages, schedule gpipe | 1f1b, micro_batches, data_parallel ddp | zero2, sync_every,
 fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weights per flow

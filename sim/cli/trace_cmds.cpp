@@ -8,6 +8,7 @@
 #include <set>
 
 #include "calib/calibrate.hpp"
+#include "calib/training_fit.hpp"
 #include "calib/validate.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
@@ -40,6 +41,12 @@ are reduced to their median, and fits minimise relative error:
   allreduce           ring alpha-beta, from allreduce rows (--profile over several ranks)
   comm_slowdown       backward beside back-to-back allreduces over backward alone, from
                       interference rows (--profile over several ranks)
+  --training RUN...   training runs of the setting, kept out of the surface: each step's
+                      per-rank compute over the surface (from step 1; drawn whole steps at a
+                      time in place of the noise above: the run's level, tail and spikes that
+                      strike a step's ranks together), the first use of a shape in a process
+                      (median extra over the surface; emulated ranks share one process), and
+                      the optimizer's time
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
@@ -47,6 +54,7 @@ too when the traces have no peak memory).
 examples:
   ddpsim calibrate runs/profile/steps.csv --gpu "RTX 3090" --out models/my-3090.json
   ddpsim calibrate prof/steps.csv comm/steps.csv --form grid --out m.json --residuals residuals.csv
+  ddpsim calibrate prof/steps.csv --training runs/static/steps.csv --out m.json
 )";
 
 constexpr const char* REPLAY_USAGE = R"(usage: ddpsim replay TRACE.csv --model MODEL.json [CONFIG] [options]
@@ -140,6 +148,12 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
         (ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks.get<long long>() : G) * per_rank;
     training["max_length"] = longest;
     training["steps"] = steps;
+    // Ranks that took turns in one process met each shape once between them.
+    const auto emulated = trace.metadata.find("emulated_ranks");
+    if (emulated != trace.metadata.end() && emulated->second != "0" && emulated->second != "1" &&
+        doc.value("simulation", nlohmann::json::object()).is_object() &&
+        !doc.value("simulation", nlohmann::json::object()).contains("first_use"))
+      doc["simulation"]["first_use"] = "shared";
   });
   if (config.training.world_size != G)
     throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, --set training.world_size says " +
@@ -171,6 +185,9 @@ int calibrate(const Args& args) {
                                                                "auto (the smaller held-out error), analytic or grid")(
       "folds", po::value<int>()->default_value(5), "cross-validation folds (by shape)")(
       "residuals", po::value<std::string>(), "write phase,b,L,measured_ms,predicted_ms rows for residual plots")(
+      "training", po::value<std::vector<std::string>>()->multitoken(),
+      "TRACE.csv...: training runs of the setting (e.g. the static run); not fitted into the surface: they give "
+      "the rank-steps' spread around it (drawn a step at a time), a shape's first-use cost and the optimizer")(
       "help,h", "this help");
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
@@ -219,12 +236,29 @@ int calibrate(const Args& args) {
   std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // before the fit, which takes a while on large traces
+  std::vector<Trace> training;
+  if (vm.count("training"))
+    for (const auto& path : vm["training"].as<std::vector<std::string>>()) {
+      std::error_code ec;
+      if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
+        throw UsageError(path + ": given twice (a training trace fits the spread, not the surface: name it once, "
+                                "after --training)");
+      training.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
+    }
   const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
-  const auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
+  auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
+  std::string report = fit_report(c);
+  if (!training.empty()) {
+    const TrainingFit t = fit_training(training, c);
+    add_training(model, t, training);
+    report += training_report(t);
+  }
   parse_perf_model(nlohmann::json::parse(model.dump()), "the calibrated model");  // what we write must load
-  std::cout << "ddpsim calibrate: " << traces.size() << " trace(s)\n" << fit_report(c);
+  std::cout << "ddpsim calibrate: " << traces.size() << " trace(s)" +
+                   (training.empty() ? std::string() : ", " + std::to_string(training.size()) + " training run(s)")
+            << "\n" << report;
   AtomicFile out(vm["out"].as<std::string>());
   out.stream() << model.dump(2) << "\n";
   std::unique_ptr<AtomicFile> residuals;

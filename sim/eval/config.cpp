@@ -252,6 +252,11 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
   if (s.spells != "own" && s.spells != "shared" && s.spells != "off")
     throw InputError(where + ": spells is \"own\" (the model's slow spells drawn for each rank-step), \"shared\" "
                      "(once per step for all ranks) or \"off\", got \"" + s.spells + "\"");
+  s.first_use = f.get<std::string>("first_use", s.first_use);
+  if (s.first_use != "own" && s.first_use != "shared" && s.first_use != "off")
+    throw InputError(where + ": first_use is \"own\" (the model's first-use cost of a shape, once per rank), "
+                     "\"shared\" (once for all ranks: one process, as ddptrain --emulate-ranks) or \"off\", got \"" +
+                     s.first_use + "\"");
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
   if (!s.rank_speed.empty() && static_cast<int>(s.rank_speed.size()) != G)
     throw InputError(where + ": rank_speed lists " + std::to_string(s.rank_speed.size()) + " ranks, world_size is " +
@@ -301,7 +306,7 @@ std::vector<UnusedKeys> unused_by_pipeline(bool abstract) {
       {"training", {"bucket_mb", "first_bucket_mb", "overlap"},
        "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets"},
       {"training", {"micro_batches"}, "its micro-batches per step are parallel.micro_batches"},
-      {"simulation", {"mode", "algorithm", "sched_ms", "spells"},
+      {"simulation", {"mode", "algorithm", "sched_ms", "spells", "first_use"},
        "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time"}};
   if (abstract) {
     const std::string in_units = "in abstract mode the work is given in time units (parallel.abstract)";
@@ -561,6 +566,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"spells", c.simulation.spells},
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
+  if (c.model->first_use_ms > 0) c.resolved["simulation"]["first_use"] = c.simulation.first_use;
   if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again
     c.resolved["parallel"] = c.parallel->to_json();
     for (const UnusedKeys& unused : unused_by_pipeline(abstract))

@@ -66,6 +66,9 @@ struct SimulationConfig {
   // own), once per step for all ranks (shared: ranks that take turns on one device, as ddptrain
   // --emulate-ranks runs them, meet the same spell), or off.
   std::string spells = "own";
+  // The model's first-use cost of a shape: met once per rank (own: each rank its own process),
+  // once for all ranks (shared: ranks taking turns in one process, as --emulate-ranks), or off.
+  std::string first_use = "own";
   std::vector<double> rank_speed;  // per-rank compute time factor (1.2 = 20% slower); empty = all 1
   std::vector<Straggler> stragglers;
 

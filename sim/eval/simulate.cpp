@@ -40,11 +40,21 @@ ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
                                                               : 0),
       spells_(config.simulation.spells != "off" && model ? model->spell_quantiles : std::vector<double>{}),
       spells_shared_(config.simulation.spells == "shared"),
+      steps_(model ? &model->step_factors : nullptr),
       noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL),
       shared_noise_(config.training.seed ^ 0x2545f4914f6cdd1dULL),
-      spell_noise_(config.training.seed ^ 0x6a09e667f3bcc909ULL) {}
+      spell_noise_(config.training.seed ^ 0x6a09e667f3bcc909ULL),
+      step_noise_(config.training.seed ^ 0xbb67ae8584caa73bULL) {}
 
 ComputeCharger::ComputeCharger(const Config& config) : config_(config), noise_(config, config.model.get()) {}
+
+double ComputeCharger::first_use_ms(int rank, int b, int L) {
+  const double cost = config_.model->first_use_ms;
+  if (cost <= 0 || config_.simulation.first_use == "off") return 0;
+  const std::size_t process = config_.simulation.first_use == "shared" ? 0 : static_cast<std::size_t>(rank);
+  if (met_.size() <= process) met_.resize(process + 1);
+  return met_[process].emplace(b, L).second ? cost : 0;
+}
 
 PolicyWork ComputeCharger::charge(const PolicyRun& run) {
   const PerfModel& m = *config_.model;
@@ -56,13 +66,17 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
     const RankStep& r = run.rows[i];
     const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
     if (i % static_cast<std::size_t>(std::max(run.G, 1)) == 0) noise_.next_step();
-    const double factor = noise_.next_rank() * config_.simulation.speed_factor(r.rank, r.step);
+    const double common = noise_.next_rank() * config_.simulation.speed_factor(r.rank, r.step);
+    const double factor = common * noise_.measured();
     // Forward and backward of one micro-batch: padded to its longest sample, or packed.
     auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {
       if (run.packed)
         return std::pair(m.fwd_packed_ms(double(tokens), double(pairs)) * factor,
                          m.bwd_packed_ms(double(tokens), double(pairs)) * factor);
-      return std::pair(m.fwd_ms(b, L) * factor, m.bwd_ms(b, L) * factor);
+      const double fwd = m.fwd_ms(b, L), bwd = m.bwd_ms(b, L);
+      // A new shape's one-off cost, split between the phases as their times are.
+      const double first = first_use_ms(r.rank, b, L), share = fwd + bwd > 0 ? fwd / (fwd + bwd) : 0.5;
+      return std::pair(fwd * factor + first * share, bwd * factor + first * (1 - share));
     };
     RankWork w;
     if (r.micro.empty()) {
@@ -77,7 +91,7 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
       const MicroBatchShape& last = r.micro.back();
       std::tie(w.fwd_ms, w.bwd_ms) = phases(last.batch_size, last.max_len, last.real_tokens, last.sq_tokens);
     }
-    w.opt_ms = m.optimizer_ms * factor;
+    w.opt_ms = m.optimizer_ms * common;
     w.sched_ms = config_.simulation.sched_measured && step_index < run.decision_us.size()
                      ? run.decision_us[step_index] * 1e-3
                      : config_.simulation.sched_ms;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <set>
 #include <vector>
 
 #include "common/rng.hpp"
@@ -56,9 +57,22 @@ class ComputeNoise {
   void next_step() {
     shared_ = factor(shared_sigma_, shared_noise_);
     if (spells_shared_) shared_ *= spell();
+    rank_ = 0;
   }
   // The step's shared factor times this rank's own.
-  double next_rank() { return shared_ * factor(sigma_, noise_) * (spells_shared_ ? 1.0 : spell()); }
+  double next_rank() {
+    measured_ = 1;
+    if (steps_ && !steps_->empty()) {  // ranks beyond the measured world draw another step
+      const std::size_t width = steps_->front().size();
+      if (rank_ % width == 0) drawn_ = step_noise_.below(steps_->size());
+      measured_ = (*steps_)[drawn_][rank_ % width];
+    }
+    ++rank_;
+    return shared_ * factor(sigma_, noise_) * (spells_shared_ ? 1.0 : spell());
+  }
+  // This rank's factor from the model's measured training steps (1 without them): it describes
+  // forward and backward, not the optimizer.
+  double measured() const { return measured_; }
 
  private:
   static double factor(double sigma, Rng& rng) { return std::exp(sigma * rng.normal() - 0.5 * sigma * sigma); }
@@ -66,7 +80,10 @@ class ComputeNoise {
   double sigma_, shared_sigma_, shared_ = 1;
   std::vector<double> spells_;
   bool spells_shared_;
-  Rng noise_, shared_noise_, spell_noise_;
+  const std::vector<std::vector<double>>* steps_;
+  std::size_t rank_ = 0, drawn_ = 0;
+  double measured_ = 1;
+  Rng noise_, shared_noise_, spell_noise_, step_noise_;
 };
 
 // Each rank-step's compute (ms) for one policy's token-level rows, a block at a time: the noise
@@ -78,8 +95,12 @@ class ComputeCharger {
   PolicyWork charge(const PolicyRun& block);
 
  private:
+  // The first use of a shape in a process costs the model's first_use_ms; the shapes each
+  // process has met (one process for all ranks under simulation.first_use "shared").
+  double first_use_ms(int rank, int b, int L);
   const Config& config_;
   ComputeNoise noise_;
+  std::vector<std::set<std::pair<int, int>>> met_;
 };
 PolicyWork charge_compute(const Config& config, const PolicyRun& run);
 

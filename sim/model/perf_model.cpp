@@ -62,6 +62,28 @@ std::vector<double> quantile_table(const nlohmann::json& list, const std::string
   return q;
 }
 
+// Measured steps: rows of equal length (one factor per rank), each factor > 0.
+std::vector<std::vector<double>> step_table(const nlohmann::json& list, const std::string& where) {
+  const char* expected = "a non-empty array of steps, each an array of one factor > 0 per rank, all of one length";
+  if (!list.is_array() || list.empty()) throw wrong_type(list, where, expected);
+  std::vector<std::vector<double>> steps;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& row = list[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!row.is_array() || row.empty() || (!steps.empty() && row.size() != steps.front().size()))
+      throw wrong_type(row, at, expected);
+    std::vector<double> factors;
+    for (std::size_t g = 0; g < row.size(); ++g) {
+      const auto& v = row[g];
+      if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e6))
+        throw wrong_type(v, at + "[" + std::to_string(g) + "]", "a number in (0, 1e6]");
+      factors.push_back(v.get<double>());
+    }
+    steps.push_back(std::move(factors));
+  }
+  return steps;
+}
+
 MeasuredGrid parse_grid(const nlohmann::json& doc, const std::string& where) {
   if (!doc.is_object()) throw InputError(where + ": expected an object {\"b\", \"L\", \"ms\"}");
   JsonFields f(doc, where);
@@ -135,6 +157,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.forward = parse_phase(f.raw("forward_ms"), origin + ": forward_ms");
   m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
+  m.first_use_ms = non_negative(f, "first_use_ms", 0);
   // Slow-down factors: one message for every value out of [1, 100], negative or not.
   const auto slowdown = [&](const char* key, const char* meaning) {
     const double v = f.get<double>(key, 1);
@@ -151,6 +174,8 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
     m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
     if (n.has("spells")) m.spell_quantiles = quantile_table(n.raw("spells"), origin + ": noise: spells");
+    if (n.has("steps")) m.step_factors = step_table(n.raw("steps"), origin + ": noise: steps");
+    m.step_factors_source = n.get<std::string>("steps_source", "");
     n.reject_unknown();
   }
   if (f.has("memory_mib")) {

@@ -44,6 +44,15 @@ struct PerfModel {
   // step's maximum. Factors of median one, so the phases give a quiet machine's time and the
   // spells lift it by their mean. Empty: none.
   std::vector<double> spell_quantiles;
+  // Training steps as measured (ddpsim calibrate --training): each step's per-rank factors of
+  // compute over the profile's surface, drawn a whole step at a time, so that a step's ranks
+  // meet spikes together as they did (spikes of ranks taking turns on one device come in
+  // steps); they carry the training run's level and tail. Empty: none.
+  std::vector<std::vector<double>> step_factors;
+  std::string step_factors_source;
+  // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
+  // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
+  double first_use_ms = 0;
   // Compute runs this many times slower while a collective is in flight on its rank (NCCL
   // kernels take SMs on a GPU, Gloo's threads take cores on a CPU); 1 = no interference.
   double comm_slowdown = 1;

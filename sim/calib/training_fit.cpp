@@ -1,0 +1,174 @@
+#include "calib/training_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "common/stats.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+struct Timed {
+  int step, run, rank;
+  const RankStep* row;
+};
+
+// One process for all ranks where ddptrain played them in turn (--emulate-ranks), else one each.
+bool one_process(const Trace& t) {
+  const auto said = t.metadata.find("emulated_ranks");
+  return said != t.metadata.end() && said->second != "0" && said->second != "1";
+}
+
+}  // namespace
+
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
+  auto surface = [&](const RankStep& r) {
+    if (c.packed) return c.forward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens)) +
+                         c.backward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens));
+    if (r.micro.empty()) return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
+    double sum = 0;
+    for (const auto& mb : r.micro) sum += c.forward.model.at(mb.batch_size, mb.max_len) + c.backward.model.at(mb.batch_size, mb.max_len);
+    return sum;
+  };
+  TrainingFit fit;
+  struct Step {
+    std::vector<double> measured, predicted;
+    std::vector<bool> first;
+  };
+  std::vector<Step> steps;
+  std::vector<double> extras_measured, extras_predicted, opt;
+  std::vector<double> steady;  // ratios of rank-steps that met no new shape
+  std::size_t width = 0;
+  std::string files;
+  for (const Trace& t : training) {
+    files += (files.empty() ? "" : ", ") + t.path;
+    // Rows in the order they ran: step by step, the policies in turn within a step, then ranks.
+    std::vector<Timed> order;
+    for (std::size_t k = 0; k < t.runs.size(); ++k)
+      for (const RankStep& r : t.runs[k].rows) order.push_back({r.step, static_cast<int>(k), r.rank, &r});
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Timed& a, const Timed& b) { return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank); });
+    const bool shared = one_process(t);
+    std::map<int, std::set<std::pair<int, int>>> met;  // per process
+    std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
+    for (const Timed& x : order) {
+      const RankStep& r = *x.row;
+      bool first = false;
+      auto& seen = met[shared ? 0 : r.rank];
+      if (r.micro.empty()) first = seen.emplace(r.batch_size, r.max_len).second;
+      else
+        for (const auto& mb : r.micro) first = seen.emplace(mb.batch_size, mb.max_len).second || first;
+      if (r.step < 1 || std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms)) continue;
+      const double predicted = surface(r);
+      if (!(predicted > 0)) continue;
+      const auto [at, fresh] = step_of.emplace(std::pair(x.run, r.step), steps.size());
+      if (fresh) steps.emplace_back();
+      Step& s = steps[at->second];
+      s.measured.push_back(r.fwd_ms + r.bwd_ms);
+      s.predicted.push_back(predicted);
+      s.first.push_back(first);
+      if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
+    }
+  }
+  // Whole steps only, all of one world: a step's ranks are drawn together.
+  for (const Step& s : steps) width = std::max(width, s.measured.size());
+  std::erase_if(steps, [&](const Step& s) { return s.measured.size() != width; });
+  if (steps.empty())
+    throw InputError(files + ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
+                     "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
+  for (const Step& s : steps)
+    for (std::size_t g = 0; g < width; ++g)
+      if (s.first[g]) extras_measured.push_back(s.measured[g]), extras_predicted.push_back(s.predicted[g]);
+      else steady.push_back(s.measured[g] / s.predicted[g]);
+  const double typical = steady.empty() ? 1.0 : percentile(steady, 50);
+  fit.first_uses = static_cast<long>(extras_measured.size());
+  if (fit.first_uses >= kMinFirstUses) {
+    std::vector<double> extra;
+    for (std::size_t i = 0; i < extras_measured.size(); ++i) extra.push_back(extras_measured[i] - typical * extras_predicted[i]);
+    fit.first_use_ms = std::max(0.0, percentile(extra, 50));
+  }
+  std::vector<double> all;
+  for (const Step& s : steps) {
+    std::vector<double> factors;
+    for (std::size_t g = 0; g < width; ++g) {
+      const double own = s.measured[g] - (s.first[g] ? fit.first_use_ms : 0.0);
+      // Four significant digits: the model file stays readable, the draws unchanged in effect.
+      const double f = std::max(own / s.predicted[g], 1e-3);
+      factors.push_back(std::round(f * 1e4) / 1e4);
+      all.push_back(factors.back());
+    }
+    fit.step_factors.push_back(std::move(factors));
+  }
+  fit.rank_steps = static_cast<long>(all.size());
+  fit.factor_mean = mean(all);
+  fit.factor_p50 = percentile(all, 50);
+  fit.factor_p95 = percentile(all, 95);
+  fit.factor_p99 = percentile(all, 99);
+  fit.spike_pct = 100.0 * double(std::count_if(all.begin(), all.end(), [&](double f) { return f > 1.5 * fit.factor_p50; })) /
+                  double(all.size());
+  if (!opt.empty()) fit.optimizer_ms = mean(opt);
+  char line[256];
+  std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
+  fit.source = line + files;
+  return fit;
+}
+
+void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std::vector<Trace>& training) {
+  std::string files;
+  for (const Trace& tr : training) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : tr.metadata) meta[k] = v;
+    model["calibration"]["traces"].push_back(
+        {{"file", tr.path}, {"fnv1a64", tr.hash}, {"rows", tr.rows}, {"role", "training"}, {"metadata", meta}});
+    files += (files.empty() ? "" : ", ") + std::filesystem::path(tr.path).filename().string();
+  }
+  model["source"] = model["source"].get<std::string>() + "; the rank-steps' spread" +
+                    (t.first_uses >= kMinFirstUses ? ", the first-use cost of a shape" : "") +
+                    (t.optimizer_ms >= 0 ? " and the optimizer" : "") + " from the training run(s) " + files;
+  if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;
+  model["first_use_ms"] = t.first_use_ms;
+  model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
+  model["calibration"]["fit"]["training"] = {{"rank_steps", t.rank_steps},
+                                             {"factor", {{"median", t.factor_p50},
+                                                         {"mean", t.factor_mean},
+                                                         {"p95", t.factor_p95},
+                                                         {"p99", t.factor_p99}}},
+                                             {"spike_pct", t.spike_pct},
+                                             {"first_uses", t.first_uses},
+                                             {"first_use_ms", t.first_use_ms}};
+}
+
+std::string training_report(const TrainingFit& t) {
+  char line[768];
+  std::string out;
+  std::snprintf(line, sizeof line,
+                "  training  %s: each rank-step's compute over the surface, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
+                "P99 ×%.4f; %.1f%% of rank-steps above 1.5× the median. The model draws these steps whole (a "
+                "step's ranks together), in place of the profile's noise\n",
+                t.source.c_str(), t.factor_p50, t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
+  out += line;
+  if (t.first_uses >= kMinFirstUses)
+    std::snprintf(line, sizeof line,
+                  "            first use of a shape in a process: +%.4g ms (median over %ld first uses after step 0)\n",
+                  t.first_use_ms, t.first_uses);
+  else
+    std::snprintf(line, sizeof line,
+                  "            first use of a shape: not fitted, %ld first use(s) after step 0 (at least %ld needed)\n",
+                  t.first_uses, kMinFirstUses);
+  out += line;
+  if (t.optimizer_ms >= 0) {
+    std::snprintf(line, sizeof line, "            optimizer %.4g ms from the training runs (in place of the profile's)\n",
+                  t.optimizer_ms);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace ddpsim

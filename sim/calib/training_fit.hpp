@@ -1,0 +1,46 @@
+// What training runs add to a profile's model (ddpsim calibrate --training): the profile fits
+// the surface t(b, L) on a quiet machine; a training run of the same setting (the static run a
+// user already has) shows how its rank-steps spread around that surface — level, tail, spikes
+// that strike a step's ranks together — what a shape's first use in a process costs, and the
+// optimizer's time in training. None of them feeds the surface.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calib/calibrate.hpp"
+#include "calib/trace_reader.hpp"
+
+namespace ddpsim {
+
+struct TrainingFit {
+  // Per measured step, each rank's compute over the surface (first uses' cost taken out).
+  std::vector<std::vector<double>> step_factors;
+  long rank_steps = 0;
+  double factor_p50 = 1, factor_p95 = 1, factor_p99 = 1, factor_mean = 1;
+  double spike_pct = 0;  // rank-steps above 1.5× the median factor, in %
+  // First use of a shape in a process: the median extra over the surface of the first uses
+  // after step 0 (step 0 also pays the process's own warm-up), and how many there were.
+  double first_use_ms = 0;
+  long first_uses = 0;
+  double optimizer_ms = -1;  // < 0: the traces time no optimizer
+  std::string source;        // one line: which traces, how many steps and ranks
+};
+
+// Fewer first uses than this leave the first-use cost at 0, said so in the report.
+inline constexpr long kMinFirstUses = 5;
+
+// Throws InputError naming the trace when it holds no timed rank-step after step 0, or ranks
+// of unequal counts across its runs.
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c);
+
+// Amends a calibrated model (calibrated_model's document) with the fit: the measured steps in
+// place of the profile's noise, the first-use cost, the optimizer, and the traces' provenance.
+void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std::vector<Trace>& training);
+
+// The report's lines for it.
+std::string training_report(const TrainingFit& t);
+
+}  // namespace ddpsim

@@ -1,0 +1,38 @@
+# calibrate --training: the H100 bf16 profile plus the static run it trained beside gives a
+# model with the run's spread and a shape's first-use cost, which predicts minmax's run (which
+# meets six times static's shapes) within 10% — without them the replay is a third short.
+source "$(dirname "$0")/lib.sh"
+h100=$SRC/traces/h100
+link=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
+
+expect_ok "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" --training "$h100/bf16/static/steps.csv" \
+  --base "$h100/layout.json" --out "$WORK/bf16.json"
+grep -q "first use of a shape in a process: +1[0-9][0-9]" "$WORK/out" || fail "no first-use cost of 100-199 ms reported"
+python3 - "$WORK/bf16.json" <<'PY' || fail "the model lacks the training run's steps or first-use cost"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert 100 < m["first_use_ms"] < 200, m["first_use_ms"]
+assert len(m["noise"]["steps"]) == 799 and all(len(s) == 4 for s in m["noise"]["steps"])
+assert any(t.get("role") == "training" for t in m["calibration"]["traces"])
+assert "training run(s) steps.csv" in m["source"]
+PY
+
+mean_error() {  # the steady-state mean's error of the policy row in validate's report
+  awk -v p="$1" '$1 == p && $2 ~ /^[0-9]+$/ { for (i = 1; i <= NF; ++i) if ($i ~ /^\(/) { gsub(/[(%)]/, "", $i); print $i; exit } }' "$WORK/out"
+}
+expect_ok "$DDPSIM" validate --measured "$h100/bf16/minmax-cost-tokens/steps.csv" --model "$WORK/bf16.json" "${link[@]}"
+e=$(mean_error minmax:cost=tokens)
+[[ -n $e ]] || fail "no mean error for minmax in validate's report"
+echo "minmax mean error with the first-use cost: ${e}%"
+awk -v e="$e" 'BEGIN { exit !(e > -10 && e < 10) }' || fail "minmax's mean predicted ${e}% off (within 10% expected)"
+expect_ok "$DDPSIM" validate --measured "$h100/bf16/minmax-cost-tokens/steps.csv" --model "$WORK/bf16.json" "${link[@]}" \
+  --set simulation.first_use=off
+e_off=$(mean_error minmax:cost=tokens)
+awk -v e="$e_off" 'BEGIN { exit !(e < -25) }' || fail "without the first-use cost the mean is off by ${e_off}%, not a quarter short"
+
+expect_exit 2 "steps.csv: given twice" "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" \
+  --training "$h100/profile-bf16/steps.csv" --out "$WORK/twice.json"
+[[ -e $WORK/twice.json ]] && fail "a refused calibration left its model behind"
+expect_exit 1 "first_use is \"own\"" "$DDPSIM" validate --measured "$h100/bf16/static/steps.csv" --model "$WORK/bf16.json" \
+  --set simulation.first_use=maybe
+finish

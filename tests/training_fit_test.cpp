@@ -1,0 +1,124 @@
+// Training runs beside a profile: a run simulated with a known spike model and first-use cost
+// calibrates back to them, and the engine charges a shape's first use once per process.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "calib/training_fit.hpp"
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "eval/simulate.hpp"
+#include "test_data.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+constexpr double kSpike = 3.0, kSpikeShare = 0.05, kFirstUse = 50.0;
+
+// The known model: a quiet surface, steps in which one rank in twenty spikes ×3 (two ranks of
+// the same step together, as spikes of ranks taking turns in one process come), and a first
+// use of a shape costing 50 ms.
+nlohmann::json spiky_model() {
+  nlohmann::json m = read_json_file(DDPSIM_SOURCE_DIR "/models/rtx3090-distilbert.json");
+  m["name"] = "spiky";
+  m["forward_ms"] = {{"a", 2.0}, {"beta", 0.002}, {"gamma", 1e-5}};
+  m["backward_ms"] = {{"a", 4.0}, {"beta", 0.004}, {"gamma", 2e-5}};
+  nlohmann::json steps = nlohmann::json::array();
+  for (int s = 0; s < 200; ++s)  // 20 of 200 steps hold two spiking ranks of four: 5% of rank-steps
+    steps.push_back(s % 10 == 0 ? nlohmann::json{kSpike, 1.0, kSpike, 1.0} : nlohmann::json{1.0, 1.0, 1.0, 1.0});
+  m["noise"] = {{"sigma", 0}, {"steps", steps}};
+  m["first_use_ms"] = kFirstUse;
+  return m;
+}
+
+Config spiky_config(const std::string& policy, const std::string& first_use, int steps = 400) {
+  nlohmann::json doc = {
+      {"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 45}, {"min", 8}, {"max", 250}, {"samples", 20000}}},
+      {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", steps}, {"seed", 5}}},
+      {"simulation", {{"first_use", first_use}}},
+      {"policies", {policy}},
+      {"model", "rtx3090-distilbert"}};
+  Config config = parse_config(doc, "test", "");
+  config.model = std::make_shared<PerfModel>(parse_perf_model(spiky_model(), "spiky"));
+  return config;
+}
+
+Trace as_trace(const SimulationRun& sim, const std::string& emulated) {
+  Trace t;
+  t.path = "simulated.csv";
+  t.metadata = {{"emulated_ranks", emulated}};
+  t.runs = sim.runs;
+  return t;
+}
+
+// The surface the training run is read against: the known model's own (a perfect profile).
+Calibration known_surface(const PerfModel& m) {
+  Calibration c;
+  c.forward.model = m.forward;
+  c.backward.model = m.backward;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a run simulated with known spikes and first-use cost calibrates back to them") {
+  for (const std::string policy : {"static", "minmax"}) {
+    CAPTURE(policy);
+    const Config config = spiky_config(policy, "shared");
+    const auto dataset = make_length_source(config.data, 256)->dataset(5);
+    const SimulationRun sim = simulate(config, dataset);
+    const TrainingFit t = fit_training({as_trace(sim, "4")}, known_surface(*config.model));
+    MESSAGE(training_report(t));
+    CHECK(t.first_uses >= kMinFirstUses);
+    CHECK(t.first_use_ms == doctest::Approx(kFirstUse).epsilon(0.10));
+    CHECK(t.spike_pct == doctest::Approx(100 * kSpikeShare).epsilon(0.10));
+    CHECK(t.factor_p99 == doctest::Approx(kSpike).epsilon(0.10));
+    CHECK(t.factor_p50 == doctest::Approx(1.0).epsilon(0.01));
+    // Spikes came two ranks a step; the fitted steps keep them together.
+    const auto together = std::count_if(t.step_factors.begin(), t.step_factors.end(), [](const auto& s) {
+      return std::count_if(s.begin(), s.end(), [](double f) { return f > 2; }) == 2;
+    });
+    const auto alone = std::count_if(t.step_factors.begin(), t.step_factors.end(), [](const auto& s) {
+      return std::count_if(s.begin(), s.end(), [](double f) { return f > 2; }) == 1;
+    });
+    CHECK(together > 0);
+    CHECK(alone == 0);
+  }
+}
+
+TEST_CASE("a shape's first use is charged once per process: per rank, once for all ranks, or not at all") {
+  const auto dataset = make_length_source(spiky_config("minmax", "own").data, 256)->dataset(5);
+  auto first_uses = [&](const std::string& mode) {
+    const Config config = spiky_config("minmax", mode, 60);
+    const SimulationRun sim = simulate(config, dataset);
+    const Config quiet = spiky_config("minmax", "off", 60);
+    const SimulationRun base = simulate(quiet, dataset);
+    long charged = 0;
+    for (std::size_t i = 0; i < sim.runs[0].rows.size(); ++i) {
+      const RankStep &a = sim.runs[0].rows[i], &b = base.runs[0].rows[i];
+      charged += (a.fwd_ms + a.bwd_ms) - (b.fwd_ms + b.bwd_ms) > kFirstUse / 2;
+    }
+    return charged;
+  };
+  std::set<std::pair<int, int>> all;
+  std::vector<std::set<std::pair<int, int>>> each(4);
+  const SimulationRun plan = simulate(spiky_config("minmax", "off", 60), dataset);
+  for (const RankStep& r : plan.runs[0].rows)
+    all.emplace(r.batch_size, r.max_len), each[r.rank].emplace(r.batch_size, r.max_len);
+  long per_rank = 0;
+  for (const auto& s : each) per_rank += static_cast<long>(s.size());
+  CHECK(first_uses("shared") == static_cast<long>(all.size()));
+  CHECK(first_uses("own") == per_rank);
+  CHECK(first_uses("off") == 0);
+  CHECK(per_rank > static_cast<long>(all.size()));
+}
+
+TEST_CASE("--training needs timed steps after step 0") {
+  const Config config = spiky_config("static", "own", 1);
+  const auto dataset = make_length_source(config.data, 256)->dataset(5);
+  const SimulationRun sim = simulate(config, dataset);
+  CHECK_THROWS_WITH_AS(fit_training({as_trace(sim, "0")}, known_surface(*config.model)),
+                       doctest::Contains("simulated.csv: no step after step 0"), InputError);
+}
