@@ -9,13 +9,11 @@
 
 namespace ddptrain {
 
-// The length a batch whose longest sample has `longest` tokens is padded to (0 stays 0: a rank
-// given no samples computes nothing).
-int padded_length(int longest, int multiple, int max_length);
+// The rounding itself (padded_length, and pad_row for the trace's rows, so that they record
+// the shapes the GPU computed on) is the scheduler library's, shared with the simulator.
+using ddpsim::padded_length;
+using ddpsim::pad_row;
 // The batch's ids and mask extended with [PAD] and masked positions to padded_length().
 void pad_batch(Batch& batch, int multiple, int max_length);
-// A trace row's lengths and padded tokens as pad_batch() made them, so that the trace records
-// the shapes the GPU computed on.
-void pad_row(ddpsim::RankStep& row, int multiple, int max_length);
 
 }  // namespace ddptrain

@@ -102,7 +102,7 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
       const auto under = [&](const char* prefix) { return key == prefix || key.starts_with(std::string(prefix) + "."); };
       if (under("model")) throw UsageError("--set " + key + ": the performance model comes from --model");
       for (const char* fixed : {"training.steps", "training.global_batch", "training.max_length", "training.b_max",
-                                "policies", "data"})
+                                "training.pad_to_multiple_of", "policies", "data"})
         if (under(fixed))
           throw UsageError("--set " + key + ": replay and validate take the steps, batches and lengths from " +
                            trace.path + ", so " + fixed + " would have no effect");

@@ -26,6 +26,7 @@ StepShape Config::shape() const {
   s.b_max = training.b_max;
   s.micro_batches = training.micro_batches;
   s.packed = training.attention == "packed";
+  s.pad_to_multiple_of = training.pad_to_multiple_of;
   s.seed = training.seed;
   if (parallel && !parallel->abstract_mode) {  // a pipeline's policies split each step over its D groups
     s.G = parallel->setup.groups;
@@ -174,6 +175,10 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
+  t.pad_to_multiple_of = f.get_in<int>("pad_to_multiple_of", t.pad_to_multiple_of, 1, t.max_length);
+  if (t.pad_to_multiple_of > 1 && t.attention == "packed")
+    throw InputError(where + ": pad_to_multiple_of " + std::to_string(t.pad_to_multiple_of) +
+                     " pads batches, and attention \"packed\" has none to pad: leave one of them out");
   if (t.attention != "padded" && t.attention != "packed")
     throw InputError(where +
                      ": attention is \"padded\" (every sample padded to its micro-batch's longest) or "
@@ -553,6 +558,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                 {"policies", policies},
                 {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};
+  if (c.training.pad_to_multiple_of > 1) c.resolved["training"]["pad_to_multiple_of"] = c.training.pad_to_multiple_of;
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : c.simulation.stragglers)
     stragglers.push_back({{"rank", s.rank}, {"factor", s.factor}, {"from_step", s.from_step}, {"to_step", s.to_step}});

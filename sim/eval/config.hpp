@@ -44,6 +44,7 @@ struct TrainingConfig {
   double first_bucket_mb = 1;        // DDP's smaller first bucket (MiB)
   bool overlap = true;               // start each bucket's allreduce during backward
   int micro_batches = 1;             // gradient accumulation: micro-batches per rank and step
+  int pad_to_multiple_of = 1;        // each batch padded up to a multiple of this (ddptrain's option)
   std::string attention = "padded";  // padded (b × L_max) | packed (remove-padding: Σ s, Σ s²)
 };
 

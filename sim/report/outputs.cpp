@@ -32,6 +32,12 @@ const std::vector<std::string>& micro_batch_columns() {
 }
 
 namespace {
+
+// A policy that takes another number of samples per step than the baseline (token_budget):
+// its step times measure unlike work, and only rates per sample or real token compare.
+bool changes_batch(const TokenSummary& s, const TokenSummary& base) {
+  return std::abs(s.mean_global_batch - base.mean_global_batch) > 1e-6 * std::max(1.0, base.mean_global_batch);
+}
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i) (out += i ? separator : "") += items[i];
@@ -156,6 +162,7 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
     p["p95_samples_per_s"] = number(s.p95_samples_per_s);
     p["mean_tokens_per_s"] = number(s.mean_tokens_per_s);
     p["p95_tokens_per_s"] = number(s.p95_tokens_per_s);
+    p["mean_real_tokens_per_s"] = number(s.mean_real_tokens_per_s);
     p["mean_std_step_ms"] = number(s.mean_std_step_ms);
     p["mean_std_compute_ms"] = number(s.mean_std_compute_ms);
     p["mean_std_padded_tokens"] = s.mean_std_padded_tokens;
@@ -169,6 +176,8 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
     p["samples_consumed"] = s.samples;
     p["mean_global_batch"] = s.mean_global_batch;
     if (s.micro_batched) p["mean_micro_batches"] = s.mean_micro_batches;
+    p["distinct_shapes_per_rank"] = s.mean_distinct_shapes;
+    p["changes_samples_per_step"] = changes_batch(s, summaries.front());
     if (s.timed()) {
       p["mean_max_compute_ms"] = s.mean_max_compute_ms;
       p["mean_comm_wait_ms"] = s.mean_comm_wait_ms;
@@ -226,6 +235,7 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
       {"samples/s, P95", &TokenSummary::p95_samples_per_s, "%.1f"},
       {"tokens/s, mean", &TokenSummary::mean_tokens_per_s, "%.0f"},
       {"tokens/s, P95", &TokenSummary::p95_tokens_per_s, "%.0f"},
+      {"real tokens/s, mean", &TokenSummary::mean_real_tokens_per_s, "%.0f"},
       {"std of step time, mean (ms)", &TokenSummary::mean_std_step_ms, "%.3f"},
       {"max compute (fwd+bwd), mean (ms)", &TokenSummary::mean_max_compute_ms, "%.2f"},
       {"std of compute, mean (ms)", &TokenSummary::mean_std_compute_ms, "%.3f"},
@@ -234,6 +244,7 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
       {"std of padded tokens, mean", &TokenSummary::mean_std_padded_tokens, "%.1f"},
       {"max peak memory, mean (MiB)", &TokenSummary::mean_max_peak_mem_mib, "%.0f"},
       {"std of peak memory, mean (MiB)", &TokenSummary::mean_std_peak_mem_mib, "%.1f"},
+      {"distinct (b, L) shapes per rank", &TokenSummary::mean_distinct_shapes, "%.1f"},
   };
   std::vector<Row> shown(std::begin(rows), std::end(rows));
   // Gradient accumulation adds its own row; runs without it keep the study's table.
@@ -242,8 +253,11 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
   std::vector<std::vector<std::string>> cells(shown.size() + 1);
   cells[0].push_back("");
   for (std::size_t r = 0; r < shown.size(); ++r) cells[r + 1].push_back(shown[r].name);
+  bool marked = false;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    cells[0].push_back(runs[i].label);
+    const bool unlike = i > 0 && changes_batch(summaries[i], summaries[0]);
+    marked |= unlike;
+    cells[0].push_back(runs[i].label + (unlike ? " *" : ""));
     for (std::size_t r = 0; r < shown.size(); ++r) {
       const double v = summaries[i].*shown[r].field, base = summaries[0].*shown[r].field;
       std::string text = format(shown[r].spec, v);
@@ -262,6 +276,9 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
     }
     out += "\n";
   }
+  if (marked)
+    out += "* takes another number of samples per step than " + runs.front().label +
+           ": its step time is not comparable; samples/s and real tokens/s are\n";
   return out;
 }
 

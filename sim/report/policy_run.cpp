@@ -38,6 +38,26 @@ RankStep plan_row(const StepPlan& plan, int step, int g, bool packed) {
   return row;
 }
 
+int padded_length(int longest, int multiple, int max_length) {
+  if (longest <= 0 || multiple <= 1) return longest;
+  const int rounded = (longest + multiple - 1) / multiple * multiple;
+  return std::max(longest, std::min(rounded, max_length));  // a sample is never cut to fit
+}
+
+void pad_row(RankStep& row, int multiple, int max_length) {
+  if (multiple <= 1) return;
+  row.max_len = padded_length(row.max_len, multiple, max_length);
+  if (row.micro.empty()) {
+    row.padded_tokens = std::int64_t{row.batch_size} * row.max_len;
+    return;
+  }
+  row.padded_tokens = 0;
+  for (auto& m : row.micro) {
+    m.max_len = padded_length(m.max_len, multiple, max_length);
+    row.padded_tokens += std::int64_t{m.batch_size} * m.max_len;
+  }
+}
+
 PolicyStream::PolicyStream(const PolicySpec& spec, const StepShape& shape, std::span<const int> dataset)
     : label_(spec.label()),
       shape_(shape),
@@ -55,7 +75,10 @@ PolicyRun PolicyStream::next(int steps) {
     policy_->plan(*buffers_, plan_);
     const auto stop = std::chrono::steady_clock::now();
     run.decision_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-    for (int g = 0; g < shape_.G; ++g) run.rows.push_back(plan_row(plan_, step_, g, shape_.packed));
+    for (int g = 0; g < shape_.G; ++g) {
+      run.rows.push_back(plan_row(plan_, step_, g, shape_.packed));
+      pad_row(run.rows.back(), shape_.pad_to_multiple_of, shape_.max_length);
+    }
   }
   return run;
 }
@@ -76,15 +99,26 @@ std::vector<double> max_step_ms(const PolicyRun& run) {
 }
 
 SummaryBuilder::SummaryBuilder(int G, double capacity_mib)
-    : G_(static_cast<std::size_t>(G)), capacity_mib_(capacity_mib), per_rank_(G_), compute_(G_), mem_(G_) {}
+    : G_(static_cast<std::size_t>(G)),
+      capacity_mib_(capacity_mib),
+      per_rank_(G_),
+      compute_(G_),
+      mem_(G_),
+      shapes_(G_) {}
 
 void SummaryBuilder::add_step(std::span<const RankStep> rows) {
   if (steps_ == 0) timed_ = !rows.empty() && !std::isnan(rows.front().step_ms);
   ++steps_;
   double max_step = 0;
-  std::int64_t padded_step = 0;
+  std::int64_t padded_step = 0, real_step = 0;
   for (std::size_t g = 0; g < G_; ++g) {
     const RankStep& row = rows[g];
+    if (row.micro.empty()) {
+      if (row.batch_size > 0) shapes_[g].emplace(row.batch_size, row.max_len);
+    } else {
+      for (const auto& m : row.micro) shapes_[g].emplace(m.batch_size, m.max_len);
+    }
+    real_step += row.real_tokens;
     per_rank_[g] = static_cast<double>(row.padded_tokens);
     padded_ += row.padded_tokens;
     padded_step += row.padded_tokens;
@@ -106,6 +140,7 @@ void SummaryBuilder::add_step(std::span<const RankStep> rows) {
   max_step_.push_back(max_step);
   samples_per_s_.push_back(rows.front().global_batch / (max_step * 1e-3));
   tokens_per_s_.push_back(double(padded_step) / (max_step * 1e-3));
+  sum_real_tokens_per_s_ += double(real_step) / (max_step * 1e-3);
   sum_std_step_ += population_std(per_rank_);
   sum_std_compute_ += population_std(compute_);
   sum_max_compute_ += *std::max_element(compute_.begin(), compute_.end());
@@ -130,6 +165,9 @@ TokenSummary SummaryBuilder::finish() const {
     s.mean_micro_batches = micro_ / double(steps_ * G_);
     s.micro_batched = true;
   }
+  double shapes = 0;
+  for (const auto& met : shapes_) shapes += double(met.size());
+  s.mean_distinct_shapes = G_ ? shapes / double(G_) : 0;
   s.mean_sched_us = mean(decision_us_);
   s.p95_sched_us = percentile(decision_us_, 95);
   if (!timed_ || steps_ == 0) return s;
@@ -139,6 +177,7 @@ TokenSummary SummaryBuilder::finish() const {
   s.p95_samples_per_s = percentile(samples_per_s_, 95);
   s.mean_tokens_per_s = mean(tokens_per_s_);
   s.p95_tokens_per_s = percentile(tokens_per_s_, 95);
+  s.mean_real_tokens_per_s = sum_real_tokens_per_s_ / n;
   s.mean_std_step_ms = sum_std_step_ / n;
   s.mean_std_compute_ms = sum_std_compute_ / n;
   s.mean_max_compute_ms = sum_max_compute_ / n;

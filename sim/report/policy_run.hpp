@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <set>
 #include <vector>
 
 #include "sched/scheduler.hpp"
@@ -66,6 +67,15 @@ struct PolicyRun {
 // the timing columns stay NaN. The simulator and the trainer record steps through it alike.
 RankStep plan_row(const StepPlan& plan, int step, int g, bool packed);
 
+// pad_to_multiple_of N: a batch padded past its longest sample up to a multiple of N (never
+// past max_length), because each new (b, L) costs a GPU a first use and rounding L cuts their
+// number. The length a batch whose longest sample has `longest` tokens is padded to (0 stays
+// 0: a rank given no samples computes nothing).
+int padded_length(int longest, int multiple, int max_length);
+// A row's lengths and padded tokens after that padding (the policies decide on the lengths
+// before it, in the simulator and the trainer alike).
+void pad_row(RankStep& row, int multiple, int max_length);
+
 // A policy run a block of steps at a time: the scheduler, sampler and buffers carry over, so
 // blocks concatenate to the run that run_policy() makes in one go.
 class PolicyStream {
@@ -105,7 +115,10 @@ struct TokenSummary {
   double p95_sched_us = 0;
   double mean_max_step_ms = NOT_MEASURED, p95_max_step_ms = NOT_MEASURED;
   double mean_samples_per_s = NOT_MEASURED, p95_samples_per_s = NOT_MEASURED;
-  double mean_tokens_per_s = NOT_MEASURED, p95_tokens_per_s = NOT_MEASURED;
+  double mean_tokens_per_s = NOT_MEASURED, p95_tokens_per_s = NOT_MEASURED;  // padded tokens
+  double mean_real_tokens_per_s = NOT_MEASURED;  // the samples' own tokens: padding earns nothing
+  // Distinct (b, L) shapes a rank computed on, mean over ranks: each is a first use on a GPU.
+  double mean_distinct_shapes = 0;
   double mean_std_step_ms = NOT_MEASURED, mean_std_compute_ms = NOT_MEASURED;
   double mean_max_compute_ms = NOT_MEASURED;  // the straggler's forward + backward
   double mean_comm_wait_ms = NOT_MEASURED;    // exposed communication, mean over ranks and steps
@@ -141,10 +154,11 @@ class SummaryBuilder {
   std::int64_t padded_ = 0, real_ = 0, samples_ = 0;
   double micro_ = 0, comm_wait_ = 0;
   std::vector<double> per_rank_, compute_, mem_;  // scratch, one per rank
+  std::vector<std::set<std::pair<int, int>>> shapes_;  // per rank
   // Per step, what a percentile needs; the means need only sums.
   std::vector<double> max_padded_, decision_us_, max_step_, samples_per_s_, tokens_per_s_;
   double sum_std_padded_ = 0, sum_global_batch_ = 0, sum_std_step_ = 0, sum_std_compute_ = 0, sum_max_compute_ = 0,
-         sum_max_mem_ = 0, sum_std_mem_ = 0, max_mem_ = 0;
+         sum_max_mem_ = 0, sum_std_mem_ = 0, max_mem_ = 0, sum_real_tokens_per_s_ = 0;
 };
 // Per step, the slowest rank's step_ms (the step's wall time, method.md §4).
 std::vector<double> max_step_ms(const PolicyRun& run);

@@ -49,6 +49,9 @@ struct StepShape {
   // Packed sequences (remove-padding, varlen attention): a micro-batch costs by Σ s and Σ s²
   // (CostModel::packed_cost) instead of b·L and b·L².
   bool packed = false;
+  // Each batch padded up to a multiple of this many tokens after the policy decided (report/
+  // policy_run.hpp: pad_row); 1 = to its longest sample.
+  int pad_to_multiple_of = 1;
   std::uint64_t seed = 0;
   // Predicted compute time per rank, for cost=model; null when no performance model is in force.
   std::shared_ptr<const CostModel> time_cost;
