@@ -20,6 +20,8 @@
 #   wide (GPU)     campaign 3: fp32 and bf16 profiles over b up to 128, L up to 512 (the
 #                  built-in model's measured grid)
 #   turns6 (GPU)   campaign 3: the study's setting, all six policies in turn (held-out runs)
+#   prereg3 (GPU)  campaign 3's registered setting (traces/$GPU/prereg3): bf16 static and minmax,
+#                  each a run of its own, padded to a multiple of 1 and of 16
 #   pack (GPU)     a campaign's folders and logs into $PACK (one archive, to bring back);
 #                  CAMPAIGN=3 packs the third's
 #   validate       ddpsim validate of each run against its model, static as the baseline
@@ -29,6 +31,7 @@
 #   STAGES="build bf16pad optimizer peer pack" scripts/validate_gpu.sh  # GPU, call (b)
 #   STAGES=validate scripts/validate_gpu.sh                            # where ddpsim is built
 #   STAGES="build test wide turns6 pack" CAMPAIGN=3 scripts/validate_gpu.sh  # GPU, campaign 3
+#   STAGES="build test prereg3 pack" CAMPAIGN=3b scripts/validate_gpu.sh     # GPU, its second call
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
 # nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
@@ -55,8 +58,8 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 pack validate)" >&2; exit 2; }
 done
 if stage carry; then
   # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
@@ -272,12 +275,26 @@ if stage turns6; then
     --steps "${TURN6_STEPS:-300}" --out "$out/turns6/fp32" | grep -E 'step|wrote' || failed "the six policies in turn"
 fi
 
+if stage prereg3; then
+  environment
+  # The registered model's optimizer is LibTorch's per-parameter AdamW: the runs use that one too.
+  for pad in 1 16; do
+    for policy in static minmax:cost=tokens; do
+      step "prereg3: $policy, bf16, --pad-to-multiple-of $pad, ${PREREG3_STEPS:-300} steps, a run of its own"
+      "$ddptrain" "${common[@]}" "${emu[@]}" --precision bf16 --optimizer-impl per-param --pad-to-multiple-of "$pad" \
+        --log-every 300 --policy "$policy" --steps "${PREREG3_STEPS:-300}" \
+        --out "$out/prereg3/runs/pad$pad/$(name "$policy")" | grep -E 'step|wrote' || failed "prereg3 $policy pad $pad"
+    done
+  done
+fi
+
 if stage pack; then
   # A campaign's outputs as one archive (the GPU machine sends back a few files, not folders).
   pack=${PACK:-$out/campaign${CAMPAIGN:-2}.tar.gz}
   parts=()
   members=(prereg/runs prereg/profile-fp32 turns optimizer peer2 env-campaign2.txt campaign2-log-a.txt campaign2-log-b.txt)
   [[ ${CAMPAIGN:-2} == 3 ]] && members=(wide turns6 env-campaign3.txt)
+  [[ ${CAMPAIGN:-2} == 3b ]] && members=(prereg3/runs env-campaign3b.txt)
   for d in "${members[@]}"; do
     [[ -e $out/$d ]] && parts+=("$d")
   done
