@@ -33,9 +33,35 @@ TEST_CASE("the built-in models load and describe DistilBERT") {
   for (const auto& name : builtin_model_names()) {
     const PerfModel m = load_perf_model(name);
     CHECK(m.total_params() == 66955010);  // distilbert-base-uncased + sequence-classification head
-    CHECK(m.source.find("not profiled") != std::string::npos);
+    CHECK(m.source.find(name == "h100-distilbert" ? "measured: ddptrain --profile" : "derived, not profiled") !=
+          std::string::npos);
     CHECK(m.max_batch(256) > 64);
   }
+}
+
+TEST_CASE("the built-ins bucket their gradients as PyTorch's reducer does: the HF-derived layout, at any cap") {
+  const PerfModel spec = derive_perf_model(
+      {{"hf_config", DDPSIM_SOURCE_DIR "/models/hf/distilbert-base-uncased.json"}, {"gpu", "h100-sxm"}, {"dtype", "fp32"},
+       {"efficiency", 0.5}},
+      "spec");
+  for (const auto& name : builtin_model_names()) {
+    const PerfModel m = load_perf_model(name);
+    REQUIRE(m.layers.size() == spec.layers.size());
+    for (std::size_t i = 0; i < m.layers.size(); ++i) CHECK(m.layers[i].name == spec.layers[i].name);
+    for (const auto& [cap, first] : {std::pair{25.0, 1.0}, {10.0, 0.5}, {4.0, 4.0}}) {
+      CAPTURE(cap);
+      const auto a = make_buckets(m, cap * 1024 * 1024, first * 1024 * 1024);
+      const auto b = make_buckets(spec, cap * 1024 * 1024, first * 1024 * 1024);
+      REQUIRE(a.size() == b.size());
+      for (std::size_t k = 0; k < a.size(); ++k) CHECK(a[k].bytes == b[k].bytes);
+    }
+  }
+  // Beyond its measured grid the H100 model grows as the spec derivation does (the script that
+  // writes it copies these figures).
+  const PerfModel h100 = load_perf_model("h100-distilbert");
+  CHECK(h100.forward.analytic.beta_ms == doctest::Approx(spec.forward.analytic.beta_ms).epsilon(1e-8));
+  CHECK(h100.backward.analytic.gamma_ms == doctest::Approx(spec.backward.analytic.gamma_ms).epsilon(1e-8));
+  CHECK(h100.measured_reach() == std::pair{128, 512});
 }
 
 TEST_CASE("DDP buckets: reverse layer order, a small first bucket, caps close a bucket") {

@@ -305,7 +305,8 @@ TEST_CASE("model mode: ZeRO-2's reduce-scatter and all-gather move what DDP's al
 TEST_CASE("model mode: compute noise and stragglers by GPU, the same draws for every policy") {
   auto with = [](const std::string& simulation) {
     auto doc = nlohmann::json::parse(R"({"training": {"world_size": 4, "global_batch": 32, "steps": 3},
-                                         "policies": ["static"], "parallel": {"stages": 2, "micro_batches": 4}})");
+                                         "policies": ["static"], "parallel": {"stages": 2, "micro_batches": 4},
+                                         "platform": {"topology": "nvlink"}})");  // compute-bound
     doc["simulation"] = nlohmann::json::parse(simulation);
     return simulate_parallel(parse_config(doc, "c.json", "")).front();
   };

@@ -134,8 +134,8 @@ expect_exit 1 'every time is 0' "$DDPSIM" run "$study" \
   --set 'parallel.abstract={"forward": 0, "backward": 0, "transfer": 0, "sync": 0}'
 expect_exit 1 'model is not used by a pipeline job \(parallel\): in abstract mode' "$DDPSIM" run "$study" \
   --set model=h100-distilbert
-expect_exit 1 'parallel: partition: 29 layers cannot fill 32 stages' "$DDPSIM" run "${small[@]}" \
-  --set training.world_size=32 --set training.global_batch=8 --set 'parallel={"stages": 32, "schedule": "gpipe"}' 
+expect_exit 1 'parallel: partition: 104 layers cannot fill 128 stages' "$DDPSIM" run "${small[@]}" \
+  --set training.world_size=128 --set training.global_batch=8 --set 'parallel={"stages": 128, "schedule": "gpipe"}' 
 expect_exit 1 '10000000 steps × 8 GPUs × 8 micro-batches would hold 26.2 GiB of pipeline work' "$DDPSIM" run "$study" \
   --set training.steps=10000000
 expect_ok "$DDPSIM" run "${small[@]}" --set training.b_max=2  # one cap for every group
