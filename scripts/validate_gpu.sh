@@ -376,4 +376,33 @@ PY
   validate2 turns-fp32 "$out/turns/fp32" "$models2/fp32-fused.json" "${link10[@]}"
   validate2 turns-bf16-pad8 "$out/turns/bf16-pad8" "$models2/bf16-fused.json" "${link10[@]}"
 fi
+if stage validate && [[ -d $out/turns6 ]]; then
+  # Campaign 3 and the held-out targets: each model from a profile plus one static run
+  # (--training), validated on the runs it never saw.
+  ddpsim=${DDPSIM:-build/release/ddpsim}
+  v3=$out/validation3
+  mkdir -p "$v3/models"
+  link10=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
+  held_out() {  # NAME PROFILE RUNS_FOLDER: calibrate on PROFILE + RUNS/static, validate the rest
+    local name=$1 profile=$2 runs=$3
+    "$ddpsim" calibrate "$profile" --training "$runs/static/steps.csv" --base "$out/layout.json" \
+      --name "$gpu-$name" --out "$v3/models/$name.json" >"$v3/models/$name-calibrate.txt"
+    for run in "$runs"/*/; do
+      run=${run%/}
+      [[ $(basename "$run") == static ]] && continue
+      local dir=$v3/$name/$(basename "$run")
+      mkdir -p "$(dirname "$dir")"
+      "$ddpsim" validate --measured "$run/steps.csv" --baseline "$runs/static/steps.csv" --model "$v3/models/$name.json" \
+        "${link10[@]}" --out "$dir" >"$dir.txt"
+      sed -i "s|$PWD/||g" "$dir.txt" "$dir"/*.json
+      echo "-- $name, $(basename "$run")"
+      grep -E '^gain of' "$dir.txt" | head -1
+    done
+  }
+  held_out turns6 "$out/wide/profile-fp32/steps.csv" "$out/turns6/fp32"
+  held_out emulated4 "$out/profile-fp32/steps.csv" "$out/emulated4"
+  held_out bf16 "$out/profile-bf16/steps.csv" "$out/bf16"
+  held_out large "$out/profile-fp32/steps.csv" "$out/large"
+  sed -i "s|$PWD/||g" "$v3"/models/*.json
+fi
 step "done"
