@@ -300,7 +300,9 @@ int simulate_verb(const Args& args, bool compare) {
   warn_over_capacity(config, sim, compare ? "compare" : "run");
 
   std::vector<std::pair<std::filesystem::path, std::string>> files;
-  if (trace) files.emplace_back(dir / "summary.json", summary_json(config.resolved, sim.runs, sim.summaries));
+  if (trace)
+    files.emplace_back(dir / "summary.json",
+                       summary_json(config.resolved, sim.runs, sim.summaries, config.provenance()));
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
   std::vector<std::unique_ptr<AtomicFile>> written;
   if (trace_file) written.push_back(std::move(trace_file));

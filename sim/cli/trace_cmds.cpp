@@ -349,7 +349,7 @@ int replay(const Args& args) {
     nlohmann::json summary_config = config.resolved;
     summary_config["replayed"] = trace.path;
     write_outputs(dir, {{"steps.csv", trace_csv(sim.runs, metadata)},
-                        {"summary.json", summary_json(summary_config, sim.runs, summaries)}});
+                        {"summary.json", summary_json(summary_config, sim.runs, summaries, config.provenance())}});
     std::cout << "wrote " << (dir / "steps.csv").string() << " and " << (dir / "summary.json").string() << "\n";
   }
   return 0;

@@ -18,6 +18,15 @@ namespace ddpsim {
 
 namespace fs = std::filesystem;
 
+nlohmann::json Config::provenance() const {
+  nlohmann::json p = {{"model", model->origin}, {"model_source", model->source}};
+  if (!model->step_factors_source.empty()) p["model_noise_from"] = model->step_factors_source;
+  if (model->first_use_ms > 0) p["model_first_use_ms"] = model->first_use_ms;
+  p["platform"] = platform.to_json();
+  p["platform_source"] = platform_source.empty() ? "the config and its --set (or their defaults)" : platform_source;
+  return p;
+}
+
 StepShape Config::shape() const {
   StepShape s;
   s.G = training.world_size;

@@ -91,6 +91,10 @@ struct Config {
   nlohmann::json resolved;                           // every value in force, defaults included, for summary.json
 
   StepShape shape() const;
+  // Where the prediction's figures came from — the model's origin and source (measured,
+  // calibrated from which traces, or derived, and from what), its training steps' source, the
+  // platform in force and its source — for summary.json: every prediction says so.
+  nlohmann::json provenance() const;
   // `resolved` with every file path absolute: what --print-config writes, valid input from any
   // folder (summary.json keeps the paths as given, so that outputs do not depend on the machine).
   nlohmann::json printable() const;

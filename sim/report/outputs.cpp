@@ -149,7 +149,7 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
 }
 
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
-                         const std::vector<TokenSummary>& summaries) {
+                         const std::vector<TokenSummary>& summaries, const nlohmann::json& provenance) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const TokenSummary& s = summaries[i];
@@ -187,6 +187,7 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
   }
   nlohmann::ordered_json doc;
   doc["config"] = config;
+  if (!provenance.is_null()) doc["provenance"] = provenance;
   doc["policies"] = std::move(policies);
   return doc.dump(2) + "\n";
 }

@@ -82,4 +82,12 @@ if [[ -w /dev/full ]]; then
   "$DDPSIM" run --print-config >/dev/full 2>"$WORK/err" && fail "ddpsim run > /dev/full exited 0"
   grep -q "cannot write to standard output" "$WORK/err" || fail "no message for a full stdout: $(cat "$WORK/err")"
 fi
+# Every prediction says where its figures came from: the model's source and the platform's.
+expect_ok "$DDPSIM" run --steps 3 --out "$WORK/provenance"
+python3 - "$WORK/provenance/summary.json" <<'PY2' || fail "summary.json lacks the model's and the platform's provenance"
+import json, sys
+p = json.load(open(sys.argv[1]))["provenance"]
+assert p["model"] == "built-in rtx3090-distilbert" and p["model_source"].startswith("derived, not profiled")
+assert "hypothesis" in p["platform_source"] and p["platform"]["topology"] == "pcie"
+PY2
 finish
