@@ -9,7 +9,8 @@ usage: plots/sweep.py RESULTS_CSV [--out FOLDER] heatmap --x KEY --y KEY [--face
 results.csv holds one row per grid cell and policy: `cell`, one column per swept key (named by
 its dotted config path, e.g. training.world_size), `policy`, then the metrics: those of
 summary.json, and gain_pct / p95_gain_pct, the reduction of the mean / P95 max step time
-against the cell's first policy in % (positive: faster). A KEY is a swept key's full name or
+against the cell's first policy in % (positive: faster; per sample where gain_per is
+"sample": a policy that changes the samples per step). A KEY is a swept key's full name or
 its last part (world_size); a COL is a metric column (default mean_max_step_ms). Axis values
 are sorted numerically when all are numbers, else kept in the order they first appear.
 

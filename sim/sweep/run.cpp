@@ -77,10 +77,22 @@ std::string number_field(const nlohmann::ordered_json& value) {
   return text;
 }
 
-// 100 · (1 − value / baseline): the share of the baseline's step time a policy saves.
-std::string gain_field(const nlohmann::ordered_json& value, const nlohmann::ordered_json& baseline) {
+// 100 · (1 − value / baseline): the share of the baseline's step time a policy saves; per
+// sample (each time over its mean global batch) where `per_sample`.
+std::string gain_field(const nlohmann::ordered_json& value, const nlohmann::ordered_json& baseline, bool per_sample,
+                       const nlohmann::ordered_json& batch, const nlohmann::ordered_json& baseline_batch) {
   if (!value.is_number() || !baseline.is_number() || baseline.get<double>() <= 0) return "";
-  return number_field(100 * (1 - value.get<double>() / baseline.get<double>()));
+  const double scale = per_sample ? baseline_batch.get<double>() / batch.get<double>() : 1.0;
+  return number_field(100 * (1 - value.get<double>() * scale / baseline.get<double>()));
+}
+
+// A policy that takes another number of samples per step than the first (token_budget): its
+// gain is on time per sample, since its steps do other work.
+bool per_sample_gain(const nlohmann::ordered_json& p, const nlohmann::ordered_json& first) {
+  const char* key = "mean_global_batch";
+  if (!p.contains(key) || !first.contains(key) || !p[key].is_number() || !first[key].is_number()) return false;
+  const double b = p[key].get<double>(), b0 = first[key].get<double>();
+  return b > 0 && b0 > 0 && std::abs(b - b0) > 1e-6 * b0;
 }
 
 // The worker: simulates one cell and writes its file; its error, if any, goes up the pipe.
@@ -266,7 +278,7 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
   for (const auto& key : grid.keys) add(csv_field(key));
   add("policy");
   for (const auto& metric : metrics) add(metric);
-  out += ",gain_pct,p95_gain_pct\n";
+  out += ",gain_pct,p95_gain_pct,gain_per\n";
   for (std::size_t i = 0; i < grid.cells.size(); ++i) {
     const auto& policies = cells[i]["policies"];
     const auto& first = policies.begin().value();
@@ -275,8 +287,12 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
       for (const auto& value : grid.cells[i].values) add(csv_field(value_text(value)));
       add(csv_field(label));
       for (const auto& metric : metrics) add(p.contains(metric) ? number_field(p[metric]) : "");
+      const bool per_sample = !pipelines && per_sample_gain(p, first);
       for (const auto& metric : gains)
-        add(p.contains(metric) && first.contains(metric) ? gain_field(p[metric], first[metric]) : "");
+        add(p.contains(metric) && first.contains(metric)
+                ? gain_field(p[metric], first[metric], per_sample, p["mean_global_batch"], first["mean_global_batch"])
+                : "");
+      add(per_sample ? "sample" : "step");
       out += '\n';
     }
   }
