@@ -30,4 +30,8 @@ expect_exit 2 "--replicates 0: expected 1 \(no replicates\) to 1000 seeds" "$DDP
 expect_exit 2 "--replicates 1001: expected 1" "$DDPSIM" compare --replicates 1001
 expect_exit 2 "pipeline job .* has no sample stream to redraw" "$DDPSIM" run "$SRC/configs/pipeline-study.json" \
   --replicates 3
+# token_budget takes more samples a step: its gain is on time per sample, and says so.
+expect_ok "$DDPSIM" compare --policies static,token_budget --replicates 3 --steps 40
+grep -qE '^token_budget .*\+1[0-9]\.[0-9]+% \[.*\] per sample$' "$WORK/out" ||
+  fail "token_budget's replicated gain is not per sample: $(tail -2 "$WORK/out")"
 finish
