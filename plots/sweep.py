@@ -4,7 +4,7 @@
 usage: plots/sweep.py RESULTS_CSV [--out FOLDER] heatmap --x KEY --y KEY [--facet KEY]
            [--metric COL | --gain POLICY] [--policy P] [--where KEY=VALUE]... [--name FILE]
        plots/sweep.py RESULTS_CSV [--out FOLDER] lines --x KEY [--metric COL] [--policies a,b,...]
-           [--where KEY=VALUE]... [--logx] [--name FILE]
+           [--over KEY] [--where KEY=VALUE]... [--logx] [--name FILE]
 
 results.csv holds one row per grid cell and policy: `cell`, one column per swept key (named by
 its dotted config path, e.g. training.world_size), `policy`, then the metrics: those of
@@ -18,7 +18,9 @@ are sorted numerically when all are numbers, else kept in the order they first a
            or with --gain POLICY that policy's gain_pct; one panel per value of --facet, each
            cell annotated with its value, one colour scale for all panels. 350 pixels high,
            max(600, 120 + 240 x panels) wide.
-  lines    the metric against one swept key, one line per policy. 600x350 pixels.
+  lines    the metric against one swept key, one line per policy. 600x350 pixels. With --over
+           KEY (replicates: a swept training.seed), each point is the mean over that key's
+           values, its error bar their 2.5-97.5% range.
 
 Every other swept key that takes several values must be fixed with --where KEY=VALUE
 (repeatable); when one is not, the script lists the free keys and their values. The figure is
@@ -30,6 +32,7 @@ examples:
   plots/sweep.py runs/s/results.csv heatmap --x world_size --y topology --where global_batch=64 \\
       --metric p95_max_step_ms --policy kk
   plots/sweep.py runs/s/results.csv lines --x world_size --where global_batch=32 --where topology=pcie --logx
+  plots/sweep.py runs/s/results.csv lines --x global_batch --metric gain_pct --over training.seed
 """
 import argparse
 import math
@@ -188,13 +191,24 @@ def heatmap(plt, res, args, parser):
     return fig, f"heatmap-{metric}-{common.file_part(policy)}.png"
 
 
+def quantile(values, q):
+    values = sorted(values)
+    position = q * (len(values) - 1)
+    low = int(position)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
 def lines(plt, res, args):
     x = res.key(args.x)
     metric = res.metric(args.metric or "mean_max_step_ms")
     policies = [res.policy(p.strip()) for p in args.policies.split(",")] if args.policies else res.policies
     fixed = res.where(args.where)
+    over = res.key(args.over) if args.over else None
+    if over in (x, *fixed):
+        common.fail(f"{res.path}: --over {over} is also " + ("--x" if over == x else "fixed by --where"))
     rows = res.select(fixed, policies)
-    res.check_unique(rows, [x, "policy"], fixed)
+    res.check_unique(rows, [x, "policy"] + ([over] if over else []), fixed)
     xs = res.values(x, rows)
     numeric = all(as_number(v) is not None for v in xs)
     if args.logx and not (numeric and all(as_number(v) > 0 for v in xs)):
@@ -203,17 +217,31 @@ def lines(plt, res, args):
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for i, policy in enumerate(policies):
-        at = {row[x]: res.value(line, row, metric) for line, row in rows if row["policy"] == policy}
-        ax.plot(positions, [at.get(v, math.nan) for v in xs], marker="o", markersize=4, linewidth=1.2,
-                label=policy, color=f"C{i}")
+        at = {}
+        for line, row in rows:
+            if row["policy"] == policy:
+                at.setdefault(row[x], []).append(res.value(line, row, metric))
+        ys = [at.get(v, [math.nan]) for v in xs]
+        means = [sum(y) / len(y) for y in ys]
+        if over:
+            # 2.5-97.5% of the replicates around their mean, as error bars.
+            low = [m - quantile(y, 0.025) for m, y in zip(means, ys)]
+            high = [quantile(y, 0.975) - m for m, y in zip(means, ys)]
+            ax.errorbar(positions, means, yerr=[low, high], marker="o", markersize=4, linewidth=1.2, capsize=3,
+                        label=policy, color=f"C{i}")
+        else:
+            ax.plot(positions, means, marker="o", markersize=4, linewidth=1.2, label=policy, color=f"C{i}")
     if args.logx:
         ax.set_xscale("log")
         ax.minorticks_off()
     ax.set_xticks(positions, xs, fontsize=8)
     ax.set_xlabel(x, fontsize=8)
     ax.set_ylabel(metric, fontsize=8)
-    if fixed:
-        ax.set_title(conditions_text(fixed), fontsize=8)
+    title = conditions_text(fixed) if fixed else ""
+    if over:
+        title += ("; " if title else "") + f"mean and 2.5-97.5% over {len(res.values(over, rows))} values of {over}"
+    if title:
+        ax.set_title(title, fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -244,6 +272,8 @@ def main():
     ln.add_argument("--x", required=True, metavar="KEY", help="the swept key along the x axis")
     ln.add_argument("--policies", metavar="a,b,...", help="a subset of the policies, in legend order")
     ln.add_argument("--logx", action="store_true", help="a logarithmic x axis (world sizes, batch sizes)")
+    ln.add_argument("--over", metavar="KEY", help="replicates: the mean over this swept key (training.seed) and "
+                    "its 2.5-97.5%% range as error bars")
     args = parser.parse_args()
     for condition in args.where:
         if "=" not in condition:

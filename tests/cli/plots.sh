@@ -103,6 +103,18 @@ expect_png "$WORK/real_sweep/heatmap-gain_pct-minmax.png" 600x350
 expect_ok "$PY" "$plots/sweep.py" "$WORK/real_sweep/results.csv" lines --x world_size --where global_batch=32 \
   --where algorithm=tree --metric p95_max_step_ms
 expect_png "$WORK/real_sweep/lines-p95_max_step_ms-training.world_size.png" 600x350
+# Replicates: a seed axis drawn as the mean with its 2.5-97.5% range as error bars.
+cat >"$WORK/seeds.json" <<'EOF'
+{"set": {"training.steps": 20}, "policies": ["static", "minmax"],
+ "axes": {"training.global_batch": [16, 32], "training.seed": [0, 1, 2, 3]}}
+EOF
+"$DDPSIM" sweep "$WORK/seeds.json" --out "$WORK/seeds" --jobs 2 >/dev/null 2>"$WORK/err" ||
+  fail "ddpsim sweep failed: $(cat "$WORK/err")"
+expect_ok "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x global_batch --metric gain_pct --over seed
+expect_png "$WORK/seeds/lines-gain_pct-training.global_batch.png" 600x350
+expect_exit 1 "several rows per" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x global_batch
+expect_exit 1 "--over training.seed is also --x" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x seed \
+  --over seed
 # A swept list (quoted, as RFC 4180 says) is a categorical axis.
 cat >"$WORK/lists.csv" <<'EOF'
 cell,simulation.rank_speed,policy,mean_max_step_ms,gain_pct
