@@ -9,7 +9,6 @@
 #include "common/error.hpp"
 #include "model/perf_model.hpp"
 #include "model/safetensors.hpp"
-#include "train/launcher.hpp"
 #include "train/padding.hpp"
 #include "train/step_timer.hpp"
 
@@ -54,34 +53,10 @@ double modelled_allreduce_ms(const std::vector<double>& bucket_bytes, int G, dou
   return ms;
 }
 
-#ifdef DDPTRAIN_CUDA
-// Out of GPU memory: the caching allocator's error, or a library's failed workspace allocation.
-bool out_of_memory(const c10::Error& e) {
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
-  const std::string what = e.what_without_backtrace();
-  return what.find("out of memory") != std::string::npos || what.find("ALLOC_FAILED") != std::string::npos;
-}
-#endif
-
 // Per rank and step: fwd, bwd, comm wait, opt, step (ms), peak MiB, loss, digest (2 halves), spare.
 constexpr int METRICS = 11;
 
 }  // namespace
-
-int largest_fitting(int hi, const std::function<bool(int)>& fits) {
-  if (hi < 1 || !fits(1)) return 0;
-  int good = 1, bad = hi + 1;  // fits(good) holds; fits(bad) fails or bad is past hi
-  for (int b = 2; b <= hi && bad > hi; b *= 2) (fits(b) ? good : bad) = b;
-  if (bad > hi && good < hi) {
-    if (fits(hi)) return hi;
-    bad = hi;
-  }
-  while (bad - good > 1) {
-    const int mid = good + (bad - good) / 2;
-    (fits(mid) ? good : bad) = mid;
-  }
-  return good;
-}
 
 Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::ostream& log)
     : opt_(std::move(options)), comm_(std::move(comm)), log_(log), device_(torch::kCPU) {
@@ -184,63 +159,6 @@ Trainer::~Trainer() = default;
 std::vector<double> Trainer::ddp_bucket_bytes() const {
   constexpr double MiB = 1024.0 * 1024.0;
   return GradBuckets::plan_bytes(model_->parameters(), opt_.bucket_mb * MiB, opt_.first_bucket_mb * MiB);
-}
-
-// --bmax probe: each rank finds the largest batch of --max-length samples whose forward and
-// backward fit its GPU while room for AdamW's two moments and `probe_reserve` of the device's
-// memory are held aside, recovering from each out-of-memory error. The cap never exceeds B (no
-// rank gets more). Ranks share their caps, which differ on mixed GPUs.
-std::vector<int> Trainer::probe_bmax() {
-#ifndef DDPTRAIN_CUDA
-  throw std::logic_error("probe_bmax() without CUDA");  // the constructor refuses --bmax probe first
-#else
-  const auto total = static_cast<double>(at::cuda::getDeviceProperties(device_.index())->totalGlobalMem);
-  std::int64_t param_bytes = 0;
-  for (const auto& p : model_->parameters()) param_bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
-  const auto aside_bytes = 2 * param_bytes + static_cast<std::int64_t>(opt_.probe_reserve * total);
-  const int L = opt_.max_length;
-  int cap = 0;
-  {
-    torch::Tensor aside;
-    try {
-      aside = torch::empty({aside_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
-    } catch (const c10::Error& e) {
-      if (!out_of_memory(e)) throw;
-      throw ddpsim::InputError("--bmax probe: the GPU cannot even hold AdamW's state and the reserve (" +
-                               std::to_string(aside_bytes >> 20) + " MiB) beside the model; lower --probe-reserve");
-    }
-    model_->train();
-    auto fits = [&](int b) {
-      bool ok = true;
-      try {
-        mean_loss(full_batch(b, L, device_)).backward();
-        torch::cuda::synchronize(device_.index());
-      } catch (const c10::Error& e) {
-        if (!out_of_memory(e)) throw;
-        ok = false;
-      }
-      for (auto& p : model_->parameters()) p.mutable_grad().reset();
-      c10::cuda::CUDACachingAllocator::emptyCache();
-      log_ << "bmax probe: " << b << " samples of " << L << " tokens " << (ok ? "fit" : "do not fit") << "\n";
-      return ok;
-    };
-    cap = largest_fitting(opt_.global_batch, fits);
-  }
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  if (cap < 1)
-    throw ddpsim::InputError("--bmax probe: not even one sample of " + std::to_string(L) + " tokens fits with " +
-                             std::to_string(std::lround(opt_.probe_reserve * 100)) +
-                             "% of device memory kept free; lower --max-length or --probe-reserve");
-  log_ << "b_max " << cap << " per rank from the probe (" << precision_name(opt_.precision) << ", "
-       << opt_.probe_reserve * 100 << "% of " << total / (1 << 30) << " GiB kept free"
-       << (cap == opt_.global_batch ? "; capped at the global batch" : "") << ")\n";
-  if (!comm_ || G_ < 2) return std::vector<int>(static_cast<std::size_t>(G_), cap);
-  const auto caps =
-      comm_->allgather(torch::tensor({static_cast<std::int64_t>(cap)}, torch::kInt64).to(device_)).cpu().view(-1);
-  std::vector<int> b_max;
-  for (int g = 0; g < G_; ++g) b_max.push_back(static_cast<int>(caps[g].item<std::int64_t>()));
-  return b_max;
-#endif
 }
 
 torch::Tensor Trainer::mean_loss(const Batch& batch) {
@@ -466,60 +384,6 @@ void Trainer::finish() {
     if (rank_ == 0) log_ << who << "final dev accuracy " << acc << " (" << dev_.ids.size() << " samples)\n";
   }
   if (rank_ == 0 && !opt_.out.empty()) write_outputs();
-}
-
-std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
-  std::string device = device_.is_cuda() ? "cuda" : "cpu";
-#ifdef DDPTRAIN_CUDA
-  if (device_.is_cuda()) device = at::cuda::getDeviceProperties(device_.index())->name;
-#endif
-  std::vector<std::pair<std::string, std::string>> m = {{"tool", "ddptrain"},
-                                                        {"device", device},
-                                                        {"world_size", std::to_string(comm_ ? comm_->size() : 1)},
-                                                        {"emulated_ranks", std::to_string(opt_.emulate_ranks)},
-                                                        {"backend", comm_ ? comm_->backend() : "none"},
-                                                        {"libtorch", TORCH_VERSION},
-                                                        {"attention", "padded"},
-                                                        {"attention_kernel", attention_kind()},
-                                                        {"precision", precision_name(opt_.precision)},
-                                                        {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
-                                                        {"seed", std::to_string(opt_.seed)},
-                                                        {"policy", opt_.profiling ? "profile" : policy_label()},
-                                                        {"global_batch", std::to_string(opt_.global_batch)},
-                                                        {"model", opt_.model_size},
-                                                        {"data", data_.description}};
-#ifdef DDPTRAIN_CUDA
-  if (device_.is_cuda()) {  // versions as CUDA encodes them: 1000·major + 10·minor
-    int runtime = 0, driver = 0;
-    cudaRuntimeGetVersion(&runtime);
-    cudaDriverGetVersion(&driver);
-    m.emplace_back("cuda_runtime", std::to_string(runtime));
-    m.emplace_back("cuda_driver", std::to_string(driver));
-  }
-#endif
-  if (!device_.is_cuda()) {
-    m.emplace_back("threads", std::to_string(at::get_num_threads()));
-    m.emplace_back("cpus", cpu_placement());
-  }
-  if (opt_.emulate_ranks > 0)
-    m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +
-                                    std::to_string(opt_.emulate_latency_us) +
-                                    " us per step, buckets back to back "
-                                    "after the slowest rank (no overlap); NOT a real " +
-                                    std::to_string(G_) + "-GPU run");
-  else
-    m.emplace_back("allreduce", real_ranks() ? "measured: bucketed, overlapped with backward" : "none (one rank)");
-  if (!opt_.interleaved.empty()) {
-    std::string turns;
-    for (const auto& p : opt_.interleaved) turns += (turns.empty() ? "" : ",") + p;
-    m.emplace_back("interleaved", "one step of each policy in turn: " + turns);
-  }
-  // Only where it pads: a run without it writes the trace it wrote before the option existed.
-  if (opt_.pad_to_multiple_of > 1 && !opt_.profiling)
-    m.emplace_back("pad_to_multiple_of", std::to_string(opt_.pad_to_multiple_of));
-  if (opt_.profiled_alongside)
-    m.emplace_back("profile_alongside", "one step of a profile grid after each turn (OUT/profile/steps.csv)");
-  return m;
 }
 
 }  // namespace ddptrain

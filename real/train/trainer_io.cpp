@@ -10,10 +10,12 @@
 #include "common/hash.hpp"
 #include "common/interrupt.hpp"
 #include "report/outputs.hpp"
+#include "train/launcher.hpp"
 #include "train/step_timer.hpp"
 #include "train/trainer.hpp"
 
 #ifdef DDPTRAIN_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #endif
 
@@ -219,6 +221,61 @@ void Trainer::load_checkpoint(const std::string& path) {
   decision_us_.clear();
   step_ = target;
   log_ << "resumed from " << path << " at step " << step_ << "\n";
+}
+
+// The trace's metadata lines: what a reader needs to know how the steps were run.
+std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
+  std::string device = device_.is_cuda() ? "cuda" : "cpu";
+#ifdef DDPTRAIN_CUDA
+  if (device_.is_cuda()) device = at::cuda::getDeviceProperties(device_.index())->name;
+#endif
+  std::vector<std::pair<std::string, std::string>> m = {{"tool", "ddptrain"},
+                                                        {"device", device},
+                                                        {"world_size", std::to_string(comm_ ? comm_->size() : 1)},
+                                                        {"emulated_ranks", std::to_string(opt_.emulate_ranks)},
+                                                        {"backend", comm_ ? comm_->backend() : "none"},
+                                                        {"libtorch", TORCH_VERSION},
+                                                        {"attention", "padded"},
+                                                        {"attention_kernel", attention_kind()},
+                                                        {"precision", precision_name(opt_.precision)},
+                                                        {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
+                                                        {"seed", std::to_string(opt_.seed)},
+                                                        {"policy", opt_.profiling ? "profile" : policy_label()},
+                                                        {"global_batch", std::to_string(opt_.global_batch)},
+                                                        {"model", opt_.model_size},
+                                                        {"data", data_.description}};
+#ifdef DDPTRAIN_CUDA
+  if (device_.is_cuda()) {  // versions as CUDA encodes them: 1000·major + 10·minor
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    m.emplace_back("cuda_runtime", std::to_string(runtime));
+    m.emplace_back("cuda_driver", std::to_string(driver));
+  }
+#endif
+  if (!device_.is_cuda()) {
+    m.emplace_back("threads", std::to_string(at::get_num_threads()));
+    m.emplace_back("cpus", cpu_placement());
+  }
+  if (opt_.emulate_ranks > 0)
+    m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +
+                                    std::to_string(opt_.emulate_latency_us) +
+                                    " us per step, buckets back to back "
+                                    "after the slowest rank (no overlap); NOT a real " +
+                                    std::to_string(G_) + "-GPU run");
+  else
+    m.emplace_back("allreduce", real_ranks() ? "measured: bucketed, overlapped with backward" : "none (one rank)");
+  if (!opt_.interleaved.empty()) {
+    std::string turns;
+    for (const auto& p : opt_.interleaved) turns += (turns.empty() ? "" : ",") + p;
+    m.emplace_back("interleaved", "one step of each policy in turn: " + turns);
+  }
+  // Only where it pads: a run without it writes the trace it wrote before the option existed.
+  if (opt_.pad_to_multiple_of > 1 && !opt_.profiling)
+    m.emplace_back("pad_to_multiple_of", std::to_string(opt_.pad_to_multiple_of));
+  if (opt_.profiled_alongside)
+    m.emplace_back("profile_alongside", "one step of a profile grid after each turn (OUT/profile/steps.csv)");
+  return m;
 }
 
 }  // namespace ddptrain
