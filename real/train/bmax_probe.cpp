@@ -8,6 +8,7 @@
 
 #ifdef DDPTRAIN_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #endif
 
