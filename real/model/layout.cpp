@@ -6,8 +6,8 @@ nlohmann::ordered_json layout_model(DistilBertForSequenceClassification& model, 
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& item : model->named_parameters()) {
     const auto n = item.value().numel();
-    const bool embedding = item.key().find("embeddings.") != std::string::npos &&
-                           item.key().find("LayerNorm") == std::string::npos;
+    const bool embedding =
+        item.key().find("embeddings.") != std::string::npos && item.key().find("LayerNorm") == std::string::npos;
     layers.push_back({{"name", item.key()}, {"params", n}, {"bwd_fraction", embedding ? double(n) / 25.0 : double(n)}});
   }
   return {{"name", name},

@@ -30,11 +30,14 @@ bool one_process(const Trace& t) {
 
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
   auto surface = [&](const RankStep& r) {
-    if (c.packed) return c.forward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens)) +
-                         c.backward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens));
-    if (r.micro.empty()) return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
+    if (c.packed)
+      return c.forward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens)) +
+             c.backward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens));
+    if (r.micro.empty())
+      return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
     double sum = 0;
-    for (const auto& mb : r.micro) sum += c.forward.model.at(mb.batch_size, mb.max_len) + c.backward.model.at(mb.batch_size, mb.max_len);
+    for (const auto& mb : r.micro)
+      sum += c.forward.model.at(mb.batch_size, mb.max_len) + c.backward.model.at(mb.batch_size, mb.max_len);
     return sum;
   };
   TrainingFit fit;
@@ -53,16 +56,18 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     std::vector<Timed> order;
     for (std::size_t k = 0; k < t.runs.size(); ++k)
       for (const RankStep& r : t.runs[k].rows) order.push_back({r.step, static_cast<int>(k), r.rank, &r});
-    std::stable_sort(order.begin(), order.end(),
-                     [](const Timed& a, const Timed& b) { return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank); });
+    std::stable_sort(order.begin(), order.end(), [](const Timed& a, const Timed& b) {
+      return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank);
+    });
     const bool shared = one_process(t);
-    std::map<int, std::set<std::pair<int, int>>> met;  // per process
+    std::map<int, std::set<std::pair<int, int>>> met;    // per process
     std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
     for (const Timed& x : order) {
       const RankStep& r = *x.row;
       bool first = false;
       auto& seen = met[shared ? 0 : r.rank];
-      if (r.micro.empty()) first = seen.emplace(r.batch_size, r.max_len).second;
+      if (r.micro.empty())
+        first = seen.emplace(r.batch_size, r.max_len).second;
       else
         for (const auto& mb : r.micro) first = seen.emplace(mb.batch_size, mb.max_len).second || first;
       if (r.step < 1 || std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms)) continue;
@@ -81,17 +86,21 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   for (const Step& s : steps) width = std::max(width, s.measured.size());
   std::erase_if(steps, [&](const Step& s) { return s.measured.size() != width; });
   if (steps.empty())
-    throw InputError(files + ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
+    throw InputError(files +
+                     ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
                      "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
   for (const Step& s : steps)
     for (std::size_t g = 0; g < width; ++g)
-      if (s.first[g]) extras_measured.push_back(s.measured[g]), extras_predicted.push_back(s.predicted[g]);
-      else steady.push_back(s.measured[g] / s.predicted[g]);
+      if (s.first[g])
+        extras_measured.push_back(s.measured[g]), extras_predicted.push_back(s.predicted[g]);
+      else
+        steady.push_back(s.measured[g] / s.predicted[g]);
   const double typical = steady.empty() ? 1.0 : percentile(steady, 50);
   fit.first_uses = static_cast<long>(extras_measured.size());
   if (fit.first_uses >= kMinFirstUses) {
     std::vector<double> extra;
-    for (std::size_t i = 0; i < extras_measured.size(); ++i) extra.push_back(extras_measured[i] - typical * extras_predicted[i]);
+    for (std::size_t i = 0; i < extras_measured.size(); ++i)
+      extra.push_back(extras_measured[i] - typical * extras_predicted[i]);
     fit.first_use_ms = std::max(0.0, percentile(extra, 50));
   }
   std::vector<double> all;
@@ -111,7 +120,8 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   fit.factor_p50 = percentile(all, 50);
   fit.factor_p95 = percentile(all, 95);
   fit.factor_p99 = percentile(all, 99);
-  fit.spike_pct = 100.0 * double(std::count_if(all.begin(), all.end(), [&](double f) { return f > 1.5 * fit.factor_p50; })) /
+  fit.spike_pct = 100.0 *
+                  double(std::count_if(all.begin(), all.end(), [&](double f) { return f > 1.5 * fit.factor_p50; })) /
                   double(all.size());
   if (!opt.empty()) fit.optimizer_ms = mean(opt);
   char line[256];
@@ -135,14 +145,12 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
   if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;
   model["first_use_ms"] = t.first_use_ms;
   model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
-  model["calibration"]["fit"]["training"] = {{"rank_steps", t.rank_steps},
-                                             {"factor", {{"median", t.factor_p50},
-                                                         {"mean", t.factor_mean},
-                                                         {"p95", t.factor_p95},
-                                                         {"p99", t.factor_p99}}},
-                                             {"spike_pct", t.spike_pct},
-                                             {"first_uses", t.first_uses},
-                                             {"first_use_ms", t.first_use_ms}};
+  model["calibration"]["fit"]["training"] = {
+      {"rank_steps", t.rank_steps},
+      {"factor", {{"median", t.factor_p50}, {"mean", t.factor_mean}, {"p95", t.factor_p95}, {"p99", t.factor_p99}}},
+      {"spike_pct", t.spike_pct},
+      {"first_uses", t.first_uses},
+      {"first_use_ms", t.first_use_ms}};
 }
 
 std::string training_report(const TrainingFit& t) {
@@ -164,8 +172,8 @@ std::string training_report(const TrainingFit& t) {
                   t.first_uses, kMinFirstUses);
   out += line;
   if (t.optimizer_ms >= 0) {
-    std::snprintf(line, sizeof line, "            optimizer %.4g ms from the training runs (in place of the profile's)\n",
-                  t.optimizer_ms);
+    std::snprintf(line, sizeof line,
+                  "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
     out += line;
   }
   return out;
