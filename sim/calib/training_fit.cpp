@@ -108,7 +108,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     std::vector<double> factors;
     for (std::size_t g = 0; g < width; ++g) {
       const double own = s.measured[g] - (s.first[g] ? fit.first_use_ms : 0.0);
-      // Four significant digits: the model file stays readable, the draws unchanged in effect.
+      // Four decimals: the model file stays readable, the draws unchanged in effect.
       const double f = std::max(own / s.predicted[g], 1e-3);
       factors.push_back(std::round(f * 1e4) / 1e4);
       all.push_back(factors.back());
