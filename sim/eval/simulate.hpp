@@ -49,8 +49,9 @@ TraceColumns trace_columns_for(const Config& config);
 // Compute factors: mean-one log-normal ones, so that they leave mean compute as modelled — one
 // per step for all ranks (shared: E[exp(σz − σ²/2)] = 1), one per rank-step (each rank's own) —
 // and the model's slow spells (median one: they lift the mean) per rank-step or per step as
-// simulation.spells says; each from its own seeded stream. `model` gives the σ's the
-// simulation section leaves unset (null: no noise).
+// simulation.spells says; and the model's measured training steps (calibrate --training),
+// one drawn whole per step and world; each from its own seeded stream. `model` gives the σ's
+// the simulation section leaves unset (null: no noise).
 class ComputeNoise {
  public:
   ComputeNoise(const Config& config, const PerfModel* model);
