@@ -253,7 +253,8 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
             same(set->baseline, baseline->runs[0], base.runs[0], baseline->path, base_first);
         set->gain_from_step.push_back(first);
         set->gain_end_step.push_back(end);
-        set->gain_restricted.push_back(end < std::max(run_end, base_end) ||
+        set->gain_end_cut.push_back(end < std::max(run_end, base_end));
+        set->gain_restricted.push_back(set->gain_end_cut.back() ||
                                        first > std::min(run_first + set->policies[p].first_step,
                                                         base_first + set->baseline.first_step));
         set->measured_gain_pct.push_back(100 * (1 - policy.measured_mean_ms / base_line.measured_mean_ms));
@@ -313,9 +314,10 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
                   "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
                   "(%+.2f .. %+.2f), %+.2f pp; %s\n",
                   policies[i].policy.c_str(),
-                  set.gain_restricted[i]
+                  !set.gain_restricted[i] ? ""
+                  : set.gain_end_cut[i]
                       ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
-                      : "",
+                      : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
                   measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high,
                   predicted_gain[i] - measured_gain[i], verdict.c_str());
     out += line;

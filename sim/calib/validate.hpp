@@ -53,7 +53,7 @@ struct ValidationSet {
   // both warm-ups; restricted where that leaves out steps either run had of its own.
   std::vector<double> measured_gain_pct, predicted_gain_pct;
   std::vector<int> gain_from_step, gain_end_step;
-  std::vector<bool> gain_restricted;
+  std::vector<bool> gain_restricted, gain_end_cut;  // the latter: steps left out at the end too
   // 95% intervals of those gains; paired: the runs were trained in turn, step k beside step k.
   std::vector<Interval> measured_gain_ci, predicted_gain_ci;
   bool paired = false;
