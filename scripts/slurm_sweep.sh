@@ -5,15 +5,18 @@
 #
 #   scripts/slurm_sweep.sh [options] SWEEP.json OUT_DIR
 #
-#   --shards N           array tasks (default 4); task i runs `--shard i/N` into OUT_DIR/shards/i
+#   --shards N           array tasks, 1 to 100000 (default 4); task i runs `--shard i/N` into
+#                        OUT_DIR/shards/i
 #   --ddpsim PATH        the binary the jobs run (default: ddpsim on PATH, else build/release/ddpsim)
-#   --jobs-per-shard N   `--jobs` of each shard (default: the task's SLURM_CPUS_PER_TASK, else 1)
+#   --jobs-per-shard N   `--jobs` of each shard, 1 to 1024 (default: the task's SLURM_CPUS_PER_TASK,
+#                        else 1)
 #   --sbatch-args "..."  extra sbatch options for both jobs, split on spaces
 #                        (e.g. "--partition=cpu --time=2:00:00 --cpus-per-task=8")
 #   --wait               block until the merge job ends; exit with its status (an interrupt
 #                        stops the waiting, not the jobs)
 #
-# Job scripts and logs go to OUT_DIR/logs/. The binary, the sweep file and OUT_DIR must be
+# The sweep file is checked first (`ddpsim sweep --dry-run`): a bad one submits nothing. Job
+# scripts and logs go to OUT_DIR/logs/; a failed submission takes its job scripts away. The binary, the sweep file and OUT_DIR must be
 # visible from the compute nodes at the same paths (a shared file system). Exit status: 2 for
 # bad usage, 1 for any other failure (with --wait: the merge job's own status if it failed).
 set -euo pipefail
@@ -22,7 +25,8 @@ me=slurm_sweep
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "$me: $*" >&2; exit 1; }
 usage_error() { echo "$me: $*" >&2; echo "usage: $0 [options] SWEEP.json OUT_DIR (see --help)" >&2; exit 2; }
-positive() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 >= 1)); }
+# whole N MAX: N is written in digits and lies in 1..MAX (a long number would wrap in $((...))).
+whole() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= 1 && 10#$1 <= $2)); }
 
 shards=4
 ddpsim=
@@ -47,9 +51,10 @@ while (($#)); do
   esac
 done
 ((${#args[@]} == 2)) || usage_error "expected SWEEP.json and OUT_DIR, got ${#args[@]} argument(s)"
-positive "$shards" || usage_error "--shards $shards: not a whole number >= 1"
-[[ -z $jobs_per_shard ]] || positive "$jobs_per_shard" ||
-  usage_error "--jobs-per-shard $jobs_per_shard: not a whole number >= 1"
+# The bounds are ddpsim's own: --shard I/N takes N up to 100000, --jobs up to 1024.
+whole "$shards" 100000 || usage_error "--shards $shards: expected a whole number from 1 to 100000"
+[[ -z $jobs_per_shard ]] || whole "$jobs_per_shard" 1024 ||
+  usage_error "--jobs-per-shard $jobs_per_shard: expected a whole number from 1 to 1024"
 shards=$((10#$shards))
 
 sweep=${args[0]}
@@ -69,8 +74,24 @@ fi
 ddpsim=$(realpath -e "$ddpsim")
 sweep=$(realpath -e "$sweep")
 [[ ! -e $out || -d $out ]] || die "$out exists and is not a folder"
-mkdir -p "$out/shards" "$out/logs" || die "cannot create $out/shards and $out/logs"
+# Every cell is checked here, on the login node, so that a bad sweep is named once, now, rather
+# than by every array task after a wait in the queue.
+check=$("$ddpsim" sweep "$sweep" --out "$out" --dry-run 2>&1 >/dev/null) ||
+  die "$sweep: nothing submitted, ddpsim sweep --dry-run refused it: ${check%%$'\n'*}"
+made=()  # the folders this run made, taken away again if nothing is submitted
+for dir in "$out" "$out/shards" "$out/logs"; do
+  [[ -e $dir ]] && continue
+  mkdir -p "$dir" || die "cannot create $dir"
+  made+=("$dir")
+done
 out=$(realpath -e "$out")
+errors=$(mktemp)
+trap 'rm -f "$errors"' EXIT
+# A failed submission leaves no job script (nor folder) of its own behind.
+undo() {
+  rm -f "$out/logs/shard.sbatch" "$out/logs/merge.sbatch"
+  for ((i = ${#made[@]} - 1; i >= 0; i--)); do rmdir "${made[$i]}" 2>/dev/null || true; done
+}
 
 if [[ -n $jobs_per_shard ]]; then
   jobs_line="jobs=$((10#$jobs_per_shard))"
@@ -95,22 +116,28 @@ EOF
   printf ' --out %q\n' "$out"
 } >"$out/logs/merge.sbatch"
 
-# --parsable prints "id" or "id;cluster".
+# --parsable prints "id" or "id;cluster". sbatch's own complaint goes to $errors, so that this
+# script's message comes first and carries it.
 submit() {
   local reply
-  reply=$(sbatch --parsable "$@") || return 1
+  reply=$(sbatch --parsable "$@" 2>"$errors") || return 1
   reply=${reply%%;*}
-  [[ $reply =~ ^[0-9]+$ ]] || { echo "$me: unexpected sbatch reply: $reply" >&2; return 1; }
+  [[ $reply =~ ^[0-9]+$ ]] || { echo "unexpected reply: $reply" >"$errors"; return 1; }
   echo "$reply"
 }
+said() { local text; text=$(tr '\n' ' ' <"$errors"); echo "${text% }"; }
 
 array_id=$(submit --array="1-$shards" --job-name=ddpsim-sweep --output="$out/logs/shard-%A_%a.log" \
-  "${sbatch_args[@]}" "$out/logs/shard.sbatch") || die "submitting the shard array failed"
+  "${sbatch_args[@]}" "$out/logs/shard.sbatch") || {
+  undo
+  die "submitting the shard array failed, nothing submitted; sbatch: $(said)"
+}
 # Without --kill-on-invalid-dep a failed shard would leave the merge pending forever.
 merge_id=$(submit --dependency="afterok:$array_id" --kill-on-invalid-dep=yes --job-name=ddpsim-merge \
   --output="$out/logs/merge-%j.log" "${sbatch_args[@]}" "$out/logs/merge.sbatch") || {
   scancel "$array_id" 2>/dev/null || true
-  die "submitting the merge job failed; shard array $array_id cancelled"
+  undo
+  die "submitting the merge job failed, shard array $array_id cancelled; sbatch: $(said)"
 }
 echo "$me: shards: job array $array_id (tasks 1-$shards), logs in $out/logs"
 echo "$me: merge: job $merge_id, after every shard succeeds"

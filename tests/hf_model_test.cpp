@@ -124,8 +124,50 @@ TEST_CASE("bad specs name the file and what is missing") {
   fails(llama, spec, "key \"num_hidden_layers\" must be at most 10000 layers");
   llama["num_hidden_layers"] = 32;
   llama["num_attention_heads"] = -4;
-  fails(llama, spec, "key \"num_attention_heads\" must be from 1 to 100000000");
+  fails(llama, spec, "key \"num_attention_heads\" must be from 1 to 65536, got -4");
   llama["num_attention_heads"] = 32;
   llama["num_hidden_layers"] = 1.5;
   fails(llama, spec, "key \"num_hidden_layers\" is 1.5: expected an integer from 1 to 100000000");
+}
+
+TEST_CASE("issue 36: huge or mistyped Hugging Face sizes are named by the key written, never by a derived figure") {
+  test::TempDir dir;
+  const nlohmann::json spec = {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}};
+  const auto message = [&](const nlohmann::json& config) -> std::string {
+    std::ofstream(dir / "config.json") << config.dump();
+    std::ofstream(dir / "spec.json") << spec.dump();
+    try {
+      load_perf_model(dir / "spec.json");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const nlohmann::json llama = read_json_file(test::source_path("models/hf/llama-3-8b.json"));
+  auto with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json c = llama;
+    c[key] = value;
+    return c;
+  };
+  // heads × head_dim overflowed an int: the release build then blamed forward_ms.
+  std::string m = message(with("head_dim", 100'000'000));
+  CHECK_MESSAGE(m.find("config.json: key \"head_dim\" must be from 1 to 65536, got 100000000") != std::string::npos, m);
+  m = message(with("model_type", 5));
+  CHECK_MESSAGE(m.find("config.json: key \"model_type\" is number 5: expected a string") != std::string::npos, m);
+  // Each key in its own range, together too large: said of the config's sizes, not of m0 or optimizer_ms.
+  nlohmann::json huge = with("vocab_size", 100'000'000);
+  huge["hidden_size"] = 1'000'000;
+  huge["num_attention_heads"] = 1000;
+  huge["num_key_value_heads"] = 1000;
+  m = message(huge);
+  CHECK_MESSAGE(m.find("config.json: its sizes make") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("more than the 5e11 a derived model holds") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("model.embed_tokens.weight, is 100000000 x 1000000") != std::string::npos, m);
+  nlohmann::json wide = with("num_attention_heads", 65'536);
+  wide["num_key_value_heads"] = 65'536;
+  wide["head_dim"] = 65'536;
+  m = message(wide);
+  CHECK_MESSAGE(m.find("config.json: its sizes make") != std::string::npos, m);
+  for (const char* derived : {"forward_ms", "memory_mib", "optimizer_ms", "beta"})
+    CHECK_MESSAGE(m.find(derived) == std::string::npos, m);
 }

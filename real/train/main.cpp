@@ -262,7 +262,7 @@ int run(int argc, char** argv) {
       "global-batch", po::value(&o.global_batch)->default_value(o.global_batch), "B, samples per step over all ranks")(
       "micro-batches", po::value(&o.micro_batches)->default_value(o.micro_batches),
       "gradient accumulation: each rank's batch in this many micro-batches, reduced once after the last "
-      "(verl forms its own)")("steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
+      "(verl forms its own, by its max_token_len, and refuses a count)")("steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
       "bmax", po::value(&bmax),
       "per-rank batch cap: N; a ddpsim model JSON whose memory model gives it; or 'probe' (CUDA): the largest "
       "batch of --max-length samples whose forward and backward fit, with AdamW's state and --probe-reserve aside")(
@@ -363,6 +363,13 @@ int run(int argc, char** argv) {
   if (policies.size() > 1 && given(vm, "resume"))
     throw ddpsim::UsageError("--resume continues one run; an interleaved --policy list cannot be resumed (each "
                              "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
+  // verl cuts each rank's batch itself, into as many micro-batches as its max_token_len needs:
+  // a count given for it alone would be read by nothing (in a list, the other policies take it).
+  const auto forms_own = [](const std::string& p) { return p.substr(0, p.find(':')) == "verl"; };
+  if (!vm.count("profile") && o.micro_batches > 1 && std::all_of(policies.begin(), policies.end(), forms_own))
+    throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) + ": --policy " + o.policy +
+                             " forms its own micro-batches (as many as verl:max_token_len=N tokens per micro-batch "
+                             "need), so the count would be ignored: set max_token_len, or leave --micro-batches out");
   const bool alongside = vm.count("profile-alongside") > 0;
   check_output_paths(o.out, policies, vm.count("profile") > 0, alongside);
   // Slurm's task count counts only where torchrun's variables are absent, as in Launch.

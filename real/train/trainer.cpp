@@ -135,6 +135,15 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
     throw ddpsim::InputError(source + ": " + std::to_string(lengths_.size()) + " samples, fewer than the " +
                              std::to_string(G_) + " ranks sharing them");
   }
+  // A step larger than the dataset would train on samples twice (the sampler's next epoch);
+  // only a token budget sizes its steps without --global-batch, and a profile runs no policy.
+  if (!opt_.profiling && ddpsim::parse_policy_spec(opt_.policy).name != "token_budget" &&
+      lengths_.size() < static_cast<std::size_t>(opt_.global_batch)) {
+    std::string source = opt_.synthetic_lengths.empty() ? "--data " : "--synthetic-samples";
+    source += opt_.synthetic_lengths.empty() ? opt_.data : std::string();
+    throw ddpsim::InputError(source + ": " + std::to_string(lengths_.size()) + " samples, fewer than --global-batch " +
+                             std::to_string(opt_.global_batch) + ": a step would train on samples twice");
+  }
   sampler_ = std::make_unique<ddpsim::DistributedSampler>(lengths_, G_, opt_.seed);
   buffers_ = std::make_unique<ddpsim::RankBuffers>(*sampler_);
   if (real_ranks()) {

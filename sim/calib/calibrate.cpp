@@ -229,7 +229,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   std::vector<double> fwd, bwd, opt, mem;
   std::vector<long> step_ids;  // rows of one step of one run share an id: they were timed together
   std::vector<int> rank_of;
-  long step_id = -1;
+  long step_id = -1, micro_rows = 0;
   std::string names, padded_trace, packed_trace;
   for (const Trace& t : traces) {
     names += (names.empty() ? "" : ", ") + t.path;
@@ -239,6 +239,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
         if (i == 0 || r.step != run.rows[i - 1].step) ++step_id;
         c.half_timed_rows += std::isnan(r.fwd_ms) != std::isnan(r.bwd_ms);
         // A step of several micro-batches times several shapes at once: no point of the fit.
+        micro_rows += !r.micro.empty();
         if (std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms) || r.batch_size < 1 || !r.micro.empty()) continue;
         (run.packed ? packed_trace : padded_trace) = t.path;
         bl.emplace_back(r.batch_size, r.max_len);
@@ -272,15 +273,19 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   const std::vector<ShapePoint> fwd_points = medians(fwd), bwd_points = medians(bwd);
   c.distinct_points = static_cast<int>(fwd_points.size());
   std::set<double> tokens, shapes;  // what β and γ multiply must vary independently
+  const std::string micro_note = micro_rows ? " (" + std::to_string(micro_rows) +
+                                                  " row(s) left out: each timed its micro-batches together, column "
+                                                  "micro_batches, which is no single shape)"
+                                            : "";
   for (const ShapePoint& p : fwd_points) tokens.insert(p.tokens()), shapes.insert(p.pairs() / p.tokens());
   if (c.packed && (fwd_points.size() < 3 || tokens.size() < 2 || shapes.size() < 2))
-    throw InputError(names + ": " + std::to_string(fwd_points.size()) +
-                     " distinct (Σ s, Σ s²) point(s): fitting a + β·Σs + γ·Σs² needs at least 3 with 2 or more "
+    throw InputError(names + ": " + std::to_string(fwd_points.size()) + " distinct (Σ s, Σ s²) point(s)" + micro_note +
+                     ": fitting a + β·Σs + γ·Σs² needs at least 3 with 2 or more "
                      "token counts and Σ s² / Σ s ratios; add steps of other sizes and length mixes");
   if (!c.packed && (fwd_points.size() < 3 || shapes.size() < 2 || tokens.size() < 2))
     throw InputError(names + ": " + std::to_string(fwd_points.size()) +
                      " distinct (batch size, length) point(s) with " + std::to_string(shapes.size()) +
-                     " distinct length(s): fitting a + β·b·L + γ·b·L² needs at least 3 "
+                     " distinct length(s)" + micro_note + ": fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");
   auto fit = [&](const std::vector<ShapePoint>& points) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <tuple>
 
 #include "common/error.hpp"
@@ -72,14 +73,31 @@ int settled_step(const std::vector<double>& max_step_ms) {
 
 namespace {
 
-// The run's rows of the steps from `first` on.
-PolicyRun from_step(const PolicyRun& run, int first) {
+// The run's rows of `count` steps from its `first` on (both counted from the run's first row).
+PolicyRun from_step(const PolicyRun& run, int first, int count = std::numeric_limits<int>::max()) {
   PolicyRun tail = run;
-  const auto skip = std::min(tail.rows.size(), static_cast<std::size_t>(first) * static_cast<std::size_t>(run.G));
+  const auto G = static_cast<std::size_t>(run.G);
+  const auto skip = std::min(tail.rows.size(), static_cast<std::size_t>(first) * G);
   tail.rows.erase(tail.rows.begin(), tail.rows.begin() + static_cast<long>(skip));
+  if (tail.rows.size() / G > static_cast<std::size_t>(count))
+    tail.rows.resize(static_cast<std::size_t>(count) * G);
   if (tail.decision_us.size() > static_cast<std::size_t>(first))
     tail.decision_us.erase(tail.decision_us.begin(), tail.decision_us.begin() + first);
+  else
+    tail.decision_us.clear();
+  if (tail.decision_us.size() > static_cast<std::size_t>(count)) tail.decision_us.resize(static_cast<std::size_t>(count));
   return tail;
+}
+
+// The step numbers a run holds, [first, end): a resumed run's trace starts late.
+std::pair<int, int> step_numbers(const PolicyRun& run) {
+  const int first = run.rows.front().step;
+  return {first, first + static_cast<int>(run.rows.size() / static_cast<std::size_t>(run.G))};
+}
+
+std::string steps_text(int first, int end) {
+  return end - first == 1 ? "step " + std::to_string(first)
+                          : "steps " + std::to_string(first) + " to " + std::to_string(end - 1);
 }
 
 // Each phase's mean per rank-step where the trace measured it; `rest` is what a step's wall time
@@ -113,12 +131,13 @@ std::vector<PhaseFigures> phase_figures(const PolicyRun& measured, const PolicyR
 }
 
 PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predicted_run, const std::string& path,
-                         int first) {
+                         int first, int count = std::numeric_limits<int>::max()) {
   for (const auto& r : measured_run.rows)
     if (std::isnan(r.step_ms))
       throw InputError(path + ": policy " + measured_run.label + ", step " + std::to_string(r.step) + ", rank " +
                        std::to_string(r.rank) + ": step_ms is empty; validation needs measured step times");
-  const PolicyRun measured = from_step(measured_run, first), predicted = from_step(predicted_run, first);
+  const PolicyRun measured = from_step(measured_run, first, count),
+                  predicted = from_step(predicted_run, first, count);
   if (measured.rows.empty())
     throw InputError(path + ": policy " + measured_run.label + ": no step left after a warm-up of " +
                      std::to_string(first) + " steps");
@@ -177,6 +196,12 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
       if (run.G != baseline->runs[0].G)
         throw InputError(baseline->path + ": " + std::to_string(baseline->runs[0].G) + " ranks, " + measured.path +
                          " " + std::to_string(run.G) + ": a gain compares runs of one world size");
+    const auto [base_first, base_end] = step_numbers(baseline->runs[0]);
+    for (const auto& run : measured.runs)
+      if (const auto [first, end] = step_numbers(run); std::max(first, base_first) >= std::min(end, base_end))
+        throw InputError(baseline->path + " holds " + steps_text(base_first, base_end) + ", " + measured.path +
+                         " (policy " + run.label + ") " + steps_text(first, end) +
+                         ": they share no step, and a gain compares the runs over the same steps");
   }
   Validation v;
   // Policies trained in turn share one process's warm-up (allocator, caches, thread pools): a
@@ -197,21 +222,41 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
     const SimulationRun base = replay(*baseline, config);
     v.has_baseline = true;
     std::tie(v.steady.baseline, v.all.baseline) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);
-    // A gain compares the two runs over the same steps, from the later of their first steps: a
-    // policy settled at step 100 against a baseline from step 0 would otherwise set minutes of
-    // a drifting machine against others (in runs trained in turn, step k of each ran together).
+    // A gain compares the two runs over the same step numbers, those both hold after both
+    // warm-ups: a policy settled at step 100 against a baseline from step 0 (or a resumed run
+    // against a whole one) would otherwise set minutes of a drifting machine against others (in
+    // runs trained in turn, step k of each ran together).
     const bool paired = trained_in_turn(measured, *baseline);
+    const auto [base_first, base_end] = step_numbers(baseline->runs[0]);
     for (ValidationSet* set : {&v.steady, &v.all}) {
       set->paired = paired;
       for (std::size_t p = 0; p < set->policies.size(); ++p) {
-        const int first = std::max(set->policies[p].first_step, set->baseline.first_step);
+        const auto [run_first, run_end] = step_numbers(measured.runs[p]);
+        const int first = std::max(run_first + set->policies[p].first_step, base_first + set->baseline.first_step);
+        const int end = std::min(run_end, base_end);
+        if (first >= end)
+          throw InputError(baseline->path + " and " + measured.path + " (policy " + set->policies[p].policy +
+                           ") share " + steps_text(std::max(run_first, base_first), end) +
+                           ", but none after the warm-ups (the policy's steady state starts at step " +
+                           std::to_string(run_first + set->policies[p].first_step) + ", the baseline's at step " +
+                           std::to_string(base_first + set->baseline.first_step) +
+                           "): a gain compares the same steps; give a shorter --warmup");
         const auto same = [&](const PolicyValidation& own, const PolicyRun& run, const PolicyRun& replayed,
-                              const std::string& path) {
-          return own.first_step == first ? own : compare(run, replayed, path, first);
+                              const std::string& path, int own_first) {
+          return own_first + own.first_step == first && own.steps == end - first
+                     ? own
+                     : compare(run, replayed, path, first - own_first, end - first);
         };
-        const PolicyValidation policy = same(set->policies[p], measured.runs[p], sim.runs[p], measured.path);
-        const PolicyValidation base_line = same(set->baseline, baseline->runs[0], base.runs[0], baseline->path);
+        const PolicyValidation policy =
+            same(set->policies[p], measured.runs[p], sim.runs[p], measured.path, run_first);
+        const PolicyValidation base_line =
+            same(set->baseline, baseline->runs[0], base.runs[0], baseline->path, base_first);
         set->gain_from_step.push_back(first);
+        set->gain_end_step.push_back(end);
+        set->gain_end_cut.push_back(end < std::max(run_end, base_end));
+        set->gain_restricted.push_back(set->gain_end_cut.back() ||
+                                       first > std::min(run_first + set->policies[p].first_step,
+                                                        base_first + set->baseline.first_step));
         set->measured_gain_pct.push_back(100 * (1 - policy.measured_mean_ms / base_line.measured_mean_ms));
         set->predicted_gain_pct.push_back(100 * (1 - policy.predicted_mean_ms / base_line.predicted_mean_ms));
         set->measured_gain_ci.push_back(
@@ -269,9 +314,10 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
                   "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
                   "(%+.2f .. %+.2f), %+.2f pp; %s\n",
                   policies[i].policy.c_str(),
-                  set.gain_from_step[i] > std::min(policies[i].first_step, set.baseline.first_step)
-                      ? (", both from step " + std::to_string(set.gain_from_step[i])).c_str()
-                      : "",
+                  !set.gain_restricted[i] ? ""
+                  : set.gain_end_cut[i]
+                      ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
+                      : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
                   measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high,
                   predicted_gain[i] - measured_gain[i], verdict.c_str());
     out += line;
@@ -368,6 +414,7 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
       f["predicted_gain_pct"] = set.predicted_gain_pct[i];
       f["gain_error_pp"] = set.predicted_gain_pct[i] - set.measured_gain_pct[i];
       f["gain_from_step"] = set.gain_from_step[i];
+      f["gain_to_step"] = set.gain_end_step[i] - 1;
       const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
       f["measured_gain_ci95"] = {m.low, m.high};
       f["predicted_gain_ci95"] = {p.low, p.high};

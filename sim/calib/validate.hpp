@@ -49,9 +49,11 @@ struct ValidationSet {
   std::vector<PolicyValidation> policies;
   PolicyValidation baseline;
   // Gain of each policy over the baseline in % of the baseline's mean max step time, both taken
-  // over the same steps: from gain_from_step, the later of the two runs' first steps.
+  // over the same step numbers: [gain_from_step, gain_end_step), those both traces hold after
+  // both warm-ups; restricted where that leaves out steps either run had of its own.
   std::vector<double> measured_gain_pct, predicted_gain_pct;
-  std::vector<int> gain_from_step;
+  std::vector<int> gain_from_step, gain_end_step;
+  std::vector<bool> gain_restricted, gain_end_cut;  // the latter: steps left out at the end too
   // 95% intervals of those gains; paired: the runs were trained in turn, step k beside step k.
   std::vector<Interval> measured_gain_ci, predicted_gain_ci;
   bool paired = false;

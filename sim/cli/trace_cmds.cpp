@@ -63,6 +63,10 @@ Simulates exactly the per-step, per-rank batches a trace recorded (batch sizes a
 from its rows, not resampled) with the given model on the config's platform (default: the
 embedded default's `pcie`, ring allreduce), and prints the study's table. The world size and
 policies come from the trace. --out DIR writes the predicted steps.csv and summary.json.
+What the trace fixes cannot be changed with --set, and is refused rather than ignored:
+training.steps, global_batch, max_length, b_max and micro_batches (each step is replayed
+with the micro-batches it recorded: its micro_batches column, or one per rank without it),
+policies, data and model (--model gives it).
 
 examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred
@@ -91,8 +95,8 @@ examples:
 
 // The config of load_config() with --model in force (a model file is taken from the current
 // folder, not the config's) and the trace's world size and step count, so that rank_speed and
-// stragglers are checked against its ranks and steps. What the trace fixes itself (steps, batches, lengths, policies,
-// data) cannot be set: replay would ignore it.
+// stragglers are checked against its ranks and steps. What the trace fixes itself (steps, batches, micro-batches,
+// lengths, policies, data) cannot be set: replay would ignore it.
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const int G = trace.runs.front().G;
   bool world_size_set = false;
@@ -101,6 +105,16 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
       const std::string key = assignment.substr(0, assignment.find('='));
       const auto under = [&](const char* prefix) { return key == prefix || key.starts_with(std::string(prefix) + "."); };
       if (under("model")) throw UsageError("--set " + key + ": the performance model comes from --model");
+      // A whole section set at once names its keys inside the value.
+      const auto sets = [&](const char* sub) {
+        if (key != "training") return under((std::string("training.") + sub).c_str());
+        const auto doc = nlohmann::json::parse(assignment.substr(assignment.find('=') + 1), nullptr, false);
+        return doc.is_object() && doc.contains(sub);
+      };
+      if (sets("micro_batches"))
+        throw UsageError("--set " + key + ": replay and validate simulate the micro-batches " + trace.path +
+                         " recorded (its micro_batches column, or one per rank and step without it), so "
+                         "training.micro_batches would have no effect");
       for (const char* fixed : {"training.steps", "training.global_batch", "training.max_length", "training.b_max",
                                 "training.pad_to_multiple_of", "policies", "data"})
         if (under(fixed))

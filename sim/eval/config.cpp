@@ -625,6 +625,14 @@ std::vector<int> config_dataset(const Config& config, const LengthSource& source
   if (dataset.size() < static_cast<std::size_t>(G))
     throw InputError(config.origin + ": data (" + source.describe() + "): " + std::to_string(dataset.size()) +
                      " samples, fewer than the " + std::to_string(G) + " ranks sharing them");
+  // A step larger than the dataset would hold samples twice (the sampler's next epoch); only a
+  // token budget sizes its steps without the global batch.
+  const int B = config.shape().B;
+  for (const auto& policy : config.policies)
+    if (policy.name != "token_budget" && dataset.size() < static_cast<std::size_t>(B))
+      throw InputError(config.origin + ": data (" + source.describe() + "): " + std::to_string(dataset.size()) +
+                       " samples, fewer than training.global_batch " + std::to_string(B) +
+                       ": a step would hold samples twice");
   return dataset;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string_view>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
@@ -13,12 +15,26 @@ namespace ddpsim {
 namespace {
 
 constexpr double MIB = 1024.0 * 1024.0;
+// 8 TB of weights, gradients and AdamW state, below the 1e7 MiB a model file's memory takes.
+constexpr double MAX_DERIVED_PARAMS = 5e11;
 
 // Config fields by family: a missing one is named with what needs it.
 class HfFields {
  public:
   HfFields(const nlohmann::json& config, std::string origin, std::string family)
       : config_(config), origin_(std::move(origin)), family_(std::move(family)) {}
+
+  // Each size key is bounded where no real model reaches, so that any product of them stays far
+  // inside 64 bits and a typo is named by its own key, not by a figure derived from it.
+  static long long limit(std::string_view key) {
+    for (const char* k : {"n_heads", "n_head", "num_attention_heads", "num_key_value_heads", "head_dim"})
+      if (key == k) return 65'536;
+    for (const char* k : {"dim", "hidden_size", "n_embd"})
+      if (key == k) return 1'000'000;
+    for (const char* k : {"hidden_dim", "intermediate_size", "n_inner"})
+      if (key == k) return 10'000'000;
+    return 100'000'000;  // vocabularies, position tables, labels
+  }
 
   long long need(const char* key) const {
     if (!config_.contains(key) || config_[key].is_null())
@@ -36,11 +52,11 @@ class HfFields {
 
  private:
   long long positive(const char* key) const {
+    const std::string range = "from 1 to " + std::to_string(limit(key));
     if (config_[key].is_number_float())  // else convert() states the whole int64 range
-      throw InputError(where(key) + " is " + config_[key].dump() + ": expected an integer from 1 to 100000000");
+      throw InputError(where(key) + " is " + config_[key].dump() + ": expected an integer " + range);
     const auto v = convert<long long>(config_[key], where(key));
-    // Bounded so that products of two fields stay far below 2^63.
-    if (v < 1 || v > 100'000'000) throw InputError(where(key) + " must be from 1 to 100000000");
+    if (v < 1 || v > limit(key)) throw InputError(where(key) + " must be " + range + ", got " + std::to_string(v));
     return v;
   }
 
@@ -102,8 +118,10 @@ long long TransformerSpec::params() const {
 
 TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const std::string& origin) {
   if (!config.is_object()) throw InputError(origin + ": expected a Hugging Face config.json object");
-  if (!config.contains("model_type") || !config["model_type"].is_string())
+  if (!config.contains("model_type"))
     throw InputError(origin + ": no \"model_type\" (expected a Hugging Face config.json)");
+  if (!config["model_type"].is_string())
+    throw wrong_type(config["model_type"], origin + ": key \"model_type\"", "a string (e.g. \"llama\")");
   TransformerSpec s;
   s.family = config["model_type"].get<std::string>();
   s.head = head_of(config, origin);
@@ -120,7 +138,7 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     if (bias) add(name + ".bias", h);
   };
   long long vocab = 0, tied_head = 0;  // a tied LM head: no tensor of its own, but its FLOPs
-  int head_dim = 0;
+  long long head_dim = 0;
   // The sizes every family has, each under its own key names; returns the hidden size.
   const auto sizes = [&](const char* hidden, const char* layers, const char* heads) {
     const long long h = f.need(hidden);
@@ -209,11 +227,11 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
     if (kv < 1 || s.heads % kv != 0)
       throw InputError(origin + ": num_key_value_heads " + std::to_string(kv) + " does not divide the " +
                        std::to_string(s.heads) + " attention heads (each key/value head serves a group of them)");
-    head_dim = static_cast<int>(f.get("head_dim", 0));
+    head_dim = f.get("head_dim", 0);
     if (head_dim == 0 && h % s.heads != 0)
       throw InputError(origin + ": the hidden size " + std::to_string(h) + " is not a multiple of the " +
                        std::to_string(s.heads) + " attention heads (and no head_dim is given)");
-    if (head_dim == 0) head_dim = static_cast<int>(h / s.heads);
+    if (head_dim == 0) head_dim = h / s.heads;
     const bool qkv_bias = s.family == "qwen2" || f.flag("attention_bias", false);
     const bool o_bias = s.family != "qwen2" && f.flag("attention_bias", false);
     add("model.embed_tokens.weight", vocab, h);
@@ -247,10 +265,25 @@ TransformerSpec transformer_from_hf_config(const nlohmann::json& config, const s
                      std::to_string(s.heads) + " attention heads");
   if (head_dim == 0) head_dim = s.hidden / s.heads;
 
-  long long matmul = tied_head;
-  for (const auto& t : s.tensors)
-    if (t.matmul) matmul += t.numel();
-  s.linear_flops_per_token = 2.0 * static_cast<double>(matmul);
+  // Counted in doubles: the keys' bounds keep each tensor inside 64 bits, not their sum.
+  double matmul = static_cast<double>(tied_head), total = 0;
+  const TensorSpec* largest = &s.tensors.front();
+  for (const auto& t : s.tensors) {
+    total += static_cast<double>(t.numel());
+    if (t.matmul) matmul += static_cast<double>(t.numel());
+    if (t.numel() > largest->numel()) largest = &t;
+  }
+  // Weights, gradients and AdamW state take 16 B a parameter: past this, a derived model's
+  // memory would pass its own bound and the message would blame that figure.
+  if (total > MAX_DERIVED_PARAMS) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%.3g", total);
+    throw InputError(origin + ": its sizes make " + count + " parameters, more than the 5e11 a derived model holds " +
+                     "(the largest tensor, " +
+                     largest->name + ", is " + std::to_string(largest->rows) + " x " + std::to_string(largest->cols) +
+                     ")");
+  }
+  s.linear_flops_per_token = 2.0 * matmul;
   s.attention_flops_per_pair = 4.0 * s.layers * s.heads * static_cast<double>(head_dim);
   return s;
 }

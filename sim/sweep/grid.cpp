@@ -200,12 +200,20 @@ Config cell_config(const SweepSpec& spec, const SweepGrid& grid, const SweepCell
   nlohmann::json doc = spec.base;
   for (std::size_t k = 0; k < grid.keys.size(); ++k)
     if (!is_label(grid.keys[k])) set_value(doc, grid.keys[k], cell.values[k], origin);
+  Config config;
   try {
-    return parse_config(doc, origin, spec.base_dir);
+    config = parse_config(doc, origin, spec.base_dir);
   } catch (const InputError& e) {  // a file the cell names (a model, a platform) blames only itself
     if (std::string_view(e.what()).starts_with(spec.origin)) throw;
     throw InputError(origin + ": " + e.what());
   }
+  // A sweep's results.csv is the same bytes on every run; a decision time read off this
+  // machine's clock is not.
+  if (config.simulation.sched_measured)
+    throw InputError(origin + ": simulation.sched_ms \"measured\" times each decision on this machine's clock, so "
+                     "two runs of the sweep would write different results: give sched_ms in ms (ddpsim run "
+                     "takes \"measured\")");
+  return config;
 }
 
 SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, std::size_t)>& progress) {

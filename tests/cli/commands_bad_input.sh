@@ -44,9 +44,21 @@ expect_exit 2 "steps.csv: is also an input of this command" "$DDPSIM" replay "$W
 cmp -s "$WORK/sim/steps.csv" "$WORK/sim.csv" || fail "replay overwrote the trace it replayed"
 expect_exit 2 "m.json: named twice" "$DDPSIM" calibrate "$WORK/sim.csv" --out "$WORK/m.json" --residuals "$WORK/m.json"
 [[ ! -e $WORK/m.json ]] || fail "calibrate wrote m.json though its outputs collide"
-# replay keeps a trace's plan: a micro-batch split it cannot apply is refused, not ignored.
+# replay keeps a trace's plan: a micro-batch split it cannot apply is refused, not ignored,
+# whether a config asks for it or --set does (also where the trace recorded micro-batches: issue 36).
+printf '{"training": {"micro_batches": 2}}\n' >"$WORK/micro2.json"
 expect_exit 1 "sim.csv: the trace recorded one micro-batch per rank and step .* training.micro_batches 2 would be ignored" \
-  "$DDPSIM" replay "$WORK/sim.csv" --model rtx3090-distilbert --set training.micro_batches=2 --out "$out"
+  "$DDPSIM" replay "$WORK/sim.csv" "$WORK/micro2.json" --model rtx3090-distilbert --out "$out"
+"$DDPSIM" run --steps 2 --policies static --set training.micro_batches=3 --set training.global_batch=24 \
+  --out "$WORK/micro" >/dev/null || fail "a micro-batched run failed"
+for set in training.micro_batches=2 'training={"micro_batches": 2}'; do
+  for verb in replay validate; do
+    trace=(--measured "$WORK/micro/steps.csv")
+    [[ $verb == replay ]] && trace=("$WORK/micro/steps.csv")
+    expect_exit 2 "--set training(.micro_batches)?: replay and validate simulate the micro-batches .*micro/steps.csv recorded .* so training.micro_batches would have no effect" \
+      "$DDPSIM" $verb "${trace[@]}" --model rtx3090-distilbert --set "$set" --out "$out"
+  done
+done
 
 expect_exit 1 "sim.csv: the trace has 4 ranks, --set training.world_size says 8" \
   "$DDPSIM" replay "$WORK/sim.csv" --model rtx3090-distilbert --set training.world_size=8

@@ -20,6 +20,12 @@ expect_ok "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert \
 cmp <(grep -v '^#' "$run/steps.csv") <(grep -v '^#' "$WORK/replay/steps.csv") ||
   fail "replaying a micro-batched trace does not reproduce the run"
 
+# Calibration says why such a trace gives no point: each row timed several shapes (issue 36).
+expect_ok "$DDPSIM" run --steps 4 --policies static --set training.micro_batches=3 --set training.global_batch=48 \
+  --out "$WORK/micro3"
+expect_exit 1 'steps.csv: 0 distinct \(batch size, length\) point\(s\) with 0 distinct length\(s\) \(16 row\(s\) left out: each timed its micro-batches together' \
+  "$DDPSIM" calibrate "$WORK/micro3/steps.csv" --out "$WORK/m.json"
+[[ ! -e $WORK/m.json ]] || fail "a refused calibration wrote its model"
 expect_exit 1 'verl: max_token_len=100 is below max_length=256' "$DDPSIM" run --policies verl:max_token_len=100
 expect_exit 1 'training: key "micro_batches" is number 0: expected an integer from 1 to 10000' "$DDPSIM" run --set training.micro_batches=0
 expect_exit 1 'verl: option balance must be on or off, got "maybe"' "$DDPSIM" run --policies verl:balance=maybe

@@ -212,6 +212,10 @@ run_bad 1 'nonoise.json: noise: missing "sigma"' "$DDPSIM" run --set "model=$WOR
 printf '{"counts": [[5, 3]]}' >"$WORK/three.json"
 run_bad 1 'data \(histogram .*three.json: 3 samples.*\): 3 samples, fewer than the 4 ranks' "$DDPSIM" run \
   --set data.source=histogram --set "data.path=$WORK/three.json"
+# A global batch larger than the dataset would hold samples twice in one step (issue 36).
+run_bad 1 'data \(lognormal.*\): 100 samples, fewer than training.global_batch 200: a step would hold samples twice' \
+  "$DDPSIM" run --policies static --set training.global_batch=200 \
+  --set 'data={"source": "lognormal", "mean": 20, "std": 5, "min": 2, "max": 64, "samples": 100}'
 # A length trace with a byte order mark reads as one without (CSV traces and TSVs do too).
 { printf '\xef\xbb\xbf'; seq 5 100; } >"$WORK/bom.txt"
 expect_ok "$DDPSIM" balance --steps 2 --set data.source=trace --set "data.path=$WORK/bom.txt"

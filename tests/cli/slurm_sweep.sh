@@ -144,7 +144,7 @@ EOF
 
 # Usage errors come before any submission.
 expect_exit 2 "no such sweep file" "$script" "$WORK/missing.json" "$WORK/x"
-expect_exit 2 "--shards 0: not a whole number" "$script" --shards 0 "$WORK/sweep.json" "$WORK/x"
+expect_exit 2 "--shards 0: expected a whole number from 1 to 100000" "$script" --shards 0 "$WORK/sweep.json" "$WORK/x"
 [[ -z $(squeue -h -o %i) ]] || fail "a usage error submitted jobs"
 
 # The sweep as 4 array tasks (2 at a time on 2 cores) and the dependent merge.
@@ -161,8 +161,11 @@ cmp "$WORK/cluster/results.csv" "$WORK/local/results.csv" >&2 || fail "results.c
 rows=$(wc -l <"$WORK/cluster/results.csv")
 [[ $rows == $((1 + 6 * 3)) ]] || fail "results.csv has $rows lines, expected a header and 6 cells x 3 policies"
 
-# Failing shards cancel the merge, and --wait reports it instead of waiting forever.
-slurm_sweep --shards 2 --wait --ddpsim /bin/false "$WORK/sweep.json" "$WORK/failing"
+# Failing shards cancel the merge, and --wait reports it instead of waiting forever. The stand-in
+# passes the check before submission (--dry-run) and fails every job.
+printf '#!/bin/bash\n[[ " $* " == *" --dry-run "* ]] && exec %q "$@"\nexit 1\n' "$DDPSIM" >"$WORK/failing-ddpsim"
+chmod +x "$WORK/failing-ddpsim"
+slurm_sweep --shards 2 --wait --ddpsim "$WORK/failing-ddpsim" "$WORK/sweep.json" "$WORK/failing"
 status=$?
 [[ $status == 1 ]] || fail "failing shards: slurm_sweep.sh --wait exited $status, expected 1: $(cat "$WORK/submit.out")"
 grep -q "ended CANCELLED (a shard failed" "$WORK/submit.out" || fail "failing shards: no cancelled merge in: $(cat "$WORK/submit.out")"

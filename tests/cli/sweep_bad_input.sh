@@ -40,6 +40,11 @@ bad 1 'cell 1 \(training.world_size=2\) is the same config as cell 0 \(training.
 bad 1 'cell 1 \(training.world_size=64\): policies\[0\]: static: infeasible: global batch B=48 is smaller than G=64' '{"axes": {"training.world_size": [2, 64]}}'
 bad 1 's.json: key "policies"\[1\] is number 3: expected a string' '{"axes": {"training.seed": [1]}, "policies": ["static", 3]}'
 bad 1 'policies\[1\]: .*buffer' '{"axes": {"training.seed": [1]}, "policies": ["static", "minmax:buffer=x"]}'
+# A decision time measured on this machine's clock would make results.csv differ run to run (issue 36).
+bad 1 's.json, cell 0 \(training.seed=1\): simulation.sched_ms "measured" times each decision on this machine.s clock' \
+  '{"set": {"simulation.sched_ms": "measured"}, "axes": {"training.seed": [1]}}'
+bad 1 's.json, cell 1 \(simulation.sched_ms=measured\): simulation.sched_ms "measured"' \
+  '{"set": {"training.steps": 2}, "axes": {"simulation.sched_ms": [0.5, "measured"]}}'
 bad 1 'missing.json: cannot open JSON file \(no such file\)' '{"base": "missing.json", "axes": {"training.seed": [1]}}'
 bad 2 '--shard "3/2": expected I/N with 1 <= I <= N' "$ok" --shard 3/2
 bad 2 '--shard "0/4": expected I/N' "$ok" --shard 0/4

@@ -135,6 +135,42 @@ cp "$SRC/configs/default.json" "$WORK/a"$'\n'"b.json"
 expect_ok "$DDPSIM" run "$WORK/a"$'\n'"b.json" --steps 2 --policies static --out "$WORK/nl"
 grep -q '^# config=.*a\\x0ab.json$' "$WORK/nl/steps.csv" || fail "metadata value not escaped: $(head -3 "$WORK/nl/steps.csv")"
 expect_ok "$DDPSIM" replay "$WORK/nl/steps.csv" --model rtx3090-distilbert
+# A gain compares the step numbers both traces hold (issue 36): a baseline from steps 3 to 8
+# against a policy from 0 to 5 is taken over steps 3 to 5 of each; one sharing no step is refused.
+expect_ok "$DDPSIM" run --steps 6 --policies static,kk --set training.world_size=2 --set training.global_batch=8 \
+  --out "$WORK/gain"
+keep() {  # keep POLICY SHIFT: the run's trace of POLICY, its steps renumbered from SHIFT
+  awk -F, -v OFS=, -v p="$1" -v shift="$2" '/^#/ { print; next }
+    !h { h = 1; for (i = 1; i <= NF; i++) { if ($i == "policy") pc = i; if ($i == "step") sc = i }; print; next }
+    $pc == p { $sc += shift; print }' "$WORK/gain/steps.csv"
+}
+keep kk 0 >"$WORK/kk.csv"
+keep static 3 >"$WORK/late.csv"
+keep static 100 >"$WORK/far.csv"
+expect_exit 1 'far.csv holds steps 100 to 105, .*kk.csv \(policy kk\) steps 0 to 5: they share no step, and a gain compares the runs over the same steps' \
+  "$DDPSIM" validate --measured "$WORK/kk.csv" --baseline "$WORK/far.csv" --model rtx3090-distilbert --out "$out/v"
+expect_exit 1 "late.csv and .*kk.csv \(policy kk\) share steps 3 to 5, but none after the warm-ups \(the policy's steady state starts at step 4, the baseline's at step 7\)" \
+  "$DDPSIM" validate --measured "$WORK/kk.csv" --baseline "$WORK/late.csv" --model rtx3090-distilbert --warmup 4 \
+  --out "$out/v"
+expect_ok "$DDPSIM" validate --measured "$WORK/kk.csv" --baseline "$WORK/late.csv" --model rtx3090-distilbert \
+  --warmup 0 --out "$WORK/val"
+grep -q "gain of kk over the baseline, both over steps 3 to 5: measured" "$WORK/out" ||
+  fail "the gain line does not name the steps both traces hold: $(grep gain "$WORK/out")"
+python3 - "$WORK/kk.csv" "$WORK/late.csv" "$WORK/val/validation.json" <<'PY' || fail "the gain is not taken over steps 3 to 5 of both"
+import csv, json, sys
+def max_step(path, first, last):
+    rows = [r for r in csv.DictReader(l for l in open(path) if not l.startswith("#"))]
+    steps = {}
+    for r in rows:
+        if first <= int(r["step"]) <= last:
+            steps[int(r["step"])] = max(steps.get(int(r["step"]), 0.0), float(r["step_ms"]))
+    assert len(steps) == 3, steps
+    return sum(steps.values()) / len(steps)
+want = 100 * (1 - max_step(sys.argv[1], 3, 5) / max_step(sys.argv[2], 3, 5))
+got = json.load(open(sys.argv[3]))["policies"]["kk"]["all_steps"]
+assert abs(got["measured_gain_pct"] - want) < 1e-6 * max(1, abs(want)), (got["measured_gain_pct"], want)
+assert (got["gain_from_step"], got["gain_to_step"]) == (3, 5), got
+PY
 [[ -z $(ls -A "$out") ]] || fail "output left behind: $(ls -A "$out")"
 for verb in calibrate replay validate; do
   expect_ok "$DDPSIM" "$verb" --help

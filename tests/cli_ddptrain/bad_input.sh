@@ -152,6 +152,17 @@ expect_exit 2 'an interleaved --policy list cannot be resumed' "$DDPTRAIN" "${ti
   --resume "$WORK/ok.tsv"
 expect_exit 2 '--policy is not used with --profile' "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
   --policy static,kk
+# A global batch larger than the dataset would train on samples twice (issue 36).
+expect_exit 1 "--synthetic-samples: 100 samples, fewer than --global-batch 400" "$DDPTRAIN" --synthetic-lengths sst2 \
+  --model tiny --steps 1 --synthetic-samples 100 --global-batch 400 --out "$WORK/big"
+[[ ! -e $WORK/big/steps.csv ]] || fail "a refused run left $WORK/big/steps.csv behind"
+expect_exit 1 "--data .*ok.tsv: 2 samples, fewer than --global-batch 4:" "$DDPTRAIN" --data "$WORK/ok.tsv" \
+  --vocab "$WORK/v.txt" --model tiny --steps 1 --global-batch 4
+# verl forms its own micro-batches: a count for it alone is refused, not ignored (issue 36).
+for policy in verl verl:max_token_len=512; do
+  expect_exit 2 "--micro-batches 4: --policy $policy forms its own micro-batches .* set max_token_len" "$DDPTRAIN" \
+    "${tinyrun[@]}" --policy "$policy" --micro-batches 4
+done
 # --bmax bounds a profile's grid; the policy a profile never runs does not refuse it.
 expect_ok "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile --bmax 2 --profile-batches 1,2 \
   --profile-lengths 8,16 --profile-reps 1 --profile-warmup 0 --out "$WORK/prof-bmax"
