@@ -234,7 +234,9 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
     for (std::size_t d = 0; d < spec.dimensions.size(); ++d)
       for (const auto& v : spec.dimensions[d].values[position[d]]) cell.values.push_back(v);
     const Config config = cell_config(spec, grid, cell);
-    cell.hash = fnv1a64_hex(config.resolved.dump());
+    // Named by its content, with every file path absolute: the same cell from any working
+    // folder, so that a sweep resumes, reruns and merges its shards wherever it is started.
+    cell.hash = fnv1a64_hex(config.printable().dump());
     // A pipeline's abstract mode reports time units, its model mode ms: one results.csv, one unit.
     const bool abstract = config.parallel && config.parallel->abstract_mode;
     if (i == 0) first_abstract = abstract;

@@ -100,10 +100,13 @@ bool per_sample_gain(const nlohmann::ordered_json& p, const nlohmann::ordered_js
   int code = 0;
   try {
     if (config.parallel) {
-      write_file_atomically(target, pipeline_summary(config, simulate_parallel(config)).dump(2) + "\n");
+      auto summary = pipeline_summary(config, simulate_parallel(config));
+      summary["config"] = config.printable();  // as below: what the cell's name hashes
+      write_file_atomically(target, summary.dump(2) + "\n");
     } else {
       const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
-      write_file_atomically(target, summary_json(config.resolved, sim.runs, sim.summaries));
+      // The config with absolute paths: what the cell's name hashes (grid.cpp), from any folder.
+      write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries));
     }
   } catch (const std::exception& e) {
     const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks

@@ -82,4 +82,17 @@ expect_ok "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/dry" --dry-run
 for example in "$SRC"/configs/sweep-*.json; do
   expect_ok "$DDPSIM" sweep "$example" --out "$WORK/dry" --dry-run
 done
+# A sweep is named by its content, not by the folder it is started from: a base config with a
+# relative model path, run from one folder and resumed from another, runs nothing again.
+mkdir -p "$WORK/where/configs" "$WORK/where/models"
+cp "$SRC/models/h100-distilbert-measured.json" "$WORK/where/models/m.json"
+echo '{"model": "../models/m.json", "training": {"steps": 5}, "policies": ["static", "minmax"]}' \
+  >"$WORK/where/configs/base.json"
+echo '{"base": "base.json", "axes": {"training.global_batch": [16, 32]}}' >"$WORK/where/configs/sw.json"
+(cd "$WORK/where" && "$DDPSIM" sweep configs/sw.json --out out >"$WORK/out" 2>&1) ||
+  fail "the sweep from the root failed: $(cat "$WORK/out")"
+(cd "$WORK/where/configs" && "$DDPSIM" sweep sw.json --out ../out --resume >"$WORK/out" 2>&1) ||
+  fail "the sweep resumed from another folder was refused: $(cat "$WORK/out")"
+grep -q "2 already done, 0 to run" "$WORK/out" ||
+  fail "the sweep resumed from another folder ran cells again: $(cat "$WORK/out")"
 finish
