@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/stats.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim::cli {
 
@@ -19,8 +20,7 @@ std::string replicates_report(const Config& config, const LengthSource& source, 
       const TokenSummary& s = sim.summaries[p];
       means[p].push_back(s.mean_max_step_ms);
       p95s[p].push_back(s.p95_max_step_ms);
-      // Another number of samples per step (token_budget): the gain is on time per sample.
-      per_sample[p] = std::abs(s.mean_global_batch - base.mean_global_batch) > 1e-6 * base.mean_global_batch;
+      per_sample[p] = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
       const double scale = per_sample[p] ? base.mean_global_batch / s.mean_global_batch : 1.0;
       gains[p].push_back(100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms));
     }

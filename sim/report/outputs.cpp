@@ -33,10 +33,8 @@ const std::vector<std::string>& micro_batch_columns() {
 
 namespace {
 
-// A policy that takes another number of samples per step than the baseline (token_budget):
-// its step times measure unlike work, and only rates per sample or real token compare.
 bool changes_batch(const TokenSummary& s, const TokenSummary& base) {
-  return std::abs(s.mean_global_batch - base.mean_global_batch) > 1e-6 * std::max(1.0, base.mean_global_batch);
+  return changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
 }
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;

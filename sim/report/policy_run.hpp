@@ -131,6 +131,13 @@ struct TokenSummary {
   bool timed() const { return !std::isnan(mean_max_step_ms); }
 };
 
+// A policy that takes another mean number of samples per step than the baseline (token_budget):
+// its step times measure other work, so its gains are taken per sample. One test for the table,
+// the replicates and the sweeps.
+inline bool changes_samples_per_step(double batch, double baseline_batch) {
+  return batch > 0 && baseline_batch > 0 && std::abs(batch - baseline_batch) > 1e-6 * baseline_batch;
+}
+
 // capacity_mib: the device memory steps_over_capacity counts against; 0 = unknown.
 TokenSummary summarize(const PolicyRun& run, double capacity_mib = 0);
 

@@ -21,6 +21,7 @@
 #include "common/interrupt.hpp"
 #include "common/json_util.hpp"
 #include "eval/pipeline_eval.hpp"
+#include "report/policy_run.hpp"
 #include "eval/simulate.hpp"
 #include "report/outputs.hpp"
 
@@ -86,13 +87,11 @@ std::string gain_field(const nlohmann::ordered_json& value, const nlohmann::orde
   return number_field(100 * (1 - value.get<double>() * scale / baseline.get<double>()));
 }
 
-// A policy that takes another number of samples per step than the first (token_budget): its
-// gain is on time per sample, since its steps do other work.
+// Whether a cell's policy gains per sample (report/policy_run.hpp), from its summary's batch.
 bool per_sample_gain(const nlohmann::ordered_json& p, const nlohmann::ordered_json& first) {
   const char* key = "mean_global_batch";
   if (!p.contains(key) || !first.contains(key) || !p[key].is_number() || !first[key].is_number()) return false;
-  const double b = p[key].get<double>(), b0 = first[key].get<double>();
-  return b > 0 && b0 > 0 && std::abs(b - b0) > 1e-6 * b0;
+  return changes_samples_per_step(p[key].get<double>(), first[key].get<double>());
 }
 
 // The worker: simulates one cell and writes its file; its error, if any, goes up the pipe.
