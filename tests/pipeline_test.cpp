@@ -278,6 +278,17 @@ TEST_CASE("bad parallel sections are refused with the key and what was expected"
   fails(R"({"stages": 2, "partition": [3, 0]})", 2, "partition[1] is 0: every stage needs at least one layer");
   fails(R"({"stages": 2, "partition": [3, 3, 3]})", 2, "partition lists 3 stages' layer counts, stages is 2");
   fails(R"({"stages": 2, "micro_batches": 4, "sync_every": 5, )" + work + "}", 4, "sync_every (5) is more than");
+  // 2,048 GPUs in 4 stages: 512 groups, rings of 511 rounds on every GPU, about 2.1M flows a step.
+  fails(R"({"stages": 4, )" + work + "}", 2048, "a step of this job simulates 2117632 transfers");
+}
+
+TEST_CASE("a step's flows: the sends between stages and every ring round") {
+  PipelineSetup s;
+  s.stages = 4, s.groups = 8, s.micro_batches = 8;
+  // sends 2 · 8 groups · 3 links · 8; a zero2 sync (7 rounds) and gather on each of 32 GPUs
+  CHECK(s.transfers_per_step() == 2 * 8 * 3 * 8 + 32 * 7 + 32 * 7);
+  s.data_parallel = "ddp", s.sync_every = 4;  // two syncs of 2 · 7 rounds, no gather
+  CHECK(s.transfers_per_step() == 2 * 8 * 3 * 8 + 2 * 32 * 14);
 }
 
 namespace {

@@ -160,6 +160,14 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
   }
   f.reject_unknown();
   check_setup(s, where);
+  // Bounded by what finishes: each flow costs tens of µs to simulate, and rings over D groups
+  // make G × (D − 1) of them per sync (about 25 s a step at the bound on a 2-core machine).
+  if (s.transfers_per_step() > MAX_PIPELINE_TRANSFERS)
+    throw InputError(where + ": a step of this job simulates " + std::to_string(s.transfers_per_step()) +
+                     " transfers (" + std::to_string(s.groups) + " data-parallel groups make rings of " +
+                     std::to_string(s.groups - 1) + " rounds on each of the " + std::to_string(world_size) +
+                     " GPUs), at most " + std::to_string(MAX_PIPELINE_TRANSFERS) +
+                     ": more stages, fewer GPUs, or fewer syncs (sync_every)");
   return p;
 }
 

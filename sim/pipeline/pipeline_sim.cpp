@@ -20,6 +20,14 @@ int PipelineSetup::syncs_per_step() const {
   return (micro_batches + every - 1) / every;
 }
 
+long PipelineSetup::transfers_per_step() const {
+  const long G = gpus(), rounds = groups - 1;
+  const long sends = 2 * long{groups} * (stages - 1) * micro_batches;  // activations on, their gradients back
+  const long sync = long{syncs_per_step()} * G * rounds * (data_parallel == "ddp" ? 2 : 1);
+  const long gather = data_parallel == "zero2" ? G * rounds : 0;
+  return sends + sync + gather;
+}
+
 void check_setup(const PipelineSetup& s, const std::string& where) {
   auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
   if (std::find(schedule_names().begin(), schedule_names().end(), s.schedule) == schedule_names().end())
@@ -55,6 +63,8 @@ class Run {
       gpu.sync_queue = sg4::Semaphore::create(0);
       gpu.sync_done = sg4::Semaphore::create(0);
       gpu.ring_in = sg4::Semaphore::create(0);
+      gpu.ring_go = sg4::Semaphore::create(0);
+      gpu.ring_sent = sg4::Semaphore::create(0);
     }
     result_.steps.resize(steps.size());
     for (auto& step : result_.steps) step.gpus.resize(static_cast<std::size_t>(G_));
@@ -67,6 +77,8 @@ class Run {
       sg4::Actor::create("compute" + std::to_string(g), network_.host(g), [this, g] { compute_actor(g); });
       if (s_.syncs_per_step() > 0)
         sg4::Actor::create("sync" + std::to_string(g), network_.host(g), [this, g] { sync_actor(g); });
+      if (s_.groups > 1)
+        sg4::Actor::create("ring" + std::to_string(g), network_.host(g), [this, g] { ring_sender(g); })->daemonize();
     }
     engine.run();
     reinstall_interrupt_handler();  // SimGrid installs its own while running
@@ -82,9 +94,18 @@ class Run {
   }
 
  private:
+  // One round of a ring, handed to the GPU's ring sender.
+  struct RingRound {
+    std::size_t step = 0;
+    const char* name = "";
+    int next = 0;
+    double bytes = 0;
+  };
   struct Gpu {
     std::vector<sg4::SemaphorePtr> activations, gradients;  // per micro-batch: arrived
     sg4::SemaphorePtr sync_queue, sync_done, ring_in;
+    sg4::SemaphorePtr ring_go, ring_sent;  // a round for the ring sender; its bytes are out
+    RingRound round;
   };
 
   // Every (src, dst, class) the run sends on.
@@ -134,14 +155,23 @@ class Run {
     const int stage = g % s_.stages, group = g / s_.stages;
     const int next = ((group + 1) % s_.groups) * s_.stages + stage;
     for (int r = 0; r < rounds; ++r) {
-      auto sent = sg4::Semaphore::create(0);
-      sg4::Actor::create("ring", network_.host(g), [this, step, name, g, next, bytes, rounds, sent] {
-        transfer(step, g, next, FlowClass::grad_sync, bytes / rounds, name, -1);
-        gpu(next).ring_in->release();
-        sent->release();
-      });
+      gpu(g).round = {step, name, next, bytes / rounds};
+      gpu(g).ring_go->release();
       gpu(g).ring_in->acquire();
-      sent->acquire();
+      gpu(g).ring_sent->acquire();
+    }
+  }
+
+  // Sends the rounds of GPU g's rings while g waits for its predecessor's. One actor for the
+  // whole run: an actor per round (G × data-parallel groups a step) made a 1,024-GPU step
+  // spend most of its time creating and freeing actor stacks.
+  void ring_sender(int g) {
+    for (;;) {
+      gpu(g).ring_go->acquire();
+      const RingRound r = gpu(g).round;
+      transfer(r.step, g, r.next, FlowClass::grad_sync, r.bytes, r.name, -1);
+      gpu(r.next).ring_in->release();
+      gpu(g).ring_sent->release();
     }
   }
 

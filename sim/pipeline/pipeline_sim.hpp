@@ -30,6 +30,9 @@ struct PipelineSetup {
 
   int gpus() const { return stages * groups; }
   int syncs_per_step() const;
+  // The flows one step simulates: the micro-batches' sends between stages and every round of
+  // the rings. What a step costs to simulate grows with this (tens of µs a flow).
+  long transfers_per_step() const;
 };
 
 // One GPU's work in one step: seconds and bytes.
