@@ -46,6 +46,15 @@ SimulationRun replay(const Trace& trace, Config config) {
                      "column), and replay keeps the recorded plan: training.micro_batches " +
                      std::to_string(config.training.micro_batches) +
                      " would be ignored (simulate the split with ddpsim run, or leave it out)");
+  if (config.training.micro_batches > 1 && micro_columns)
+    for (const auto& run : trace.runs)
+      for (const auto& r : run.rows)
+        if (static_cast<int>(std::max<std::size_t>(r.micro.size(), 1)) != config.training.micro_batches)
+          throw InputError(trace.path + ": step " + std::to_string(r.step) + " of rank " + std::to_string(r.rank) +
+                           " recorded " + std::to_string(std::max<std::size_t>(r.micro.size(), 1)) +
+                           " micro-batches, and replay keeps the recorded plan: training.micro_batches " +
+                           std::to_string(config.training.micro_batches) +
+                           " would be ignored (simulate the split with ddpsim run, or leave it out)");
   std::vector<PolicyRun> runs = trace.runs;
   for (auto& run : runs) {
     run.decision_us.clear();

@@ -66,7 +66,9 @@ policies come from the trace. --out DIR writes the predicted steps.csv and summa
 What the trace fixes cannot be changed with --set, and is refused rather than ignored:
 training.steps, global_batch, max_length, b_max and micro_batches (each step is replayed
 with the micro-batches it recorded: its micro_batches column, or one per rank without it),
-policies, data and model (--model gives it).
+policies, data and model (--model gives it). A CONFIG written for `ddpsim run` may hold
+them: its sizes are left unused (a note says so), a micro_batches count other than the
+trace's is refused, and simulation.sched_ms "measured" is refused (replay decides nothing).
 
 examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred
@@ -120,6 +122,9 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
         if (under(fixed))
           throw UsageError("--set " + key + ": replay and validate take the steps, batches and lengths from " +
                            trace.path + ", so " + fixed + " would have no effect");
+      if (key == "simulation.sched_ms" && assignment.find("measured") != std::string::npos)
+        throw UsageError("--set " + assignment + ": \"measured\" times the policy's decisions, and replay and "
+                         "validate make none (the trace's batches are replayed): give sched_ms in ms");
       if (key == "training.world_size") world_size_set = true;
     }
   int longest = 2;
@@ -140,10 +145,10 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
       throw InputError("--model " + rest);
     }
   };
+  const std::string config_name = vm.count("config") ? vm["config"].as<std::string>() : "the config";
   Config config = load([&](nlohmann::json& doc) {
     if (doc.contains("parallel"))
-      throw InputError((vm.count("config") ? vm["config"].as<std::string>() : std::string("the config")) +
-                       ": parallel: replay and validate simulate the DDP steps a trace recorded; a pipeline job "
+      throw InputError(config_name + ": parallel: replay and validate simulate the DDP steps a trace recorded; a pipeline job "
                        "runs with ddpsim run (leave the parallel section out here)");
     // A path is taken from the current folder; a bare word is left for the model loader to name.
     const bool path = model.find('/') != std::string::npos || model.ends_with(".json");
@@ -151,11 +156,26 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
     doc["policies"] = nlohmann::json::array({"static"});  // valid for any G; the trace's plans are replayed
     doc.erase("data");
     if (doc.contains("training") && !doc["training"].is_object()) return;  // the parser names the error
+    if (!doc.contains("training")) doc["training"] = nlohmann::json::object();
     auto& training = doc["training"];
+    // A config written for `ddpsim run` may size what the trace fixes: say that it is not used.
+    std::string unused;
+    if (vm.count("config"))  // the embedded default's own sizes are no one's mistake
+      for (const char* key : {"steps", "global_batch", "max_length", "b_max", "pad_to_multiple_of"})
+        if (training.contains(key)) unused += (unused.empty() ? "training." : ", training.") + std::string(key);
+    if (!unused.empty())
+      std::cerr << "note: " << config_name << " sets " << unused << "; the steps, batches and lengths come from " << trace.path << ", so " << (unused.find(',') == std::string::npos ? "it is" : "they are")
+                << " not used\n";
+    const auto simulation = doc.value("simulation", nlohmann::json::object());
+    if (simulation.is_object() && simulation.value("sched_ms", nlohmann::json()) == "measured")
+      throw InputError(config_name + ": simulation.sched_ms \"measured\" times the policy's decisions, and replay "
+                       "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
     training.erase("b_max");
+    training.erase("pad_to_multiple_of");
     if (!world_size_set) training["world_size"] = G;
     const auto& ranks = training["world_size"];  // the check below names a --set that differs
     // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
+    // A batch the micro-batches fit: validate_trace names a count the trace did not record.
     const auto& micro = training.contains("micro_batches") ? training["micro_batches"] : nlohmann::json(1);
     const long long per_rank = micro.is_number_integer() ? std::clamp<long long>(micro.get<long long>(), 1, 10000) : 1;
     training["global_batch"] =
@@ -172,7 +192,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   if (config.training.world_size != G)
     throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, --set training.world_size says " +
                      std::to_string(config.training.world_size));
-  for (const char* key : {"global_batch", "steps", "max_length", "b_max"}) config.resolved["training"].erase(key);
+  for (const char* key : {"global_batch", "steps", "max_length", "b_max", "micro_batches", "pad_to_multiple_of"})
+    config.resolved["training"].erase(key);
   config.resolved.erase("policies");
   config.resolved.erase("data");
   return config;

@@ -59,6 +59,23 @@ for set in training.micro_batches=2 'training={"micro_batches": 2}'; do
       "$DDPSIM" $verb "${trace[@]}" --model rtx3090-distilbert --set "$set" --out "$out"
   done
 done
+# ... and so is a config file's count that differs from the one the trace recorded.
+printf '{"training": {"micro_batches": 2}}\n' >"$WORK/micro2.json"
+expect_exit 1 "micro/steps.csv: step 0 of rank 0 recorded 3 micro-batches, and replay keeps the recorded plan: training.micro_batches 2 would be ignored" \
+  "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/micro2.json" --model rtx3090-distilbert --out "$out"
+printf '{"training": {"micro_batches": 3, "steps": 50}}\n' >"$WORK/micro3.json"
+expect_ok "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/micro3.json" --model rtx3090-distilbert
+grep -q "micro3.json sets training.steps; the steps, batches and lengths come from .*micro/steps.csv, so it is not used" \
+  "$WORK/err" || fail "replay did not say the config's training.steps is not used"
+# A config without a training section is a config (it crashed replay), and replay makes no
+# decisions for sched_ms "measured" to time.
+printf '{"simulation": {"noise_sigma": 0}}\n' >"$WORK/notraining.json"
+expect_ok "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/notraining.json" --model rtx3090-distilbert
+printf '{"simulation": {"sched_ms": "measured"}}\n' >"$WORK/measured.json"
+expect_exit 1 'measured.json: simulation.sched_ms "measured" times the policy.s decisions, and replay and validate make none' \
+  "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/measured.json" --model rtx3090-distilbert --out "$out"
+expect_exit 2 '--set simulation.sched_ms=measured: "measured" times the policy.s decisions' \
+  "$DDPSIM" validate --measured "$WORK/micro/steps.csv" --model rtx3090-distilbert --set simulation.sched_ms=measured
 
 expect_exit 1 "sim.csv: the trace has 4 ranks, --set training.world_size says 8" \
   "$DDPSIM" replay "$WORK/sim.csv" --model rtx3090-distilbert --set training.world_size=8
