@@ -351,9 +351,79 @@ void check_platform_file(const PlatformConfig& config, const std::vector<std::pa
   throw InputError(config.file + ": invalid SimGrid platform: " + simgrid_reason(output, status));
 }
 
+namespace {
+
+// A cluster as a zone of leaf zones: a Full zone holds a route slot for every pair of its
+// points, so one flat zone of 16,384 GPUs held 2 GiB of them; per leaf switch and between
+// leaves, a few MiB. Routes are the flat zone's, link for link: inside a leaf as before; across
+// leaves, a GPU's NIC to its leaf's gateway, the two leaf uplinks, the peer's NIC.
+std::vector<sg4::Host*> build_cluster(const PlatformConfig& config, int G, const std::vector<std::pair<int, int>>& pairs) {
+  auto* root = sg4::create_full_zone(config.topology);
+  const double lat = config.latency_us * 1e-6;
+  const auto node = node_of_ranks(config, G);
+  const int per_leaf = config.nodes_per_leaf;
+  const auto leaf_of = [&](std::size_t g) { return static_cast<std::size_t>(node[g] / per_leaf); };
+  std::vector<sg4::Link*> gpu_link, nic, leaf_up;
+  // The links first: SimGrid checks a new link's name in every zone below, and there are none yet.
+  for (int g = 0; g < G; ++g) {
+    const std::string id = std::to_string(g);
+    gpu_link.push_back(root->create_split_duplex_link("gpulink" + id, config.link_GBps * 1e9)->set_latency(lat));
+    nic.push_back(
+        root->create_split_duplex_link("nic" + id, config.nic_GBps * 1e9)->set_latency(config.nic_latency_us * 1e-6));
+  }
+  const std::size_t leaves = leaf_of(static_cast<std::size_t>(G - 1)) + 1;
+  const double uplink = per_leaf * config.gpus_per_node * config.nic_GBps * 1e9 / config.oversubscription;
+  for (std::size_t l = 0; l < leaves; ++l)
+    leaf_up.push_back(root->create_split_duplex_link("leaf" + std::to_string(l) + "-spine", uplink)
+                          ->set_latency(config.nic_latency_us * 1e-6));
+  std::vector<sg4::NetZone*> zones;
+  std::vector<simgrid::kernel::routing::NetPoint*> gateways;
+  std::vector<sg4::Host*> hosts;
+  for (int g = 0; g < G; ++g) {
+    const std::size_t l = leaf_of(static_cast<std::size_t>(g));
+    if (l == zones.size()) {
+      zones.push_back(sg4::create_full_zone("leaf" + std::to_string(l))->set_parent(root));
+      gateways.push_back(zones.back()->create_router("leaf" + std::to_string(l) + "-gateway"));
+    }
+    hosts.push_back(zones[l]->create_host("gpu" + std::to_string(g), 1e12));
+  }
+  std::set<std::pair<int, int>> done;
+  std::set<std::pair<std::size_t, std::size_t>> between;
+  std::vector<bool> out(hosts.size()), in(hosts.size());  // a GPU's way to and from its gateway
+  for (const auto& [a, b] : pairs) {
+    if (a == b || !done.insert({a, b}).second) continue;
+    const auto A = static_cast<std::size_t>(a), Bi = static_cast<std::size_t>(b);
+    const std::size_t la = leaf_of(A), lb = leaf_of(Bi);
+    if (la == lb) {
+      std::vector<sg4::LinkInRoute> route;
+      if (node[A] == node[Bi])
+        route = {{gpu_link[A], Direction::UP}, {gpu_link[Bi], Direction::DOWN}};
+      else
+        route = {{nic[A], Direction::UP}, {nic[Bi], Direction::DOWN}};
+      zones[la]->add_route(hosts[A]->get_netpoint(), hosts[Bi]->get_netpoint(), nullptr, nullptr, route, false);
+      continue;
+    }
+    if (!out[A])
+      zones[la]->add_route(hosts[A]->get_netpoint(), gateways[la], nullptr, nullptr, {{nic[A], Direction::UP}}, false);
+    if (!in[Bi])
+      zones[lb]->add_route(gateways[lb], hosts[Bi]->get_netpoint(), nullptr, nullptr, {{nic[Bi], Direction::DOWN}},
+                           false);
+    out[A] = in[Bi] = true;
+    if (between.insert({la, lb}).second)
+      root->add_route(zones[la]->get_netpoint(), zones[lb]->get_netpoint(), gateways[la], gateways[lb],
+                      {{leaf_up[la], Direction::UP}, {leaf_up[lb], Direction::DOWN}}, false);
+  }
+  for (auto* zone : zones) zone->seal();
+  root->seal();
+  return hosts;
+}
+
+}  // namespace
+
 std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
                                        const std::vector<std::pair<int, int>>& pairs) {
   if (config.topology == "xml") return build_xml(config);
+  if (config.topology == "cluster") return build_cluster(config, G, pairs);
   auto* zone = sg4::create_full_zone(config.topology);
   const double lat = config.latency_us * 1e-6;
   std::vector<sg4::Host*> hosts;
