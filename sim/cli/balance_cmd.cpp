@@ -24,7 +24,7 @@ cross-rank standard deviation of padded tokens, padding waste (padded - real) / 
 mean global batch, samples consumed and the mean decision time. Changes are against the
 first policy. No timing model is involved: padded tokens are the study's proxy.
 
-CONFIG is a JSON file with sections data, training and policies (see the README); without
+CONFIG is a JSON file with sections data, training and policies (see docs/config.md); without
 one, the study's setting: SST-2 train lengths (embedded), G=4, B=48, K=64, 800 steps, max
 length 256, comparing static, minmax (tokens and tokens_sq), kk, sorted and token_budget.
 

@@ -35,7 +35,7 @@ Without CONFIG: the study's setting (SST-2 lengths, G=4, B=48, 800 steps) on `pc
 (4x RTX 3090 through the CPU root complex) with the rtx3090-distilbert model, ring allreduce,
 25 MiB buckets (first 1 MiB), overlap on, fast mode.
 
-config sections (see the README): data, training (world_size, global_batch, steps,
+config sections (see docs/config.md): data, training (world_size, global_batch, steps,
 max_length, seed, b_max, bucket_mb, first_bucket_mb, overlap, micro_batches: gradient
 accumulation over that many micro-batches per rank, attention: padded | packed sequences),
 policies (verl forms its own micro-batches from max_token_len, as VeRL does), model (a built-in

@@ -1,4 +1,4 @@
-// The policies of design.md §3.3 behind the Scheduler interface, and the factory that
+// The policies of docs/method.md, "Policy names" behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
 #include <cmath>
@@ -64,7 +64,7 @@ class StaticPolicy final : public Scheduler {
   StepShape shape_;
 };
 
-// The study's method (method.md §3): each rank offers the first k of its K buffered samples
+// The study's method (docs/method.md, "The min-max allocation"): each rank offers the first k of its K buffered samples
 // at cost c_g(k); the solver picks b_g minimising the largest cost.
 class MinMaxPolicy final : public Scheduler {
  public:
