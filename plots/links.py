@@ -70,9 +70,10 @@ def main():
         for c in CLASSES:
             ax.stairs([v[c] for _, _, v in bins], edges, label=c, linewidth=1)
         ax.set_title(policy, fontsize=9)
-        ax.set_ylabel("link utilisation")
+        ax.set_ylabel("link utilisation (fraction)")
         ax.set_ylim(bottom=0)
-    axes[0, 0].legend(fontsize=8, loc="upper right")
+    common.legend_outside(axes[0, 0])
+    common.title(fig, "Link utilisation per flow class", os.path.basename(path))
     axes[-1, 0].set_xlabel(f"time from the first step shown ({'ms' if unit == 'ms' else 'units'})")
     fig.tight_layout()
     folder, name = os.path.split(out)
