@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every `ddpsim ...` and `ddptrain ...` command in a fenced code block of README.md and docs/*.md
+"""Every `ddpsim ...` and `ddptrain ...` command in a shell block (```sh) of README.md and docs/*.md
 still parses. Each example's verb must exist and every option it passes must be one that the
 verb's --help lists. Beyond that, where all the files an example names are in the repository:
 `run`, `compare` and `balance` resolve their config with --print-config (so every --set key and
