@@ -125,11 +125,16 @@ def legend_outside(ax, **kwargs):
 UNITS = (("_pct", "%"), ("_ms", "ms"), ("_per_s", "per s"), ("_mib", "MiB"), ("_us", "µs"))
 
 
-def metric_label(metric):
-    """A results.csv or summary column as an axis label with its unit: gain_pct -> 'gain_pct (%)'."""
+def metric_label(metric, abstract=False):
+    """A results.csv or summary column as an axis label with its unit: gain_pct -> 'gain_pct (%)'.
+    A pipeline job's times are in ms, or in time units when its policy column is `abstract`."""
     for suffix, unit in UNITS:
         if metric.endswith(suffix):
             return f"{metric} ({unit})"
+    if metric.endswith("_time"):
+        return f"{metric} ({'time units' if abstract else 'ms'})"
+    if metric.endswith(("_share", "_utilisation")) or metric.startswith("bubble"):
+        return f"{metric} (fraction)"
     return metric
 
 

@@ -189,7 +189,8 @@ def heatmap(plt, res, args, parser):
     panels[0][0].set_ylabel(y, fontsize=8)
     bar = fig.colorbar(image, ax=panels[0].tolist(), shrink=0.9)
     bar.ax.tick_params(labelsize=7)
-    bar.set_label(f"{policy}'s gain over {res.policies[0]} (%)" if gain else common.metric_label(metric), fontsize=8)
+    bar.set_label(f"{policy}'s gain over {res.policies[0]} (%)" if gain
+                  else common.metric_label(metric, abstract=policy == "abstract"), fontsize=8)
     title = f"{metric} of {policy}" + (f" over {res.policies[0]}" if gain else "")
     fig.suptitle(f"{title}: sweep {res.name}" + (f"\n{conditions_text(fixed)}" if fixed else ""), fontsize=9)
     return fig, f"heatmap-{metric}-{common.file_part(policy)}.png"
@@ -240,7 +241,7 @@ def lines(plt, res, args):
         ax.minorticks_off()
     ax.set_xticks(positions, xs, fontsize=8)
     ax.set_xlabel(x, fontsize=8)
-    ax.set_ylabel(common.metric_label(metric), fontsize=8)
+    ax.set_ylabel(common.metric_label(metric, abstract=policies == ["abstract"]), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     title = conditions_text(fixed) if fixed else ""
     if over:
