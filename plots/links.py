@@ -15,7 +15,8 @@ temporary renamed into place; its path is printed. Bad input is one line naming 
 and column, and nothing is written.
 
 examples:
-  ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared --link-series runs/links.csv
+  ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared \\
+      --link-series runs/links.csv
   plots/links.py runs/links.csv
   plots/links.py runs/llama/links.csv --policies static,kk --out figs/links.png
 """

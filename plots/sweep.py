@@ -28,10 +28,12 @@ written to FOLDER (default: the CSV's folder) as heatmap-METRIC-POLICY.png or
 lines-METRIC-KEY.png, or --name, and its path printed.
 
 examples:
-  plots/sweep.py runs/s/results.csv heatmap --x world_size --y global_batch --facet topology --gain minmax
+  plots/sweep.py runs/s/results.csv heatmap --x world_size --y global_batch --facet topology \\
+      --gain minmax
   plots/sweep.py runs/s/results.csv heatmap --x world_size --y topology --where global_batch=64 \\
       --metric p95_max_step_ms --policy kk
-  plots/sweep.py runs/s/results.csv lines --x world_size --where global_batch=32 --where topology=pcie --logx
+  plots/sweep.py runs/s/results.csv lines --x world_size --where global_batch=32 \\
+      --where topology=pcie --logx
   plots/sweep.py runs/s/results.csv lines --x global_batch --metric gain_pct --over training.seed
 """
 import argparse

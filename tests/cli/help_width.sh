@@ -1,5 +1,6 @@
-# Every --help (ddpsim's, each verb's, ddptrain's when built) fits 100 columns, counted in
-# characters as a terminal shows them, and every verb the top-level help lists answers --help.
+# Every --help (ddpsim's, each verb's, the figure scripts', ddptrain's when built) fits 100
+# columns, counted in characters as a terminal shows them, and every verb the top-level help
+# lists answers --help.
 source "$(dirname "$0")/lib.sh"
 DDPTRAIN=$(dirname "$DDPSIM")/ddptrain
 
@@ -20,6 +21,13 @@ wide=$(too_wide "ddpsim --help" <"$WORK/out")
 for verb in $verbs; do
   expect_ok "$DDPSIM" "$verb" --help
   wide=$(too_wide "ddpsim $verb --help" <"$WORK/out")
+  [[ -z $wide ]] || fail "$wide"
+done
+# The figure scripts' docstrings are their --help; argparse wraps its own lines to COLUMNS.
+for script in "$SRC"/plots/*.py; do
+  [[ $script == */common.py ]] && continue
+  COLUMNS=100 python3 "$script" --help >"$WORK/out" 2>&1 || { fail "$script --help failed: $(cat "$WORK/out")"; continue; }
+  wide=$(too_wide "${script#"$SRC"/} --help" <"$WORK/out")
   [[ -z $wide ]] || fail "$wide"
 done
 if [[ -x $DDPTRAIN ]]; then
