@@ -42,15 +42,100 @@ def make_parser(doc):
     return Parser(description=text, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"  # where Debian's python3-matplotlib is importable
+
+
+def _has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _use_system_python():
+    """Under another python3 (pyenv, conda, a venv) that lacks matplotlib, runs the script again
+    under the system's python3 when that one has it, before anything is read or written."""
+    if _has_matplotlib() or os.environ.get("DDPSIM_PLOTS_REEXEC") or not os.path.exists(SYSTEM_PYTHON):
+        return
+    if os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON):
+        return
+    probe = os.system(f"{SYSTEM_PYTHON} -c 'import matplotlib' >/dev/null 2>&1")
+    if probe == 0:
+        os.environ["DDPSIM_PLOTS_REEXEC"] = "1"
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, sys.argv[0]] + sys.argv[1:])
+
+
+_use_system_python()
+
+
 def pyplot():
     """matplotlib.pyplot on the file-only Agg backend (no display needed)."""
-    try:
-        import matplotlib
-    except ImportError:
-        fail("needs matplotlib: apt-get install python3-matplotlib (Debian's /usr/bin/python3)")
+    if not _has_matplotlib():
+        fail(f"needs matplotlib, which {sys.executable} cannot import: apt-get install python3-matplotlib "
+             f"(Debian's python3), or pip install matplotlib (this python3)")
+    import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def metadata(path):
+    """The '# key=value' lines at the top of a trace CSV, as a dict ({} when it has none)."""
+    meta = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("#"):
+                    break
+                key, eq, value = line[1:].strip().partition("=")
+                if eq:
+                    meta.setdefault(key.strip(), value.strip())
+    except (OSError, UnicodeDecodeError):
+        pass  # read_csv reports what is wrong with the file
+    return meta
+
+
+def setup_title(meta):
+    """One line naming a run's setup from its trace metadata: the model, the device or platform,
+    G and B ("rtx3090-distilbert on pcie, G=4, B=48"); "" when the trace says none of them."""
+    where = meta.get("platform") or meta.get("device")
+    model = meta.get("model", "").removeprefix("built-in ")
+    if model and os.sep in model:
+        model = os.path.splitext(os.path.basename(model))[0]
+    ranks = meta.get("world_size")
+    if meta.get("emulated_ranks", "0") not in ("", "0"):
+        ranks = f"{meta['emulated_ranks']} emulated"
+    parts = [" on ".join(p for p in (model, where) if p)]
+    parts += [f"G={ranks}"] if ranks else []
+    parts += [f"B={meta['global_batch']}"] if meta.get("global_batch") else []
+    return ", ".join(p for p in parts if p)
+
+
+def title(fig, what, setup):
+    """The figure's title: what it shows, then the setup it shows it for."""
+    fig.suptitle(f"{what}\n{setup}" if setup else what, fontsize=9)
+
+
+def legend_outside(ax, **kwargs):
+    """The legend to the right of the axes, off the data."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=7, **kwargs)
+
+
+UNITS = (("_pct", "%"), ("_ms", "ms"), ("_per_s", "per s"), ("_mib", "MiB"), ("_us", "µs"))
+
+
+def metric_label(metric, abstract=False):
+    """A results.csv or summary column as an axis label with its unit: gain_pct -> 'gain_pct (%)'.
+    A pipeline job's times are in ms, or in time units when its policy column is `abstract`."""
+    for suffix, unit in UNITS:
+        if metric.endswith(suffix):
+            return f"{metric} ({unit})"
+    if metric.endswith("_time"):
+        return f"{metric} ({'time units' if abstract else 'ms'})"
+    if metric.endswith(("_share", "_utilisation")) or metric.startswith("bubble"):
+        return f"{metric} (fraction)"
+    return metric
 
 
 def read_csv(path, required=()):

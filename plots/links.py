@@ -7,13 +7,16 @@ usage: plots/links.py LINKS_CSV [--out FIGURE.png] [--policies a,b,...]
 
 The CSV has columns policy, start_ms and end_ms (start_unit and end_unit in abstract mode), then
 one per flow class: the bytes the class moved in the bin / (bin x GPUs x one link's rate), so a
-class whose every link is busy all bin long reads 1. The figure is 1000 pixels wide and 250 per
+class whose every link is busy all bin long reads 1. The panels share one utilisation scale,
+and the time axis spans the busy part: from the first bin where some class moves bytes to the
+last. The figure is 1000 pixels wide and 250 per
 panel (at least 350), written to FIGURE.png (default: links.png beside the CSV) through a
 temporary renamed into place; its path is printed. Bad input is one line naming the file, line
 and column, and nothing is written.
 
 examples:
-  ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared --link-series runs/links.csv
+  ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared \\
+      --link-series runs/links.csv
   plots/links.py runs/links.csv
   plots/links.py runs/llama/links.csv --policies static,kk --out figs/links.png
 """
@@ -63,16 +66,20 @@ def main():
 
     plt = common.pyplot()
     height = max(3.5, 2.5 * len(policies))
-    fig, axes = plt.subplots(len(policies), 1, figsize=(10, height), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(policies), 1, figsize=(10, height), sharex=True, sharey=True, squeeze=False)
+    busy = [(a, b) for p in policies for a, b, v in series[p] if any(x > 0 for x in v.values())]
     for ax, policy in zip(axes[:, 0], policies):
         bins = series[policy]
         edges = [a for a, _, _ in bins] + [bins[-1][1]]
         for c in CLASSES:
             ax.stairs([v[c] for _, _, v in bins], edges, label=c, linewidth=1)
         ax.set_title(policy, fontsize=9)
-        ax.set_ylabel("link utilisation")
+        ax.set_ylabel("link utilisation (fraction)")
         ax.set_ylim(bottom=0)
-    axes[0, 0].legend(fontsize=8, loc="upper right")
+    if busy:
+        axes[0, 0].set_xlim(min(a for a, _ in busy), max(b for _, b in busy))
+    common.legend_outside(axes[0, 0])
+    common.title(fig, "Link utilisation per flow class", os.path.basename(path))
     axes[-1, 0].set_xlabel(f"time from the first step shown ({'ms' if unit == 'ms' else 'units'})")
     fig.tight_layout()
     folder, name = os.path.split(out)

@@ -1,25 +1,28 @@
 #!/usr/bin/env python3
 """Draws the study's per-step figures from a simulated run or a measured trace.
 
-usage: plots/run.py DIR_OR_STEPS_CSV... [--out FOLDER] [--policies a,b,...] [--smooth N]
+usage: plots/run.py DIR_OR_STEPS_CSV... [--out FOLDER] [--policies a,b,...] [--smooth N | --raw]
 
 Reads steps.csv in the trace schema (`ddpsim run --out DIR`, `ddpsim compare`, a ddptrain
 trace folder): '#' metadata lines, then one row per policy, step and rank; the columns used are
-policy, step, rank, step_ms, padded_tokens and peak_mem_mib. Writes into FOLDER (default: the
-folder of the one trace given), one line per policy in each:
+policy, step, rank, step_ms, fwd_ms, bwd_ms, padded_tokens and peak_mem_mib. Writes into FOLDER
+(default: the folder of the one trace given), one line per policy in each, titled with the setup
+the trace's metadata names (model, device or platform, G, B), the legend right of the data:
 
   step_time.png          per-step maximum step time over ranks (what a synchronous step waits for)
   step_time_cdf.png      CDF of that per-step maximum, with the P95 level marked
   padded_tokens_std.png  per-step standard deviation of padded tokens across ranks
-  std.png                per-step standard deviation across ranks of step time (top) and of
-                         peak memory (bottom)
+  std.png                per-step standard deviation across ranks of compute (forward +
+                         backward: step time itself is the same on every rank, since each
+                         waits for the slowest at the allreduce) and of peak memory
 
-Standard deviations are population ones across ranks, as in summary.json. A column that is
+Per-step lines are the moving mean of --smooth steps (20 by default; --raw: every step as it
+is). Standard deviations are population ones across ranks, as in summary.json. A column that is
 empty in every row (peak memory on CPU, every timing in a `ddpsim balance` trace) skips its
 figure or panel with a note on stderr; a step where some rank lacks the value is left out of
 that column's figures. Several traces (say one ddptrain run per policy) are drawn together, each
-policy from one trace only; --out is then required. Figures are 600x350 pixels, std.png
-600x500 when it has both panels. The paths written are printed; nothing is written on an error.
+policy from one trace only; --out is then required. Figures are 800x350 pixels, std.png
+800x500 when it has both panels. The paths written are printed; nothing is written on an error.
 
 examples:
   plots/run.py runs/a                         # after: ddpsim run --out runs/a
@@ -31,8 +34,9 @@ import statistics
 
 import common
 
-COLUMNS = ("policy", "step", "rank", "step_ms", "padded_tokens", "peak_mem_mib")
-MEASURED = ("step_ms", "padded_tokens", "peak_mem_mib")
+COLUMNS = ("policy", "step", "rank", "step_ms", "fwd_ms", "bwd_ms", "padded_tokens", "peak_mem_mib")
+MEASURED = ("step_ms", "fwd_ms", "bwd_ms", "padded_tokens", "peak_mem_mib")
+DRAWN = ("step_ms", "compute_ms", "padded_tokens", "peak_mem_mib")
 
 
 def steps_csv(arg):
@@ -53,7 +57,10 @@ def read_traces(paths):
             ranks = traces.setdefault(policy, {}).setdefault(step, {})
             if rank in ranks:
                 common.fail(f"{path}:{line}: a second row for policy {policy}, step {step}, rank {rank}")
-            ranks[rank] = {c: common.number(path, line, c, row[c], missing_ok=True) for c in MEASURED}
+            values = {c: common.number(path, line, c, row[c], missing_ok=True) for c in MEASURED}
+            fwd, bwd = values.pop("fwd_ms"), values.pop("bwd_ms")
+            values["compute_ms"] = None if fwd is None or bwd is None else fwd + bwd
+            ranks[rank] = values
     return traces
 
 
@@ -102,8 +109,9 @@ def draw_per_step(ax, traces, policies, column, reduce, ylabel, smooth):
         xs, ys = per_step(traces[policy], column, reduce)
         ax.plot(xs, moving_mean(ys, smooth), label=policy, color=f"C{i}", linewidth=0.8)
     ax.set_ylabel(ylabel if smooth == 1 else f"{ylabel}\n(mean of {smooth} steps)", fontsize=8)
+    ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    common.legend_outside(ax)
 
 
 def main():
@@ -112,56 +120,66 @@ def main():
                         help="a run or trace folder holding steps.csv, or the CSV itself")
     parser.add_argument("--out", metavar="FOLDER", help="where the figures go (default: the trace's folder)")
     parser.add_argument("--policies", metavar="a,b,...", help="a subset of the policies, in legend order")
-    parser.add_argument("--smooth", type=int, default=1, metavar="N",
-                        help="draw per-step lines as the moving mean of N steps (default 1: raw)")
+    parser.add_argument("--smooth", type=int, default=20, metavar="N",
+                        help="draw per-step lines as the moving mean of N steps (default 20)")
+    parser.add_argument("--raw", action="store_true", help="draw every step's value as it is (no smoothing)")
     args = parser.parse_args()
     if args.smooth < 1:
         parser.error("--smooth must be at least 1")
+    if args.raw:
+        args.smooth = 1
     paths = [steps_csv(t) for t in args.traces]
     out = common.output_folder(parser, args.out, [os.path.dirname(p) or "." for p in paths])
 
     traces = read_traces(paths)
     policies = choose_policies(traces, args.policies, paths)
-    have = {c: usable(traces, policies, c) for c in MEASURED}
+    have = {c: usable(traces, policies, c) for c in DRAWN}
+    setup = common.setup_title(common.metadata(paths[0]))
     plt = common.pyplot()
     figures = {}
     if have["step_ms"]:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(8, 3.5))
         draw_per_step(ax, traces, policies, "step_ms", max, "max step time over ranks (ms)", args.smooth)
-        ax.set_xlabel("step")
+        ax.set_xlabel("step", fontsize=8)
+        common.title(fig, "Step time: the slowest rank, per step", setup)
         figures["step_time.png"] = fig
 
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(8, 3.5))
         for i, policy in enumerate(policies):
             values = sorted(per_step(traces[policy], "step_ms", max)[1])
             ax.step(values, [(k + 1) / len(values) for k in range(len(values))], where="post",
                     label=policy, color=f"C{i}", linewidth=1.0)
         ax.axhline(0.95, color="gray", linestyle=":", linewidth=0.8)
         ax.text(0.01, 0.95, "P95", transform=ax.get_yaxis_transform(), fontsize=7, color="gray", va="bottom")
-        ax.set_xlabel("max step time over ranks (ms)")
+        ax.set_xlabel("max step time over ranks (ms)", fontsize=8)
         ax.set_ylabel("fraction of steps", fontsize=8)
+        ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        common.legend_outside(ax)
+        common.title(fig, "Distribution of the per-step step time", setup)
         figures["step_time_cdf.png"] = fig
     if have["padded_tokens"]:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(8, 3.5))
         draw_per_step(ax, traces, policies, "padded_tokens", statistics.pstdev,
-                      "std of padded tokens across ranks", args.smooth)
-        ax.set_xlabel("step")
+                      "std of padded tokens\nacross ranks (tokens)", args.smooth)
+        ax.set_xlabel("step", fontsize=8)
+        common.title(fig, "Padding imbalance across ranks, per step", setup)
         figures["padded_tokens_std.png"] = fig
-    panels = [(column, label) for column, label in (("step_ms", "std of step time (ms)"),
+    panels = [(column, label) for column, label in (("compute_ms", "std of compute (ms)"),
                                                     ("peak_mem_mib", "std of peak memory (MiB)")) if have[column]]
     if panels:
-        fig, axes = plt.subplots(len(panels), 1, figsize=(6, 5 if len(panels) == 2 else 3.5),
+        fig, axes = plt.subplots(len(panels), 1, figsize=(8, 5 if len(panels) == 2 else 3.5),
                                  sharex=True, squeeze=False)
         for ax, (column, label) in zip(axes[:, 0], panels):
             draw_per_step(ax, traces, policies, column, statistics.pstdev, label, args.smooth)
         for ax in axes[1:, 0]:
             ax.get_legend().remove()
-        axes[-1, 0].set_xlabel("step")
+        axes[-1, 0].set_xlabel("step", fontsize=8)
+        common.title(fig, "Imbalance across ranks, per step", setup)
         figures["std.png"] = fig
     if not figures:
-        common.fail(f"{paths[0]}: nothing to draw: step_ms, padded_tokens and peak_mem_mib are empty")
+        common.fail(f"{paths[0]}: nothing to draw: step_ms, fwd_ms + bwd_ms, padded_tokens and peak_mem_mib "
+                    "are empty")
     for fig in figures.values():
         fig.tight_layout()
     common.save_figures(out, figures)

@@ -18,7 +18,7 @@ are sorted numerically when all are numbers, else kept in the order they first a
            or with --gain POLICY that policy's gain_pct; one panel per value of --facet, each
            cell annotated with its value, one colour scale for all panels. 350 pixels high,
            max(600, 120 + 240 x panels) wide.
-  lines    the metric against one swept key, one line per policy. 600x350 pixels. With --over
+  lines    the metric against one swept key, one line per policy. 800x350 pixels. With --over
            KEY (replicates: a swept training.seed), each point is the mean over that key's
            values, its error bar their 2.5-97.5% range.
 
@@ -28,10 +28,12 @@ written to FOLDER (default: the CSV's folder) as heatmap-METRIC-POLICY.png or
 lines-METRIC-KEY.png, or --name, and its path printed.
 
 examples:
-  plots/sweep.py runs/s/results.csv heatmap --x world_size --y global_batch --facet topology --gain minmax
+  plots/sweep.py runs/s/results.csv heatmap --x world_size --y global_batch --facet topology \\
+      --gain minmax
   plots/sweep.py runs/s/results.csv heatmap --x world_size --y topology --where global_batch=64 \\
       --metric p95_max_step_ms --policy kk
-  plots/sweep.py runs/s/results.csv lines --x world_size --where global_batch=32 --where topology=pcie --logx
+  plots/sweep.py runs/s/results.csv lines --x world_size --where global_batch=32 \\
+      --where topology=pcie --logx
   plots/sweep.py runs/s/results.csv lines --x global_batch --metric gain_pct --over training.seed
 """
 import argparse
@@ -57,6 +59,8 @@ class Results:
         if last < first:
             common.fail(f"{path}: column policy comes before cell; the swept keys lie between them")
         self.path = path
+        # the sweep's folder names it in titles (results.csv sits in DIR of `ddpsim sweep --out DIR`)
+        self.name = os.path.basename(os.path.dirname(os.path.abspath(path)))
         self.keys = header[first + 1:last]
         self.metrics = header[last + 1:]
         self.policies = list(dict.fromkeys(row["policy"] for _, row in self.rows))
@@ -185,9 +189,12 @@ def heatmap(plt, res, args, parser):
                 dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
                 ax.text(j, i, label(v), ha="center", va="center", fontsize=7, color="white" if dark else "black")
     panels[0][0].set_ylabel(y, fontsize=8)
-    fig.colorbar(image, ax=panels[0].tolist(), shrink=0.9).ax.tick_params(labelsize=7)
+    bar = fig.colorbar(image, ax=panels[0].tolist(), shrink=0.9)
+    bar.ax.tick_params(labelsize=7)
+    bar.set_label(f"{policy}'s gain over {res.policies[0]} (%)" if gain
+                  else common.metric_label(metric, abstract=policy == "abstract"), fontsize=8)
     title = f"{metric} of {policy}" + (f" over {res.policies[0]}" if gain else "")
-    fig.suptitle(title + (f"  ({conditions_text(fixed)})" if fixed else ""), fontsize=9)
+    fig.suptitle(f"{title}: sweep {res.name}" + (f"\n{conditions_text(fixed)}" if fixed else ""), fontsize=9)
     return fig, f"heatmap-{metric}-{common.file_part(policy)}.png"
 
 
@@ -215,7 +222,7 @@ def lines(plt, res, args):
         common.fail(f"{res.path}: --logx needs positive numbers in {x} (values: {', '.join(xs)})")
     positions = [as_number(v) for v in xs] if numeric else list(range(len(xs)))
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
     for i, policy in enumerate(policies):
         at = {}
         for line, row in rows:
@@ -236,14 +243,14 @@ def lines(plt, res, args):
         ax.minorticks_off()
     ax.set_xticks(positions, xs, fontsize=8)
     ax.set_xlabel(x, fontsize=8)
-    ax.set_ylabel(metric, fontsize=8)
+    ax.set_ylabel(common.metric_label(metric, abstract=policies == ["abstract"]), fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
     title = conditions_text(fixed) if fixed else ""
     if over:
         title += ("; " if title else "") + f"mean and 2.5-97.5% over {len(res.values(over, rows))} values of {over}"
-    if title:
-        ax.set_title(title, fontsize=8)
+    common.title(fig, f"{metric} against {x}: sweep {res.name}", title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    common.legend_outside(ax)
     fig.tight_layout()
     return fig, f"lines-{metric}-{common.file_part(x)}.png"
 

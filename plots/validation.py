@@ -6,15 +6,18 @@ usage: plots/validation.py DIR... [--out FOLDER] [--all-steps]
 Reads DIR/validation.csv (per policy and step: measured_max_step_ms, predicted_max_step_ms,
 error_pct, and steady: 0 for a warm-up step validate left out of the steady state) and
 DIR/validation.json (per policy: measured_gain_pct and predicted_gain_pct when validate had a
---baseline, under all_steps the same over every step). Writes into FOLDER (default: the one
-DIR given):
+--baseline, with their 95% intervals measured_gain_ci95 and predicted_gain_ci95 where given;
+under all_steps the same over every step). Writes into FOLDER (default: the one DIR given),
+each titled with the model validated:
 
   steps.png       measured and predicted max step time over the steps, one panel per policy,
-                  warm-up steps shaded; 600 x (100 + 200 x policies) pixels
+                  warm-up steps shaded where validate left some out; 800 x (100 + 200 x
+                  policies) pixels
   scatter.png     predicted against measured per step, with the y = x line; 450x450
-  error_hist.png  histogram of the per-step error of the prediction, in %; 600x350
-  gains.png       each policy's gain over the baseline, measured and predicted; 600x350,
-                  drawn only when validation.json has gains (validate --baseline)
+  error_hist.png  histogram of the per-step error of the prediction, in %; 800x350
+  gains.png       each policy's gain over the baseline, measured and predicted, each bar with
+                  its 95% interval where validation.json gives one; 800x350, drawn only when
+                  validation.json has gains (validate --baseline)
 
 The scatter, histogram and gains show the steady state, as validate's headline figures do; with
 --all-steps they show every step, and steps.png's y axis covers the warm-up peaks too (by
@@ -76,7 +79,27 @@ def read_gains(path, gains, all_steps):
         pair = tuple(figures.get(k) for k in ("measured_gain_pct", "predicted_gain_pct"))
         if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in pair):
             common.fail(f"{path}: policies.{policy}: measured_gain_pct and predicted_gain_pct must be numbers")
-        gains.setdefault(policy, pair)
+        intervals = []
+        for key, value in zip(("measured_gain_ci95", "predicted_gain_ci95"), pair):
+            ci = figures.get(key)
+            if ci is None:
+                intervals.append(None)
+            elif (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v)
+                                                                for v in ci) and ci[0] <= ci[1]):
+                intervals.append((ci[0], ci[1]))
+            else:
+                common.fail(f"{path}: policies.{policy}.{key}: expected [low, high], got {json.dumps(ci)}")
+        gains.setdefault(policy, (*pair, *intervals))
+
+
+def model_name(path):
+    """The validated model's name, from validation.json's "model" (a file path or a name)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            model = json.load(f).get("model")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return os.path.splitext(os.path.basename(model))[0] if isinstance(model, str) else ""
 
 
 def warmup_spans(points):
@@ -93,7 +116,7 @@ def warmup_spans(points):
 
 
 def steps_figure(plt, policies, all_steps):
-    fig, axes = plt.subplots(len(policies), 1, figsize=(6, 1 + 2 * len(policies)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(policies), 1, figsize=(8, 1 + 2 * len(policies)), sharex=True, squeeze=False)
     for ax, (policy, points) in zip(axes[:, 0], policies.items()):
         steps = [p[0] for p in points]
         ax.plot(steps, [p[1] for p in points], label="measured", color="C0", linewidth=0.8)
@@ -108,8 +131,9 @@ def steps_figure(plt, policies, all_steps):
         ax.set_ylabel("max step time (ms)", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=2)
-    axes[-1, 0].set_xlabel("step (warm-up shaded)", fontsize=8)
+    common.legend_outside(axes[0, 0])
+    shaded = any(warmup_spans(points) for points in policies.values())
+    axes[-1, 0].set_xlabel("step (warm-up shaded)" if shaded else "step", fontsize=8)
     return fig
 
 
@@ -130,13 +154,13 @@ def scatter_figure(plt, chosen):
     ax.set_ylabel("predicted max step time (ms)", fontsize=8)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, loc="upper left")
+    ax.legend(fontsize=6, loc="upper left", framealpha=0.9)
     return fig
 
 
 def error_figure(plt, chosen):
     import numpy
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
     edges = numpy.histogram_bin_edges([p[3] for points in chosen.values() for p in points], bins=40)
     for i, (policy, points) in enumerate(chosen.items()):
         errors = [p[3] for p in points]
@@ -147,24 +171,31 @@ def error_figure(plt, chosen):
     ax.set_ylabel("steps", fontsize=8)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    common.legend_outside(ax)
     return fig
 
 
 def gains_figure(plt, gains):
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
     width = 0.38
     for offset, (which, k, color) in zip((-width / 2, width / 2), (("measured", 0, "C0"), ("predicted", 1, "C1"))):
-        heights = [pair[k] for pair in gains.values()]
-        bars = ax.bar([i + offset for i in range(len(gains))], heights, width, label=which, color=color)
-        ax.bar_label(bars, [f"{h:+.1f}" for h in heights], fontsize=7, padding=1)
+        heights = [g[k] for g in gains.values()]
+        intervals = [g[2 + k] for g in gains.values()]
+        below = [h - ci[0] if ci else 0 for h, ci in zip(heights, intervals)]
+        above = [ci[1] - h if ci else 0 for h, ci in zip(heights, intervals)]
+        errors = [below, above] if any(intervals) else None
+        bars = ax.bar([i + offset for i in range(len(gains))], heights, width, label=which, color=color,
+                      yerr=errors, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"})
+        ax.bar_label(bars, [f"{h:+.1f}" for h in heights], fontsize=7, padding=1, label_type="center",
+                     color="white")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(gains)), list(gains), fontsize=7, rotation=15 if len(gains) > 3 else 0)
-    ax.set_ylabel("gain over the baseline (%)", fontsize=8)
+    has_ci = any(g[2] or g[3] for g in gains.values())
+    ax.set_ylabel("gain over the baseline (%)" + ("\nbars: 95% interval" if has_ci else ""), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.margins(y=0.15)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
+    common.legend_outside(ax)
     return fig
 
 
@@ -177,6 +208,7 @@ def main():
     out = common.output_folder(parser, args.out, args.dirs)
 
     policies, gains = {}, {}
+    model = model_name(os.path.join(args.dirs[0], "validation.json"))
     for folder in args.dirs:
         read_steps(os.path.join(folder, "validation.csv"), policies)
         read_gains(os.path.join(folder, "validation.json"), gains, args.all_steps)
@@ -188,8 +220,13 @@ def main():
     figures = {"steps.png": steps_figure(plt, policies, args.all_steps),
                "scatter.png": scatter_figure(plt, chosen),
                "error_hist.png": error_figure(plt, chosen)}
+    setup = f"model {model}" if model else ""
+    common.title(figures["steps.png"], "Max step time, measured and predicted", setup)
+    common.title(figures["scatter.png"], "Predicted against measured, per step", setup)
+    common.title(figures["error_hist.png"], "Per-step error of the prediction", setup)
     if gains:
         figures["gains.png"] = gains_figure(plt, gains)
+        common.title(figures["gains.png"], "Gain over the baseline, measured and predicted", setup)
     else:
         common.note("validation.json has no gains (validate ran without --baseline): gains.png is skipped")
     for fig in figures.values():

@@ -30,8 +30,8 @@ PROFILE = "traces/h100/wide/profile-fp32/steps.csv"
 SPEC_FWD = {"a": 0, "beta": 0.00257066794, "gamma": 5.502089552e-07}
 SPEC_BWD = {"a": 0, "beta": 0.005141335881, "gamma": 1.10041791e-06}
 H100_FP32_TFLOPS, RTX3090_FP32_TFLOPS = 67.0, 35.6
-STUDY_STATIC_MS = 118.51  # ../shared/docs/method.md: the study's published static mean
-# PyTorch's foreach AdamW on the H100 (README, the second campaign's peer: 2.98 ms) less its
+STUDY_STATIC_MS = 118.51  # docs/method.md: the study's published static mean
+# PyTorch's foreach AdamW on the H100 (docs/validation-gpu.md, the second campaign's peer: 2.98 ms) less its
 # memory-bound part there (28 B per parameter at 3.35 TB/s: 0.56 ms), plus that part at 936 GB/s.
 PARAMS = 66955010
 H100_PEER_OPT_MS = 2.98

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU validation campaign (README: "Validation on CPU"), from nothing: profile the reduced
+# The CPU validation campaign (docs/validation-cpu.md), from nothing: profile the reduced
 # DistilBERT (`--model small`), calibrate, train every policy for real on SST-2 — (a) two Gloo
 # ranks pinned to one core each, (b) four ranks emulated on one core — and validate each run
 # against its model, with static as the baseline. A core computes slower while the other one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU validation campaigns (README: "Validation on GPU"). Stages, in order; the ones marked
+# The GPU validation campaigns (docs/validation-gpu.md). Stages, in order; the ones marked
 # (GPU) run on the GPU machine, the others where ddpsim is built (SimGrid):
 #   carry          the folder a GPU machine without network needs ($CARRY, default gpu-carry,
 #                  git-ignored): the .deb dependencies and SST-2 (train, dev) with the vocab

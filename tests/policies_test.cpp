@@ -212,7 +212,7 @@ TEST_CASE("the same shape and seed give the same decisions") {
   }
 }
 
-// The hand-worked case of the README's verl section, with workload = length (linear 1,
+// The hand-worked case of docs/policies.md's verl section, with workload = length (linear 1,
 // quadratic 0) and max_token_len 10. Equal-count KK gives rank 0 the samples #2 #3 #4 #7
 // (lengths 7 1 8 5) and rank 1 #0 #1 #5 #6 (10 3 2 6), 21 tokens each; ordered light, heavy,
 // light: #3 #2 #4 #7 and #5 #6 #0 #1. Each rank needs ⌈21/10⌉ = 3 micro-batches; free-count KK

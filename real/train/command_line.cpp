@@ -26,18 +26,22 @@ allreduce overlaps backward. Writes OUT/steps.csv (one row per step and rank, co
 before the gradient wait) and OUT/summary.json in the formats ddpsim writes.
 
 Ranks come from RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun); without
-them from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (srun), meeting at SLURM_JOB_NODELIST's first
-host on MASTER_PORT or 29500 + SLURM_JOB_ID mod 1000; or from --nproc-per-node N on this machine. --emulate-ranks N runs N ranks' micro-batches one
-after another in one process: the same update as N-rank DDP, with step time = slowest rank's
-compute + optimizer + a modelled allreduce; the trace says so.
+them from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (srun), meeting at SLURM_JOB_NODELIST's
+first host on MASTER_PORT or 29500 + SLURM_JOB_ID mod 1000; or from --nproc-per-node N on this
+machine. --emulate-ranks N runs N ranks' micro-batches one after another in one process: the
+same update as N-rank DDP, with step time = slowest rank's compute + optimizer + a modelled
+allreduce; the trace says so.
 
 examples:
-  ddptrain --data sst2/train.tsv --dev sst2/dev.tsv --vocab vocab.txt --policy minmax --steps 800 --out run
+  ddptrain --data sst2/train.tsv --dev sst2/dev.tsv --vocab vocab.txt --policy minmax \
+      --steps 800 --out run
   ddptrain --synthetic-lengths sst2 --model tiny --nproc-per-node 2 --steps 50 --out cpu2
   ddptrain --synthetic-lengths sst2 --emulate-ranks 4 --policy minmax --steps 100 --out emu4
-  ddptrain --synthetic-lengths sst2 --nproc-per-node 2 --policy static,kk,sorted --steps 300 --out cmp
-  ddptrain --synthetic-lengths sst2 --model small --threads 1 --nproc-per-node 2 --policy static,kk \
-      --steps 300 --profile-alongside --out cmp    # and cmp/profile/steps.csv for ddpsim calibrate
+  ddptrain --synthetic-lengths sst2 --nproc-per-node 2 --policy static,kk,sorted --steps 300 \
+      --out cmp
+  ddptrain --synthetic-lengths sst2 --model small --threads 1 --nproc-per-node 2 \
+      --policy static,kk --steps 300 --profile-alongside --out cmp
+                                          # and cmp/profile/steps.csv for ddpsim calibrate
   ddptrain --model small --write-layout small-layout.json
 )";
 
@@ -119,8 +123,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       "eval-every", po::value(&o.eval_every)->default_value(0), "dev accuracy every N steps (and at the end)")(
       "ckpt-every", po::value(&o.ckpt_every)->default_value(0), "checkpoint every N steps (atomic)")(
       "resume", po::value(&o.resume), "continue from a checkpoint: the same sample stream")(
-      "log-every", po::value(&o.log_every)->default_value(o.log_every), "progress line every N steps")("help,h",
-                                                                                                       "this help");
+      "log-every", po::value(&o.log_every)->default_value(o.log_every), "progress line every N steps")(
+      "version", "name this build and exit")("help,h", "this help");
   po::options_description profiling("calibration sweep (for ddpsim calibrate)");
   profiling.add_options()(
       "profile",
@@ -159,6 +163,10 @@ CommandLine parse_command_line(int argc, char** argv) {
     text << USAGE << "\n" << all << "\n";
     c.help = true;
     c.help_text = text.str();
+    return c;
+  }
+  if (vm.count("version")) {
+    c.version = true;
     return c;
   }
   po::notify(vm);

@@ -10,7 +10,7 @@
 namespace ddptrain {
 
 struct CommandLine {
-  bool help = false;
+  bool help = false, version = false;
   std::string help_text;     // usage and every option, for --help
   std::string write_layout;  // --write-layout FILE: write the model's layout and exit
   TrainOptions train;

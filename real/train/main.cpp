@@ -16,6 +16,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/interrupt.hpp"
+#include "ddpsim_version.hpp"
 #include "model/layout.hpp"
 #include "train/command_line.hpp"
 #include "train/launcher.hpp"
@@ -103,6 +104,10 @@ int run(int argc, char** argv) {
   ddptrain::TrainOptions& o = c.train;
   if (c.help) {
     std::cout << c.help_text;
+    return 0;
+  }
+  if (c.version) {
+    std::cout << "ddptrain " << DDPSIM_VERSION_STRING << "\n";
     return 0;
   }
   if (!c.write_layout.empty()) {

@@ -2,7 +2,7 @@
 // simulator (so all ranks reach the same decision without a broadcast, which a per-step
 // all-gather of the decision's hash verifies), trains on its own samples with the loss
 // scaled by G·b_g/B_t, synchronises gradients through GradBuckets, and writes the trace and
-// summary of design.md §3 (rank 0). --emulate-ranks N plays N ranks one after another in one
+// summary of docs/method.md (rank 0). --emulate-ranks N plays N ranks one after another in one
 // process: the same update as N-rank DDP, with a modelled allreduce time.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The trainer's files: the trace and summary of design.md §3 (rank 0), and checkpoints that
+// The trainer's files: the trace and summary of docs/method.md (rank 0), and checkpoints that
 // resume the same sample stream (model, optimizer, step, every rank's dropout generator; the
 // sampler, its buffers and the policy's state are rebuilt by replaying the seeded decisions,
 // which are deterministic and cost microseconds a step).

@@ -1,4 +1,4 @@
-// Reads trace CSVs (design.md §3.1) as written by ddpsim and ddptrain: `# key=value` metadata
+// Reads trace CSVs (docs/method.md, "The trace") as written by ddpsim and ddptrain: `# key=value` metadata
 // lines, a header, columns by name (order free, extra columns allowed), empty fields for
 // missing measurements. Every malformed field is an InputError "FILE:LINE: column C: reason".
 #pragma once

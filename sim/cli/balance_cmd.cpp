@@ -24,13 +24,11 @@ cross-rank standard deviation of padded tokens, padding waste (padded - real) / 
 mean global batch, samples consumed and the mean decision time. Changes are against the
 first policy. No timing model is involved: padded tokens are the study's proxy.
 
-CONFIG is a JSON file with sections data, training and policies (see the README); without
+CONFIG is a JSON file with sections data, training and policies (see docs/config.md); without
 one, the study's setting: SST-2 train lengths (embedded), G=4, B=48, K=64, 800 steps, max
 length 256, comparing static, minmax (tokens and tokens_sq), kk, sorted and token_budget.
 
-policies: static | minmax[:cost=tokens|tokens_sq|workload|model][:buffer=K][:solver=exact|enumerate]
-          | kk[:cost=tokens|tokens_sq|workload] | sorted[:mega=M] | token_budget[:max_tokens=N][:buffer=K]
-          | verl[:max_token_len=N][:linear=A][:quadratic=C][:balance=on|off][:micro_balance=on|off]
+policies: name[:option=value]...; `ddpsim policies` lists every name, option and default.
 
 examples:
   ddpsim balance

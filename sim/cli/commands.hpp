@@ -18,5 +18,6 @@ int replay(const Args& args);
 int validate(const Args& args);
 int bench(const Args& args);
 int lengths(const Args& args);
+int policies(const Args& args);
 
 }  // namespace ddpsim::cli

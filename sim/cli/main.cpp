@@ -11,12 +11,14 @@
 #include "cli/commands.hpp"
 #include "common/error.hpp"
 #include "common/interrupt.hpp"
+#include "ddpsim_version.hpp"
 
 namespace {
 
 constexpr const char* USAGE = R"(ddpsim — what-if evaluation of batch schedulers for data-parallel (DDP) training
 
 usage: ddpsim <command> [options]        ddpsim <command> --help  explains one command
+       ddpsim --version                  names this build
 
 commands:
   run [CONFIG]              simulate DDP training steps on SimGrid (compute from a performance
@@ -38,6 +40,7 @@ commands:
   bench [--json]            scheduler decision latency (G = 4 … 1024) and simulator speed
   lengths TSV --vocab V --out HIST.json
                             tokenize a GLUE TSV (BERT uncased WordPiece), write a length histogram
+  policies                  every batch policy with its options, defaults and values
 
 exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 )";
@@ -48,7 +51,7 @@ const std::pair<const char*, Verb> VERBS[] = {{"run", ddpsim::cli::run},        
                                               {"sweep", ddpsim::cli::sweep},     {"calibrate", ddpsim::cli::calibrate},
                                               {"replay", ddpsim::cli::replay},   {"validate", ddpsim::cli::validate},
                                               {"balance", ddpsim::cli::balance}, {"bench", ddpsim::cli::bench},
-                                              {"lengths", ddpsim::cli::lengths}};
+                                              {"lengths", ddpsim::cli::lengths}, {"policies", ddpsim::cli::policies}};
 
 std::string verb_names() {
   std::string names;
@@ -77,6 +80,10 @@ int main(int argc, char** argv) {
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     std::cout << USAGE;
     return flushed("--help", 0);
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::cout << "ddpsim " << DDPSIM_VERSION_STRING << "\n";
+    return flushed("--version", 0);
   }
   const std::string verb = argv[1];
   ddpsim::install_interrupt_handler(("ddpsim " + verb.substr(0, 32)).c_str());

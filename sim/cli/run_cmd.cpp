@@ -35,26 +35,23 @@ Without CONFIG: the study's setting (SST-2 lengths, G=4, B=48, 800 steps) on `pc
 (4x RTX 3090 through the CPU root complex) with the rtx3090-distilbert model, ring allreduce,
 25 MiB buckets (first 1 MiB), overlap on, fast mode.
 
-config sections (see the README): data, training (world_size, global_batch, steps,
-max_length, seed, b_max, bucket_mb, first_bucket_mb, overlap, micro_batches: gradient
-accumulation over that many micro-batches per rank, attention: padded | packed sequences),
-policies (verl forms its own micro-batches from max_token_len, as VeRL does), model (a built-in
-name or a JSON file), platform (topology pcie | nvlink | cluster | xml, bandwidths in GB/s,
-latencies in us), simulation (mode fast | full, algorithm ring | tree | hierarchical,
-sched_ms, noise_sigma, noise_shared_sigma: one factor per step for all ranks, spells own |
-shared | off: the model's measured slow spells per rank-step or per step, first_use own |
-shared | off: the model's first-use cost of a shape per rank or once for all ranks, rank_speed,
-stragglers), parallel (a pipeline-parallel job instead of
-DDP: stages, schedule gpipe | 1f1b, micro_batches, data_parallel ddp | zero2, sync_every,
-fwd_impact, bwd_impact, channels {model separate | shared, receiver_limit, weights per flow
-class fwd_prop | bwd_prop | grad_sync, exclusive}, and its work either in time units:
-abstract {forward, backward, transfer, sync, gather, optimizer}, or from the model, data and
-policies (a column per policy): partition uniform | time | memory | balanced | [layers per
-stage], micro_batching even | sorted | kk, activation_bytes_per_token, over the platform's
-links (GPU links inside a node, NICs between a cluster's nodes); prints step time, bubble,
-each flow class's traffic and each stage's memory; --out writes DIR/summary.json and
-DIR/pipeline_steps.csv (each step's time and bubble), --timeline
-a lane per GPU and flow class, --link-series each class's link utilisation over time).
+config sections (every key with its range and default: docs/config.md):
+  data        where the lengths come from: sst2, histogram, trace, tsv or lognormal
+  training    world_size, global_batch, steps, max_length, seed, b_max, bucket_mb,
+              first_bucket_mb, overlap, micro_batches, attention (padded | packed),
+              pad_to_multiple_of
+  policies    the policies simulated, a column each (ddpsim policies lists them)
+  model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
+  platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
+  simulation  mode fast | full, algorithm ring | tree | hierarchical, sched_ms, noise_sigma,
+              noise_shared_sigma, spells, first_use, rank_speed, stragglers
+  parallel    a pipeline-parallel job instead of DDP: GPipe or 1F1B stages in ZeRO-2 or DDP
+              groups, flow classes sharing links by weight; its work in time units
+              (abstract) or from the model, data and policies
+
+A pipeline job prints step time, bubble, each flow class's traffic and each stage's memory;
+--out writes DIR/summary.json and DIR/pipeline_steps.csv (each step's time and bubble),
+--timeline a lane per GPU and flow class, --link-series each class's link utilisation.
 
 examples:
   ddpsim run
@@ -63,7 +60,8 @@ examples:
   ddpsim run --set 'simulation.stragglers=[{"rank":2,"factor":1.3,"from_step":200}]'
   ddpsim run configs/pipeline-study.json --set parallel.channels.model=shared
   ddpsim run configs/llama3-8b-pipeline.json --set parallel.partition=memory
-  ddpsim run configs/pipeline-study.json --timeline study.json --link-series links.csv --link-bin 0.25
+  ddpsim run configs/pipeline-study.json --timeline study.json --link-series links.csv \
+      --link-bin 0.25
 )";
 
 constexpr const char* COMPARE_USAGE = R"(usage: ddpsim compare [CONFIG] [--policies a,b,...] [options]
@@ -76,7 +74,7 @@ embedded default compares static, minmax with tokens and tokens_sq, kk, sorted, 
 examples:
   ddpsim compare
   ddpsim compare --policies static,minmax,minmax:cost=model
-  ddpsim compare --policies static,minmax --replicates 20      # each gain with its range over 20 seeds
+  ddpsim compare --policies static,minmax --replicates 20   # each gain, its range over 20 seeds
   ddpsim compare my.json --policies static,minmax --set simulation.algorithm=tree
   ddpsim compare configs/llm-rollouts.json --policies static,verl:max_token_len=16384 \
       --set training.micro_batches=4

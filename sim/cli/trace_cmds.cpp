@@ -75,7 +75,8 @@ examples:
 )";
 
 constexpr const char* VALIDATE_USAGE =
-    R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv] [CONFIG] [options]
+    R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv]
+                       [CONFIG] [options]
 
 Replays a measured trace and compares prediction with measurement: mean and P95 of the
 per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
@@ -92,7 +93,8 @@ its start, both from where the later settles), and the figures over every step b
 Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
 
 examples:
-  ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv --model m.json --out val
+  ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv \
+      --model m.json --out val
 )";
 
 // The config of load_config() with --model in force (a model file is taken from the current

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "common/input_file.hpp"
+#include "common/known_keys.hpp"
 
 namespace ddpsim {
 
@@ -169,8 +171,39 @@ const nlohmann::json& JsonFields::raw(std::string_view key) const {
   return *it;
 }
 
+namespace {
+KnownKeysRecorder* recorder = nullptr;
+}  // namespace
+
+KnownKeysRecorder::KnownKeysRecorder(std::string origin) : origin_(std::move(origin)) {
+  if (recorder) throw std::logic_error("KnownKeysRecorder: one at a time");
+  recorder = this;
+}
+
+KnownKeysRecorder::~KnownKeysRecorder() { recorder = nullptr; }
+
+void KnownKeysRecorder::add(const std::string& where, const std::set<std::string, std::less<>>& known) {
+  if (where.compare(0, origin_.size(), origin_) != 0) return;  // another document: a model, a platform file
+  // "ORIGIN: simulation: stragglers[2]" -> "simulation.stragglers[]"
+  std::string path;
+  for (std::size_t i = origin_.size(); i < where.size();) {
+    if (where.compare(i, 2, ": ") == 0) {
+      if (!path.empty()) path += '.';
+      i += 2;
+    } else if (where[i] == '[') {
+      path += "[]";
+      i = where.find(']', i);
+      i = i == std::string::npos ? where.size() : i + 1;
+    } else {
+      path += where[i++];
+    }
+  }
+  keys_[path].insert(known.begin(), known.end());
+}
+
 void JsonFields::reject_unknown(std::initializer_list<std::string_view> also_allowed) const {
   for (auto k : also_allowed) known_.emplace(k);
+  if (recorder) recorder->add(where_, known_);
   for (const auto& [key, value] : object_.items()) {
     if (known_.count(key)) continue;
     std::string message = where_ + ": unknown key \"" + key + "\"";

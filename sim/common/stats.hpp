@@ -1,4 +1,4 @@
-// Summary statistics as method.md §4 defines them.
+// Summary statistics as docs/method.md ("Metrics") defines them.
 #pragma once
 
 #include <span>

@@ -1,4 +1,4 @@
-// An experiment config (design.md §3.5), parsed and validated once. Sections: data (where
+// An experiment config (docs/config.md), parsed and validated once. Sections: data (where
 // lengths come from), training (the run's shape), policies (what to compare). Unknown keys
 // are errors that name the key and the one probably meant. Relative paths resolve against
 // the config file's folder.

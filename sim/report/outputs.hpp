@@ -1,6 +1,6 @@
 // What `ddpsim balance`, `run` and `compare` print and write: the comparison tables,
-// steps.csv in the trace schema (design.md §3.1; columns not modelled are empty) and
-// summary.json (§3.2; keys not modelled are null).
+// steps.csv in the trace schema (docs/method.md, "The trace"; columns not modelled are empty) and
+// summary.json ("The summary" there; keys not modelled are null).
 #pragma once
 
 #include <filesystem>

@@ -26,7 +26,7 @@ struct MicroBatchShape {
   bool operator==(const MicroBatchShape&) const = default;
 };
 
-// One rank in one step: the columns of the trace schema (design.md §3.1).
+// One rank in one step: the columns of the trace schema (docs/method.md, "The trace").
 struct RankStep {
   int step = 0;
   int rank = 0;
@@ -98,7 +98,7 @@ class PolicyStream {
 // policy sees the same sample stream.
 PolicyRun run_policy(const PolicySpec& spec, const StepShape& shape, int steps, std::span<const int> dataset);
 
-// The figures the tables print and summary.json carries (method.md §4); the timed ones are
+// The figures the tables print and summary.json carries (docs/method.md, "Metrics"); the timed ones are
 // NaN for a token-level run.
 struct TokenSummary {
   int steps = 0;
@@ -167,7 +167,7 @@ class SummaryBuilder {
   double sum_std_padded_ = 0, sum_global_batch_ = 0, sum_std_step_ = 0, sum_std_compute_ = 0, sum_max_compute_ = 0,
          sum_max_mem_ = 0, sum_std_mem_ = 0, max_mem_ = 0, sum_real_tokens_per_s_ = 0;
 };
-// Per step, the slowest rank's step_ms (the step's wall time, method.md §4).
+// Per step, the slowest rank's step_ms (the step's wall time, docs/method.md, "Metrics").
 std::vector<double> max_step_ms(const PolicyRun& run);
 
 }  // namespace ddpsim

@@ -1,4 +1,4 @@
-// The min-max allocation of method.md §3 as a pure function of per-rank cost curves:
+// The min-max allocation of docs/method.md as a pure function of per-rank cost curves:
 // choose b_g in [1, size_g] with Σ b_g = B minimising max_g c_g(b_g), ties broken by the
 // smallest population variance of the costs c_g(b_g).
 #pragma once

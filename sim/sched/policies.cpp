@@ -1,16 +1,19 @@
-// The policies of design.md §3.3 behind the Scheduler interface, and the factory that
+// The policies of docs/method.md, "Policy names" behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <iterator>
 #include <set>
+#include <type_traits>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "sched/cost.hpp"
 #include "sched/karmarkar_karp.hpp"
 #include "sched/minmax_solver.hpp"
+#include "sched/policy_catalogue.hpp"
 #include "sched/policy_options.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/verl_balance.hpp"
@@ -64,12 +67,12 @@ class StaticPolicy final : public Scheduler {
   StepShape shape_;
 };
 
-// The study's method (method.md §3): each rank offers the first k of its K buffered samples
+// The study's method (docs/method.md, "The min-max allocation"): each rank offers the first k of its K buffered samples
 // at cost c_g(k); the solver picks b_g minimising the largest cost.
 class MinMaxPolicy final : public Scheduler {
  public:
   MinMaxPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
-    const std::string cost = options.text("cost", "tokens");
+    const std::string cost = options.text("cost", "tokens", {"tokens", "tokens_sq", "workload", "model"});
     if (cost == "model") {
       if (!s.time_cost)
         throw InputError(
@@ -79,7 +82,7 @@ class MinMaxPolicy final : public Scheduler {
       cost_ = make_token_cost(cost);
     }
     K_ = options.integer("buffer", 64, 1, 65536);
-    solver_ = options.text("solver", "exact");
+    solver_ = options.text("solver", "exact", {"exact", "enumerate"});
     if (solver_ != "exact" && solver_ != "enumerate")
       throw InputError("minmax: unknown solver \"" + solver_ + "\" (known: exact, enumerate)");
     // Enumeration visits up to C(B−1, G−1) allocations a step: refuse what would never finish.
@@ -152,7 +155,7 @@ class KarmarkarKarpPolicy final : public Scheduler {
  public:
   KarmarkarKarpPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
     require_divisible("kk", s);
-    const std::string cost = options.text("cost", "tokens");
+    const std::string cost = options.text("cost", "tokens", {"tokens", "tokens_sq", "workload"});
     if (cost != "tokens" && cost != "tokens_sq" && cost != "workload")
       throw InputError("kk: unknown cost \"" + cost +
                        "\" (known: tokens = Σ length, tokens_sq = Σ length², workload = Σ 24576·length + length²)");
@@ -287,7 +290,7 @@ class VerlPolicy final : public Scheduler {
 
  private:
   static bool on_off(PolicyOptions& options, const std::string& key) {
-    const std::string value = options.text(key, "on");
+    const std::string value = options.text(key, "on", {"on", "off"});
     if (value != "on" && value != "off")
       throw InputError("verl: option " + key + " must be on or off, got \"" + value + "\"");
     return value == "on";
@@ -340,7 +343,29 @@ class FixedMicroBatches final : public Scheduler {
   KarmarkarKarp kk_;
 };
 
+template <class P>
+std::unique_ptr<Scheduler> make(const StepShape& shape, PolicyOptions& options) {
+  if constexpr (std::is_constructible_v<P, const StepShape&, PolicyOptions&>)
+    return std::make_unique<P>(shape, options);
+  else
+    return std::make_unique<P>(shape);
+}
+
+// In the order outputs and messages list them; a name never changes meaning (docs/method.md).
+const PolicyEntry POLICIES[] = {
+    {"static", "each rank takes its next B/G samples (DDP with a DistributedSampler)", make<StaticPolicy>},
+    {"minmax", "the study's method: min-max allocation of B over the ranks' buffers", make<MinMaxPolicy>},
+    {"kk", "VeRL's balance_batch: equal-count Karmarkar-Karp of the static draw", make<KarmarkarKarpPolicy>},
+    {"sorted", "Hugging Face group_by_length: mega-batches sorted by length", make<SortedPolicy>},
+    {"token_budget", "fairseq max_tokens: samples while k x longest <= max_tokens", make<TokenBudgetPolicy>},
+    {"verl", "VeRL's dynamic batching: kk over ranks, micro-batches under a token cap", make<VerlPolicy>},
+};
+
 }  // namespace
+
+std::span<const PolicyEntry> policy_table() {
+  return POLICIES;
+}
 
 const std::vector<std::string>& micro_batching_names() {
   static const std::vector<std::string> names = {"even", "sorted", "kk"};
@@ -360,26 +385,17 @@ std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape,
   if (spec.name != "token_budget" && shape.B < shape.G)
     throw InputError(spec.name + ": infeasible: global batch B=" + std::to_string(shape.B) +
                      " is smaller than G=" + std::to_string(shape.G) + " (" + shape_text(shape) + ")");
-  std::unique_ptr<Scheduler> policy;
-  if (spec.name == "static")
-    policy = std::make_unique<StaticPolicy>(shape);
-  else if (spec.name == "minmax")
-    policy = std::make_unique<MinMaxPolicy>(shape, options);
-  else if (spec.name == "kk")
-    policy = std::make_unique<KarmarkarKarpPolicy>(shape, options);
-  else if (spec.name == "sorted")
-    policy = std::make_unique<SortedPolicy>(shape, options);
-  else if (spec.name == "token_budget")
-    policy = std::make_unique<TokenBudgetPolicy>(shape, options);
-  else if (spec.name == "verl")
-    policy = std::make_unique<VerlPolicy>(shape, options);
-  else {
+  const auto entry =
+      std::find_if(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return spec.name == p.name; });
+  if (entry == std::end(POLICIES)) {
     std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
     const std::string hint = closest_key(spec.name, known);
+    std::string names;
+    for (const PolicyEntry& p : POLICIES) names += (names.empty() ? "" : ", ") + std::string(p.name);
     throw InputError("unknown policy \"" + spec.name + "\"" +
-                     (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
-                     "; known: static, minmax, kk, sorted, token_budget, verl");
+                     (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") + "; known: " + names);
   }
+  std::unique_ptr<Scheduler> policy = entry->make(shape, options);
   options.reject_unknown();
   if (shape.micro_batches < 1)
     throw InputError("micro-batches per step must be ≥ 1, got " + std::to_string(shape.micro_batches));

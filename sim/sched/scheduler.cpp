@@ -39,11 +39,6 @@ PolicySpec parse_policy_spec(std::string_view text) {
   return spec;
 }
 
-const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"static", "minmax", "kk", "sorted", "token_budget", "verl"};
-  return names;
-}
-
 std::vector<int> even_micro_sizes(int b, int count) {
   const int n = std::max(1, std::min(count, b));
   std::vector<int> sizes(static_cast<std::size_t>(n), b / n);
@@ -51,14 +46,18 @@ std::vector<int> even_micro_sizes(int b, int count) {
   return sizes;
 }
 
-std::string PolicyOptions::text(const std::string& key, const std::string& fallback) {
+std::string PolicyOptions::text(const std::string& key, const std::string& fallback,
+                                const std::vector<std::string>& choices) {
   known_.insert(key);
+  std::string& values = values_[key];
+  for (const auto& c : choices) values += (values.empty() ? "" : " | ") + c;
   auto it = spec_.options.find(key);
   return in_force_[key] = it == spec_.options.end() ? fallback : it->second;
 }
 
 int PolicyOptions::integer(const std::string& key, int fallback, int minimum, int maximum) {
   known_.insert(key);
+  values_[key] = "integer from " + std::to_string(minimum) + " to " + std::to_string(maximum);
   auto it = spec_.options.find(key);
   if (it == spec_.options.end()) {
     in_force_[key] = std::to_string(fallback);

@@ -1,4 +1,4 @@
-// The one interface every batch-scheduling policy implements (design.md §3.3): given the
+// The one interface every batch-scheduling policy implements (docs/method.md, "Policy names"): given the
 // step's per-rank prefetch buffers, decide which samples each rank trains on and the weight
 // G·b_g/B that scales its mean loss so the averaged gradient equals the global-batch mean.
 #pragma once

@@ -10,7 +10,7 @@ mean() {
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['policies'][sys.argv[2]]['mean_max_step_ms'])" \
     "$1/summary.json" "$2"
 }
-# A bf16 H100 model with the measured first-use cost (140 ms a shape, README "Validation on GPU").
+# A bf16 H100 model with the measured first-use cost (140 ms a shape, docs/validation-gpu.md).
 python3 - "$SRC/models/h100-distilbert-measured-bf16.json" "$WORK/first-use.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))

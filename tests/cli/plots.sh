@@ -32,8 +32,8 @@ expect_wrote() {
 expect_ok "$DDPSIM" run --steps 30 --policies static,minmax --out "$WORK/run"
 expect_ok "$PY" "$plots/run.py" "$WORK/run"
 expect_wrote 4
-for f in step_time step_time_cdf padded_tokens_std; do expect_png "$WORK/run/$f.png" 600x350; done
-expect_png "$WORK/run/std.png" 600x500
+for f in step_time step_time_cdf padded_tokens_std; do expect_png "$WORK/run/$f.png" 800x350; done
+expect_png "$WORK/run/std.png" 800x500
 [[ -s $WORK/err ]] && fail "run.py noted something about a complete simulated trace: $(cat "$WORK/err")"
 expect_ok "$PY" "$plots/run.py" "$WORK/run/steps.csv" --out "$WORK/again/figures"
 for f in step_time step_time_cdf padded_tokens_std std; do
@@ -44,8 +44,8 @@ done
 expect_ok "$PY" "$plots/run.py" "$SRC/traces/cpu/2ranks/static" "$SRC/traces/cpu/2ranks/sorted" \
   --out "$WORK/real" --smooth 10
 expect_wrote 4
-expect_png "$WORK/real/step_time.png" 600x350
-expect_png "$WORK/real/std.png" 600x350
+expect_png "$WORK/real/step_time.png" 800x350
+expect_png "$WORK/real/std.png" 800x350
 grep -q "peak_mem_mib is empty in every row" "$WORK/err" || fail "no note on the unmeasured peak memory: $(cat "$WORK/err")"
 
 # A sweep's results.csv (the hand-written fixture follows the format exactly).
@@ -58,7 +58,7 @@ expect_ok "$PY" "$plots/sweep.py" "$fixture" heatmap --x global_batch --y topolo
 expect_png "$WORK/sweep/kk.png" 840x350
 expect_ok "$PY" "$plots/sweep.py" "$fixture" --out "$WORK/sweep" lines --x world_size \
   --where global_batch=32 --where topology=pcie --logx
-expect_png "$WORK/sweep/lines-mean_max_step_ms-training.world_size.png" 600x350
+expect_png "$WORK/sweep/lines-mean_max_step_ms-training.world_size.png" 800x350
 # plots/balance.py on a `ddpsim balance` run: max and std of padded tokens per step.
 "$DDPSIM" balance --steps 30 --policies static,minmax --out "$WORK/bal" >/dev/null 2>"$WORK/err" ||
   fail "ddpsim balance failed: $(cat "$WORK/err")"
@@ -102,7 +102,7 @@ expect_ok "$PY" "$plots/sweep.py" "$WORK/real_sweep/results.csv" heatmap --x wor
 expect_png "$WORK/real_sweep/heatmap-gain_pct-minmax.png" 600x350
 expect_ok "$PY" "$plots/sweep.py" "$WORK/real_sweep/results.csv" lines --x world_size --where global_batch=32 \
   --where algorithm=tree --metric p95_max_step_ms
-expect_png "$WORK/real_sweep/lines-p95_max_step_ms-training.world_size.png" 600x350
+expect_png "$WORK/real_sweep/lines-p95_max_step_ms-training.world_size.png" 800x350
 # Replicates: a seed axis drawn as the mean with its 2.5-97.5% range as error bars.
 cat >"$WORK/seeds.json" <<'EOF'
 {"set": {"training.steps": 20}, "policies": ["static", "minmax"],
@@ -111,7 +111,7 @@ EOF
 "$DDPSIM" sweep "$WORK/seeds.json" --out "$WORK/seeds" --jobs 2 >/dev/null 2>"$WORK/err" ||
   fail "ddpsim sweep failed: $(cat "$WORK/err")"
 expect_ok "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x global_batch --metric gain_pct --over seed
-expect_png "$WORK/seeds/lines-gain_pct-training.global_batch.png" 600x350
+expect_png "$WORK/seeds/lines-gain_pct-training.global_batch.png" 800x350
 expect_exit 1 "several rows per" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x global_batch
 expect_exit 1 "--over training.seed is also --x" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x seed \
   --over seed
@@ -124,7 +124,7 @@ fedcba9876543210,"[1,1,1,1.3]",static,150.1,0
 fedcba9876543210,"[1,1,1,1.3]",minmax,141,6.062624917
 EOF
 expect_ok "$PY" "$plots/sweep.py" "$WORK/lists.csv" lines --x rank_speed --metric gain_pct
-expect_png "$WORK/lines-gain_pct-simulation.rank_speed.png" 600x350
+expect_png "$WORK/lines-gain_pct-simulation.rank_speed.png" 800x350
 
 # Validation of a committed measured trace against its model, as scripts/validate_cpu.sh ran it.
 emulated=(--model "$SRC/models/cpu-distilbert-small-1core.json" --set platform.link_GBps=10
@@ -133,10 +133,10 @@ expect_ok "$DDPSIM" validate --measured "$SRC/traces/cpu/emulated4/minmax-cost-t
   --baseline "$SRC/traces/cpu/emulated4/static/steps.csv" "${emulated[@]}" --out "$WORK/val"
 expect_ok "$PY" "$plots/validation.py" "$WORK/val"
 expect_wrote 4
-expect_png "$WORK/val/steps.png" 600x500
+expect_png "$WORK/val/steps.png" 800x500
 expect_png "$WORK/val/scatter.png" 450x450
-expect_png "$WORK/val/error_hist.png" 600x350
-expect_png "$WORK/val/gains.png" 600x350
+expect_png "$WORK/val/error_hist.png" 800x350
+expect_png "$WORK/val/gains.png" 800x350
 # Without --baseline there are no gains to draw.
 expect_ok "$DDPSIM" validate --measured "$SRC/traces/cpu/emulated4/kk/steps.csv" "${emulated[@]}" --out "$WORK/val-kk"
 expect_ok "$PY" "$plots/validation.py" "$WORK/val-kk"
@@ -145,8 +145,8 @@ expect_wrote 3
 grep -q "no gains" "$WORK/err" || fail "no note on the missing gains: $(cat "$WORK/err")"
 # The committed validations, one per policy against one baseline, read once: six policies.
 expect_ok "$PY" "$plots/validation.py" "$SRC"/traces/cpu/validation/2ranks/*/ --out "$WORK/val-2ranks" --all-steps
-expect_png "$WORK/val-2ranks/steps.png" 600x1300
-expect_png "$WORK/val-2ranks/gains.png" 600x350
+expect_png "$WORK/val-2ranks/steps.png" 800x1300
+expect_png "$WORK/val-2ranks/gains.png" 800x350
 
 # Bad input and usage.
 out=$WORK/bad
@@ -206,4 +206,12 @@ expect_exit 1 "$out: not a folder" "$PY" "$plots/validation.py" "$WORK/val" --ou
 
 leftovers=$(find "$WORK" -name '*.tmp.*')
 [[ -z $leftovers ]] || fail "temporaries left behind: $leftovers"
+
+# A python3 that cannot import matplotlib (here Debian's without its site packages) is told both
+# ways to get it, and nothing is drawn.
+if [[ -x /usr/bin/python3 ]]; then
+  expect_exit 1 "apt-get install python3-matplotlib.*pip install matplotlib" \
+    /usr/bin/python3 -S "$plots/run.py" "$WORK/run" --out "$WORK/nompl"
+  [[ ! -e $WORK/nompl ]] || fail "a failed figure script left $WORK/nompl"
+fi
 finish

@@ -65,7 +65,7 @@ if [[ -n ${DDPSIM_TEST_SANITIZED:-} ]]; then
 else
   # Loose bounds: within 60% on the mean step time, and the gain within 25 percentage points
   # (steady-state and all-steps figures alike; awk, since a minimal Debian has no python3).
-  # The README's loop as written, with no --set platform: the model's own network is simulated,
+  # docs/calibration.md's loop as written, with no --set platform: the model's own network is simulated,
   # so the exposed comm wait is not predicted far short of the measured one (the default pcie
   # platform predicted it 83% short here before models carried their network). Over-predictions
   # are not held to it: when the machine runs backward slower than its profile (CI's drifted
