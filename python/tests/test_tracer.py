@@ -1,0 +1,163 @@
+"""Tracer round trip on CPU: a small transformer from torch.nn is profiled on two Gloo ranks,
+ddpsim calibrates a model from the profile, the two ranks train static and minmax a step of each
+in turn with the sampler and the tracer, and ddpsim replays and validates the traces. This CPU's
+timings drift and are shared with other work, so the only bound on accuracy is a sanity one (the
+mean step time within 30%). An interrupted run leaves no trace behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import common
+
+common.need_torch()
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import ddpsim  # noqa: E402
+from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout  # noqa: E402
+
+G, B, MAX_LENGTH, STEPS = 2, 16, 64, 60
+POLICIES = ("static", "minmax")
+LENGTHS = ddpsim.synthetic_lengths("sst2", 3000, MAX_LENGTH, 0)
+
+
+def loss_of(model, batch):
+    ids, mask, labels = batch
+    return F.cross_entropy(model(ids, mask), labels)
+
+
+def full_batch(b, L):
+    ids = torch.randint(1, 1000, (b, L), generator=torch.Generator().manual_seed(b * 1000 + L))
+    return ids, torch.ones(b, L, dtype=torch.bool), torch.zeros(b, dtype=torch.long)
+
+
+def profile_worker(rank, world_size, out):
+    model = DDP(common.small_transformer())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if rank == 0:
+        write_layout(model, os.path.join(out, "layout.json"), name="small-transformer")
+    profile(model, optimizer, full_batch, loss_of, os.path.join(out, "profile.csv"), batches=[1, 2, 4, 8, 12],
+            lengths=[8, 16, 32, 48, 64], reps=3, max_warmup=12, model_name="small-transformer",
+            allreduce_bytes=[64 << 10, 1 << 20, 4 << 20])
+
+
+def train_worker(rank, world_size, out):
+    """Both policies in one process, a step of each in turn, so that both get the same minutes."""
+    runs = []
+    for policy in POLICIES:
+        model = DDP(common.small_transformer())
+        sampler = BalancedBatchSampler(LENGTHS, world_size=world_size, rank=rank, global_batch=B, policy=policy,
+                                       max_length=MAX_LENGTH)
+        tracer = StepTracer(os.path.join(out, policy, "steps.csv"), policy=sampler.policy, global_batch=B,
+                            model="small-transformer", seed=0,
+                            metadata={"interleaved": "one step of each policy in turn: " + ",".join(POLICIES)})
+        tracer.attach(model)
+        runs.append((model, torch.optim.AdamW(model.parameters(), lr=1e-4), sampler, iter(sampler), tracer))
+    for step in range(STEPS):
+        for model, optimizer, sampler, batches, tracer in runs:
+            indices = next(batches)
+            batch = common.collate(LENGTHS, indices)  # loading, as a DataLoader does it, before the step
+            with tracer.step(**sampler.shape(step)) as s:
+                with s.phase("fwd"):
+                    loss = loss_of(model, batch)
+                with s.phase("bwd"):
+                    sampler.scale_loss(loss, step).backward()
+                with s.phase("opt"):
+                    optimizer.step()
+                    optimizer.zero_grad()
+                s.loss = loss
+    for *_, tracer in runs:
+        tracer.close()
+
+
+INTERRUPTED = textwrap.dedent("""
+    import os, signal, sys, torch
+    from ddpsim.torch import StepTracer
+    model = torch.nn.Linear(4, 1)
+    with StepTracer(sys.argv[1], policy="static") as tracer:
+        for step in range(100):
+            with tracer.step(batch_size=4, max_len=8) as s:
+                with s.phase("fwd"):
+                    loss = model(torch.ones(4, 4)).sum()
+                with s.phase("bwd"):
+                    loss.backward()
+                if step == 5:
+                    os.kill(os.getpid(), signal.SIGINT)
+""")
+
+
+class TracerRoundTrip(unittest.TestCase):
+    def test_profile_calibrate_train_validate(self):
+        ddpsim_cli = common.tool("ddpsim")
+        with tempfile.TemporaryDirectory() as out:
+            common.spawn(profile_worker, G, out)
+            with open(os.path.join(out, "profile.csv")) as f:
+                text = f.read()
+            self.assertIn("# tool=ddpsim.torch\n", text)
+            self.assertIn("# profile=warmup auto", text)
+            self.assertEqual(text.count(",profile,"), 5 * 5 * 3 * G)
+            self.assertEqual(text.count(",allreduce,"), 3 * 3)
+            report = common.run([ddpsim_cli, "calibrate", os.path.join(out, "profile.csv"), "--base",
+                                 os.path.join(out, "layout.json"), "--gpu", "CPU, two Gloo ranks", "--out",
+                                 os.path.join(out, "model.json")])
+            self.assertIn("held-out MAPE", report)
+            self.assertIn("allreduce 2 ranks", report)
+
+            common.spawn(train_worker, G, out)
+            traces = {p: os.path.join(out, p, "steps.csv") for p in POLICIES}
+            with open(traces["minmax"]) as f:
+                rows = [line for line in f if not line.startswith("#")]
+            self.assertEqual(len(rows), 1 + STEPS * G)
+            common.run([ddpsim_cli, "replay", traces["minmax"], "--model", os.path.join(out, "model.json"),
+                        "--out", os.path.join(out, "replayed")])
+            # The README's step 3b: the baseline's run refits the spread, tail and first-use costs
+            # that a quiet profile cannot show (this shared CPU's above all).
+            common.run([ddpsim_cli, "calibrate", os.path.join(out, "profile.csv"), "--base",
+                        os.path.join(out, "layout.json"), "--training", traces["static"], "--out",
+                        os.path.join(out, "refit.json")])
+            errors = {}
+            for model in ("model", "refit"):
+                folder = os.path.join(out, "validation-" + model)
+                report = common.run([ddpsim_cli, "validate", "--measured", traces["minmax"], "--baseline",
+                                     traces["static"], "--model", os.path.join(out, model + ".json"), "--out",
+                                     folder])
+                print(f"== validated against {model}.json\n{report}")
+                with open(os.path.join(folder, "validation.json")) as f:
+                    validation = json.load(f)
+                self.assertEqual(set(validation["policies"]), {"minmax"})
+                errors[model] = {"minmax": validation["policies"]["minmax"]["mean_error_pct"],
+                                 "static": validation["baseline"]["figures"]["mean_error_pct"]}
+            print("mean step time error, % (profile only; with static's run):", errors)
+            for label, error in errors["refit"].items():
+                self.assertLessEqual(abs(error), 30, f"{label}: mean step time {error:+.1f}% off the measurement")
+
+    def test_interrupted_run_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "run", "steps.csv")
+            done = subprocess.run([sys.executable, "-c", INTERRUPTED, path], capture_output=True, text=True)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn("KeyboardInterrupt", done.stderr)
+            self.assertEqual([f for _, _, files in os.walk(out) for f in files], [])
+            # The same run to the end writes the trace; the folder holds nothing else.
+            finished = INTERRUPTED.replace("os.kill(os.getpid(), signal.SIGINT)", "pass")
+            subprocess.run([sys.executable, "-c", finished, path], check=True)
+            self.assertEqual(os.listdir(os.path.dirname(path)), ["steps.csv"])
+            with open(path) as f:
+                self.assertEqual(sum(1 for line in f if not line.startswith("#")), 101)
+
+    def test_refuses_a_folder(self):
+        with tempfile.TemporaryDirectory() as out, self.assertRaises(ddpsim.UsageError):
+            StepTracer(out)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    unittest.main()
