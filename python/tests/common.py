@@ -34,19 +34,23 @@ def run(args, expect=0):
     return done.stdout + done.stderr
 
 
-def spawn(fn, world_size, *args):
-    """Runs fn(rank, world_size, init_file, *args) in `world_size` processes joined by Gloo."""
+def spawn(fn, world_size, *args, pin=False):
+    """Runs fn(rank, world_size, *args) in `world_size` processes joined by Gloo; with `pin`,
+    rank r on core r alone (as ddptrain pins its ranks), for timings."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         init = "file://" + os.path.join(tmp, "rendezvous")
-        mp.spawn(_entry, args=(fn, world_size, init, args), nprocs=world_size, join=True)
+        mp.spawn(_entry, args=(fn, world_size, init, pin, args), nprocs=world_size, join=True)
 
 
-def _entry(rank, fn, world_size, init, args):
+def _entry(rank, fn, world_size, init, pin, args):
     import torch
     import torch.distributed as dist
 
+    cores = sorted(os.sched_getaffinity(0))
+    if pin and len(cores) >= world_size:
+        os.sched_setaffinity(0, {cores[rank]})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     try:
