@@ -4,12 +4,12 @@
   with each rank's loss weight (:func:`scale_loss`);
 - :class:`StepTracer`: each rank's step phases in ddpsim's trace schema, for
   ``ddpsim calibrate``, ``replay`` and ``validate``;
-- :func:`profile` and :func:`write_layout`: the (b, L) profile and the parameter layout that
-  ``ddpsim calibrate`` fits a model from.
+- :func:`profile` (or :class:`Profiler`, a step at a time between training turns) and
+  :func:`write_layout`: the (b, L) profile and the parameter layout ``ddpsim calibrate`` fits.
 """
 
-from ddpsim.torch.profile import profile, write_layout
+from ddpsim.torch.profile import Profiler, profile, write_layout
 from ddpsim.torch.sampler import BalancedBatchSampler, scale_loss
 from ddpsim.torch.tracer import StepTracer
 
-__all__ = ["BalancedBatchSampler", "StepTracer", "profile", "scale_loss", "write_layout"]
+__all__ = ["BalancedBatchSampler", "Profiler", "StepTracer", "profile", "scale_loss", "write_layout"]

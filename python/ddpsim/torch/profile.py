@@ -4,8 +4,8 @@ Each point warms up until its timing settles, points run in a seeded random orde
 machine's drift spreads over the grid rather than landing in one corner), and every repetition
 is a trace row of policy "profile". With several ranks, all time the grid together (DDP's
 buckets fill under ``no_sync`` but are never reduced: communication is left out), then the
-allreduce is timed over a ladder of sizes (rows of policy "allreduce"), from which
-``ddpsim calibrate`` fits the network. ``write_layout`` gives calibrate the model's gradient
+allreduce is timed over a ladder of sizes and DDP's own bucket sizes (rows of policy
+"allreduce"), from which ``ddpsim calibrate`` fits the network. ``write_layout`` gives calibrate the model's gradient
 buckets (``--base``).
 """
 
@@ -47,6 +47,112 @@ def _settle(once: Callable[[], float], fixed: Optional[int], cap: int, agree: Ca
     return len(times)
 
 
+class Profiler:
+    """The profile of :func:`profile`, a step at a time: :meth:`step` times the grid's next
+    point, in passes over it, each pass in a fresh seeded order, so that it can run between the
+    turns of training runs and measure the minutes they ran in (``ddptrain --profile-alongside``:
+    a machine's speed drifts, and a profile taken before the runs cannot know it). :meth:`close`
+    (every rank) times the allreduce and writes the trace."""
+
+    def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches, lengths, reps=5, warmup=None,
+                 max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name=""):
+        if reps < 1:
+            raise ddpsim.UsageError("reps must be at least 1")
+        if any(L < 2 for L in lengths):
+            raise ddpsim.UsageError(f"lengths: {min(lengths)} is under 2 (a [CLS] and a [SEP] token)")
+        if any(b < 1 for b in batches):
+            raise ddpsim.UsageError(f"batches: {min(batches)} is not a batch size (≥ 1)")
+        self.model, self.optimizer, self.make_batch, self.loss_fn = model, optimizer, make_batch, loss_fn
+        self.path, self.reps, self.warmup, self.max_warmup, self.seed = path, reps, warmup, max_warmup, seed
+        self.allreduce_bytes = allreduce_bytes
+        self.distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        self.G = dist.get_world_size() if self.distributed else 1
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.clock = _Clock(self.device)
+        self.grid = [(b, L) for L in lengths for b in batches]
+        self._queue: list = []
+        self._passes = 0
+        self.tracer = StepTracer(path, policy="profile", world_size=self.G, rank=self.rank, device=self.device,
+                                 model=model_name, seed=seed,
+                                 metadata={"allreduce": "not in the steps (DDP's buckets fill under no_sync); timed "
+                                                        "apart as policy allreduce" if self.distributed
+                                                        else "none (one rank)"})
+
+    def agree(self, settled: bool) -> bool:
+        """Every rank runs as many steps: all must have settled."""
+        if not self.distributed:
+            return settled
+        flag = torch.tensor([0 if settled else 1], dtype=torch.int64,
+                            device=self.device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item()) == 0
+
+    def time(self, b: int, L: int, batch: Any, record: bool) -> float:
+        """One training step on the batch, every rank at once; a trace row when ``record``."""
+        if self.distributed:
+            dist.barrier()
+        clock = self.clock
+        start = clock.mark()
+        no_sync = self.model.no_sync if hasattr(self.model, "no_sync") else contextlib.nullcontext
+        context = self.tracer.step(batch_size=b, max_len=L, global_batch=b * self.G, loss_weight=1.0) if record \
+            else contextlib.nullcontext()
+        with context as s:
+            with no_sync():
+                marks = [clock.mark()]
+                loss = self.loss_fn(self.model, batch)
+                marks.append(clock.mark())
+                loss.backward()
+                marks.append(clock.mark())
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                marks.append(clock.mark())
+            if s is not None:
+                for name, a, z in zip(("fwd", "bwd", "opt"), marks, marks[1:]):
+                    s.phases.append((name, a, z, None))
+                s.loss = loss
+        return clock.ms(start, clock.mark())
+
+    def step(self) -> None:
+        """Times the next point of the grid once (no warm-up of its own)."""
+        if not self._queue:
+            self._queue = list(self.grid)
+            random.Random(self.seed + self._passes).shuffle(self._queue)
+            self._passes += 1
+        b, L = self._queue.pop()
+        self.model.train()
+        self.time(b, L, self.make_batch(b, L), record=True)
+        if self.distributed:  # the next training step starts with the ranks together, as after its allreduce
+            dist.barrier()
+
+    def close(self, what: Optional[str] = None) -> None:
+        """Times the allreduce (several ranks) and writes the trace (rank 0); every rank calls it."""
+        timed = len(self.tracer._steps)
+        if what is None:
+            what = (f"alongside training, one profiled step at a time: {timed} steps over {len(self.grid)} points in "
+                    f"seeded random orders, no warm-up of their own")
+        self.tracer._meta.append(("profile", what + (f"; on {self.G} ranks at once; then allreduce"
+                                                     if self.distributed else "")))
+        rows = self.tracer.rows()
+        buckets = _ddp_bucket_bytes(self.model)
+        if self.distributed and buckets:  # calibrate fits the allreduce line at the sizes a step reduces
+            self.tracer._meta.append(("ddp_buckets", ",".join(str(b) for b in buckets)))
+        comm = []
+        if self.distributed:
+            sizes = sorted(set(self.allreduce_bytes) | set(buckets))
+            comm = _allreduce_rows(sizes, self.reps, self.warmup, self.max_warmup, self.seed, self.device, self.agree)
+            gathered: list = [None] * self.G
+            dist.all_gather_object(gathered, rows)
+        else:
+            gathered = [rows]
+        if self.rank != 0:
+            return
+        everyone = [dict(gathered[g][i], rank=g) for i in range(len(rows)) for g in range(self.G)]
+        runs = [("profile", self.G, everyone)] + ([("allreduce", 1, comm)] if comm else [])
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        ddpsim.write_trace(self.path, self.tracer._meta, runs)
+
+
 def profile(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -69,82 +175,28 @@ def profile(
     ``optimizer.step()`` and ``zero_grad()``) at every (b, L) and writes ``path`` (rank 0).
 
     ``model`` may be DDP-wrapped; every rank of the default group must call this together."""
-    if reps < 1:
-        raise ddpsim.UsageError("reps must be at least 1")
-    for L in lengths:
-        if L < 2:
-            raise ddpsim.UsageError(f"lengths: {L} is under 2 (a [CLS] and a [SEP] token)")
-    for b in batches:
-        if b < 1:
-            raise ddpsim.UsageError(f"batches: {b} is not a batch size (≥ 1)")
-    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    G = dist.get_world_size() if distributed else 1
-    rank = dist.get_rank() if distributed else 0
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    clock = _Clock(device)
-    points = [(b, L) for L in lengths for b in batches]
+    p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, reps=reps,
+                 warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
+                 model_name=model_name)
+    points = list(p.grid)
     random.Random(seed).shuffle(points)
-
-    def agree(settled: bool) -> bool:  # every rank runs as many steps: all must have settled
-        if not distributed:
-            return settled
-        flag = torch.tensor([0 if settled else 1], dtype=torch.int64, device=device if dist.get_backend() == "nccl" else "cpu")
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item()) == 0
-
-    no_sync = model.no_sync if hasattr(model, "no_sync") else contextlib.nullcontext
-    tracer = StepTracer(path, policy="profile", world_size=G, rank=rank, device=device, model=model_name, seed=seed,
-                        metadata={"allreduce": "not in the steps (DDP's buckets fill under no_sync); timed apart as "
-                                               "policy allreduce" if distributed else "none (one rank)"})
-    timed = warmups = 0
+    warmups = 0
     model.train()
-    for b, L in points:
+    for n, (b, L) in enumerate(points):
         batch = make_batch(b, L)
-
-        def once(record: bool = False) -> float:
-            if distributed:
-                dist.barrier()
-            start = clock.mark()
-            with tracer.step(batch_size=b, max_len=L, global_batch=b * G, loss_weight=1.0) if record \
-                    else contextlib.nullcontext() as s:
-                with no_sync():
-                    marks = [clock.mark()]
-                    loss = loss_fn(model, batch)
-                    marks.append(clock.mark())
-                    loss.backward()
-                    marks.append(clock.mark())
-                    optimizer.step()
-                    optimizer.zero_grad()
-                    marks.append(clock.mark())
-                if s is not None:
-                    for name, a, z in zip(("fwd", "bwd", "opt"), marks, marks[1:]):
-                        s.phases.append((name, a, z, None))
-                    s.loss = loss
-            return clock.ms(start, clock.mark())
-
-        warmups += _settle(once, warmup, max_warmup, agree)
+        warmups += _settle(lambda: p.time(b, L, batch, record=False), warmup, max_warmup, p.agree)
         for _ in range(reps):
-            once(record=True)
-            timed += 1
-        log(f"profile: b={b} L={L} ({timed // reps}/{len(points)})")
-    tracer._meta.append(("profile", f"warmup {'auto' if warmup is None else warmup} ({warmups} runs in all), "
-                                    f"repetitions {reps}, {len(points)} points in a seeded random order" +
-                         (f"; on {G} ranks at once; then allreduce" if distributed else "")))
-    rows = tracer.rows()
-    comm = _allreduce_rows(allreduce_bytes, reps, warmup, max_warmup, seed, device, agree) if distributed else []
-    gathered = [None] * G
-    if distributed:
-        dist.all_gather_object(gathered, rows)
-    else:
-        gathered = [rows]
-    if rank != 0:
-        return
-    everyone = [dict(gathered[g][i], rank=g) for i in range(len(rows)) for g in range(G)]
-    runs = [("profile", G, everyone)]
-    if comm:
-        runs.append(("allreduce", 1, comm))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    ddpsim.write_trace(path, tracer._meta, runs)
+            p.time(b, L, batch, record=True)
+        log(f"profile: b={b} L={L} ({n + 1}/{len(points)})")
+    p.close(f"warmup {'auto' if warmup is None else warmup} ({warmups} runs in all), repetitions {reps}, "
+            f"{len(points)} points in a seeded random order")
+
+
+def _ddp_bucket_bytes(model: torch.nn.Module) -> list[int]:
+    """The sizes of DDP's gradient buckets, one per bucket (empty for a model DDP does not wrap)."""
+    logging_data = getattr(model, "_get_ddp_logging_data", None)
+    text = str(logging_data().get("bucket_sizes", "")) if logging_data else ""
+    return [int(b) for b in text.split(",") if b.strip().isdigit() and int(b) > 0]
 
 
 def _allreduce_rows(sizes, reps, warmup, max_warmup, seed, device, agree) -> list[dict]:
