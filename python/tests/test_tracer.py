@@ -174,6 +174,24 @@ class TracerRoundTrip(unittest.TestCase):
             with open(path) as f:
                 self.assertEqual(sum(1 for line in f if not line.startswith("#")), 101)
 
+    def test_one_process_profile(self):
+        """profile() without torch.distributed: one rank, no allreduce rows, a trace calibrate fits."""
+        with tempfile.TemporaryDirectory() as out:
+            model = common.small_transformer()
+            write_layout(model, os.path.join(out, "layout.json"))
+            profile(model, torch.optim.SGD(model.parameters(), lr=0.01), full_batch, loss_of,
+                    os.path.join(out, "profile.csv"), batches=[1, 4, 8], lengths=[8, 32, 64], reps=2, warmup=1)
+            with open(os.path.join(out, "profile.csv")) as f:
+                text = f.read()
+            self.assertIn("# profile=warmup 1 (9 runs in all), repetitions 2, 9 points in a seeded random order\n", text)
+            self.assertIn("# world_size=1\n", text)
+            self.assertEqual(text.count(",profile,"), 9 * 2)
+            self.assertNotIn("allreduce_ms", text)
+            common.run([common.tool("ddpsim"), "calibrate", os.path.join(out, "profile.csv"), "--base",
+                        os.path.join(out, "layout.json"), "--out", os.path.join(out, "model.json")])
+            with self.assertRaises(ddpsim.UsageError):
+                profile(model, None, full_batch, loss_of, os.path.join(out, "p.csv"), batches=[0], lengths=[8])
+
     def test_refuses_a_folder(self):
         with tempfile.TemporaryDirectory() as out, self.assertRaises(ddpsim.UsageError):
             StepTracer(out)
