@@ -32,13 +32,13 @@ TextData synthetic_data(const std::string& histogram, std::int64_t samples, int 
                         std::uint64_t seed) {
   const auto hist = histogram == "sst2" ? ddpsim::sst2_train_histogram()
                                         : ddpsim::histogram_from_json(ddpsim::read_json_file(histogram), histogram);
-  const auto pool = ddpsim::histogram_source(hist, max_length)->dataset(seed);
+  const auto lengths = ddpsim::synthetic_lengths(hist, samples, max_length, seed);
   ddpsim::Rng rng(seed ^ 0x5eed5eedULL);
   TextData data;
   constexpr std::int64_t CLS = 101, SEP = 102, FIRST_PIECE = 999;  // the uncased vocab's layout
   const std::int64_t span = std::max<std::int64_t>(1, vocab_size - FIRST_PIECE);
   for (std::int64_t i = 0; i < samples; ++i) {
-    const int len = std::max(2, pool[static_cast<std::size_t>(i) % pool.size()]);
+    const int len = lengths[static_cast<std::size_t>(i)];
     std::vector<std::int64_t> ids(static_cast<std::size_t>(len));
     ids.front() = CLS;
     ids.back() = SEP;

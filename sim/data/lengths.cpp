@@ -240,6 +240,17 @@ std::unique_ptr<LengthSource> histogram_source(LengthHistogram histogram, int ma
   return std::make_unique<HistogramSource>(std::move(histogram), max_length);
 }
 
+std::vector<int> synthetic_lengths(const LengthHistogram& histogram, std::int64_t samples, int max_length,
+                                   std::uint64_t seed) {
+  if (samples < 1 || samples > MAX_DATASET_SAMPLES)
+    throw InputError("synthetic samples must be from 1 to " + std::to_string(MAX_DATASET_SAMPLES) + ", got " +
+                     std::to_string(samples));
+  const auto pool = histogram_source(histogram, max_length)->dataset(seed);
+  std::vector<int> lengths(static_cast<std::size_t>(samples));
+  for (std::size_t i = 0; i < lengths.size(); ++i) lengths[i] = std::max(2, pool[i % pool.size()]);
+  return lengths;
+}
+
 std::unique_ptr<LengthSource> trace_source(const std::string& path, int max_length) {
   std::vector<int> lengths = read_length_trace(path, max_length);
   const std::string description = "length trace " + path + ": " + std::to_string(lengths.size()) + " samples";

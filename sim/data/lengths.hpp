@@ -51,6 +51,11 @@ std::unique_ptr<LengthSource> tsv_source(const std::string& tsv, const std::stri
 std::unique_ptr<LengthSource> lognormal_source(double mean, double std, int min, int max, std::int64_t samples,
                                                int max_length);
 
+// ddptrain --synthetic-lengths' dataset: `samples` lengths cycling through the histogram's
+// seeded dataset, each at least 2 tokens (a [CLS] and a [SEP]); the Python package draws the same.
+std::vector<int> synthetic_lengths(const LengthHistogram& histogram, std::int64_t samples, int max_length,
+                                   std::uint64_t seed);
+
 // Tokenizes every sentence of a GLUE TSV; the lengths in file order.
 std::vector<int> tokenized_lengths(const std::string& tsv, const std::string& vocab, int max_length);
 

@@ -57,7 +57,17 @@ void RankBuffers::fill(int g, std::size_t count) {
 }
 
 void RankBuffers::fill_all(std::size_t count) {
-  for (int g = 0; g < ranks(); ++g) fill(g, count);
+  // Rank by rank within each round, not rank after rank: the ranks' next samples sit side by
+  // side in the epoch's permutation, so a round reads it in order (at G = 1024 rank after rank
+  // missed the cache on every sample). Each rank draws the same samples either way.
+  for (bool short_of_count = true; short_of_count;) {
+    short_of_count = false;
+    for (int g = 0; g < ranks(); ++g) {
+      auto& buffer = buffers_[static_cast<std::size_t>(g)];
+      if (buffer.size() < count) buffer.push_back(sampler_.next(g));
+      short_of_count |= buffer.size() < count;
+    }
+  }
 }
 
 void RankBuffers::take(int g, std::size_t n, std::vector<Sample>& out) {

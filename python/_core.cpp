@@ -1,0 +1,265 @@
+// ddpsim._core: the scheduler library as ddptrain and the simulator use it (sampler, policies,
+// trace writer), so that a Python training loop makes the decisions they make, step for step.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "data/lengths.hpp"
+#include "data/sampler.hpp"
+#include "model/perf_model.hpp"
+#include "report/outputs.hpp"
+#include "report/policy_run.hpp"
+#include "sched/scheduler.hpp"
+
+namespace py = pybind11;
+using namespace ddpsim;
+
+namespace {
+
+// One planned step; every rank's part of it converts to Python only when asked for.
+struct Plan {
+  StepPlan plan;
+  int step = 0;
+
+  std::size_t rank(int g) const {
+    const int G = static_cast<int>(plan.batches.size());
+    if (g < 0 || g >= G)
+      throw InputError("rank " + std::to_string(g) + " is out of range: world size G=" + std::to_string(G) +
+                       " (ranks 0 to " + std::to_string(G - 1) + ")");
+    return static_cast<std::size_t>(g);
+  }
+  py::list indices(int g) const {
+    const auto& batch = plan.batches[rank(g)];
+    py::list out(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) out[i] = py::int_(batch[i].index);
+    return out;
+  }
+  std::vector<int> lengths(int g) const {
+    std::vector<int> out;
+    for (const Sample& s : plan.batches[rank(g)]) out.push_back(s.len);
+    return out;
+  }
+  // The data pass (the sampler's epoch) each rank's samples came from: the newest of the step.
+  int newest_epoch() const {
+    int newest = 0;
+    for (const auto& batch : plan.batches)
+      for (const Sample& s : batch) newest = std::max(newest, static_cast<int>(s.epoch));
+    return newest;
+  }
+  std::vector<int> micro_sizes(int g) const {
+    const auto gi = rank(g);
+    if (plan.micro_sizes.empty()) return {static_cast<int>(plan.batches[gi].size())};
+    return plan.micro_sizes[gi];
+  }
+  py::dict row(int g) const {
+    const RankStep r = plan_row(plan, step, static_cast<int>(rank(g)), /*packed=*/false);
+    py::dict d;
+    d["step"] = r.step;
+    d["rank"] = r.rank;
+    d["batch_size"] = r.batch_size;
+    d["max_len"] = r.max_len;
+    d["real_tokens"] = r.real_tokens;
+    d["padded_tokens"] = r.padded_tokens;
+    d["global_batch"] = r.global_batch;
+    d["loss_weight"] = r.loss_weight;
+    py::list micro;
+    for (const auto& m : r.micro) micro.append(py::make_tuple(m.batch_size, m.max_len, m.real_tokens));
+    d["micro"] = micro;
+    return d;
+  }
+};
+
+// ddptrain's stream: the seeded DistributedSampler, the prefetch buffers and the policy, planned
+// one step at a time (Trainer::plan_next), from lengths the caller holds.
+class Stream {
+ public:
+  Stream(std::vector<int> lengths, int world_size, int global_batch, const std::string& policy,
+            std::optional<std::vector<int>> b_max, std::uint64_t seed, std::optional<int> max_length,
+            int micro_batches, const std::string& micro_batching, const std::string& perf_model)
+      : lengths_(std::move(lengths)) {
+    if (lengths_.empty()) throw InputError("lengths: empty dataset (no samples)");
+    int longest = 0;
+    for (std::size_t i = 0; i < lengths_.size(); ++i) {
+      if (lengths_[i] < 1)
+        throw InputError("lengths[" + std::to_string(i) + "]: expected one positive integer length, got \"" +
+                         std::to_string(lengths_[i]) + "\"");
+      longest = std::max(longest, lengths_[i]);
+    }
+    shape_.max_length = max_length.value_or(longest);
+    if (shape_.max_length < longest)
+      throw InputError("max_length " + std::to_string(shape_.max_length) + " is shorter than the longest sample (" +
+                       std::to_string(longest) + " tokens): give the lengths after truncation");
+    shape_.G = world_size;
+    shape_.B = global_batch;
+    shape_.b_max = b_max.value_or(std::vector<int>{});
+    shape_.micro_batches = micro_batches;
+    shape_.micro_batching = micro_batching;
+    shape_.seed = seed;
+    if (!perf_model.empty())
+      shape_.time_cost = std::make_shared<ModelTimeCost>(std::make_shared<const PerfModel>(load_perf_model(perf_model)));
+    const PolicySpec spec = parse_policy_spec(policy);
+    label_ = spec.label();
+    policy_ = make_scheduler(spec, shape_);
+    resolved_ = resolved_policy(spec, shape_).label();
+    // ddptrain refuses a step larger than the data (it would train on samples twice).
+    if (spec.name != "token_budget" && lengths_.size() < static_cast<std::size_t>(global_batch))
+      throw InputError("lengths: " + std::to_string(lengths_.size()) + " samples, fewer than global batch B=" +
+                       std::to_string(global_batch) + ": a step would train on samples twice");
+    sampler_ = std::make_unique<DistributedSampler>(lengths_, world_size, seed);
+    buffers_ = std::make_unique<RankBuffers>(*sampler_);
+  }
+
+  std::shared_ptr<Plan> next() {
+    auto out = std::make_shared<Plan>();
+    out->step = step_++;
+    buffers_->fill_all(policy_->buffer_size());
+    policy_->plan(*buffers_, out->plan);
+    return out;
+  }
+  void skip(int steps) {
+    StepPlan plan;
+    for (int s = 0; s < steps; ++s) {
+      buffers_->fill_all(policy_->buffer_size());
+      policy_->plan(*buffers_, plan);
+      ++step_;
+    }
+  }
+
+  int steps_done() const { return step_; }
+  std::size_t buffer_size() const { return policy_->buffer_size(); }
+  const std::string& label() const { return label_; }
+  const std::string& resolved() const { return resolved_; }
+  std::string solver() const { return policy_->solver(); }
+  int world_size() const { return shape_.G; }
+  int global_batch() const { return shape_.B; }
+  int max_length() const { return shape_.max_length; }
+
+ private:
+  std::vector<int> lengths_;  // the sampler reads them in place
+  StepShape shape_;
+  std::string label_, resolved_;
+  std::unique_ptr<Scheduler> policy_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<RankBuffers> buffers_;
+  int step_ = 0;
+};
+
+double number(const py::dict& d, const char* key) {
+  if (!d.contains(key) || d[key].is_none()) return NOT_MEASURED;
+  return d[key].cast<double>();
+}
+template <typename T>
+T integer(const py::dict& d, const char* key) {
+  if (!d.contains(key) || d[key].is_none()) return 0;
+  return d[key].cast<T>();
+}
+
+RankStep to_row(const py::dict& d) {
+  RankStep r;
+  r.step = integer<int>(d, "step");
+  r.rank = integer<int>(d, "rank");
+  r.batch_size = integer<int>(d, "batch_size");
+  r.max_len = integer<int>(d, "max_len");
+  r.real_tokens = integer<std::int64_t>(d, "real_tokens");
+  r.padded_tokens = d.contains("padded_tokens") ? integer<std::int64_t>(d, "padded_tokens")
+                                                : std::int64_t{r.batch_size} * r.max_len;
+  r.global_batch = integer<int>(d, "global_batch");
+  r.loss_weight = d.contains("loss_weight") ? d["loss_weight"].cast<double>() : 1.0;
+  r.fwd_ms = number(d, "fwd_ms");
+  r.bwd_ms = number(d, "bwd_ms");
+  r.comm_wait_ms = number(d, "comm_wait_ms");
+  r.opt_ms = number(d, "opt_ms");
+  r.step_ms = number(d, "step_ms");
+  r.peak_mem_mib = number(d, "peak_mem_mib");
+  r.loss = number(d, "loss");
+  r.allreduce_bytes = number(d, "allreduce_bytes");
+  r.allreduce_ms = number(d, "allreduce_ms");
+  r.concurrent_allreduce_bytes = number(d, "concurrent_allreduce_bytes");
+  if (d.contains("micro") && !d["micro"].is_none() && py::len(d["micro"]) > 1)
+    for (const auto& m : d["micro"]) {
+      const auto t = m.cast<std::tuple<int, int, std::int64_t>>();
+      r.micro.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t), 0});
+    }
+  return r;
+}
+
+// The trace CSV of design.md §3.1 with its metadata lines, written to a temporary beside `path`
+// and renamed into place, so that an interrupted run leaves no half-written trace.
+void write_trace(const std::string& path, const Metadata& metadata, const std::vector<py::tuple>& runs) {
+  std::vector<PolicyRun> out;
+  for (const auto& run : runs) {
+    PolicyRun r;
+    r.label = run[0].cast<std::string>();
+    r.G = run[1].cast<int>();
+    for (const auto& row : run[2]) r.rows.push_back(to_row(row.cast<py::dict>()));
+    out.push_back(std::move(r));
+  }
+  publish({{path, trace_csv(out, metadata)}});
+}
+
+std::vector<int> synthetic(const std::string& histogram, std::int64_t samples, int max_length, std::uint64_t seed) {
+  const auto hist = histogram == "sst2" ? sst2_train_histogram()
+                                        : histogram_from_json(read_json_file(histogram), histogram);
+  return synthetic_lengths(hist, samples, max_length, seed);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "ddpsim's batch scheduler library (the policies of ddpsim and ddptrain)";
+  // The library's two kinds of refusal, with its messages; both are ValueErrors.
+  py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
+  py::register_exception<UsageError>(m, "UsageError", PyExc_ValueError);
+
+  py::class_<PolicySpec>(m, "PolicySpec")
+      .def_readonly("name", &PolicySpec::name)
+      .def_readonly("options", &PolicySpec::options)
+      .def_property_readonly("label", &PolicySpec::label)
+      .def("__repr__", [](const PolicySpec& s) { return "PolicySpec('" + s.label() + "')"; });
+  m.def("parse_policy", [](const std::string& text) { return parse_policy_spec(text); }, py::arg("text"));
+  m.def("policy_names", &policy_names);
+
+  py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
+      .def_readonly("step", &Plan::step)
+      .def_property_readonly("global_batch", [](const Plan& p) { return p.plan.global_batch; })
+      .def_property_readonly("loss_weights", [](const Plan& p) { return p.plan.loss_weights; })
+      .def_property_readonly("world_size", [](const Plan& p) { return p.plan.batches.size(); })
+      .def_property_readonly("newest_epoch", &Plan::newest_epoch)
+      .def("indices", &Plan::indices, py::arg("rank"))
+      .def("lengths", &Plan::lengths, py::arg("rank"))
+      .def("micro_sizes", &Plan::micro_sizes, py::arg("rank"))
+      .def("loss_weight", [](const Plan& p, int g) { return p.plan.loss_weights[p.rank(g)]; }, py::arg("rank"))
+      .def("row", &Plan::row, py::arg("rank"));
+
+  py::class_<Stream>(m, "Scheduler")
+      .def(py::init<std::vector<int>, int, int, const std::string&, std::optional<std::vector<int>>, std::uint64_t,
+                    std::optional<int>, int, const std::string&, const std::string&>(),
+           py::arg("lengths"), py::kw_only(), py::arg("world_size"), py::arg("global_batch"),
+           py::arg("policy") = "static", py::arg("b_max") = py::none(), py::arg("seed") = 0,
+           py::arg("max_length") = py::none(), py::arg("micro_batches") = 1, py::arg("micro_batching") = "even",
+           py::arg("perf_model") = "")
+      .def("next", &Stream::next, "Plans the next step")
+      .def("skip", &Stream::skip, py::arg("steps"), "Plans `steps` steps and drops them (resuming)")
+      .def_property_readonly("steps_done", &Stream::steps_done)
+      .def_property_readonly("buffer_size", &Stream::buffer_size)
+      .def_property_readonly("policy", &Stream::label)
+      .def_property_readonly("resolved_policy", &Stream::resolved)
+      .def_property_readonly("solver", &Stream::solver)
+      .def_property_readonly("world_size", &Stream::world_size)
+      .def_property_readonly("global_batch", &Stream::global_batch)
+      .def_property_readonly("max_length", &Stream::max_length);
+
+  m.def("synthetic_lengths", &synthetic, py::arg("histogram") = "sst2", py::arg("samples") = 20000,
+        py::arg("max_length") = 128, py::arg("seed") = 0,
+        "The lengths of ddptrain --synthetic-lengths HISTOGRAM --synthetic-samples N --max-length L --seed S");
+  m.def("write_trace", &write_trace, py::arg("path"), py::arg("metadata"), py::arg("runs"));
+  m.def("trace_columns", &trace_columns);
+}

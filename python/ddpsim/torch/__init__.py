@@ -1,0 +1,15 @@
+"""ddpsim's policies in a PyTorch training loop, and the traces that calibrate ddpsim for it.
+
+- :class:`BalancedBatchSampler`: a DDP batch sampler planning each step with a ddpsim policy,
+  with each rank's loss weight (:func:`scale_loss`);
+- :class:`StepTracer`: each rank's step phases in ddpsim's trace schema, for
+  ``ddpsim calibrate``, ``replay`` and ``validate``;
+- :func:`profile` (or :class:`Profiler`, a step at a time between training turns) and
+  :func:`write_layout`: the (b, L) profile and the parameter layout ``ddpsim calibrate`` fits.
+"""
+
+from ddpsim.torch.profile import Profiler, profile, write_layout
+from ddpsim.torch.sampler import BalancedBatchSampler, scale_loss
+from ddpsim.torch.tracer import StepTracer
+
+__all__ = ["BalancedBatchSampler", "Profiler", "StepTracer", "profile", "scale_loss", "write_layout"]

@@ -1,0 +1,244 @@
+"""profile(): times a user's model over a (batch size, length) grid, as ``ddptrain --profile``.
+
+Each point warms up until its timing settles, points run in a seeded random order (so that the
+machine's drift spreads over the grid rather than landing in one corner), and every repetition
+is a trace row of policy "profile". With several ranks, all time the grid together (DDP's
+buckets fill under ``no_sync`` but are never reduced: communication is left out), then the
+allreduce is timed over a ladder of sizes and DDP's own bucket sizes (rows of policy
+"allreduce"), from which ``ddpsim calibrate`` fits the network. ``write_layout`` gives calibrate the model's gradient
+buckets (``--base``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import statistics
+import tempfile
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+import ddpsim
+from ddpsim.torch.tracer import StepTracer, _Clock
+
+DEFAULT_BYTES = (64 << 10, 1 << 20, 4 << 20, 16 << 20)
+
+
+def _settle(once: Callable[[], float], fixed: Optional[int], cap: int, agree: Callable[[bool], bool]) -> int:
+    """ddptrain's warm-up: runs until the median of the last 3 times is within 5% of the 3
+    before (at least 6 runs, at most ``cap``), or ``fixed`` runs; returns how many ran."""
+    if fixed is not None:
+        for _ in range(fixed):
+            once()
+        return fixed
+    times: list[float] = []
+    while len(times) < cap:
+        times.append(once())
+        settled = False
+        if len(times) >= 6:
+            recent, before = statistics.median(times[-3:]), statistics.median(times[-6:-3])
+            settled = abs(recent - before) <= 0.05 * recent
+        if agree(settled):
+            break
+    return len(times)
+
+
+class Profiler:
+    """The profile of :func:`profile`, a step at a time: :meth:`step` times the grid's next
+    point, in passes over it, each pass in a fresh seeded order, so that it can run between the
+    turns of training runs and measure the minutes they ran in (``ddptrain --profile-alongside``:
+    a machine's speed drifts, and a profile taken before the runs cannot know it). :meth:`close`
+    (every rank) times the allreduce and writes the trace."""
+
+    def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches, lengths, reps=5, warmup=None,
+                 max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name=""):
+        if reps < 1:
+            raise ddpsim.UsageError("reps must be at least 1")
+        if any(L < 2 for L in lengths):
+            raise ddpsim.UsageError(f"lengths: {min(lengths)} is under 2 (a [CLS] and a [SEP] token)")
+        if any(b < 1 for b in batches):
+            raise ddpsim.UsageError(f"batches: {min(batches)} is not a batch size (≥ 1)")
+        self.model, self.optimizer, self.make_batch, self.loss_fn = model, optimizer, make_batch, loss_fn
+        self.path, self.reps, self.warmup, self.max_warmup, self.seed = path, reps, warmup, max_warmup, seed
+        self.allreduce_bytes = allreduce_bytes
+        self.distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        self.G = dist.get_world_size() if self.distributed else 1
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.clock = _Clock(self.device)
+        self.grid = [(b, L) for L in lengths for b in batches]
+        self._queue: list = []
+        self._passes = 0
+        self.tracer = StepTracer(path, policy="profile", world_size=self.G, rank=self.rank, device=self.device,
+                                 model=model_name, seed=seed,
+                                 metadata={"allreduce": "not in the steps (DDP's buckets fill under no_sync); timed "
+                                                        "apart as policy allreduce" if self.distributed
+                                                        else "none (one rank)"})
+
+    def agree(self, settled: bool) -> bool:
+        """Every rank runs as many steps: all must have settled."""
+        if not self.distributed:
+            return settled
+        flag = torch.tensor([0 if settled else 1], dtype=torch.int64,
+                            device=self.device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item()) == 0
+
+    def time(self, b: int, L: int, batch: Any, record: bool) -> float:
+        """One training step on the batch, every rank at once; a trace row when ``record``."""
+        if self.distributed:
+            dist.barrier()
+        clock = self.clock
+        start = clock.mark()
+        no_sync = self.model.no_sync if hasattr(self.model, "no_sync") else contextlib.nullcontext
+        context = self.tracer.step(batch_size=b, max_len=L, global_batch=b * self.G, loss_weight=1.0) if record \
+            else contextlib.nullcontext()
+        with context as s:
+            with no_sync():
+                marks = [clock.mark()]
+                loss = self.loss_fn(self.model, batch)
+                marks.append(clock.mark())
+                loss.backward()
+                marks.append(clock.mark())
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                marks.append(clock.mark())
+            if s is not None:
+                for name, a, z in zip(("fwd", "bwd", "opt"), marks, marks[1:]):
+                    s.phases.append((name, a, z, None))
+                s.loss = loss
+        return clock.ms(start, clock.mark())
+
+    def step(self) -> None:
+        """Times the next point of the grid once (no warm-up of its own)."""
+        if not self._queue:
+            self._queue = list(self.grid)
+            random.Random(self.seed + self._passes).shuffle(self._queue)
+            self._passes += 1
+        b, L = self._queue.pop()
+        self.model.train()
+        self.time(b, L, self.make_batch(b, L), record=True)
+        if self.distributed:  # the next training step starts with the ranks together, as after its allreduce
+            dist.barrier()
+
+    def close(self, what: Optional[str] = None) -> None:
+        """Times the allreduce (several ranks) and writes the trace (rank 0); every rank calls it."""
+        timed = len(self.tracer._steps)
+        if what is None:
+            what = (f"alongside training, one profiled step at a time: {timed} steps over {len(self.grid)} points in "
+                    f"seeded random orders, no warm-up of their own")
+        self.tracer._meta.append(("profile", what + (f"; on {self.G} ranks at once; then allreduce"
+                                                     if self.distributed else "")))
+        rows = self.tracer.rows()
+        buckets = _ddp_bucket_bytes(self.model)
+        if self.distributed and buckets:  # calibrate fits the allreduce line at the sizes a step reduces
+            self.tracer._meta.append(("ddp_buckets", ",".join(str(b) for b in buckets)))
+        comm = []
+        if self.distributed:
+            sizes = sorted(set(self.allreduce_bytes) | set(buckets))
+            comm = _allreduce_rows(sizes, self.reps, self.warmup, self.max_warmup, self.seed, self.device, self.agree)
+            gathered: list = [None] * self.G
+            dist.all_gather_object(gathered, rows)
+        else:
+            gathered = [rows]
+        if self.rank != 0:
+            return
+        everyone = [dict(gathered[g][i], rank=g) for i in range(len(rows)) for g in range(self.G)]
+        runs = [("profile", self.G, everyone)] + ([("allreduce", 1, comm)] if comm else [])
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        ddpsim.write_trace(self.path, self.tracer._meta, runs)
+
+
+def profile(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    make_batch: Callable[[int, int], Any],
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+    path: str,
+    *,
+    batches: Sequence[int],
+    lengths: Sequence[int],
+    reps: int = 5,
+    warmup: Optional[int] = None,
+    max_warmup: int = 30,
+    seed: int = 0,
+    allreduce_bytes: Sequence[int] = DEFAULT_BYTES,
+    device: Optional[torch.device] = None,
+    model_name: str = "",
+    log: Callable[[str], None] = lambda line: None,
+) -> None:
+    """Times training steps of ``loss_fn(model, make_batch(b, L))`` (forward, backward,
+    ``optimizer.step()`` and ``zero_grad()``) at every (b, L) and writes ``path`` (rank 0).
+
+    ``model`` may be DDP-wrapped; every rank of the default group must call this together."""
+    p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, reps=reps,
+                 warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
+                 model_name=model_name)
+    points = list(p.grid)
+    random.Random(seed).shuffle(points)
+    warmups = 0
+    model.train()
+    for n, (b, L) in enumerate(points):
+        batch = make_batch(b, L)
+        warmups += _settle(lambda: p.time(b, L, batch, record=False), warmup, max_warmup, p.agree)
+        for _ in range(reps):
+            p.time(b, L, batch, record=True)
+        log(f"profile: b={b} L={L} ({n + 1}/{len(points)})")
+    p.close(f"warmup {'auto' if warmup is None else warmup} ({warmups} runs in all), repetitions {reps}, "
+            f"{len(points)} points in a seeded random order")
+
+
+def _ddp_bucket_bytes(model: torch.nn.Module) -> list[int]:
+    """The sizes of DDP's gradient buckets, one per bucket (empty for a model DDP does not wrap)."""
+    logging_data = getattr(model, "_get_ddp_logging_data", None)
+    text = str(logging_data().get("bucket_sizes", "")) if logging_data else ""
+    return [int(b) for b in text.split(",") if b.strip().isdigit() and int(b) > 0]
+
+
+def _allreduce_rows(sizes, reps, warmup, max_warmup, seed, device, agree) -> list[dict]:
+    """Allreduces of each size (in a seeded order), timed on every rank at once: rank 0's rows."""
+    clock = _Clock(device)
+    order = list(sizes)
+    random.Random(seed).shuffle(order)
+    rows = []
+    for size in order:
+        buffer = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
+
+        def once() -> float:
+            dist.barrier()
+            start = clock.mark()
+            dist.all_reduce(buffer)
+            return clock.ms(start, clock.mark())
+
+        _settle(once, warmup, max_warmup, agree)
+        for _ in range(reps):
+            t = once()
+            rows.append(dict(step=len(rows), rank=0, batch_size=0, max_len=0, real_tokens=0, padded_tokens=0,
+                             loss_weight=0.0, allreduce_bytes=float(buffer.numel() * 4), allreduce_ms=t, step_ms=t))
+    return rows
+
+
+def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> None:
+    """The model's parameter layout as a ddpsim model without timings, for ``ddpsim calibrate
+    --base``: one layer per parameter tensor in registration order (DDP's bucket order), each
+    with its share of backward work (an embedding's elements / 25: its gradient is a scatter of
+    rows, not a matrix product), as ``ddptrain --write-layout`` writes it for DistilBERT."""
+    module = model.module if hasattr(model, "module") else model
+    embedding = {id(p) for m in module.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    layers = [{"name": n, "params": p.numel(),
+               "bwd_fraction": p.numel() / 25.0 if id(p) in embedding else float(p.numel())}
+              for n, p in module.named_parameters()]
+    doc = {"name": name,
+           "source": f"parameter layout of the PyTorch model {type(module).__name__} (ddpsim.torch.write_layout); "
+                     "no timings: a base for ddpsim calibrate",
+           "forward_ms": {"a": 0, "beta": 0, "gamma": 0}, "backward_ms": {"a": 0, "beta": 0, "gamma": 0},
+           "gradient_bytes_per_param": 4, "layers": layers}
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as out:
+        json.dump(doc, out, indent=2)
+    os.replace(out.name, path)

@@ -1,0 +1,242 @@
+"""StepTracer: times each rank's training steps into ddpsim's trace schema.
+
+Phases are timed with CUDA events on a GPU and the monotonic clock on a CPU. DDP's exposed
+gradient synchronisation is told apart from backward by a communication hook: the last bucket
+handed to the allreduce marks the end of the rank's own backward computation, and the rest of
+``backward()`` is the wait for the other ranks. Rows stay in memory until :meth:`close`, which
+gathers every rank's rows and has rank 0 write the trace to a temporary file renamed into
+place: a run stopped early leaves no trace rather than a half-written one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+import ddpsim
+
+_PHASES = ("fwd", "bwd", "opt")
+
+
+class _Clock:
+    """Marks on the monotonic clock, or CUDA events on the current stream (read at close)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def ms(self, a: Any, b: Any) -> float:
+        if self.cuda:
+            b.synchronize()
+            return a.elapsed_time(b)
+        return (b - a) * 1e3
+
+
+class TracedStep:
+    """One step of one rank: the phases, the loss, and the batch's shape (see StepTracer.step)."""
+
+    def __init__(self, tracer: "StepTracer", shape: dict):
+        self._tracer = tracer
+        self.shape = shape
+        self.loss: Any = None
+        self.phases: list[tuple[str, Any, Any, Any]] = []  # (name, start, end, last bucket mark or None)
+        self.start = self.end = None
+        self.peak_mem_mib: Optional[float] = None
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Times a phase: "fwd", "bwd" (DDP's wait split off) or "opt"; each may recur (micro-batches)."""
+        if name not in _PHASES:
+            raise ValueError(f'phase "{name}": expected one of {", ".join(_PHASES)}')
+        clock = self._tracer._clock
+        self._tracer._last_bucket = None
+        start = clock.mark()
+        yield
+        end = clock.mark()
+        self.phases.append((name, start, end, self._tracer._last_bucket if name == "bwd" else None))
+
+
+class StepTracer:
+    """Records every rank's steps and writes the trace ``ddpsim calibrate/replay/validate`` read.
+
+    ``path`` is the CSV to write; ``policy`` its policy column (the sampler's ``policy`` label);
+    ``global_batch`` the fixed B of every step (omit for token_budget); ``model``, ``data`` and
+    ``metadata`` are written as metadata lines. Call :meth:`attach` on the DDP model, wrap each
+    step in :meth:`step`, and :meth:`close` (every rank) at the end, or use it as a context manager.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        policy: str = "trace",
+        global_batch: Optional[int] = None,
+        world_size: Optional[int] = None,
+        rank: Optional[int] = None,
+        device: Optional[torch.device] = None,
+        model: str = "",
+        data: str = "",
+        seed: Optional[int] = None,
+        precision: str = "fp32",
+        metadata: Optional[dict] = None,
+        group: Any = None,
+    ):
+        distributed = dist.is_available() and dist.is_initialized()
+        self.world_size = world_size if world_size is not None else (dist.get_world_size(group) if distributed else 1)
+        self.rank = rank if rank is not None else (dist.get_rank(group) if distributed else 0)
+        if not 0 <= self.rank < self.world_size:
+            raise ddpsim.InputError(
+                f"rank {self.rank} is out of range: world size G={self.world_size} (ranks 0 to {self.world_size - 1})"
+            )
+        if os.path.isdir(path):
+            raise ddpsim.UsageError(f"{path}: is a folder; give the trace file to write (e.g. {path}/steps.csv)")
+        self.path = path
+        self.policy = ddpsim.parse_policy(policy).label
+        self.global_batch = global_batch
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.group = group
+        self._clock = _Clock(self.device)
+        self._steps: list[TracedStep] = []
+        self._last_bucket: Any = None
+        self._hooked = False
+        self._closed = False
+        given = {str(k): str(v) for k, v in (metadata or {}).items()}  # a given key replaces the default's value
+        self._meta = [(k, given.pop(k, v)) for k, v in self._metadata(model, data, seed, precision, distributed)]
+        self._meta += list(given.items())
+
+    def _metadata(self, model: str, data: str, seed: Optional[int], precision: str, distributed: bool) -> list:
+        device = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        meta = [
+            ("tool", "ddpsim.torch"),
+            ("device", device),
+            ("world_size", str(self.world_size)),
+            ("emulated_ranks", "0"),
+            ("backend", dist.get_backend(self.group) if distributed else "none"),
+            ("torch", torch.__version__),
+            ("attention", "padded"),
+            ("precision", precision),
+            ("policy", self.policy),
+        ]
+        if seed is not None:
+            meta.append(("seed", str(seed)))
+        if self.global_batch is not None:
+            meta.append(("global_batch", str(self.global_batch)))
+        if model:
+            meta.append(("model", model))
+        if data:
+            meta.append(("data", data))
+        if self.device.type == "cpu":
+            meta.append(("threads", str(torch.get_num_threads())))
+        meta.append(("allreduce", "measured: DDP's buckets, overlapped with backward" if self.world_size > 1
+                     else "none (one rank)"))
+        return meta
+
+    def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel, hook=None, state=None) -> None:
+        """Registers a communication hook on ``ddp_model`` (DDP's default allreduce, or ``hook`` with
+        ``state``) that marks when each bucket is handed over; DDP takes one hook per model."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        inner = hook or default_hooks.allreduce_hook
+
+        def marking(hook_state, bucket):
+            self._last_bucket = self._clock.mark()
+            return inner(hook_state, bucket)
+
+        ddp_model.register_comm_hook(state, marking)
+        self._hooked = True
+
+    @contextlib.contextmanager
+    def step(
+        self,
+        *,
+        batch_size: int,
+        max_len: int,
+        real_tokens: Optional[int] = None,
+        padded_tokens: Optional[int] = None,
+        global_batch: Optional[int] = None,
+        loss_weight: Optional[float] = None,
+        micro: Optional[list] = None,
+        **_ignored,
+    ):
+        """One training step of this rank: time its phases inside with ``s.phase(...)`` and set
+        ``s.loss``. The shape is this rank's batch (``**sampler.shape(step)`` gives all of it)."""
+        shape = dict(batch_size=int(batch_size), max_len=int(max_len),
+                     real_tokens=int(real_tokens if real_tokens is not None else batch_size * max_len),
+                     padded_tokens=int(padded_tokens if padded_tokens is not None else batch_size * max_len),
+                     global_batch=global_batch, loss_weight=loss_weight, micro=micro)
+        s = TracedStep(self, shape)
+        if self._clock.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        s.start = self._clock.mark()
+        yield s
+        s.end = self._clock.mark()
+        if self._clock.cuda:
+            s.peak_mem_mib = torch.cuda.max_memory_allocated(self.device) / 2**20
+        if isinstance(s.loss, torch.Tensor):
+            s.loss = s.loss.detach().float().item()
+        self._steps.append(s)
+
+    def _row(self, number: int, s: TracedStep) -> dict:
+        ms = self._clock.ms
+        times = {"fwd": 0.0, "bwd": 0.0, "opt": 0.0}
+        wait = 0.0
+        for name, start, end, last_bucket in s.phases:
+            if last_bucket is not None:  # DDP reduced in this backward: the wait follows its last bucket
+                times[name] += ms(start, last_bucket)
+                wait += ms(last_bucket, end)
+            else:
+                times[name] += ms(start, end)
+        row = dict(s.shape, step=number, rank=self.rank, fwd_ms=times["fwd"], bwd_ms=times["bwd"],
+                   comm_wait_ms=wait if self._hooked or self.world_size == 1 else None, opt_ms=times["opt"],
+                   step_ms=ms(s.start, s.end), peak_mem_mib=s.peak_mem_mib, loss=s.loss)
+        return row
+
+    def rows(self) -> list[dict]:
+        """This rank's rows so far (timings in ms)."""
+        return [self._row(i, s) for i, s in enumerate(self._steps)]
+
+    def close(self) -> None:
+        """Gathers every rank's rows (a collective: every rank calls it) and writes the trace (rank 0)."""
+        if self._closed:
+            return
+        self._closed = True
+        mine = self.rows()
+        if self.world_size > 1:
+            gathered: list = [None] * self.world_size
+            dist.all_gather_object(gathered, mine, group=self.group)
+        else:
+            gathered = [mine]
+        if self.rank != 0:
+            return
+        if any(len(r) != len(mine) for r in gathered):
+            raise RuntimeError(f"ranks traced different numbers of steps: {[len(r) for r in gathered]}")
+        rows = []
+        for i in range(len(mine)):
+            step = [gathered[g][i] for g in range(self.world_size)]
+            total = sum(r["batch_size"] for r in step)
+            for r in step:
+                r["global_batch"] = r["global_batch"] or total
+                if r["loss_weight"] is None:
+                    r["loss_weight"] = self.world_size * r["batch_size"] / total if total else 0.0
+                rows.append(r)
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        ddpsim.write_trace(self.path, self._meta, [(self.policy, self.world_size, rows)])
+
+    def __enter__(self) -> "StepTracer":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is None:  # an interrupted run writes nothing
+            self.close()

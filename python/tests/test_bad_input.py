@@ -1,0 +1,80 @@
+"""Bad input: a Python exception (ddpsim.InputError or UsageError, both ValueErrors) carrying the
+library's message, the one the ddpsim command line prints for the same setting."""
+
+import unittest
+
+import common
+
+common.need_torch()
+
+import ddpsim  # noqa: E402
+from ddpsim.torch import BalancedBatchSampler  # noqa: E402
+
+LENGTHS = ddpsim.synthetic_lengths("sst2", 400, 64, 0)
+
+
+def message(**kwargs):
+    """The message the Scheduler raises for these arguments."""
+    options = dict(world_size=4, global_batch=16, policy="static", max_length=64)
+    options.update(kwargs)
+    try:
+        ddpsim.Scheduler(options.pop("lengths", LENGTHS), **options)
+    except ValueError as e:
+        return str(e)
+    raise AssertionError(f"no exception for {kwargs}")
+
+
+class BadInput(unittest.TestCase):
+    def cli_says(self, text, *args):
+        """ddpsim refuses the same setting with the same message (after what it names)."""
+        out = common.run([common.tool("ddpsim"), "balance", "--steps", "2", *args], expect=1)
+        self.assertIn(text, out)
+
+    def test_lengths(self):
+        for bad in (0, -3):
+            lengths = list(LENGTHS)
+            lengths[7] = bad
+            self.assertEqual(message(lengths=lengths), f'lengths[7]: expected one positive integer length, got "{bad}"')
+        self.assertEqual(message(lengths=[]), "lengths: empty dataset (no samples)")
+        self.assertIn("max_length 16 is shorter than the longest sample", message(max_length=16))
+        self.assertIn("fewer than global batch B=16", message(lengths=LENGTHS[:10]))
+        with self.assertRaises(TypeError):  # not a length at all: pybind11's own refusal
+            ddpsim.Scheduler(["x"], world_size=1, global_batch=1)
+
+    def test_batch_smaller_than_world(self):
+        text = message(global_batch=2)
+        self.assertIn("infeasible: global batch B=2 is smaller than G=4", text)
+        self.cli_says(text, "--set", "training.world_size=4", "--set", "training.global_batch=2")
+
+    def test_batch_beyond_caps(self):
+        text = message(policy="minmax", b_max=[2, 2, 2, 2])
+        self.assertIn("infeasible: B=16 exceeds the 8 samples the ranks can take", text)
+        self.cli_says(text, "--set", "training.world_size=4", "--set", "training.global_batch=16", "--set",
+                      "training.b_max=[2,2,2,2]", "--policies", "minmax")
+
+    def test_unknown_policy(self):
+        text = message(policy="minmux")
+        self.assertIn('unknown policy "minmux" (did you mean "minmax"?)', text)
+        self.cli_says(text, "--policies", "minmux")
+        with self.assertRaises(ddpsim.InputError) as e:
+            ddpsim.parse_policy("minmax:buffer")
+        self.assertIn('option "buffer" must look like key=value', str(e.exception))
+        self.assertIn('unknown option "bufer"', message(policy="minmax:bufer=8"))
+
+    def test_rank_out_of_range(self):
+        for rank in (4, -1):
+            with self.assertRaises(ddpsim.InputError) as e:
+                BalancedBatchSampler(LENGTHS, world_size=4, rank=rank, global_batch=16, policy="kk")
+            self.assertEqual(str(e.exception), f"rank {rank} is out of range: world size G=4 (ranks 0 to 3)")
+        plan = ddpsim.Scheduler(LENGTHS, world_size=4, global_batch=16).next()
+        with self.assertRaises(ddpsim.InputError) as e:
+            plan.indices(4)
+        self.assertEqual(str(e.exception), "rank 4 is out of range: world size G=4 (ranks 0 to 3)")
+
+    def test_errors_are_value_errors(self):
+        self.assertTrue(issubclass(ddpsim.InputError, ValueError))
+        self.assertTrue(issubclass(ddpsim.UsageError, ValueError))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,202 @@
+"""Tracer round trip on CPU: a small transformer from torch.nn is profiled on two Gloo ranks,
+ddpsim calibrates a model from the profile, the two ranks train static and minmax a step of each
+in turn with the sampler and the tracer (and a profile step after each turn), and ddpsim replays
+and validates the traces. This CPU's timings drift and are shared with other work, so the only
+bound on accuracy is a sanity one: the mean step time within 30% under the profile of the runs'
+own minutes. An interrupted run leaves no trace behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import common
+
+common.need_torch()
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import ddpsim  # noqa: E402
+from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, profile, write_layout  # noqa: E402
+
+G, B, MAX_LENGTH, STEPS = 2, 16, 64, 60
+POLICIES = ("static", "minmax")
+LENGTHS = ddpsim.synthetic_lengths("sst2", 3000, MAX_LENGTH, 0)
+
+
+def loss_of(model, batch):
+    ids, mask, labels = batch
+    return F.cross_entropy(model(ids, mask), labels)
+
+
+def full_batch(b, L):
+    ids = torch.randint(1, 1000, (b, L), generator=torch.Generator().manual_seed(b * 1000 + L))
+    return ids, torch.ones(b, L, dtype=torch.bool), torch.zeros(b, dtype=torch.long)
+
+
+def profile_worker(rank, world_size, out):
+    model = DDP(common.small_transformer())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if rank == 0:
+        write_layout(model, os.path.join(out, "layout.json"), name="small-transformer")
+    profile(model, optimizer, full_batch, loss_of, os.path.join(out, "profile.csv"), batches=[1, 2, 4, 8, 12],
+            lengths=[8, 16, 32, 48, 64], reps=3, max_warmup=12, model_name="small-transformer",
+            allreduce_bytes=[64 << 10, 1 << 20, 4 << 20])
+
+
+def train_worker(rank, world_size, out):
+    """Both policies in one process, a step of each in turn, so that both get the same minutes,
+    and after each turn a step of a profile grid, which so measures the runs' own minutes."""
+    profiled = DDP(common.small_transformer())
+    alongside = Profiler(profiled, torch.optim.AdamW(profiled.parameters(), lr=1e-4), full_batch, loss_of,
+                         os.path.join(out, "alongside.csv"), batches=[2, 4, 8, 12], lengths=[8, 16, 32, 48, 64],
+                         reps=3, max_warmup=12, allreduce_bytes=[64 << 10, 1 << 20, 4 << 20],
+                         model_name="small-transformer")
+    runs = []
+    for policy in POLICIES:
+        model = DDP(common.small_transformer())
+        sampler = BalancedBatchSampler(LENGTHS, world_size=world_size, rank=rank, global_batch=B, policy=policy,
+                                       max_length=MAX_LENGTH)
+        tracer = StepTracer(os.path.join(out, policy, "steps.csv"), policy=sampler.policy, global_batch=B,
+                            model="small-transformer", seed=0,
+                            metadata={"interleaved": "one step of each policy in turn: " + ",".join(POLICIES)})
+        tracer.attach(model)
+        runs.append((model, torch.optim.AdamW(model.parameters(), lr=1e-4), sampler, iter(sampler), tracer))
+    for step in range(STEPS):
+        for model, optimizer, sampler, batches, tracer in runs:
+            indices = next(batches)
+            batch = common.collate(LENGTHS, indices)  # loading, as a DataLoader does it, before the step
+            with tracer.step(**sampler.shape(step)) as s:
+                with s.phase("fwd"):
+                    loss = loss_of(model, batch)
+                with s.phase("bwd"):
+                    sampler.scale_loss(loss, step).backward()
+                with s.phase("opt"):
+                    optimizer.step()
+                    optimizer.zero_grad()
+                s.loss = loss
+        alongside.step()
+    for *_, tracer in runs:
+        tracer.close()
+    alongside.close()
+
+
+INTERRUPTED = textwrap.dedent("""
+    import os, signal, sys, torch
+    from ddpsim.torch import StepTracer
+    model = torch.nn.Linear(4, 1)
+    with StepTracer(sys.argv[1], policy="static") as tracer:
+        for step in range(100):
+            with tracer.step(batch_size=4, max_len=8) as s:
+                with s.phase("fwd"):
+                    loss = model(torch.ones(4, 4)).sum()
+                with s.phase("bwd"):
+                    loss.backward()
+                if step == 5:
+                    os.kill(os.getpid(), signal.SIGINT)
+""")
+
+
+class TracerRoundTrip(unittest.TestCase):
+    def test_profile_calibrate_train_validate(self):
+        ddpsim_cli = common.tool("ddpsim")
+        with tempfile.TemporaryDirectory() as out:
+            common.spawn(profile_worker, G, out, pin=True)
+            with open(os.path.join(out, "profile.csv")) as f:
+                text = f.read()
+            self.assertIn("# tool=ddpsim.torch\n", text)
+            self.assertIn("# profile=warmup auto", text)
+            self.assertEqual(text.count(",profile,"), 5 * 5 * 3 * G)
+            buckets = [line for line in text.splitlines() if line.startswith("# ddp_buckets=")]
+            self.assertEqual(len(buckets), 1)  # one bucket of the model's gradients, timed beside the ladder
+            self.assertEqual(text.count(",allreduce,"), 4 * 3)
+            report = common.run([ddpsim_cli, "calibrate", os.path.join(out, "profile.csv"), "--base",
+                                 os.path.join(out, "layout.json"), "--gpu", "CPU, two Gloo ranks", "--out",
+                                 os.path.join(out, "model.json")])
+            self.assertIn("held-out MAPE", report)
+            self.assertIn("allreduce 2 ranks", report)
+
+            load = [os.getloadavg()[0]]
+            common.spawn(train_worker, G, out, pin=True)
+            load.append(os.getloadavg()[0])
+            traces = {p: os.path.join(out, p, "steps.csv") for p in POLICIES}
+            with open(traces["minmax"]) as f:
+                rows = [line for line in f if not line.startswith("#")]
+            self.assertEqual(len(rows), 1 + STEPS * G)
+            common.run([ddpsim_cli, "replay", traces["minmax"], "--model", os.path.join(out, "model.json"),
+                        "--out", os.path.join(out, "replayed")])
+            with open(os.path.join(out, "replayed", "steps.csv")) as f:  # every traced step, predicted
+                self.assertEqual(sum(1 for line in f if not line.startswith("#")), 1 + STEPS * G)
+            # The profile of the runs' own minutes, as ddptrain --profile-alongside takes it: the one
+            # this shared machine's drift leaves comparable (a profile before the runs missed them
+            # by up to 54% here, by 2% to 46% since the ranks are pinned).
+            common.run([ddpsim_cli, "calibrate", os.path.join(out, "alongside.csv"), "--base",
+                        os.path.join(out, "layout.json"), "--out", os.path.join(out, "alongside.json")])
+            errors = {}
+            for model in ("model", "alongside"):
+                folder = os.path.join(out, "validation-" + model)
+                report = common.run([ddpsim_cli, "validate", "--measured", traces["minmax"], "--baseline",
+                                     traces["static"], "--model", os.path.join(out, model + ".json"), "--out",
+                                     folder])
+                print(f"== validated against {model}.json\n{report}")
+                with open(os.path.join(folder, "validation.json")) as f:
+                    validation = json.load(f)
+                self.assertEqual(set(validation["policies"]), {"minmax"})
+                errors[model] = {"minmax": validation["policies"]["minmax"]["mean_error_pct"],
+                                 "static": validation["baseline"]["figures"]["mean_error_pct"]}
+            print("mean step time error, % (profile before the runs; alongside them):", errors)
+            # With more runnable processes than cores (the load counts the ranks themselves, and one
+            # more is left for this process), the ranks are descheduled for whole time slices in
+            # phases of a few ms, as other builds did here: then the bound is ddptrain's round trip's.
+            bound = 30 if max(load) <= os.cpu_count() + 1 else 60
+            print(f"load average {load[0]:.1f} before the runs, {load[1]:.1f} after, {os.cpu_count()} cores: "
+                  f"bound {bound}%")
+            for label, error in errors["alongside"].items():
+                self.assertLessEqual(abs(error), bound, f"{label}: mean step time {error:+.1f}% off the measurement")
+
+    def test_interrupted_run_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "run", "steps.csv")
+            done = subprocess.run([sys.executable, "-c", INTERRUPTED, path], capture_output=True, text=True)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn("KeyboardInterrupt", done.stderr)
+            self.assertEqual([f for _, _, files in os.walk(out) for f in files], [])
+            # The same run to the end writes the trace; the folder holds nothing else.
+            finished = INTERRUPTED.replace("os.kill(os.getpid(), signal.SIGINT)", "pass")
+            subprocess.run([sys.executable, "-c", finished, path], check=True)
+            self.assertEqual(os.listdir(os.path.dirname(path)), ["steps.csv"])
+            with open(path) as f:
+                self.assertEqual(sum(1 for line in f if not line.startswith("#")), 101)
+
+    def test_one_process_profile(self):
+        """profile() without torch.distributed: one rank, no allreduce rows, a trace calibrate fits."""
+        with tempfile.TemporaryDirectory() as out:
+            model = common.small_transformer()
+            write_layout(model, os.path.join(out, "layout.json"))
+            profile(model, torch.optim.SGD(model.parameters(), lr=0.01), full_batch, loss_of,
+                    os.path.join(out, "profile.csv"), batches=[1, 4, 8], lengths=[8, 32, 64], reps=2, warmup=1)
+            with open(os.path.join(out, "profile.csv")) as f:
+                text = f.read()
+            self.assertIn("# profile=warmup 1 (9 runs in all), repetitions 2, 9 points in a seeded random order\n", text)
+            self.assertIn("# world_size=1\n", text)
+            self.assertEqual(text.count(",profile,"), 9 * 2)
+            self.assertNotIn("allreduce_ms", text)
+            common.run([common.tool("ddpsim"), "calibrate", os.path.join(out, "profile.csv"), "--base",
+                        os.path.join(out, "layout.json"), "--out", os.path.join(out, "model.json")])
+            with self.assertRaises(ddpsim.UsageError):
+                profile(model, None, full_batch, loss_of, os.path.join(out, "p.csv"), batches=[0], lengths=[8])
+
+    def test_refuses_a_folder(self):
+        with tempfile.TemporaryDirectory() as out, self.assertRaises(ddpsim.UsageError):
+            StepTracer(out)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    unittest.main()
