@@ -1,0 +1,64 @@
+// What a pipeline job takes from the rest of the config: the keys it refuses, and its
+// network fabric from the platform section.
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "engine/collective.hpp"
+#include "eval/config_sections.hpp"
+#include "eval/pipeline_eval.hpp"
+
+namespace ddpsim::config_detail {
+
+std::vector<UnusedKeys> unused_by_pipeline(bool abstract) {
+  std::vector<UnusedKeys> unused = {
+      {"training", {"bucket_mb", "first_bucket_mb", "overlap"},
+       "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets"},
+      {"training", {"micro_batches"}, "its micro-batches per step are parallel.micro_batches"},
+      {"simulation", {"mode", "algorithm", "sched_ms", "spells", "first_use"},
+       "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time"}};
+  if (abstract) {
+    const std::string in_units = "in abstract mode the work is given in time units (parallel.abstract)";
+    unused.push_back({"", {"data", "model", "platform", "policies"}, in_units});
+    unused.push_back({"training", {"global_batch", "max_length", "b_max", "attention"}, in_units});
+  }
+  return unused;
+}
+
+void refuse_unused_by_pipeline(const JsonFields& top, const pipeline::ParallelConfig& p, const std::string& origin) {
+  for (const UnusedKeys& unused : unused_by_pipeline(p.abstract_mode))
+    for (const std::string& key : unused.keys) {
+      const bool given = unused.section.empty() ? top.has(key)
+                                                : top.has(unused.section) && top.raw(unused.section).is_object() &&
+                                                      top.raw(unused.section).contains(key);
+      if (given)
+        throw InputError(origin + ": " + (unused.section.empty() ? "" : unused.section + ".") + key +
+                         " is not used by a pipeline job (parallel): " + unused.instead);
+    }
+}
+
+// A pipeline's links in the platform's shape (pipeline/network.hpp): a PCIe root complex, or
+// nodes joined by NICs under leaf switches. An XML platform's routes cannot carry the three
+// flow classes' channels, so pipelines take the built-in topologies only.
+pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const std::string& origin) {
+  if (platform.topology == "xml")
+    throw InputError(origin + ": platform.topology \"xml\": pipelines run on the built-in topologies (pcie, "
+                     "nvlink, cluster), whose links they copy per flow class");
+  pipeline::Fabric fabric;
+  if (platform.topology == "pcie") fabric.host_bytes_per_s = platform.host_GBps * 1e9;
+  if (platform.topology == "cluster") {
+    fabric.node = node_of_ranks(platform, G);
+    fabric.nic_bytes_per_s = platform.nic_GBps * 1e9;
+    fabric.nic_latency_s = platform.nic_latency_us * 1e-6;
+    fabric.nodes_per_leaf = platform.nodes_per_leaf;
+    fabric.leaf_bytes_per_s =
+        platform.nodes_per_leaf * platform.gpus_per_node * platform.nic_GBps * 1e9 / platform.oversubscription;
+  }
+  return fabric;
+}
+
+}  // namespace ddpsim::config_detail

@@ -1,0 +1,35 @@
+// The pieces parse_config (config.cpp) is made of: one reader per config section, and what a
+// pipeline job takes from the others. Internal to the config parser.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/json_util.hpp"
+#include "eval/config.hpp"
+
+namespace ddpsim::config_detail {
+
+// A path as written in a config, taken from the config's folder.
+std::string resolve(const std::string& path, const std::string& base_dir);
+DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const std::string& base_dir);
+TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where);
+PolicySpec parse_policy(const nlohmann::json& item, const std::string& where);
+SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& where, int G);
+nlohmann::json platform_with_model(nlohmann::json platform, const PerfModel& model, Config& c,
+                                   const std::string& origin);
+
+// Keys a pipeline job has no use for, with what it uses instead: refused when given, left out
+// of the resolved config (so that --print-config is valid input again).
+struct UnusedKeys {
+  std::string section;  // "" for whole sections
+  std::vector<std::string> keys;
+  std::string instead;
+};
+std::vector<UnusedKeys> unused_by_pipeline(bool abstract);
+void refuse_unused_by_pipeline(const JsonFields& top, const pipeline::ParallelConfig& p, const std::string& origin);
+pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const std::string& origin);
+
+}  // namespace ddpsim::config_detail
