@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <stdexcept>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -119,6 +120,10 @@ std::unique_ptr<Communicator> connect(const Launch& launch, const std::string& b
   c10::intrusive_ptr<c10d::Store> store;
   const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
   std::vector<int> sizes;
+  // Rank 0 waits for the others without a word otherwise: a job short of ranks looked hung.
+  if (launch.rank == 0)
+    std::cerr << "ddptrain: rank 0 waiting at " << where << " for " << launch.world_size - 1
+              << " other rank(s), up to " << timeout.count() << " s (--timeout-s)\n";
   try {
     store = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, options);
     // Every rank publishes the world size it was started with; all must agree.

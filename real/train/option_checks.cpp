@@ -185,8 +185,9 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
   const auto forms_own = [](const std::string& p) { return p.substr(0, p.find(':')) == "verl"; };
   if (!c.profiling && o.micro_batches > 1 && std::all_of(policies.begin(), policies.end(), forms_own))
     throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) + ": --policy " + o.policy +
-                             " forms its own micro-batches (as many as verl:max_token_len=N tokens per micro-batch "
-                             "need), so the count would be ignored: set max_token_len, or leave --micro-batches out");
+                             " forms its own micro-batches (as many as its max_token_len tokens per micro-batch "
+                             "need), so the count would be ignored: leave --micro-batches out (and size the "
+                             "micro-batches with verl:max_token_len=N)");
   check_output_paths(o.out, policies, c.profiling, alongside);
   // Slurm's task count counts only where torchrun's variables are absent, as in Launch.
   const char* world = std::getenv("WORLD_SIZE");

@@ -174,7 +174,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
                        "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
     training.erase("b_max");
     training.erase("pad_to_multiple_of");
-    if (!world_size_set) training["world_size"] = G;
+    // A config file's own world size is checked against the trace below, as a --set one is.
+    if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = G;
     const auto& ranks = training["world_size"];  // the check below names a --set that differs
     // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
     // A batch the micro-batches fit: validate_trace names a count the trace did not record.
@@ -192,8 +193,9 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
       doc["simulation"]["first_use"] = "shared";
   });
   if (config.training.world_size != G)
-    throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, --set training.world_size says " +
-                     std::to_string(config.training.world_size));
+    throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, " +
+                     (world_size_set ? "--set training.world_size" : config_name + "'s training.world_size") +
+                     " says " + std::to_string(config.training.world_size));
   for (const char* key : {"global_batch", "steps", "max_length", "b_max", "micro_batches", "pad_to_multiple_of"})
     config.resolved["training"].erase(key);
   config.resolved.erase("policies");
@@ -229,6 +231,11 @@ int calibrate(const Args& args) {
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("trace", -1);
+  // Boost takes the option after an empty --training for its value, then blames that option.
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (args[i] == "--training" && (i + 1 == args.size() || args[i + 1].starts_with("-")))
+      throw UsageError("--training: expected the training runs' trace files after it" +
+                       (i + 1 < args.size() ? ", got " + args[i + 1] : std::string()));
   po::variables_map vm;
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
@@ -281,6 +288,19 @@ int calibrate(const Args& args) {
         throw UsageError(path + ": given twice (a training trace fits the spread, not the surface: name it once, "
                                 "after --training)");
       training.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
+      const Trace& run = training.back();
+      const auto meta = [](const Trace& t, const char* key) {
+        const auto it = t.metadata.find(key);
+        return it == t.metadata.end() ? std::string() : it->second;
+      };
+      if (meta(run, "policy") == "profile" || run.metadata.count("profile"))
+        throw InputError(path + ": a profile (policy=profile), not a training run: --training takes the steps of "
+                         "a run of the setting (ddptrain --policy ...), whose spread the profile cannot show");
+      for (const char* key : {"device", "model"})
+        if (const std::string mine = meta(run, key), profile = meta(traces.front(), key);
+            !mine.empty() && !profile.empty() && mine != profile)
+          throw InputError(path + ": " + key + "=" + mine + ", and the profile " + traces.front().path + " has " +
+                           key + "=" + profile + ": its steps' spread is another setting's");
     }
   const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";

@@ -71,6 +71,9 @@ grep -q "micro3.json sets training.steps; the steps, batches and lengths come fr
 # decisions for sched_ms "measured" to time.
 printf '{"simulation": {"noise_sigma": 0}}\n' >"$WORK/notraining.json"
 expect_ok "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/notraining.json" --model rtx3090-distilbert
+printf '{"training": {"world_size": 8}}\n' >"$WORK/ws8.json"
+expect_exit 1 "micro/steps.csv: the trace has 4 ranks, .*ws8.json.s training.world_size says 8" \
+  "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/ws8.json" --model rtx3090-distilbert --out "$out"
 printf '{"simulation": {"sched_ms": "measured"}}\n' >"$WORK/measured.json"
 expect_exit 1 'measured.json: simulation.sched_ms "measured" times the policy.s decisions, and replay and validate make none' \
   "$DDPSIM" replay "$WORK/micro/steps.csv" "$WORK/measured.json" --model rtx3090-distilbert --out "$out"

@@ -33,6 +33,15 @@ awk -v e="$e_off" 'BEGIN { exit !(e < -25) }' || fail "without the first-use cos
 expect_exit 2 "steps.csv: given twice" "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" \
   --training "$h100/profile-bf16/steps.csv" --out "$WORK/twice.json"
 [[ -e $WORK/twice.json ]] && fail "a refused calibration left its model behind"
+# --training takes runs of the profiled setting: not a profile, nor another device's run (issue 36).
+expect_exit 1 "profile-fp32/steps.csv: a profile \(policy=profile\), not a training run" "$DDPSIM" calibrate \
+  "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" --training "$h100/profile-fp32/steps.csv" --out "$WORK/p.json"
+expect_exit 1 "static/steps.csv: device=cpu, and the profile .*profile-bf16/steps.csv has device=NVIDIA H100" \
+  "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" \
+  --training "$SRC/traces/cpu/2ranks/static/steps.csv" --out "$WORK/p.json"
+expect_exit 2 "--training: expected the training runs' trace files after it, got --out" "$DDPSIM" calibrate \
+  "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" --training --out "$WORK/p.json"
+[[ -e $WORK/p.json ]] && fail "a refused calibration left its model behind"
 expect_exit 1 "first_use is \"own\"" "$DDPSIM" validate --measured "$h100/bf16/static/steps.csv" --model "$WORK/bf16.json" \
   --set simulation.first_use=maybe
 finish

@@ -80,6 +80,8 @@ expect_exit 1 "world size mismatch|rendezvous at 127.0.0.1:$port failed" env RAN
   --synthetic-lengths sst2 --model tiny --timeout-s 10
 wait
 grep -q "world size mismatch" "$WORK/rank0.err" || fail "rank 0 did not report the mismatch: $(cat "$WORK/rank0.err")"
+grep -q "rank 0 waiting at 127.0.0.1:$port for 1 other rank(s), up to 10 s" "$WORK/rank0.err" ||
+  fail "rank 0 did not say whom it waits for: $(cat "$WORK/rank0.err")"
 # Profile options: passes and warm-ups bounded, a list naming a value twice refused.
 expect_exit 2 "--profile-reps must be from 1 to 10000" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
   --profile-reps 1000000000
@@ -160,7 +162,7 @@ expect_exit 1 "--data .*ok.tsv: 2 samples, fewer than --global-batch 4:" "$DDPTR
   --vocab "$WORK/v.txt" --model tiny --steps 1 --global-batch 4
 # verl forms its own micro-batches: a count for it alone is refused, not ignored (issue 36).
 for policy in verl verl:max_token_len=512; do
-  expect_exit 2 "--micro-batches 4: --policy $policy forms its own micro-batches .* set max_token_len" "$DDPTRAIN" \
+  expect_exit 2 "--micro-batches 4: --policy $policy forms its own micro-batches .* leave --micro-batches out" "$DDPTRAIN" \
     "${tinyrun[@]}" --policy "$policy" --micro-batches 4
 done
 # --bmax bounds a profile's grid; the policy a profile never runs does not refuse it.
