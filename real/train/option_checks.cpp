@@ -28,6 +28,9 @@ static std::vector<int> parse_bmax(const std::string& text, int ranks, int max_l
     cap = std::stoi(text);
   } else {
     const auto model = ddpsim::load_perf_model(text);
+    if (model.mem_capacity_mib <= 0)
+      throw ddpsim::InputError("--bmax " + text + ": the model gives no device memory (memory_mib.capacity is 0), so "
+                               "no batch cap follows from it: give a number, or a model with a memory model");
     cap = model.max_batch(max_length);
     if (cap < 1)
       throw ddpsim::InputError("--bmax " + text + ": not one sample of length " + std::to_string(max_length) +

@@ -82,6 +82,10 @@ wait
 grep -q "world size mismatch" "$WORK/rank0.err" || fail "rank 0 did not report the mismatch: $(cat "$WORK/rank0.err")"
 grep -q "rank 0 waiting at 127.0.0.1:$port for 1 other rank(s), up to 10 s" "$WORK/rank0.err" ||
   fail "rank 0 did not say whom it waits for: $(cat "$WORK/rank0.err")"
+# --bmax from a model needs its memory: a parameter layout has none (issue 36).
+"$DDPTRAIN" --model tiny --write-layout "$WORK/tiny-layout.json" >/dev/null || fail "--write-layout failed"
+expect_exit 1 "--bmax .*tiny-layout.json: the model gives no device memory \(memory_mib.capacity is 0\)" "$DDPTRAIN" \
+  --synthetic-lengths sst2 --model tiny --steps 1 --bmax "$WORK/tiny-layout.json"
 # Profile options: passes and warm-ups bounded, a list naming a value twice refused.
 expect_exit 2 "--profile-reps must be from 1 to 10000" "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile \
   --profile-reps 1000000000
