@@ -75,7 +75,9 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   const std::string base_dir = path.empty() ? "" : std::filesystem::path(path).parent_path().string();
   const std::string policies_origin = vm.count("policies") ? "--policies" : "";
   try {
-    return parse_config(doc, origin, base_dir, policies_origin);
+    Config config = parse_config(doc, origin, base_dir, policies_origin);
+    for (const std::string& note : config.notes) std::cerr << "note: " << note << "\n";
+    return config;
   } catch (const InputError& e) {
     const std::string what = e.what();
     if (changes.empty() || !what.starts_with(origin + ": ")) throw;

@@ -172,8 +172,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   c.platform = parse_platform(platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
                                                   *c.model, c, origin),
                               origin + ": platform", c.training.world_size, base_dir);
-  if (top.has("simulation"))
+  if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
+    const auto& given = top.raw("simulation");
+    if (given.contains("first_use") && c.model->first_use_ms <= 0)
+      c.notes.push_back("simulation.first_use has no effect: model " + c.model->name +
+                        " has no first-use cost (first_use_ms; ddpsim calibrate --training measures it)");
+    if (given.contains("spells") && c.model->spell_quantiles.empty())
+      c.notes.push_back("simulation.spells has no effect: model " + c.model->name +
+                        " has no slow spells (noise.spells; ddpsim calibrate measures them)");
+  }
   for (std::size_t i = 0; i < c.simulation.stragglers.size(); ++i)
     if (c.simulation.stragglers[i].from_step >= c.training.steps)
       throw InputError(origin + ": simulation.stragglers[" + std::to_string(i) + "]: from_step " +

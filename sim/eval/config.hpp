@@ -86,6 +86,8 @@ struct Config {
   // Where the platform's figures came from when the model supplied some: "" when the config's
   // (or the default) alone are in force.
   std::string platform_source;
+  // Settings the config gives that this model makes no-ops, said to the user by the CLI.
+  std::vector<std::string> notes;
   SimulationConfig simulation;
   std::optional<pipeline::ParallelConfig> parallel;  // a pipeline-parallel job instead of DDP
   nlohmann::json resolved;                           // every value in force, defaults included, for summary.json

@@ -219,4 +219,9 @@ run_bad 1 'data \(lognormal.*\): 100 samples, fewer than training.global_batch 2
 # A length trace with a byte order mark reads as one without (CSV traces and TSVs do too).
 { printf '\xef\xbb\xbf'; seq 5 100; } >"$WORK/bom.txt"
 expect_ok "$DDPSIM" balance --steps 2 --set data.source=trace --set "data.path=$WORK/bom.txt"
+# A setting the model makes a no-op is said to be one (issue 36 probe).
+expect_ok "$DDPSIM" run --set model=h100-distilbert --set training.world_size=2 --set training.global_batch=8 --steps 2 \
+  --set simulation.first_use=shared
+grep -q "note: simulation.first_use has no effect: model h100-distilbert has no first-use cost" "$WORK/err" ||
+  fail "first_use on a model without a first-use cost passed without a note: $(cat "$WORK/err")"
 finish
