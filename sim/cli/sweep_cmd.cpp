@@ -274,6 +274,9 @@ int sweep(const Args& args) {
   }
 
   const bool write_grid = !existing || existing->hash != grid.hash;
+  if (existing && existing->hash != grid.hash && !sharded)
+    std::cerr << "note: " << out.string() << " held another sweep (grid " << existing->hash
+              << "): its sweep.json and results.csv are replaced by this one's; its cells stay, for reuse\n";
   std::vector<std::size_t> slice, todo;
   for (std::size_t i = shard.index - 1; i < grid.cells.size(); i += shard.count) slice.push_back(i);
   for (const std::size_t i : slice)

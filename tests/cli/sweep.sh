@@ -43,6 +43,11 @@ cmp -s "$WORK/a/results.csv" "$WORK/b/results.csv" || fail "the rerun changed re
 expect_exit 1 "holds no sweep.json: --resume continues the same sweep" \
   "$DDPSIM" sweep "$WORK/s.json" --out "$WORK/fresh" --resume
 [[ ! -e $WORK/fresh/results.csv ]] || fail "--resume into a fresh folder wrote results"
+# Another sweep into the same folder says what it replaces (issue 36 probe).
+sed 's/"training.steps": 30/"training.steps": 20/' "$WORK/s.json" >"$WORK/s20.json"
+expect_ok "$DDPSIM" sweep "$WORK/s20.json" --out "$WORK/b"
+grep -q "note: .*/b held another sweep (grid .*): its sweep.json and results.csv are replaced" "$WORK/err" ||
+  fail "a sweep replaced another's results in silence: $(cat "$WORK/err")"
 # A grown sweep reuses the cells it shares with the previous one.
 sed 's/\[2, 4\]/[2, 4, 8]/' "$WORK/s.json" >"$WORK/grown.json"
 expect_ok "$DDPSIM" sweep "$WORK/grown.json" --out "$WORK/a"
