@@ -150,8 +150,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const std::string config_name = vm.count("config") ? vm["config"].as<std::string>() : "the config";
   Config config = load([&](nlohmann::json& doc) {
     if (doc.contains("parallel"))
-      throw InputError(config_name + ": parallel: replay and validate simulate the DDP steps a trace recorded; a pipeline job "
-                       "runs with ddpsim run (leave the parallel section out here)");
+      throw InputError(config_name + ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
+                       "pipeline job runs with ddpsim run (leave the parallel section out here)");
     // A path is taken from the current folder; a bare word is left for the model loader to name.
     const bool path = model.find('/') != std::string::npos || model.ends_with(".json");
     doc["model"] = is_builtin_model(model) || !path ? model : std::filesystem::absolute(model).string();
@@ -166,7 +166,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
       for (const char* key : {"steps", "global_batch", "max_length", "b_max", "pad_to_multiple_of"})
         if (training.contains(key)) unused += (unused.empty() ? "training." : ", training.") + std::string(key);
     if (!unused.empty())
-      std::cerr << "note: " << config_name << " sets " << unused << "; the steps, batches and lengths come from " << trace.path << ", so " << (unused.find(',') == std::string::npos ? "it is" : "they are")
+      std::cerr << "note: " << config_name << " sets " << unused << "; the steps, batches and lengths come from "
+                << trace.path << ", so " << (unused.find(',') == std::string::npos ? "it is" : "they are")
                 << " not used\n";
     const auto simulation = doc.value("simulation", nlohmann::json::object());
     if (simulation.is_object() && simulation.value("sched_ms", nlohmann::json()) == "measured")
@@ -178,7 +179,6 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
     if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = G;
     const auto& ranks = training["world_size"];  // the check below names a --set that differs
     // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
-    // A batch the micro-batches fit: validate_trace names a count the trace did not record.
     const auto& micro = training.contains("micro_batches") ? training["micro_batches"] : nlohmann::json(1);
     const long long per_rank = micro.is_number_integer() ? std::clamp<long long>(micro.get<long long>(), 1, 10000) : 1;
     training["global_batch"] =

@@ -424,26 +424,15 @@ std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
                                        const std::vector<std::pair<int, int>>& pairs) {
   if (config.topology == "xml") return build_xml(config);
   if (config.topology == "cluster") return build_cluster(config, G, pairs);
+  // One node (pcie, nvlink): every route is a GPU's link up, the root complex on PCIe, the peer's down.
   auto* zone = sg4::create_full_zone(config.topology);
   const double lat = config.latency_us * 1e-6;
   std::vector<sg4::Host*> hosts;
-  std::vector<sg4::Link*> gpu_link, nic, leaf_up;
+  std::vector<sg4::Link*> gpu_link;
   for (int g = 0; g < G; ++g) {
     const std::string id = std::to_string(g);
     hosts.push_back(zone->create_host("gpu" + id, 1e12));
     gpu_link.push_back(zone->create_split_duplex_link("gpulink" + id, config.link_GBps * 1e9)->set_latency(lat));
-    if (config.topology == "cluster")
-      nic.push_back(
-          zone->create_split_duplex_link("nic" + id, config.nic_GBps * 1e9)->set_latency(config.nic_latency_us * 1e-6));
-  }
-  const auto node = node_of_ranks(config, G);
-  const int per_leaf = config.nodes_per_leaf;
-  if (config.topology == "cluster") {
-    const int leaves = (node.back() + per_leaf) / per_leaf;
-    const double uplink = per_leaf * config.gpus_per_node * config.nic_GBps * 1e9 / config.oversubscription;
-    for (int l = 0; l < leaves; ++l)
-      leaf_up.push_back(zone->create_split_duplex_link("leaf" + std::to_string(l) + "-spine", uplink)
-                            ->set_latency(config.nic_latency_us * 1e-6));
   }
   sg4::Link* root = nullptr;
   if (config.topology == "pcie" && config.host_GBps > 0)
@@ -454,19 +443,9 @@ std::vector<sg4::Host*> build_platform(const PlatformConfig& config, int G,
     if (a == b || !done.insert({a, b}).second) continue;
     const auto A = static_cast<std::size_t>(a), Bi = static_cast<std::size_t>(b);
     std::vector<sg4::LinkInRoute> route;
-    if (node[A] == node[Bi]) {
-      route.emplace_back(gpu_link[A], Direction::UP);
-      if (root) route.emplace_back(root);
-      route.emplace_back(gpu_link[Bi], Direction::DOWN);
-    } else {
-      route.emplace_back(nic[A], Direction::UP);
-      const int la = node[A] / per_leaf, lb = node[Bi] / per_leaf;
-      if (la != lb) {
-        route.emplace_back(leaf_up[static_cast<std::size_t>(la)], Direction::UP);
-        route.emplace_back(leaf_up[static_cast<std::size_t>(lb)], Direction::DOWN);
-      }
-      route.emplace_back(nic[Bi], Direction::DOWN);
-    }
+    route.emplace_back(gpu_link[A], Direction::UP);
+    if (root) route.emplace_back(root);
+    route.emplace_back(gpu_link[Bi], Direction::DOWN);
     zone->add_route(hosts[A]->get_netpoint(), hosts[Bi]->get_netpoint(), nullptr, nullptr, route, false);
   }
   zone->seal();
