@@ -28,7 +28,11 @@ const std::vector<std::int64_t>& DistributedSampler::permutation(std::int32_t ep
   std::iota(order.begin(), order.end(), std::int64_t{0});
   Rng rng(seed_ + static_cast<std::uint64_t>(epoch));
   rng.shuffle(std::span<std::int64_t>(order));
-  return permutations_.emplace(epoch, std::move(order)).first->second;
+  std::vector<std::int64_t> shards(static_cast<std::size_t>(shard_size_ * G_));
+  for (std::int64_t position = 0; position < shard_size_; ++position)
+    for (int g = 0; g < G_; ++g)
+      shards[static_cast<std::size_t>(g * shard_size_ + position)] = order[static_cast<std::size_t>(position * G_ + g)];
+  return permutations_.emplace(epoch, std::move(shards)).first->second;
 }
 
 Sample DistributedSampler::next(int rank) {
@@ -38,7 +42,7 @@ Sample DistributedSampler::next(int rank) {
     cursor.position = 0;
   }
   const auto& order = permutation(cursor.epoch);
-  const std::int64_t index = order[static_cast<std::size_t>(cursor.position * G_ + rank)];
+  const std::int64_t index = order[static_cast<std::size_t>(rank * shard_size_ + cursor.position)];
   ++cursor.position;
   return {index, cursor.epoch, lengths_[static_cast<std::size_t>(index)]};
 }
@@ -52,31 +56,31 @@ RankBuffers::RankBuffers(DistributedSampler& sampler)
     : sampler_(sampler), buffers_(static_cast<std::size_t>(sampler.ranks())) {}
 
 void RankBuffers::fill(int g, std::size_t count) {
-  auto& buffer = buffers_[static_cast<std::size_t>(g)];
-  while (buffer.size() < count) buffer.push_back(sampler_.next(g));
-}
-
-void RankBuffers::fill_all(std::size_t count) {
-  // Rank by rank within each round, not rank after rank: the ranks' next samples sit side by
-  // side in the epoch's permutation, so a round reads it in order (at G = 1024 rank after rank
-  // missed the cache on every sample). Each rank draws the same samples either way.
-  for (bool short_of_count = true; short_of_count;) {
-    short_of_count = false;
-    for (int g = 0; g < ranks(); ++g) {
-      auto& buffer = buffers_[static_cast<std::size_t>(g)];
-      if (buffer.size() < count) buffer.push_back(sampler_.next(g));
-      short_of_count |= buffer.size() < count;
-    }
+  Buffer& b = buffers_[static_cast<std::size_t>(g)];
+  if (b.head > 0 && b.head >= b.items.size() - b.head) {
+    b.items.erase(b.items.begin(), b.items.begin() + static_cast<std::ptrdiff_t>(b.head));
+    b.lengths.erase(b.lengths.begin(), b.lengths.begin() + static_cast<std::ptrdiff_t>(b.head));
+    b.head = 0;
+  }
+  while (b.items.size() - b.head < count) {
+    b.items.push_back(sampler_.next(g));
+    b.lengths.push_back(b.items.back().len);
   }
 }
 
+void RankBuffers::fill_all(std::size_t count) {
+  for (int g = 0; g < ranks(); ++g) fill(g, count);
+}
+
 void RankBuffers::take(int g, std::size_t n, std::vector<Sample>& out) {
-  auto& buffer = buffers_[static_cast<std::size_t>(g)];
-  if (n > buffer.size())
+  Buffer& b = buffers_[static_cast<std::size_t>(g)];
+  const std::size_t held = b.items.size() - b.head;
+  if (n > held)
     throw std::logic_error("RankBuffers::take: rank " + std::to_string(g) + " asked for " + std::to_string(n) +
-                           " samples, buffer holds " + std::to_string(buffer.size()));
-  out.insert(out.end(), buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
-  buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
+                           " samples, buffer holds " + std::to_string(held));
+  const auto first = b.items.begin() + static_cast<std::ptrdiff_t>(b.head);
+  out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(n));
+  b.head += n;
 }
 
 }  // namespace ddpsim

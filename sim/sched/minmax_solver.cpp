@@ -151,17 +151,46 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
   if (at_high < B) high = INFINITY;
   low = std::max(low, floor);  // below max_g c_g(1) nothing is feasible either
 
-  scratch_.clear();
   long long below = 0;  // curve values < low
+  ranges_.resize(static_cast<std::size_t>(G));
   for (int g = 0; g < G; ++g) {
     const auto curve = costs.curve(g);
     const auto first = std::lower_bound(curve.begin(), curve.end(), low);
     below += first - curve.begin();
-    scratch_.insert(scratch_.end(), first, std::upper_bound(first, curve.end(), high));
+    ranges_[static_cast<std::size_t>(g)] = {static_cast<int>(first - curve.begin()),
+                                            static_cast<int>(std::upper_bound(first, curve.end(), high) - curve.begin())};
   }
   // B values lie below max_g c_g(1): the floor decides.
   if (below >= B) return floor;
-  const auto nth = scratch_.begin() + (B - 1 - below);
+  long long rank = B - 1 - below;  // of T* among the values in [low, high]
+
+  // A histogram of the bracket over equal-width bins finds the bin that holds T*, so that only
+  // its values are selected among (at G = 1024 the bracket holds ~20,000 values, a bin ~100).
+  // Bins are a non-decreasing function of the value, so equal values share one.
+  constexpr int BINS = 1024;
+  const bool binned = std::isfinite(high) && high > low;
+  const double scale = binned ? BINS / (high - low) : 0.0;
+  auto bin = [&](double v) { return std::min(BINS - 1, static_cast<int>((v - low) * scale)); };
+  int chosen = -1;
+  if (binned) {
+    bins_.assign(BINS, 0);
+    for (int g = 0; g < G; ++g) {
+      const auto curve = costs.curve(g);
+      for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k)
+        ++bins_[static_cast<std::size_t>(bin(curve[static_cast<std::size_t>(k)]))];
+    }
+    chosen = 0;
+    while (rank >= bins_[static_cast<std::size_t>(chosen)]) rank -= bins_[static_cast<std::size_t>(chosen++)];
+  }
+  scratch_.clear();
+  for (int g = 0; g < G; ++g) {
+    const auto curve = costs.curve(g);
+    for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k) {
+      const double v = curve[static_cast<std::size_t>(k)];
+      if (!binned || bin(v) == chosen) scratch_.push_back(v);
+    }
+  }
+  const auto nth = scratch_.begin() + rank;
   std::nth_element(scratch_.begin(), nth, scratch_.end());
   return std::max(floor, *nth);
 }

@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sched/minmax_tiebreak.hpp"
@@ -72,6 +73,8 @@ class ExactMinMaxSolver {
   int last_slack_ = 0;
   bool last_exact_ = true;
   std::vector<double> scratch_;
+  std::vector<std::pair<int, int>> ranges_;  // per rank: [first, last) of its values in the bracket
+  std::vector<long long> bins_;
   VarianceTieBreak tie_break_;
 };
 

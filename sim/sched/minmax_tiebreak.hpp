@@ -73,6 +73,11 @@ class VarianceTieBreak {
   std::vector<int> handback_after_;  // Σ (cap_h − 1) over ranks h > g
   std::vector<long double> drops_;   // per rank: d(cap) − d(cap − min(slack, cap − 1))
   std::vector<int> trial_, chosen_;  // batches of tied final vertices
+  struct Move {  // descend(): what handing back one more sample of a rank would change
+    double delta = 0, sum = 0, delta_over_G = 0;
+    bool open = false;  // the rank holds more than one sample
+  };
+  std::vector<Move> moves_;
 };
 
 }  // namespace ddpsim

@@ -104,16 +104,16 @@ class MinMaxPolicy final : public Scheduler {
 
   void plan(RankBuffers& buffers, StepPlan& out) override {
     for (int g = 0; g < shape_.G; ++g) {
-      const auto& buffer = buffers.buffer(g);
-      const int n = std::min({K_, shape_.cap(g), static_cast<int>(buffer.size())});
+      const auto lengths = buffers.lengths(g);
+      const int n = std::min({K_, shape_.cap(g), static_cast<int>(lengths.size())});
       int longest = 0;
       for (int k = 0; k < n; ++k)
-        running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, buffer[k].len);
+        running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, lengths[static_cast<std::size_t>(k)]);
       if (shape_.packed) {
         auto row = curves_.row(g);
         double tokens = 0, pairs = 0;
         for (int k = 0; k < n; ++k) {
-          const double len = buffer[static_cast<std::size_t>(k)].len;
+          const double len = lengths[static_cast<std::size_t>(k)];
           tokens += len;
           pairs += len * len;
           row[static_cast<std::size_t>(k)] = cost_->packed_cost(g, tokens, pairs);
@@ -231,17 +231,17 @@ class TokenBudgetPolicy final : public Scheduler {
   void plan(RankBuffers& buffers, StepPlan& out) override {
     reset_plan(out, shape_.G);
     for (int g = 0; g < shape_.G; ++g) {
-      const auto& buffer = buffers.buffer(g);
-      const int limit = std::min({K_, shape_.cap(g), static_cast<int>(buffer.size())});
+      const auto lengths = buffers.lengths(g);
+      const int limit = std::min({K_, shape_.cap(g), static_cast<int>(lengths.size())});
       // Padded, k samples cost k · (longest); packed, Σ s.
       int k = 0, longest = 0;
       std::int64_t tokens = 0;
       auto fits = [&](int len) {
         return shape_.packed ? tokens + len <= max_tokens_ : (k + 1) * std::max(longest, len) <= max_tokens_;
       };
-      while (k < limit && fits(buffer[static_cast<std::size_t>(k)].len)) {
-        longest = std::max(longest, buffer[static_cast<std::size_t>(k)].len);
-        tokens += buffer[static_cast<std::size_t>(k++)].len;
+      while (k < limit && fits(lengths[static_cast<std::size_t>(k)])) {
+        longest = std::max(longest, lengths[static_cast<std::size_t>(k)]);
+        tokens += lengths[static_cast<std::size_t>(k++)];
       }
       buffers.take(g, static_cast<std::size_t>(std::max(k, 1)), out.batches[static_cast<std::size_t>(g)]);
     }

@@ -1,8 +1,10 @@
 #include "sched/verl_balance.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -77,6 +79,14 @@ VerlPlan verl_balance(std::span<const int> lengths, int G, const VerlOptions& o,
 
 std::vector<std::vector<int>> balanced_micro_batches(std::span<const double> workload, int count,
                                                      bool light_heavy_light, KarmarkarKarp& kk) {
+  // One micro-batch holds every item, in the ascending order the loop below would sort them
+  // into: no differencing needed (VeRL's default token cap gives one per rank at G = 1024).
+  if (count == 1 && !workload.empty() &&
+      std::all_of(workload.begin(), workload.end(), [](double w) { return std::isfinite(w); })) {
+    std::vector<std::vector<int>> out(1, std::vector<int>(workload.size()));
+    std::iota(out[0].begin(), out[0].end(), 0);
+    return out;
+  }
   const std::span<const int> items = kk.partition(workload, count, false);
   std::vector<MicroBatch> micro;
   std::size_t begin = 0;
