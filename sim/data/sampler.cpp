@@ -13,25 +13,30 @@ DistributedSampler::DistributedSampler(std::span<const int> lengths, int G, std:
     : lengths_(lengths), G_(G), seed_(seed), cursors_(static_cast<std::size_t>(std::max(G, 0))) {
   if (G < 1) throw InputError("sampler: world size G must be ≥ 1, got " + std::to_string(G));
   shard_size_ = static_cast<std::int64_t>(lengths.size()) / G;
+  if (lengths.size() > static_cast<std::size_t>(INT32_MAX))
+    throw InputError("sampler: dataset of " + std::to_string(lengths.size()) + " samples exceeds 2^31 - 1");
   if (shard_size_ < 1)
     throw InputError("sampler: dataset of " + std::to_string(lengths.size()) +
                      " samples is smaller than G=" + std::to_string(G) + " ranks");
 }
 
-const std::vector<std::int64_t>& DistributedSampler::permutation(std::int32_t epoch) {
+const std::vector<DistributedSampler::Slot>& DistributedSampler::permutation(std::int32_t epoch) {
   auto it = permutations_.find(epoch);
   if (it != permutations_.end()) return it->second;
   const std::int32_t oldest =
       std::min_element(cursors_.begin(), cursors_.end(), [](auto& a, auto& b) { return a.epoch < b.epoch; })->epoch;
   permutations_.erase(permutations_.begin(), permutations_.lower_bound(oldest));
-  std::vector<std::int64_t> order(lengths_.size());
-  std::iota(order.begin(), order.end(), std::int64_t{0});
+  // 32-bit indices: the same permutation in half the bytes, which the shuffle's swaps hit at random.
+  std::vector<std::int32_t> order(lengths_.size());
+  std::iota(order.begin(), order.end(), 0);
   Rng rng(seed_ + static_cast<std::uint64_t>(epoch));
-  rng.shuffle(std::span<std::int64_t>(order));
-  std::vector<std::int64_t> shards(static_cast<std::size_t>(shard_size_ * G_));
+  rng.shuffle(std::span<std::int32_t>(order));
+  std::vector<Slot> shards(static_cast<std::size_t>(shard_size_ * G_));
   for (std::int64_t position = 0; position < shard_size_; ++position)
-    for (int g = 0; g < G_; ++g)
-      shards[static_cast<std::size_t>(g * shard_size_ + position)] = order[static_cast<std::size_t>(position * G_ + g)];
+    for (int g = 0; g < G_; ++g) {
+      const std::int32_t index = order[static_cast<std::size_t>(position * G_ + g)];
+      shards[static_cast<std::size_t>(g * shard_size_ + position)] = {index, lengths_[static_cast<std::size_t>(index)]};
+    }
   return permutations_.emplace(epoch, std::move(shards)).first->second;
 }
 
@@ -41,10 +46,9 @@ Sample DistributedSampler::next(int rank) {
     ++cursor.epoch;
     cursor.position = 0;
   }
-  const auto& order = permutation(cursor.epoch);
-  const std::int64_t index = order[static_cast<std::size_t>(rank * shard_size_ + cursor.position)];
+  const Slot slot = permutation(cursor.epoch)[static_cast<std::size_t>(rank * shard_size_ + cursor.position)];
   ++cursor.position;
-  return {index, cursor.epoch, lengths_[static_cast<std::size_t>(index)]};
+  return {slot.index, cursor.epoch, slot.len};
 }
 
 std::int64_t DistributedSampler::drawn(int rank) const {

@@ -20,7 +20,7 @@ struct Sample {
 
 class DistributedSampler {
  public:
-  // `lengths` must outlive the sampler. Throws InputError when N < G.
+  // `lengths` must outlive the sampler. Throws InputError when N < G or N ≥ 2^31.
   DistributedSampler(std::span<const int> lengths, int G, std::uint64_t seed);
 
   Sample next(int rank);
@@ -30,7 +30,13 @@ class DistributedSampler {
   std::int64_t shard_size() const { return shard_size_; }
 
  private:
-  const std::vector<std::int64_t>& permutation(std::int32_t epoch);
+  // A drawn sample of an epoch's shard, with its length beside it: ranks read their shards in
+  // order, not the dataset at random.
+  struct Slot {
+    std::int32_t index;
+    std::int32_t len;
+  };
+  const std::vector<Slot>& permutation(std::int32_t epoch);
 
   std::span<const int> lengths_;
   int G_;
@@ -43,7 +49,7 @@ class DistributedSampler {
   std::vector<Cursor> cursors_;
   // Epoch → its shards one after the other (shard g at [g·shard_size, (g+1)·shard_size)), so a
   // rank reads its own samples in order; computed once, dropped when no rank needs it.
-  std::map<std::int32_t, std::vector<std::int64_t>> permutations_;
+  std::map<std::int32_t, std::vector<Slot>> permutations_;
 };
 
 // Each rank's next samples in arrival order: the sampler feeds the back, schedulers take
