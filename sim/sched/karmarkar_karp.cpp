@@ -43,20 +43,31 @@ void KarmarkarKarp::radix_sort(std::size_t n) {
     }
     return;
   }
-  constexpr int DIGIT_BITS = 8;
-  constexpr std::uint64_t MASK = (1u << DIGIT_BITS) - 1;
+  std::uint64_t all = ~std::uint64_t{0}, any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    all &= keys_[i];
+    any |= keys_[i];
+  }
+  const std::uint64_t varying = all ^ any;  // a bit every key shares cannot reorder anything
+  if (varying == 0) return;
+  // Wider digits for many keys, where the buckets' fixed cost is small against the keys.
+  if (n >= 4096) {
+    radix_passes<11>(n, varying);
+  } else {
+    radix_passes<8>(n, varying);
+  }
+}
+
+template <int DIGIT_BITS>
+void KarmarkarKarp::radix_passes(std::size_t n, std::uint64_t varying) {
+  constexpr std::uint64_t MASK = (std::uint64_t{1} << DIGIT_BITS) - 1;
   std::uint64_t* keys = keys_.data();
   std::uint64_t* keys_out = keys_scratch_.data();
   int* order = order_.data();
   int* order_out = order_scratch_.data();
-  std::uint64_t all = ~std::uint64_t{0}, any = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    all &= keys[i];
-    any |= keys[i];
-  }
-  for (int shift = 0; shift < 64; shift += DIGIT_BITS) {
-    // A digit that every key shares cannot reorder anything (integer weights leave most zero).
-    if ((((all ^ any) >> shift) & MASK) == 0) continue;
+  // Digits start at the lowest varying bit: integer weights vary in a few adjacent bits.
+  for (int shift = std::countr_zero(varying); shift < 64; shift += DIGIT_BITS) {
+    if (((varying >> shift) & MASK) == 0) continue;
     std::array<std::uint32_t, MASK + 1> start{};
     for (std::size_t i = 0; i < n; ++i) ++start[(keys[i] >> shift) & MASK];
     std::uint32_t sum = 0;

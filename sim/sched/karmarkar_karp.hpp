@@ -40,6 +40,8 @@ class KarmarkarKarp {
   // Stable LSD radix sort of order_[0, n) by keys_[0, n) (the keys move along). Comparison
   // sorts of the 16k items and of every merged state cost several times the merges themselves.
   void radix_sort(std::size_t n);
+  template <int DIGIT_BITS>
+  void radix_passes(std::size_t n, std::uint64_t varying);
 
   std::vector<std::uint64_t> keys_, keys_scratch_;
   std::vector<int> order_, order_scratch_;
