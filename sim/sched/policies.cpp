@@ -160,25 +160,35 @@ class KarmarkarKarpPolicy final : public Scheduler {
       throw InputError("kk: unknown cost \"" + cost +
                        "\" (known: tokens = Σ length, tokens_sq = Σ length², workload = Σ 24576·length + length²)");
     cost_ = make_token_cost(cost);
+    for (int len = 0; len <= std::max(0, s.max_length); ++len)
+      weight_of_length_.push_back(cost_->packed_cost(0, len, double(len) * len));
   }
   std::size_t buffer_size() const override { return static_cast<std::size_t>(shape_.B / shape_.G); }
   void plan(RankBuffers& buffers, StepPlan& out) override {
     pool_.clear();
     for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool_);
     weights_.resize(pool_.size());
-    for (std::size_t i = 0; i < pool_.size(); ++i)
-      weights_[i] = cost_->packed_cost(0, pool_[i].len, double(pool_[i].len) * pool_[i].len);
+    for (std::size_t i = 0; i < pool_.size(); ++i) {
+      const int len = pool_[i].len;
+      weights_[i] = static_cast<std::size_t>(len) < weight_of_length_.size()
+                        ? weight_of_length_[static_cast<std::size_t>(len)]
+                        : cost_->packed_cost(0, len, double(len) * len);
+    }
     const std::span<const int> parts = kk_.partition(weights_, shape_.G);
     const std::size_t per_rank = buffer_size();
     reset_plan(out, shape_.G);
-    for (std::size_t i = 0; i < parts.size(); ++i)
-      out.batches[i / per_rank].push_back(pool_[static_cast<std::size_t>(parts[i])]);
+    for (std::size_t g = 0; g < out.batches.size(); ++g) {
+      auto& batch = out.batches[g];
+      batch.resize(per_rank);
+      for (std::size_t i = 0; i < per_rank; ++i) batch[i] = pool_[static_cast<std::size_t>(parts[g * per_rank + i])];
+    }
     finish_plan(out);
   }
 
  private:
   StepShape shape_;
   std::unique_ptr<CostModel> cost_;  // of one sample, alone
+  std::vector<double> weight_of_length_;  // cost_ of a sample of each length up to max_length
   std::vector<Sample> pool_;
   std::vector<double> weights_;
   KarmarkarKarp kk_;
