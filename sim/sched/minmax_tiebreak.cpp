@@ -67,6 +67,9 @@ void VarianceTieBreak::trace(std::int32_t i, const std::vector<int>& batch, std:
 
 bool VarianceTieBreak::exact(const CostCurves& costs, double T, int slack, double tolerance, std::vector<int>& batch) {
   const int G = costs.ranks();
+  const bool bounded = G > EXACT_RANKS;
+  // A rank that hands back nothing still moves every state: G·(slack + 1) candidates at least.
+  if (bounded && G * (slack + 1.0) > CANDIDATE_BUDGET) return false;
   auto d = [&](int g, int r) { return static_cast<long double>(costs.curve(g)[at(batch[at(g)] - r - 1)]) - T; };
   // The slope window: the least-variance allocation A minimises Q − 2λS at λ = mean(A), hence so
   // does its prefix among the prefixes of its DP state; mean(A) lies between the mean at the caps
@@ -74,17 +77,13 @@ bool VarianceTieBreak::exact(const CostCurves& costs, double T, int slack, doubl
   handback_after_.resize(at(G));
   drops_.resize(at(G));
   long double S_caps = 0, largest = 0;
-  double transitions = 0;
   for (int g = G - 1, after = 0; g >= 0; --g) {
     handback_after_[at(g)] = after;
     after += batch[at(g)] - 1;
-    transitions += slack + 1.0;  // a rank that hands back nothing still moves every state
     S_caps += d(g, 0);
     largest = std::max({largest, std::fabs(d(g, 0)), std::fabs(d(g, batch[at(g)] - 1))});
     drops_[at(g)] = d(g, 0) - d(g, std::min(slack, batch[at(g)] - 1));
   }
-  const bool bounded = G > EXACT_RANKS;
-  if (bounded && transitions > CANDIDATE_BUDGET) return false;
   const auto top = drops_.begin() + std::min<std::ptrdiff_t>(slack, G);
   std::nth_element(drops_.begin(), top, drops_.end(), std::greater<>());
   long double drop = 0;

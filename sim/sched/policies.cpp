@@ -1,8 +1,6 @@
 // The policies of docs/method.md, "Policy names" behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <deque>
 #include <iterator>
 #include <set>
@@ -12,17 +10,16 @@
 #include "common/json_util.hpp"
 #include "sched/cost.hpp"
 #include "sched/karmarkar_karp.hpp"
-#include "sched/minmax_solver.hpp"
 #include "sched/policy_catalogue.hpp"
+#include "sched/policy_detail.hpp"
 #include "sched/policy_options.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/verl_balance.hpp"
 
 namespace ddpsim {
 
-namespace {
+namespace policy_detail {
 
-// Sizes the plan for G ranks and sets B_t and the loss weights from what was chosen.
 void finish_plan(StepPlan& plan) {
   const auto G = plan.batches.size();
   std::size_t total = 0;
@@ -37,6 +34,13 @@ void reset_plan(StepPlan& plan, int G) {
   for (auto& batch : plan.batches) batch.clear();
   plan.micro_sizes.clear();
 }
+
+}  // namespace policy_detail
+
+namespace {
+
+using policy_detail::finish_plan;
+using policy_detail::reset_plan;
 
 std::string shape_text(const StepShape& s) {
   return "G=" + std::to_string(s.G) + ", B=" + std::to_string(s.B);
@@ -65,88 +69,6 @@ class StaticPolicy final : public Scheduler {
 
  private:
   StepShape shape_;
-};
-
-// The study's method (docs/method.md, "The min-max allocation"): each rank offers the first k of its K buffered samples
-// at cost c_g(k); the solver picks b_g minimising the largest cost.
-class MinMaxPolicy final : public Scheduler {
- public:
-  MinMaxPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
-    const std::string cost = options.text("cost", "tokens", {"tokens", "tokens_sq", "workload", "model"});
-    if (cost == "model") {
-      if (!s.time_cost)
-        throw InputError(
-            "minmax: cost=model needs a performance model: use ddpsim run or compare (config key \"model\")");
-      cost_ = s.time_cost;
-    } else {
-      cost_ = make_token_cost(cost);
-    }
-    K_ = options.integer("buffer", 64, 1, 65536);
-    solver_ = options.text("solver", "exact", {"exact", "enumerate"});
-    if (solver_ != "exact" && solver_ != "enumerate")
-      throw InputError("minmax: unknown solver \"" + solver_ + "\" (known: exact, enumerate)");
-    // Enumeration visits up to C(B−1, G−1) allocations a step: refuse what would never finish.
-    const double log_allocations = std::lgamma(s.B) - std::lgamma(s.G) - std::lgamma(s.B - s.G + 1);
-    if (solver_ == "enumerate" && s.B >= s.G && log_allocations > std::log(1e7)) {
-      char count[32];
-      std::snprintf(count, sizeof count, "%.3g", std::exp(log_allocations));
-      throw InputError("minmax: solver=enumerate would visit up to " + std::string(count) +
-                       " allocations a step at G=" + std::to_string(s.G) + ", B=" + std::to_string(s.B) +
-                       " (at most 1e7); solver=exact finds the same optimum");
-    }
-    curves_.reset(s.G, K_);
-    for (int g = 0; g < s.G; ++g) curves_.set_size(g, std::min(K_, s.cap(g)));
-    check_minmax_feasible(curves_, s.B);
-    running_max_.resize(static_cast<std::size_t>(K_));
-  }
-  std::size_t buffer_size() const override { return static_cast<std::size_t>(K_); }
-  std::string solver() const override { return solver_; }
-
-  void plan(RankBuffers& buffers, StepPlan& out) override {
-    for (int g = 0; g < shape_.G; ++g) {
-      const auto lengths = buffers.lengths(g);
-      const int n = std::min({K_, shape_.cap(g), static_cast<int>(lengths.size())});
-      int longest = 0;
-      for (int k = 0; k < n; ++k)
-        running_max_[static_cast<std::size_t>(k)] = longest = std::max(longest, lengths[static_cast<std::size_t>(k)]);
-      if (shape_.packed) {
-        auto row = curves_.row(g);
-        double tokens = 0, pairs = 0;
-        for (int k = 0; k < n; ++k) {
-          const double len = lengths[static_cast<std::size_t>(k)];
-          tokens += len;
-          pairs += len * len;
-          row[static_cast<std::size_t>(k)] = cost_->packed_cost(g, tokens, pairs);
-        }
-      } else {
-        cost_->curve(g, {running_max_.data(), static_cast<std::size_t>(n)},
-                     curves_.row(g).first(static_cast<std::size_t>(n)));
-      }
-      curves_.set_size(g, n);
-    }
-    if (solver_ == "exact") {
-      take(buffers, exact_.solve(curves_, shape_.B).batch, out);
-    } else {
-      take(buffers, solve_minmax_enumerate(curves_, shape_.B).batch, out);
-    }
-  }
-
- private:
-  void take(RankBuffers& buffers, const std::vector<int>& batch, StepPlan& out) const {
-    reset_plan(out, shape_.G);
-    for (int g = 0; g < shape_.G; ++g)
-      buffers.take(g, static_cast<std::size_t>(batch[static_cast<std::size_t>(g)]),
-                   out.batches[static_cast<std::size_t>(g)]);
-    finish_plan(out);
-  }
-
-  StepShape shape_;
-  std::shared_ptr<const CostModel> cost_;
-  int K_ = 64;
-  std::string solver_;
-  CostCurves curves_;
-  std::vector<int> running_max_;
-  ExactMinMaxSolver exact_;
 };
 
 // VeRL's balance_batch: draw the global batch as static would, then re-partition it into
@@ -364,7 +286,7 @@ std::unique_ptr<Scheduler> make(const StepShape& shape, PolicyOptions& options) 
 // In the order outputs and messages list them; a name never changes meaning (docs/method.md).
 const PolicyEntry POLICIES[] = {
     {"static", "each rank takes its next B/G samples (DDP with a DistributedSampler)", make<StaticPolicy>},
-    {"minmax", "the study's method: min-max allocation of B over the ranks' buffers", make<MinMaxPolicy>},
+    {"minmax", "the study's method: min-max allocation of B over the ranks' buffers", policy_detail::make_minmax},
     {"kk", "VeRL's balance_batch: equal-count Karmarkar-Karp of the static draw", make<KarmarkarKarpPolicy>},
     {"sorted", "Hugging Face group_by_length: mega-batches sorted by length", make<SortedPolicy>},
     {"token_budget", "fairseq max_tokens: samples while k x longest <= max_tokens", make<TokenBudgetPolicy>},
