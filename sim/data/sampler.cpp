@@ -31,12 +31,17 @@ const std::vector<DistributedSampler::Slot>& DistributedSampler::permutation(std
   std::iota(order.begin(), order.end(), 0);
   Rng rng(seed_ + static_cast<std::uint64_t>(epoch));
   rng.shuffle(std::span<std::int32_t>(order));
+  // A transpose (rank g's samples sit G apart in `order`), in tiles that stay in cache.
+  constexpr std::int64_t TILE = 64;
   std::vector<Slot> shards(static_cast<std::size_t>(shard_size_ * G_));
-  for (std::int64_t position = 0; position < shard_size_; ++position)
-    for (int g = 0; g < G_; ++g) {
-      const std::int32_t index = order[static_cast<std::size_t>(position * G_ + g)];
-      shards[static_cast<std::size_t>(g * shard_size_ + position)] = {index, lengths_[static_cast<std::size_t>(index)]};
-    }
+  for (std::int64_t p0 = 0; p0 < shard_size_; p0 += TILE)
+    for (std::int64_t g0 = 0; g0 < G_; g0 += TILE)
+      for (std::int64_t position = p0; position < std::min(p0 + TILE, shard_size_); ++position)
+        for (std::int64_t g = g0; g < std::min<std::int64_t>(g0 + TILE, G_); ++g) {
+          const std::int32_t index = order[static_cast<std::size_t>(position * G_ + g)];
+          shards[static_cast<std::size_t>(g * shard_size_ + position)] = {index,
+                                                                         lengths_[static_cast<std::size_t>(index)]};
+        }
   return permutations_.emplace(epoch, std::move(shards)).first->second;
 }
 

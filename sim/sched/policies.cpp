@@ -1,10 +1,10 @@
 // The policies of docs/method.md, "Policy names" behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
-#include <deque>
 #include <iterator>
 #include <set>
 #include <type_traits>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
@@ -126,25 +126,47 @@ class SortedPolicy final : public Scheduler {
   }
   std::size_t buffer_size() const override { return static_cast<std::size_t>(mega_) * (shape_.B / shape_.G); }
   void plan(RankBuffers& buffers, StepPlan& out) override {
-    if (pending_.empty()) draw_mega_batch(buffers);
-    const std::size_t per_rank = static_cast<std::size_t>(shape_.B / shape_.G);
+    if (next_ == pending_.size()) draw_mega_batch(buffers);
+    const auto per_rank = static_cast<std::ptrdiff_t>(shape_.B / shape_.G);
     reset_plan(out, shape_.G);
-    for (std::size_t g = 0; g < out.batches.size(); ++g)
-      for (std::size_t i = 0; i < per_rank; ++i) out.batches[g].push_back(pending_.front()), pending_.pop_front();
+    for (auto& batch : out.batches) {
+      const auto first = pending_.begin() + static_cast<std::ptrdiff_t>(next_);
+      batch.assign(first, first + per_rank);
+      next_ += static_cast<std::size_t>(per_rank);
+    }
     finish_plan(out);
   }
 
  private:
+  // Longest first, in arrival order among equal lengths: std::stable_sort's order, by counting
+  // (a mega-batch at G = 16,384 is 13 M samples, whose merge sort was a twentieth of a run).
   void draw_mega_batch(RankBuffers& buffers) {
-    std::vector<Sample> pool;
-    for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool);
-    std::stable_sort(pool.begin(), pool.end(), [](const Sample& a, const Sample& b) { return a.len > b.len; });
-    pending_.assign(pool.begin(), pool.end());
+    pool_.clear();
+    for (int g = 0; g < shape_.G; ++g) buffers.take(g, buffer_size(), pool_);
+    int longest = INT32_MIN, shortest = INT32_MAX;
+    for (const Sample& x : pool_) longest = std::max(longest, x.len), shortest = std::min(shortest, x.len);
+    pending_.resize(pool_.size());
+    next_ = 0;
+    if (pool_.empty()) return;
+    const auto rank_of = [&](const Sample& x) { return static_cast<std::size_t>(std::int64_t{longest} - x.len); };
+    if (rank_of(Sample{0, 0, shortest}) > (std::size_t{1} << 22)) {  // lengths too spread out to count
+      std::copy(pool_.begin(), pool_.end(), pending_.begin());
+      std::stable_sort(pending_.begin(), pending_.end(), [](const Sample& a, const Sample& b) { return a.len > b.len; });
+      return;
+    }
+    starts_.assign(rank_of(Sample{0, 0, shortest}) + 1, 0);
+    for (const Sample& x : pool_) ++starts_[rank_of(x)];
+    std::size_t at = 0;
+    for (auto& start : starts_) at += std::exchange(start, at);
+    for (const Sample& x : pool_) pending_[starts_[rank_of(x)]++] = x;
   }
 
   StepShape shape_;
   int mega_ = 50;
-  std::deque<Sample> pending_;  // sorted mega-batch still to deal out, B samples per step
+  std::vector<Sample> pool_;
+  std::vector<Sample> pending_;  // the sorted mega-batch; B samples a step dealt out from next_
+  std::size_t next_ = 0;
+  std::vector<std::size_t> starts_;  // per length, longest first: where its samples go
 };
 
 // fairseq's max_tokens: each rank takes buffered samples in arrival order while its padded
