@@ -3,6 +3,7 @@
 // ddpsim promises byte-identical outputs for the same seed on every standard library.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -20,11 +21,12 @@ class Rng {
 
   // Uniform integer in [0, n), n > 0, without modulo bias (rejection on the low range).
   std::uint64_t below(std::uint64_t n) {
-    const std::uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    std::uint64_t x;
-    do x = engine_();
-    while (x >= limit);
-    return x % n;
+    for (;;) {
+      const std::uint64_t x = engine_();
+      // limit = UINT64_MAX − (UINT64_MAX mod n) exceeds UINT64_MAX − n: below that, x is
+      // accepted without the division that computes the limit.
+      if (x <= UINT64_MAX - n || x < UINT64_MAX - UINT64_MAX % n) return x % n;
+    }
   }
 
   // Uniform double in [0, 1) with 53 random bits.
@@ -40,7 +42,20 @@ class Rng {
   // Fisher–Yates, the same permutation for the same seed everywhere.
   template <class T>
   void shuffle(std::span<T> items) {
-    for (std::size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[below(i)]);
+    // The draws do not depend on the items: a batch of them is drawn first and the items they
+    // pick prefetched, so that the swaps, done in the same order, find them in cache (an epoch of
+    // 3 M samples spans 12 MB).
+    constexpr std::size_t BATCH = 16;
+    std::size_t picked[BATCH];
+    for (std::size_t i = items.size(); i > 1;) {
+      const std::size_t count = std::min(BATCH, i - 1);
+      for (std::size_t k = 0; k < count; ++k) {
+        picked[k] = below(i - k);
+        __builtin_prefetch(&items[picked[k]]);
+      }
+      for (std::size_t k = 0; k < count; ++k) std::swap(items[i - k - 1], items[picked[k]]);
+      i -= count;
+    }
   }
 
  private:
