@@ -5,7 +5,8 @@
 - :class:`StepTracer`: each rank's step phases in ddpsim's trace schema, for
   ``ddpsim calibrate``, ``replay`` and ``validate``;
 - :func:`profile` (or :class:`Profiler`, a step at a time between training turns) and
-  :func:`write_layout`: the (b, L) profile and the parameter layout ``ddpsim calibrate`` fits.
+  :func:`write_layout`: the (b, L) profile (over several ranks, with the allreduce and the
+  interference, :mod:`ddpsim.torch.interference`) and the parameter layout ``ddpsim calibrate`` fits.
 """
 
 from ddpsim.torch.profile import Profiler, profile, write_layout

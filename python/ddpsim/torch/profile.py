@@ -5,8 +5,10 @@ machine's drift spreads over the grid rather than landing in one corner), and ev
 is a trace row of policy "profile". With several ranks, all time the grid together (DDP's
 buckets fill under ``no_sync`` but are never reduced: communication is left out), then the
 allreduce is timed over a ladder of sizes and DDP's own bucket sizes (rows of policy
-"allreduce"), from which ``ddpsim calibrate`` fits the network. ``write_layout`` gives calibrate the model's gradient
-buckets (``--base``).
+"allreduce"), from which ``ddpsim calibrate`` fits the network, and then, unless
+``interference=False``, backward beside allreduces both ways (:mod:`ddpsim.torch.interference`,
+rows of the same run), from which it fits comm_slowdown and allreduce_slowdown. One rank has no
+allreduce to time. ``write_layout`` gives calibrate the model's gradient buckets (``--base``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 import ddpsim
+from ddpsim.torch.interference import bucket_bytes, interference_rows
 from ddpsim.torch.tracer import StepTracer, _Clock
 
 DEFAULT_BYTES = (64 << 10, 1 << 20, 4 << 20, 16 << 20)
@@ -52,21 +55,32 @@ class Profiler:
     point, in passes over it, each pass in a fresh seeded order, so that it can run between the
     turns of training runs and measure the minutes they ran in (``ddptrain --profile-alongside``:
     a machine's speed drifts, and a profile taken before the runs cannot know it). :meth:`close`
-    (every rank) times the allreduce and writes the trace."""
+    (every rank) times the allreduce and the interference and writes the trace.
+
+    ``interference_batch`` is the rank's batch size the interference is timed at (default the
+    largest of ``batches``; ``ddptrain`` takes a rank's share of its global batch)."""
 
     def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches, lengths, reps=5, warmup=None,
-                 max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name=""):
+                 max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name="", interference=True,
+                 interference_batch=None, log=lambda line: None):
         if reps < 1:
             raise ddpsim.UsageError("reps must be at least 1")
         if any(L < 2 for L in lengths):
             raise ddpsim.UsageError(f"lengths: {min(lengths)} is under 2 (a [CLS] and a [SEP] token)")
         if any(b < 1 for b in batches):
             raise ddpsim.UsageError(f"batches: {min(batches)} is not a batch size (≥ 1)")
+        if not batches or not lengths:
+            raise ddpsim.UsageError("batches and lengths: the grid needs at least one of each")
+        if interference_batch is not None and interference_batch < 1:
+            raise ddpsim.UsageError(f"interference_batch: {interference_batch} is not a batch size (≥ 1)")
         self.model, self.optimizer, self.make_batch, self.loss_fn = model, optimizer, make_batch, loss_fn
         self.path, self.reps, self.warmup, self.max_warmup, self.seed = path, reps, warmup, max_warmup, seed
-        self.allreduce_bytes = allreduce_bytes
+        self.allreduce_bytes, self.log = allreduce_bytes, log
+        self.interference_batch = max(batches) if interference_batch is None else interference_batch
+        self.lengths = sorted(set(lengths))
         self.distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         self.G = dist.get_world_size() if self.distributed else 1
+        self.interference = bool(interference) and self.distributed
         self.rank = dist.get_rank() if self.distributed else 0
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.clock = _Clock(self.device)
@@ -131,7 +145,8 @@ class Profiler:
         if what is None:
             what = (f"alongside training, one profiled step at a time: {timed} steps over {len(self.grid)} points in "
                     f"seeded random orders, no warm-up of their own")
-        self.tracer._meta.append(("profile", what + (f"; on {self.G} ranks at once; then allreduce"
+        then = "allreduce and interference" if self.interference else "allreduce"
+        self.tracer._meta.append(("profile", what + (f"; on {self.G} ranks at once; then {then}"
                                                      if self.distributed else "")))
         rows = self.tracer.rows()
         buckets = _ddp_bucket_bytes(self.model)
@@ -141,6 +156,8 @@ class Profiler:
         if self.distributed:
             sizes = sorted(set(self.allreduce_bytes) | set(buckets))
             comm = _allreduce_rows(sizes, self.reps, self.warmup, self.max_warmup, self.seed, self.device, self.agree)
+            if self.interference:
+                comm += self._interference(buckets, len(comm))
             gathered: list = [None] * self.G
             dist.all_gather_object(gathered, rows)
         else:
@@ -151,6 +168,14 @@ class Profiler:
         runs = [("profile", self.G, everyone)] + ([("allreduce", 1, comm)] if comm else [])
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         ddpsim.write_trace(self.path, self.tracer._meta, runs)
+
+    def _interference(self, buckets: list[int], first_step: int) -> list[dict]:
+        """Backward beside allreduces both ways, with DDP's own hooks off; the median and the
+        longest profiled lengths, as ddptrain."""
+        lengths = sorted({self.lengths[len(self.lengths) // 2], self.lengths[-1]})
+        return interference_rows(self.model, self.optimizer, self.make_batch, self.loss_fn, b=self.interference_batch,
+                                 lengths=lengths, bucket=bucket_bytes(self.model, buckets), reps=self.reps,
+                                 seed=self.seed, device=self.device, first_step=first_step, log=self.log)
 
 
 def profile(
@@ -169,15 +194,19 @@ def profile(
     allreduce_bytes: Sequence[int] = DEFAULT_BYTES,
     device: Optional[torch.device] = None,
     model_name: str = "",
+    interference: bool = True,
+    interference_batch: Optional[int] = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> None:
     """Times training steps of ``loss_fn(model, make_batch(b, L))`` (forward, backward,
     ``optimizer.step()`` and ``zero_grad()``) at every (b, L) and writes ``path`` (rank 0).
 
-    ``model`` may be DDP-wrapped; every rank of the default group must call this together."""
+    ``model`` may be DDP-wrapped; every rank of the default group must call this together. With
+    several ranks, the allreduce is timed too, and (``interference``, the default) backward
+    beside it both ways at ``interference_batch`` (see :class:`Profiler`)."""
     p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, reps=reps,
                  warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
-                 model_name=model_name)
+                 model_name=model_name, interference=interference, interference_batch=interference_batch, log=log)
     points = list(p.grid)
     random.Random(seed).shuffle(points)
     warmups = 0
