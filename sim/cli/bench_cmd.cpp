@@ -100,13 +100,13 @@ int bench(const Args& args) {
     return 0;
   }
   if (!sims.empty()) {
-    std::printf("%-38s %-5s %5s %6s %8s %9s %9s %9s %13s %s\n", "simulation", "mode", "G", "steps", "policies",
+    std::printf("%-40s %-5s %5s %6s %8s %9s %9s %9s %13s %s\n", "simulation", "mode", "G", "steps", "policies",
                 "wall s", "CPU s", "RSS MiB", "rank-steps/s", "target");
     for (const auto& r : sims) {
       const std::string target =
           r.target_s > 0 ? "< " + std::to_string(static_cast<int>(r.target_s)) + " s: " + (r.met() ? "met" : "missed")
                          : "";
-      std::printf("%-38s %-5s %5d %6d %8d %9.3f %9.3f %9.0f %13.0f %s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
+      std::printf("%-40s %-5s %5d %6d %8d %9.3f %9.3f %9.0f %13.0f %s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
                   r.policies, r.wall_s, r.cpu_s, r.peak_rss_mib, r.rank_steps_per_s, target.c_str());
     }
     std::printf("\n");
