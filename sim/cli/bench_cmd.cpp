@@ -23,9 +23,13 @@ Targets: minmax/exact <= 5 us at (4,48,64) and <= 1 ms at (1024,16384,64); kk <=
 (1024,16384,64).
 
 Then times the simulator end to end (planning, compute model, SimGrid) on the embedded
-default's six policies: the study's setting (G=4, 800 steps) in fast mode (target < 1 s) and
-in full mode; G=64 (8 nodes x 8 GPUs, ring), 800 steps, full mode (target < 30 s); G=1024
-(128 nodes x 8, hierarchical), 200 steps, fast mode (target < 60 s).
+default's six policies, each case in a child process (wall and CPU time, peak RSS): the
+study's setting (G=4, 800 steps) in fast mode (target < 1 s) and in full mode; G=64 (8 nodes
+x 8 GPUs, ring), 800 steps, full mode (target < 30 s); G=1024 (128 nodes x 8, hierarchical),
+200 steps, fast mode (target < 60 s). The frontier cases, minutes each and left out of
+--quick: G=1024, 200 steps, full mode (every collective in SimGrid, target < 60 s); G=16384
+(2048 nodes x 8, hierarchical, log-normal lengths 2..66 over 3M samples, B=262144), 200
+steps, fast mode (target < 60 s).
 
 Then times `ddpsim sweep` with 2 worker processes over 1,000 cells of the study's setting (six
 policies x 800 steps, fast mode; cells differ by seed), every cell checked, run, written and
@@ -41,9 +45,9 @@ int bench(const Args& args) {
   visible.add_options()(
       "json",
       "print {\"sched\": [{policy, solver, G, B, K, mean_us, p95_us}, ...], \"sim\": [{config, mode, G, steps, "
-      "policies, wall_s, rank_steps_per_s, target_s}, ...], \"sweep\": {cells, jobs, policies, steps, wall_s, "
-      "cells_per_s, target_s}} instead of tables")(
-      "quick", "a tenth of the decisions and steps: a smoke test, not a measurement")(
+      "policies, wall_s, cpu_s, peak_rss_mib, rank_steps_per_s, target_s, met}, ...], \"sweep\": {cells, jobs, "
+      "policies, steps, wall_s, cells_per_s, target_s}} instead of tables")(
+      "quick", "a tenth of the decisions and steps, without the frontier cases: a smoke test, not a measurement")(
       "only", po::value<std::string>(), "sched, sim or sweep: run one part")("help,h", "this help");
   po::variables_map vm;
   if (!parse(args, USAGE, visible, {}, {}, vm)) return 0;
@@ -64,17 +68,19 @@ int bench(const Args& args) {
   if (json) {
     nlohmann::ordered_json sim_rows = nlohmann::ordered_json::array();
     for (const auto& r : sims)
-      sim_rows.push_back(
-          {{"config", r.name},
-           {"mode", r.mode},
-           {"topology", r.topology},
-           {"algorithm", r.algorithm},
-           {"G", r.G},
-           {"steps", r.steps},
-           {"policies", r.policies},
-           {"wall_s", r.wall_s},
-           {"rank_steps_per_s", r.rank_steps_per_s},
-           {"target_s", r.target_s > 0 ? nlohmann::ordered_json(r.target_s) : nlohmann::ordered_json()}});
+      sim_rows.push_back({{"config", r.name},
+                          {"mode", r.mode},
+                          {"topology", r.topology},
+                          {"algorithm", r.algorithm},
+                          {"G", r.G},
+                          {"steps", r.steps},
+                          {"policies", r.policies},
+                          {"wall_s", r.wall_s},
+                          {"cpu_s", r.cpu_s},
+                          {"peak_rss_mib", r.peak_rss_mib},
+                          {"rank_steps_per_s", r.rank_steps_per_s},
+                          {"target_s", r.target_s > 0 ? nlohmann::ordered_json(r.target_s) : nlohmann::ordered_json()},
+                          {"met", r.target_s > 0 ? nlohmann::ordered_json(r.met()) : nlohmann::ordered_json()}});
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const auto& r : results)
       rows.push_back({{"policy", r.policy},
@@ -94,12 +100,15 @@ int bench(const Args& args) {
     return 0;
   }
   if (!sims.empty()) {
-    std::printf("%-36s %-5s %5s %6s %8s %10s %14s %8s\n", "simulation", "mode", "G", "steps", "policies", "wall s",
-                "rank-steps/s", "target");
-    for (const auto& r : sims)
-      std::printf("%-36s %-5s %5d %6d %8d %10.3f %14.0f %8s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
-                  r.policies, r.wall_s, r.rank_steps_per_s,
-                  r.target_s > 0 ? ("< " + std::to_string(static_cast<int>(r.target_s)) + " s").c_str() : "");
+    std::printf("%-40s %-5s %5s %6s %8s %9s %9s %9s %13s %s\n", "simulation", "mode", "G", "steps", "policies",
+                "wall s", "CPU s", "RSS MiB", "rank-steps/s", "target");
+    for (const auto& r : sims) {
+      const std::string target =
+          r.target_s > 0 ? "< " + std::to_string(static_cast<int>(r.target_s)) + " s: " + (r.met() ? "met" : "missed")
+                         : "";
+      std::printf("%-40s %-5s %5d %6d %8d %9.3f %9.3f %9.0f %13.0f %s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
+                  r.policies, r.wall_s, r.cpu_s, r.peak_rss_mib, r.rank_steps_per_s, target.c_str());
+    }
     std::printf("\n");
   }
   if (sweep)

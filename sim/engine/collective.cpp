@@ -98,6 +98,7 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
   phase_done_ = sg4::Barrier::create(static_cast<unsigned>(G));
   for (std::size_t p = 0; p < plan.phases.size(); ++p) {
     const Phase& phase = plan.phases[p];
+    auto& flows = flows_.emplace_back();
     double latency = 0;
     for (std::size_t g = 0; g < G; ++g)
       ranks_[g][p].inbox = sg4::Mailbox::by_name("allreduce/phase" + std::to_string(p) + "/rank" + std::to_string(g));
@@ -105,6 +106,7 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
       const auto src = static_cast<std::size_t>(f.src), dst = static_cast<std::size_t>(f.dst);
       ranks_[src][p].sends.emplace_back(ranks_[dst][p].inbox, f.fraction);
       ranks_[dst][p].receives++;
+      flows.push_back({hosts[src], hosts[dst], f.fraction});
       std::vector<sg4::Link*> links;
       double route_latency = 0;
       hosts[src]->route_to(hosts[dst], links, &route_latency);
@@ -127,6 +129,18 @@ void CollectiveRunner::run(int g, double bytes) const {
     sg4::Comm::wait_all(comms);
     phase_done_->wait();
     if (phase.extra_latency_s > 0) sg4::this_actor::sleep_for(phase.extra_latency_s);
+  }
+}
+
+void CollectiveRunner::run_all(double bytes) const {
+  std::vector<sg4::CommPtr> comms;
+  for (std::size_t p = 0; p < flows_.size(); ++p) {
+    comms.clear();
+    for (const HostFlow& f : flows_[p])
+      comms.push_back(
+          sg4::Comm::sendto_async(f.src, f.dst, static_cast<std::uint64_t>(std::llround(f.fraction * bytes))));
+    sg4::Comm::wait_all(comms);
+    if (const double extra = ranks_.front()[p].extra_latency_s; extra > 0) sg4::this_actor::sleep_for(extra);
   }
 }
 

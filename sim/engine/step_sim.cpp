@@ -70,41 +70,48 @@ double collective_end(double start, double work, double compute_until, double sl
   return compute_until + work - (compute_until - start) / slowdown;
 }
 
-// Every rank's step with real SimGrid communication: a compute actor and a communication
-// actor per rank, handing buckets over through semaphores.
+// Every rank's step with real SimGrid communication: a compute actor per rank, and one actor
+// for the collectives of all ranks. A collective makes progress only once every rank has
+// joined it (each ring or tree step needs a peer's previous step), so it starts when the last
+// rank's bucket is ready and ends at the same time on every rank.
 EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& policies,
                       const std::function<void(long, long)>& progress) {
   Stage stage(s);
   const auto& hosts = stage.hosts;
   const CollectiveRunner& runner = *stage.runner;
   const int G = s.G;
+  const auto Gs = static_cast<std::size_t>(G);
   auto barrier = sg4::Barrier::create(static_cast<unsigned>(G));
-  // A collective makes progress only once every rank has joined it (each ring or tree step
-  // needs a peer's previous step), so a rank that arrives early waits for the last one.
-  auto joined = sg4::Barrier::create(static_cast<unsigned>(G));
-  std::vector<sg4::SemaphorePtr> ready, reduced;
-  for (int g = 0; g < G; ++g) {
-    ready.push_back(sg4::Semaphore::create(0));
-    reduced.push_back(sg4::Semaphore::create(0));
-  }
+  // Ranks whose bucket k is ready (actors run one at a time: plain counters suffice); the last
+  // one wakes the collectives' actor.
+  const std::size_t K = s.buckets.size();
+  std::vector<int> ready_ranks(K, 0);
+  auto all_ready = sg4::Semaphore::create(0);
+  std::vector<sg4::SemaphorePtr> reduced;
+  for (int g = 0; g < G; ++g) reduced.push_back(sg4::Semaphore::create(0));
+  auto bucket_ready = [&](std::size_t k) {
+    if (++ready_ranks[k] < G) return;
+    ready_ranks[k] = 0;
+    all_ready->release();
+  };
   EngineResult result;
   result.policies.resize(policies.size());
   for (std::size_t p = 0; p < policies.size(); ++p) result.policies[p].timing.resize(policies[p].work.size());
   long total = 0;
   for (const auto& p : policies) total += p.steps;
   std::vector<double> origin(policies.size(), 0.0);
-  const std::size_t K = s.buckets.size();
 
-  // Interference: a rank's backward runs comm_slowdown times slower while its communication
-  // actor is inside a collective.
+  // Interference: a rank's backward runs comm_slowdown times slower while a collective is in
+  // flight on its device.
   Interference interference(G);
-  auto set_in_flight = [&](int g, bool on) {
-    if (s.comm_slowdown != 1) interference.communicating(g, on ? +1 : -1);
+  auto set_in_flight = [&](bool on) {
+    if (s.comm_slowdown != 1)
+      for (int g = 0; g < G; ++g) interference.communicating(g, on ? +1 : -1);
   };
   auto compute = [&](int g, double work_s) { interference.compute(g, work_s, s.comm_slowdown); };
 
   // And the other way: a collective runs allreduce_slowdown times slower while any rank is in
-  // backward. The network moves its bytes at full speed; the comm actor then works off what it
+  // backward. The network moves its bytes at full speed; the collective then works off what it
   // owes for the time it overlapped backward, at the rate that holds meanwhile.
   const bool comm_slowed = s.allreduce_slowdown != 1;
   int in_backward = 0;                       // ranks now in backward
@@ -122,10 +129,10 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
     in_backward += delta;
     backward_changed->notify_all();
   };
-  auto slowed_collective = [&](int g, double bytes) {
-    if (!comm_slowed) return runner.run(g, bytes);
+  auto slowed_collective = [&](double bytes) {
+    if (!comm_slowed) return runner.run_all(bytes);
     double overlapped = -backward_until_now();
-    runner.run(g, bytes);
+    runner.run_all(bytes);
     std::unique_lock lock(*backward_lock);
     overlapped += backward_until_now();
     for (double owed = overlapped * (1 - 1 / s.allreduce_slowdown); owed > 0;) {
@@ -167,16 +174,16 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           const double bwd_start = sg4::Engine::get_clock();
           set_in_backward(+1);
           double elapsed = 0;
-          for (const Bucket& b : s.buckets) {
-            compute(g, w.bwd_ms * (b.ready_fraction - elapsed) * 1e-3);
-            elapsed = b.ready_fraction;
-            if (s.overlap) ready[static_cast<std::size_t>(g)]->release();
+          for (std::size_t k = 0; k < K; ++k) {
+            compute(g, w.bwd_ms * (s.buckets[k].ready_fraction - elapsed) * 1e-3);
+            elapsed = s.buckets[k].ready_fraction;
+            if (s.overlap) bucket_ready(k);
           }
           set_in_backward(-1);
           span("backward", bwd_start);
           const double bwd_end = sg4::Engine::get_clock();
           if (!s.overlap)
-            for (std::size_t k = 0; k < K; ++k) ready[static_cast<std::size_t>(g)]->release();
+            for (std::size_t k = 0; k < K; ++k) bucket_ready(k);
           reduced[static_cast<std::size_t>(g)]->acquire();
           const double comm_end = sg4::Engine::get_clock();
           sg4::this_actor::sleep_for(w.opt_ms * 1e-3);
@@ -190,25 +197,25 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
         }
       }
     });
-    sg4::Actor::create("comm" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
-      for (std::size_t p = 0; p < policies.size(); ++p) {
-        for (int t = 0; t < policies[p].steps; ++t) {
-          for (std::size_t k = 0; k < K; ++k) {
-            ready[static_cast<std::size_t>(g)]->acquire();
-            joined->wait();
-            const double start = sg4::Engine::get_clock();
-            set_in_flight(g, true);
-            slowed_collective(g, s.buckets[k].bytes);
-            set_in_flight(g, false);
-            if (in_timeline(s, t))
+  }
+  sg4::Actor::create("collectives", hosts.front(), [&] {
+    for (std::size_t p = 0; p < policies.size(); ++p) {
+      for (int t = 0; t < policies[p].steps; ++t) {
+        for (std::size_t k = 0; k < K; ++k) {
+          all_ready->acquire();
+          const double start = sg4::Engine::get_clock();
+          set_in_flight(true);
+          slowed_collective(s.buckets[k].bytes);
+          set_in_flight(false);
+          if (in_timeline(s, t))
+            for (int g = 0; g < G; ++g)
               result.policies[p].spans.push_back(
                   {t, g, true, bucket_name(k), (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
-          }
-          reduced[static_cast<std::size_t>(g)]->release();
         }
+        for (std::size_t g = 0; g < Gs; ++g) reduced[g]->release();
       }
-    });
-  }
+    }
+  });
   stage.engine->run();
   reinstall_interrupt_handler();  // SimGrid installs its own while running
   return result;

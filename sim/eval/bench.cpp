@@ -1,8 +1,16 @@
 #include "eval/bench.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/stats.hpp"
 #include "data/lengths.hpp"
@@ -57,23 +65,76 @@ std::vector<SchedBenchResult> run_sched_bench(double scale, const std::function<
 
 namespace ddpsim {
 
+namespace {
+
+struct SimCase {
+  const char* name;
+  int G, B, steps;
+  const char* topology;
+  const char* mode;
+  const char* algorithm;
+  double target_s;
+  const char* data;  // the data section as JSON (nullptr: the default config's)
+  bool frontier;     // minutes long: left out of --quick
+};
+
+// Runs the case in a child process and returns its wall time, CPU time and peak RSS: wait4()
+// gives the child's own, where getrusage() in this process would mix in the earlier cases'.
+SimBenchResult time_in_child(const Config& config) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::close(fds[0]);
+    int code = 1;
+    try {
+      const auto start = std::chrono::steady_clock::now();
+      const auto source = make_length_source(config.data, config.training.max_length);
+      const std::vector<int> dataset = config_dataset(config, *source);
+      simulate_streamed(config, dataset, {0, 0}, {}, {});  // as `compare` runs it, summaries included
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (::write(fds[1], &wall, sizeof wall) == static_cast<ssize_t>(sizeof wall)) code = 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench: %s\n", e.what());
+    }
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  SimBenchResult r;
+  ssize_t got;
+  while ((got = ::read(fds[0], &r.wall_s, sizeof r.wall_s)) < 0 && errno == EINTR) {
+  }
+  ::close(fds[0]);
+  int status = 0;
+  struct rusage usage {};
+  while (::wait4(child, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  if (got != static_cast<ssize_t>(sizeof r.wall_s) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("bench: the simulation case " + config.origin + " failed");
+  const auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  r.cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  r.peak_rss_mib = double(usage.ru_maxrss) / 1024.0;  // Linux: KiB
+  return r;
+}
+
+}  // namespace
+
 std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    const char* name;
-    int G, B, steps;
-    const char* topology;
-    const char* mode;
-    const char* algorithm;
-    double target_s;
-  };
-  static const Case cases[] = {
-      {"study (4x RTX 3090, PCIe)", 4, 48, 800, "pcie", "fast", "ring", 1.0},
-      {"study, every collective in SimGrid", 4, 48, 800, "pcie", "full", "ring", 0},
-      {"64 GPUs (8 nodes x 8)", 64, 768, 800, "cluster", "full", "ring", 30.0},
-      {"1024 GPUs (128 nodes x 8)", 1024, 16384, 200, "cluster", "fast", "hierarchical", 60.0},
+  static const char* const FRONTIER_DATA =
+      R"({"source": "lognormal", "mean": 13.3, "std": 8, "min": 2, "max": 66, "samples": 3000000})";
+  static const SimCase cases[] = {
+      {"study (4x RTX 3090, PCIe)", 4, 48, 800, "pcie", "fast", "ring", 1.0, nullptr, false},
+      {"study, every collective in SimGrid", 4, 48, 800, "pcie", "full", "ring", 0, nullptr, false},
+      {"64 GPUs (8 nodes x 8)", 64, 768, 800, "cluster", "full", "ring", 30.0, nullptr, false},
+      {"1024 GPUs (128 nodes x 8)", 1024, 16384, 200, "cluster", "fast", "hierarchical", 60.0, nullptr, false},
+      {"1024 GPUs, every collective in SimGrid", 1024, 16384, 200, "cluster", "full", "hierarchical", 60.0, nullptr,
+       true},
+      {"16384 GPUs (2048 nodes x 8)", 16384, 262144, 200, "cluster", "fast", "hierarchical", 60.0, FRONTIER_DATA, true},
   };
   std::vector<SimBenchResult> results;
-  for (const Case& c : cases) {
+  for (const SimCase& c : cases) {
+    if (c.frontier && scale < 1.0) continue;
     const int steps = std::max(2, static_cast<int>(std::lround(c.steps * scale)));
     nlohmann::json doc = default_config_json();
     doc["training"]["world_size"] = c.G;
@@ -82,16 +143,22 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
     doc["platform"] = {{"topology", c.topology}};
     doc["simulation"] = {{"mode", c.mode}, {"algorithm", c.algorithm}};
     if (c.G > 4) doc["model"] = "h100-distilbert";
+    if (c.data) doc["data"] = nlohmann::json::parse(c.data);
     const Config config = parse_config(doc, std::string("bench case ") + c.name, "");
     progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) + " policies x " +
              std::to_string(steps) + " steps, " + c.mode + " mode");
-    const auto start = std::chrono::steady_clock::now();
-    const std::vector<int> dataset = config_dataset(config, *make_length_source(config.data, config.training.max_length));
-    simulate_streamed(config, dataset, {0, 0}, {}, {});  // as `compare` runs it, summaries included
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    SimBenchResult r = time_in_child(config);
     const double rank_steps = double(config.policies.size()) * steps * c.G;
-    results.push_back({c.name, c.mode, c.topology, c.algorithm, c.G, steps, static_cast<int>(config.policies.size()),
-                       wall, rank_steps / wall, scale == 1.0 ? c.target_s : 0.0});
+    r.name = c.name;
+    r.mode = c.mode;
+    r.topology = c.topology;
+    r.algorithm = c.algorithm;
+    r.G = c.G;
+    r.steps = steps;
+    r.policies = static_cast<int>(config.policies.size());
+    r.rank_steps_per_s = rank_steps / r.wall_s;
+    r.target_s = scale == 1.0 ? c.target_s : 0.0;
+    results.push_back(std::move(r));
   }
   return results;
 }

@@ -106,6 +106,13 @@ SummaryBuilder::SummaryBuilder(int G, double capacity_mib)
       mem_(G_),
       shapes_(G_) {}
 
+void SummaryBuilder::add_shape(std::size_t g, int b, int L) {
+  const std::uint64_t key = std::uint64_t{static_cast<std::uint32_t>(b)} << 32 | static_cast<std::uint32_t>(L);
+  auto& met = shapes_[g];
+  const auto at = std::lower_bound(met.begin(), met.end(), key);
+  if (at == met.end() || *at != key) met.insert(at, key);
+}
+
 void SummaryBuilder::add_step(std::span<const RankStep> rows) {
   if (steps_ == 0) timed_ = !rows.empty() && !std::isnan(rows.front().step_ms);
   ++steps_;
@@ -114,9 +121,9 @@ void SummaryBuilder::add_step(std::span<const RankStep> rows) {
   for (std::size_t g = 0; g < G_; ++g) {
     const RankStep& row = rows[g];
     if (row.micro.empty()) {
-      if (row.batch_size > 0) shapes_[g].emplace(row.batch_size, row.max_len);
+      if (row.batch_size > 0) add_shape(g, row.batch_size, row.max_len);
     } else {
-      for (const auto& m : row.micro) shapes_[g].emplace(m.batch_size, m.max_len);
+      for (const auto& m : row.micro) add_shape(g, m.batch_size, m.max_len);
     }
     real_step += row.real_tokens;
     per_rank_[g] = static_cast<double>(row.padded_tokens);

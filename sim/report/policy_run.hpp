@@ -8,7 +8,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <set>
 #include <vector>
 
 #include "sched/scheduler.hpp"
@@ -161,7 +160,10 @@ class SummaryBuilder {
   std::int64_t padded_ = 0, real_ = 0, samples_ = 0;
   double micro_ = 0, comm_wait_ = 0;
   std::vector<double> per_rank_, compute_, mem_;  // scratch, one per rank
-  std::vector<std::set<std::pair<int, int>>> shapes_;  // per rank
+  // Per rank, the (b, L) shapes met, as sorted b << 32 | L keys: a contiguous search per
+  // rank-step where a tree's nodes missed the cache at G = 16,384.
+  std::vector<std::vector<std::uint64_t>> shapes_;
+  void add_shape(std::size_t g, int b, int L);
   // Per step, what a percentile needs; the means need only sums.
   std::vector<double> max_padded_, decision_us_, max_step_, samples_per_s_, tokens_per_s_;
   double sum_std_padded_ = 0, sum_global_batch_ = 0, sum_std_step_ = 0, sum_std_compute_ = 0, sum_max_compute_ = 0,

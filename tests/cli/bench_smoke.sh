@@ -6,7 +6,7 @@ for key in '"sched"' '"policy"' '"solver"' '"G"' '"B"' '"K"' '"mean_us"' '"p95_u
 done
 grep -q '"enumerate"' "$WORK/out" || fail "bench JSON lacks the enumeration reference"
 [[ $(grep -c '"G": 1024' "$WORK/out") -ge 5 ]] || fail "bench JSON lacks the G=1024 cases"
-for key in '"sim"' '"config"' '"mode"' '"wall_s"' '"rank_steps_per_s"' '"full"' '"fast"'; do
+for key in '"sim"' '"config"' '"mode"' '"wall_s"' '"cpu_s"' '"peak_rss_mib"' '"rank_steps_per_s"' '"full"' '"fast"'; do
   grep -q "$key" "$WORK/out" || fail "bench JSON lacks $key in its simulator part"
 done
 finish
