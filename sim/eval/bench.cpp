@@ -126,7 +126,7 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
   static const SimCase cases[] = {
       {"study (4x RTX 3090, PCIe)", 4, 48, 800, "pcie", "fast", "ring", 1.0, nullptr, false},
       {"study, every collective in SimGrid", 4, 48, 800, "pcie", "full", "ring", 0, nullptr, false},
-      {"64 GPUs (8 nodes x 8)", 64, 768, 800, "cluster", "full", "ring", 30.0, nullptr, false},
+      {"64 GPUs (8 nodes x 8)", 64, 768, 800, "cluster", "full", "ring", 10.0, nullptr, false},
       {"1024 GPUs (128 nodes x 8)", 1024, 16384, 200, "cluster", "fast", "hierarchical", 60.0, nullptr, false},
       {"1024 GPUs, every collective in SimGrid", 1024, 16384, 200, "cluster", "full", "hierarchical", 60.0, nullptr,
        true},
