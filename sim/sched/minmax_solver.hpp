@@ -55,8 +55,8 @@ MinMaxAllocation solve_minmax_enumerate(const CostCurves& costs, int B);
 // selection over a bracket of the values, caps by binary search, then VarianceTieBreak hands
 // the surplus back (the exact variance rule up to 8 ranks always, beyond that while it is cheap,
 // else a greedy descent; see minmax_tiebreak.hpp). Keeps scratch space between calls, so reuse
-// one instance. Measured (2-core x86, Release, token curves): ~0.2 µs at (G, B, K) = (4, 48, 64),
-// ~0.3 ms at (1024, 16384, 64).
+// one instance. A whole minmax decision (curves, solve, take; `ddpsim bench`, 2-core x86,
+// Release, token curves) takes ~1.5 µs at (G, B, K) = (4, 48, 64), ~0.21 ms at (1024, 16384, 64).
 class ExactMinMaxSolver {
  public:
   const MinMaxAllocation& solve(const CostCurves& costs, int B);
