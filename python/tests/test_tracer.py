@@ -2,8 +2,8 @@
 ddpsim calibrates a model from the profile, the two ranks train static and minmax a step of each
 in turn with the sampler and the tracer (and a profile step after each turn), and ddpsim replays
 and validates the traces. This CPU's timings drift and are shared with other work, so the only
-bound on accuracy is a sanity one: the mean step time within 30% under the profile of the runs'
-own minutes. An interrupted run leaves no trace behind."""
+bound on accuracy is a sanity one: the mean step time within 60% (ddptrain's round trip's bound)
+under the profile of the runs' own minutes. An interrupted run leaves no trace behind."""
 
 import json
 import os
@@ -153,10 +153,11 @@ class TracerRoundTrip(unittest.TestCase):
                 errors[model] = {"minmax": validation["policies"]["minmax"]["mean_error_pct"],
                                  "static": validation["baseline"]["figures"]["mean_error_pct"]}
             print("mean step time error, % (profile before the runs; alongside them):", errors)
-            # With more runnable processes than cores (the load counts the ranks themselves, and one
-            # more is left for this process), the ranks are descheduled for whole time slices in
-            # phases of a few ms, as other builds did here: then the bound is ddptrain's round trip's.
-            bound = 30 if max(load) <= os.cpu_count() + 1 else 60
+            # A sanity bound, not an accuracy target: 30% held on an idle 2-core VM earlier, but on
+            # another day the same VM, idle, gave -18 to -45% over eight runs with the simulator of
+            # before and after a change alike (the exposed gradient wait most: Gloo's threads share
+            # each pinned rank's core). So it is ddptrain's round trip's.
+            bound = 60
             print(f"load average {load[0]:.1f} before the runs, {load[1]:.1f} after, {os.cpu_count()} cores: "
                   f"bound {bound}%")
             for label, error in errors["alongside"].items():
