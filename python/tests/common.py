@@ -98,3 +98,19 @@ def collate(lengths, indices, vocab=1000):
         ids[row, : lengths[i]] = torch.randint(1, vocab, (lengths[i],), generator=g)
         mask[row, : lengths[i]] = True
     return ids, mask, labels
+
+
+def loss_of(model, batch):
+    """The classifier's loss on a (ids, mask, labels) batch, as profile() takes it."""
+    import torch.nn.functional as F
+
+    ids, mask, labels = batch
+    return F.cross_entropy(model(ids, mask), labels)
+
+
+def full_batch(b, L):
+    """A b × L batch with no padding, the same for the same shape: profile()'s make_batch."""
+    import torch
+
+    ids = torch.randint(1, 1000, (b, L), generator=torch.Generator().manual_seed(b * 1000 + L))
+    return ids, torch.ones(b, L, dtype=torch.bool), torch.zeros(b, dtype=torch.long)

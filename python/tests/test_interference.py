@@ -15,24 +15,15 @@ import common
 common.need_torch()
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from common import full_batch, loss_of  # noqa: E402
 
 import ddpsim  # noqa: E402
 from ddpsim.torch import profile, write_layout  # noqa: E402
 
 G, REPS, BATCHES, LENGTHS = 2, 4, [1, 4, 12], [8, 32, 64]
 BUCKET = "262152"  # the small transformer's gradients: one DDP bucket of 65,538 floats
-
-
-def loss_of(model, batch):
-    ids, mask, labels = batch
-    return F.cross_entropy(model(ids, mask), labels)
-
-
-def full_batch(b, L):
-    ids = torch.randint(1, 1000, (b, L), generator=torch.Generator().manual_seed(b * 1000 + L))
-    return ids, torch.ones(b, L, dtype=torch.bool), torch.zeros(b, dtype=torch.long)
 
 
 def profile_worker(rank, world_size, out):

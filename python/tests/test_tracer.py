@@ -19,8 +19,9 @@ import common
 common.need_torch()
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from common import full_batch, loss_of  # noqa: E402
 
 import ddpsim  # noqa: E402
 from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, profile, write_layout  # noqa: E402
@@ -28,16 +29,6 @@ from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, profile, wr
 G, B, MAX_LENGTH, STEPS = 2, 16, 64, 60
 POLICIES = ("static", "minmax")
 LENGTHS = ddpsim.synthetic_lengths("sst2", 3000, MAX_LENGTH, 0)
-
-
-def loss_of(model, batch):
-    ids, mask, labels = batch
-    return F.cross_entropy(model(ids, mask), labels)
-
-
-def full_batch(b, L):
-    ids = torch.randint(1, 1000, (b, L), generator=torch.Generator().manual_seed(b * 1000 + L))
-    return ids, torch.ones(b, L, dtype=torch.bool), torch.zeros(b, dtype=torch.long)
 
 
 def profile_worker(rank, world_size, out):
