@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
+#include <unordered_map>
 
 #include <simgrid/s4u.hpp>
 
@@ -45,6 +47,58 @@ void append_ring_phases(std::vector<Phase>& phases, const std::vector<std::vecto
     merged.flows.insert(merged.flows.end(), p.flows.begin(), p.flows.end());
   }
   if (!merged.flows.empty()) phases.push_back(std::move(merged));
+}
+
+// The flows of a phase to simulate: of the groups of flows that share links (a group shares none
+// with another), the first of each kind, where a kind is the group written with its links renamed
+// in order of first use: equal writings are the same sub-network, whose flows max-min sharing
+// gives the same rates. Returns indices into `flows`, in plan order.
+std::vector<std::size_t> one_group_per_kind(const std::vector<Flow>& flows,
+                                            const std::vector<std::vector<sg4::Link*>>& routes,
+                                            const std::vector<double>& route_latency) {
+  const std::size_t n = flows.size();
+  std::vector<std::size_t> parent(n);
+  std::iota(parent.begin(), parent.end(), std::size_t{0});
+  auto root = [&](std::size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::unordered_map<const sg4::Link*, std::size_t> first_user;
+  for (std::size_t i = 0; i < n; ++i)
+    for (const sg4::Link* link : routes[i])
+      if (auto [it, fresh] = first_user.try_emplace(link, i); !fresh) {
+        const std::size_t a = root(i), b = root(it->second);
+        parent[std::max(a, b)] = std::min(a, b);
+      }
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::size_t> group_of(n, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t& g = group_of[root(i)];
+    if (g == n) {
+      g = groups.size();
+      groups.emplace_back();
+    }
+    groups[g].push_back(i);
+  }
+  std::set<std::vector<double>> kinds;
+  std::vector<std::size_t> chosen;
+  for (const auto& members : groups) {
+    std::vector<double> kind;
+    std::unordered_map<const sg4::Link*, double> renamed;
+    for (const std::size_t i : members) {
+      kind.insert(kind.end(), {flows[i].fraction, route_latency[i], static_cast<double>(routes[i].size())});
+      for (const sg4::Link* link : routes[i]) {
+        const auto [it, fresh] = renamed.try_emplace(link, static_cast<double>(renamed.size()));
+        kind.push_back(it->second);
+        if (fresh)
+          kind.insert(kind.end(), {link->get_bandwidth(), link->get_latency(),
+                                   static_cast<double>(link->get_sharing_policy())});
+      }
+    }
+    if (kinds.insert(std::move(kind)).second) chosen.insert(chosen.end(), members.begin(), members.end());
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
 }
 
 }  // namespace
@@ -92,44 +146,32 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
   return plan;
 }
 
-CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector<sg4::Host*>& hosts) {
-  const std::size_t G = hosts.size();
-  ranks_.assign(G, std::vector<RankPhase>(plan.phases.size()));
-  phase_done_ = sg4::Barrier::create(static_cast<unsigned>(G));
-  for (std::size_t p = 0; p < plan.phases.size(); ++p) {
-    const Phase& phase = plan.phases[p];
+CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector<sg4::Host*>& hosts, bool symmetric) {
+  for (const Phase& phase : plan.phases) {
+    plan_flows_ += phase.flows.size();
+    std::vector<std::vector<sg4::Link*>> routes(phase.flows.size());
+    std::vector<double> route_latency(phase.flows.size(), 0.0);
+    for (std::size_t i = 0; i < phase.flows.size(); ++i)
+      hosts[static_cast<std::size_t>(phase.flows[i].src)]->route_to(hosts[static_cast<std::size_t>(phase.flows[i].dst)],
+                                                                    routes[i], &route_latency[i]);
+    const double latency =
+        phase.flows.empty() ? 0.0 : *std::max_element(route_latency.begin(), route_latency.end());
+    extra_latency_s_.push_back((phase.hops - 1) * latency);
+    std::vector<std::size_t> simulated(phase.flows.size());
+    std::iota(simulated.begin(), simulated.end(), std::size_t{0});
+    if (symmetric) simulated = one_group_per_kind(phase.flows, routes, route_latency);
     auto& flows = flows_.emplace_back();
-    double latency = 0;
-    for (std::size_t g = 0; g < G; ++g)
-      ranks_[g][p].inbox = sg4::Mailbox::by_name("allreduce/phase" + std::to_string(p) + "/rank" + std::to_string(g));
-    for (const Flow& f : phase.flows) {
-      const auto src = static_cast<std::size_t>(f.src), dst = static_cast<std::size_t>(f.dst);
-      ranks_[src][p].sends.emplace_back(ranks_[dst][p].inbox, f.fraction);
-      ranks_[dst][p].receives++;
-      flows.push_back({hosts[src], hosts[dst], f.fraction});
-      std::vector<sg4::Link*> links;
-      double route_latency = 0;
-      hosts[src]->route_to(hosts[dst], links, &route_latency);
-      latency = std::max(latency, route_latency);
+    for (const std::size_t i : simulated) {
+      const Flow& f = phase.flows[i];
+      flows.push_back({hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)], f.fraction});
     }
-    for (std::size_t g = 0; g < G; ++g) ranks_[g][p].extra_latency_s = (phase.hops - 1) * latency;
   }
 }
 
-void CollectiveRunner::run(int g, double bytes) const {
-  static int token = 0;  // payloads are never read: only their simulated size matters
-  std::vector<sg4::CommPtr> comms;
-  std::vector<int*> received;
-  for (const RankPhase& phase : ranks_[static_cast<std::size_t>(g)]) {
-    comms.clear();
-    received.assign(static_cast<std::size_t>(phase.receives), nullptr);
-    for (const auto& [inbox, fraction] : phase.sends)
-      comms.push_back(inbox->put_async(&token, static_cast<std::uint64_t>(std::llround(fraction * bytes))));
-    for (int*& slot : received) comms.push_back(phase.inbox->get_async<int>(&slot));
-    sg4::Comm::wait_all(comms);
-    phase_done_->wait();
-    if (phase.extra_latency_s > 0) sg4::this_actor::sleep_for(phase.extra_latency_s);
-  }
+std::size_t CollectiveRunner::simulated_flows() const {
+  std::size_t n = 0;
+  for (const auto& phase : flows_) n += phase.size();
+  return n;
 }
 
 void CollectiveRunner::run_all(double bytes) const {
@@ -140,7 +182,7 @@ void CollectiveRunner::run_all(double bytes) const {
       comms.push_back(
           sg4::Comm::sendto_async(f.src, f.dst, static_cast<std::uint64_t>(std::llround(f.fraction * bytes))));
     sg4::Comm::wait_all(comms);
-    if (const double extra = ranks_.front()[p].extra_latency_s; extra > 0) sg4::this_actor::sleep_for(extra);
+    if (extra_latency_s_[p] > 0) sg4::this_actor::sleep_for(extra_latency_s_[p]);
   }
 }
 

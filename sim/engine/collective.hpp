@@ -5,7 +5,6 @@
 // and a phase of h sequential algorithm steps pays its route latency h times.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,33 +40,35 @@ const std::vector<std::string>& allreduce_algorithms();
 // are consecutive. Throws InputError for an unknown name or uneven nodes.
 CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank);
 
-// A plan bound to hosts: mailboxes, flows host to host and per-phase latencies resolved once.
+// A plan bound to hosts: flows host to host and per-phase latencies resolved once.
+//
+// With `symmetric` set, run_all() simulates one of each set of identical parts of a phase: the
+// flows of a phase fall into groups that share no link with another group (max-min sharing then
+// sets each group's rates alone), and groups that are the same up to renaming their links (same
+// bytes, same routes' latencies, links of the same bandwidth, latency and sharing policy, shared
+// the same way) move at the same rates and end together. A phase of a hierarchical allreduce on
+// 1,024 GPUs has 1,024 flows and a handful of such kinds. Only valid where links have no
+// bandwidth or state profile over time: ddpsim's own topologies, not a user's XML platform.
 class CollectiveRunner {
  public:
-  CollectiveRunner(const CollectivePlan& plan, const std::vector<simgrid::s4u::Host*>& hosts);
-  // Rank g's part of one allreduce of `bytes`; call from g's actor, every rank at once. Returns
-  // when every rank has sent and received everything (SimGrid time advances).
-  void run(int g, double bytes) const;
-  // The whole allreduce from one actor, every flow started host to host: the same flows at the
-  // same times as run() on every rank, with a fraction of the simulated calls. SimGrid 3.32's
-  // CommImpl::finish searches a list as long as the flows in flight, so a phase costs
-  // O(flows²): 5x slower than run() at G = 16,384, faster up to a few thousand ranks.
+  CollectiveRunner(const CollectivePlan& plan, const std::vector<simgrid::s4u::Host*>& hosts, bool symmetric);
+  // One allreduce of `bytes` from the calling actor, every flow of a phase started host to host
+  // at once; returns when every rank has sent and received everything (SimGrid time advances).
+  // SimGrid 3.32 keeps such flows in one list and searches it as each ends, so a phase costs
+  // O(flows²): a reason more to simulate one group of each kind.
   void run_all(double bytes) const;
+  // Flows of one allreduce: in the plan, and those run_all() simulates.
+  std::size_t plan_flows() const { return plan_flows_; }
+  std::size_t simulated_flows() const;
 
  private:
-  struct RankPhase {
-    std::vector<std::pair<simgrid::s4u::Mailbox*, double>> sends;  // destination inbox, fraction
-    int receives = 0;
-    simgrid::s4u::Mailbox* inbox = nullptr;
-    double extra_latency_s = 0;  // (hops − 1) × the phase's longest route latency
-  };
   struct HostFlow {
     simgrid::s4u::Host *src = nullptr, *dst = nullptr;
     double fraction = 0;
   };
-  std::vector<std::vector<RankPhase>> ranks_;  // [rank][phase]
-  std::vector<std::vector<HostFlow>> flows_;   // [phase]
-  simgrid::s4u::BarrierPtr phase_done_;
+  std::vector<std::vector<HostFlow>> flows_;  // [phase] one group of each kind, or all flows
+  std::vector<double> extra_latency_s_;       // [phase] (hops − 1) × its longest route latency
+  std::size_t plan_flows_ = 0;
 };
 
 }  // namespace ddpsim
