@@ -122,6 +122,40 @@ TEST_CASE("the output is VeRL's, item for item, on 1,000 random integer instance
   }
 }
 
+// Whole weights take integer keys and, when a merge's sums span a few times G, a counting sort;
+// the rest double keys and radix passes. Each kind of weight, each way, gives VeRL's output.
+TEST_CASE("the output is VeRL's for fractional, negative, wide-ranging and huge weights too") {
+  std::mt19937_64 rng(13);
+  KarmarkarKarp kk;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int G = 1 + static_cast<int>(rng() % 40);
+    const int per_part = 1 + static_cast<int>(rng() % 6);
+    std::vector<double> w(static_cast<std::size_t>(G * per_part));
+    for (double& x : w) {
+      const auto r = static_cast<double>(rng() % 25);
+      switch (trial % 4) {
+        case 0:
+          x = r * 0.25 - 3;
+          break;  // fractional, some negative
+        case 1:
+          x = r - 12;
+          break;  // whole, some negative
+        case 2:
+          x = static_cast<double>(rng() % 1'000'000);
+          break;  // whole, sums spread wide
+        default:
+          x = 0x1p52 + r;
+          break;  // whole but too large for exact keys
+      }
+    }
+    CAPTURE(trial);
+    const auto parts = kk.partition(w, G);
+    REQUIRE(std::vector<int>(parts.begin(), parts.end()) == verl_reference(w, G));
+    if (w.size() >= 2)  // a call of another size in between, on the same instance
+      kk.partition(std::span<const double>(w.data(), std::min<std::size_t>(w.size(), 7)), 2, false);
+  }
+}
+
 TEST_CASE("with free counts too, parts and sizes are VeRL's on 1,000 random integer instances") {
   std::mt19937_64 rng(12);
   KarmarkarKarp kk;

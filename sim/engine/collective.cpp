@@ -91,8 +91,8 @@ std::vector<std::size_t> one_group_per_kind(const std::vector<Flow>& flows,
         const auto [it, fresh] = renamed.try_emplace(link, static_cast<double>(renamed.size()));
         kind.push_back(it->second);
         if (fresh)
-          kind.insert(kind.end(), {link->get_bandwidth(), link->get_latency(),
-                                   static_cast<double>(link->get_sharing_policy())});
+          kind.insert(kind.end(),
+                      {link->get_bandwidth(), link->get_latency(), static_cast<double>(link->get_sharing_policy())});
       }
     }
     if (kinds.insert(std::move(kind)).second) chosen.insert(chosen.end(), members.begin(), members.end());
@@ -154,8 +154,7 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
     for (std::size_t i = 0; i < phase.flows.size(); ++i)
       hosts[static_cast<std::size_t>(phase.flows[i].src)]->route_to(hosts[static_cast<std::size_t>(phase.flows[i].dst)],
                                                                     routes[i], &route_latency[i]);
-    const double latency =
-        phase.flows.empty() ? 0.0 : *std::max_element(route_latency.begin(), route_latency.end());
+    const double latency = phase.flows.empty() ? 0.0 : *std::max_element(route_latency.begin(), route_latency.end());
     extra_latency_s_.push_back((phase.hops - 1) * latency);
     std::vector<std::size_t> simulated(phase.flows.size());
     std::iota(simulated.begin(), simulated.end(), std::size_t{0});

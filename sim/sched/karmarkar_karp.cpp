@@ -7,6 +7,8 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -19,6 +21,11 @@ namespace {
 // Unsigned keys in the order of the doubles (IEEE order: flip every bit of negatives, only the
 // sign bit of the rest; −0 becomes +0 so that equal weights get equal keys). Callers have
 // excluded NaN.
+template <class T>
+void grow(std::vector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 std::uint64_t ascending_key(double x) {
   const auto bits = std::bit_cast<std::uint64_t>(x + 0.0);
   return bits >> 63 ? ~bits : bits | (std::uint64_t{1} << 63);
@@ -93,28 +100,27 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
                      " parts of equal count");
   if (!equal_size && n < G)
     throw InputError("kk: " + std::to_string(n) + " items cannot fill " + std::to_string(G) + " parts");
-  result_.clear();
   sizes_.assign(static_cast<std::size_t>(G), 0);
-  if (n == 0) return result_;
-  for (auto* v : {&keys_, &keys_scratch_}) v->resize(static_cast<std::size_t>(std::max(n, G)));
-  for (auto* v : {&order_, &order_scratch_}) v->resize(static_cast<std::size_t>(std::max(n, G)));
+  if (n == 0) return {};
+  // Scratch only grows: calls of other sizes in between (a rank's micro-batches) keep it.
+  const auto most = static_cast<std::size_t>(std::max(n, G));
+  for (auto* v : {&keys_, &keys_scratch_}) grow(*v, most);
+  for (auto* v : {&order_, &order_scratch_}) grow(*v, most);
+  grow(result_, static_cast<std::size_t>(n));  // every place gets an item below
+  grow(rank_, static_cast<std::size_t>(n));
+  grow(next_, static_cast<std::size_t>(n));
+  grow(merged_, static_cast<std::size_t>(G));
+  grow(key32_, static_cast<std::size_t>(G));
 
-  // Items by (weight, index), like VeRL's sorted((seqlen, i)): the sort is stable.
-  for (int i = 0; i < n; ++i) {
-    const double w = weights[static_cast<std::size_t>(i)];
-    if (!std::isfinite(w)) throw InputError("kk: the weight of item " + std::to_string(i) + " is not a finite number");
-    keys_[static_cast<std::size_t>(i)] = ascending_key(w);
-    order_[static_cast<std::size_t>(i)] = i;
-  }
-  radix_sort(static_cast<std::size_t>(n));
+  sort_by_weight(weights);
 
   // State s owns parts [s·G, (s+1)·G), sorted largest first. With equal counts, state s starts
   // with the G items at sorted positions [s·G, (s+1)·G), one per part; with free counts, with
   // the item at sorted position s alone in its first part.
   const int states = equal_size ? n / G : n;
   constexpr Part EMPTY{};
-  parts_.assign(static_cast<std::size_t>(states) * G, EMPTY);
-  next_.assign(static_cast<std::size_t>(n), -1);
+  grow(parts_, static_cast<std::size_t>(states) * G);
+  if (!equal_size) std::fill_n(parts_.begin(), static_cast<std::ptrdiff_t>(states) * G, EMPTY);  // else all set below
   auto part = [&](int s, int i) -> Part& { return parts_[static_cast<std::size_t>(s) * G + i]; };
   auto single = [&](int item) { return Part{weights[static_cast<std::size_t>(item)], item, item, 1}; };
   for (int s = 0; s < states; ++s) {
@@ -122,8 +128,13 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
       part(s, 0) = single(order_[static_cast<std::size_t>(s)]);
       continue;
     }
-    for (int i = 0; i < G; ++i) part(s, i) = single(order_[static_cast<std::size_t>(s * G + (G - 1 - i))]);
+    for (int i = 0; i < G; ++i) {
+      const int item = order_[static_cast<std::size_t>(s * G + (G - 1 - i))];
+      part(s, i) = single(item);
+      rank_[static_cast<std::size_t>(item)] = s;
+    }
   }
+  if (equal_size) rank_heads(n, states);
   // VeRL's Set order: by sum, then item count, then item list, which distinct first items decide.
   auto larger = [](const Part& x, const Part& y) {
     if (x.sum != y.sum) return x.sum > y.sum;
@@ -138,8 +149,6 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
   for (int s = 0; s < states; ++s) heap_[static_cast<std::size_t>(s)] = s;
   std::make_heap(heap_.begin(), heap_.end(), below);
 
-  merged_.resize(static_cast<std::size_t>(G));
-  const auto g = static_cast<std::size_t>(G);
   while (heap_.size() > 1) {
     std::pop_heap(heap_.begin(), heap_.end(), below);
     const int a = heap_.back();
@@ -147,44 +156,161 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
     std::pop_heap(heap_.begin(), heap_.end(), below);
     const int b = heap_.back();
     // Largest differencing: a's largest part takes b's smallest, and so on; b's items follow a's.
-    for (int i = 0; i < G; ++i) {
-      const Part& x = part(a, i);
-      const Part& y = part(b, G - 1 - i);
-      if (x.count == 0 || y.count == 0) {
-        merged_[static_cast<std::size_t>(i)] = x.count == 0 ? y : x;
-        continue;
-      }
-      next_[static_cast<std::size_t>(x.tail)] = y.head;
-      merged_[static_cast<std::size_t>(i)] = {x.sum + y.sum, x.head, y.tail, x.count + y.count};
-    }
-    // Largest first: by sum, then item count (equal throughout with equal counts), then first
-    // item. Stable passes, the minor key first; complemented keys sort descending. Empty parts
-    // (first item −1) tie only with each other.
-    for (std::size_t i = 0; i < g; ++i) {
-      keys_[i] = ~static_cast<std::uint64_t>(static_cast<std::uint32_t>(merged_[i].head + 1));
-      order_[i] = static_cast<int>(i);
-    }
-    radix_sort(g);
-    if (!equal_size) {
-      for (std::size_t i = 0; i < g; ++i)
-        keys_[i] = ~static_cast<std::uint64_t>(merged_[static_cast<std::size_t>(order_[i])].count);
-      radix_sort(g);
-    }
-    for (std::size_t i = 0; i < g; ++i) keys_[i] = ~ascending_key(merged_[static_cast<std::size_t>(order_[i])].sum);
-    radix_sort(g);
-    for (std::size_t i = 0; i < g; ++i) part(a, static_cast<int>(i)) = merged_[static_cast<std::size_t>(order_[i])];
+    // Then largest first: by sum, then item count, then first item.
+    if (equal_size)
+      merge_equal(a, b, static_cast<std::size_t>(G));
+    else
+      merge_free(a, b, static_cast<std::size_t>(G));
     heap_.back() = a;
     std::push_heap(heap_.begin(), heap_.end(), below);
   }
 
+  write_result(heap_.front(), G);
+  return {result_.data(), static_cast<std::size_t>(n)};
+}
+
+void KarmarkarKarp::sort_by_weight(std::span<const double> weights) {
+  // Items by (weight, index), like VeRL's sorted((seqlen, i)): the sort is stable. Whole weights
+  // (token counts) have whole sums, exact in a double below 2^53, whose keys need fewer radix
+  // passes than a double's. Adding 1.5·2^52 to a whole w below 2^51 in magnitude leaves
+  // 2^51 + w in the mantissa: the sum's bits are an integer key in the order of w, and
+  // subtracting it back gives w exactly only if w is whole. One pass, no conversions.
+  constexpr double SHIFT = 0x1.8p52;
+  bool whole = true;
+  std::uint64_t low = ~std::uint64_t{0}, high = 0;
+  const int n = static_cast<int>(weights.size());
+  for (int i = 0; i < n; ++i) {
+    const double w = weights[static_cast<std::size_t>(i)], shifted = w + SHIFT;
+    const auto key = std::bit_cast<std::uint64_t>(shifted);
+    whole &= (std::fabs(w) < 0x1p51) & (shifted - SHIFT == w);  // false for NaN and infinities
+    keys_[static_cast<std::size_t>(i)] = key;
+    order_[static_cast<std::size_t>(i)] = i;
+    low = std::min(low, key);
+    high = std::max(high, key);
+  }
+  const double largest =
+      std::max(std::fabs(std::bit_cast<double>(low) - SHIFT), std::fabs(std::bit_cast<double>(high) - SHIFT));
+  whole_sums_ = whole && largest * n < 0x1p53;  // every sum of weights is exact
+  if (!whole_sums_)
+    for (int i = 0; i < n; ++i) {
+      const double w = weights[static_cast<std::size_t>(i)];
+      if (!std::isfinite(w))
+        throw InputError("kk: the weight of item " + std::to_string(i) + " is not a finite number");
+      keys_[static_cast<std::size_t>(i)] = ascending_key(w);
+    }
+  radix_sort(weights.size());
+}
+
+void KarmarkarKarp::write_result(int final_state, int G) {
+  // The parts' lists walked side by side, 64 at a time: each step's loads are independent of
+  // one another (one list after the other waits on each load in turn), and the block's share
+  // of the result stays in the L1 cache.
+  int at = 0;
   for (int i = 0; i < G; ++i) {
-    const Part& p = part(heap_.front(), i);
+    const Part& p = parts_[static_cast<std::size_t>(final_state) * G + i];
     if (p.count == 0)
       throw InputError("kk: part " + std::to_string(i) + " of " + std::to_string(G) + " came out empty");
-    for (int item = p.head; item != -1; item = next_[static_cast<std::size_t>(item)]) result_.push_back(item);
     sizes_[static_cast<std::size_t>(i)] = p.count;
+    order_[static_cast<std::size_t>(i)] = at;  // where the part starts in the result
+    order_scratch_[static_cast<std::size_t>(i)] = p.head;
+    at += p.count;
   }
-  return result_;
+  constexpr int BLOCK = 64;
+  for (int first = 0; first < G; first += BLOCK) {
+    const int last = std::min(G, first + BLOCK);
+    const int longest = *std::max_element(sizes_.begin() + first, sizes_.begin() + last);
+    for (int t = 0; t < longest; ++t)
+      for (auto i = static_cast<std::size_t>(first); i < static_cast<std::size_t>(last); ++i) {
+        if (t >= sizes_[i]) continue;
+        int& item = order_scratch_[i];
+        result_[static_cast<std::size_t>(order_[i] + t)] = item;
+        if (t + 1 < sizes_[i]) item = next_[static_cast<std::size_t>(item)];
+      }
+  }
+}
+
+void KarmarkarKarp::merge_equal(int a, int b, std::size_t G) {
+  Part* pa = &parts_[static_cast<std::size_t>(a) * G];
+  const Part* pb = &parts_[static_cast<std::size_t>(b) * G];
+  // Merged parts go straight to their first item's rank (state a's first items throughout),
+  // which is the order of the last key; a stable sort by sum then leaves ties in it.
+  for (std::size_t i = 0; i < G; ++i) {
+    const Part& x = pa[i];
+    const Part& y = pb[G - 1 - i];
+    next_[static_cast<std::size_t>(x.tail)] = y.head;
+    merged_[static_cast<std::size_t>(rank_[static_cast<std::size_t>(x.head)])] = {x.sum + y.sum, x.head, y.tail,
+                                                                                  x.count + y.count};
+  }
+  // Every merged sum lies in [a's smallest + b's smallest, a's largest + b's largest]; whole sums
+  // in a range of a few times G are counted into place in one pass.
+  const double top = pa[0].sum + pb[0].sum, range = top - (pa[G - 1].sum + pb[G - 1].sum);
+  if (whole_sums_ && range < 4.0 * static_cast<double>(G)) {
+    // A stable counting sort in LANES contiguous runs, each counting into its own table and
+    // scattered side by side: the range is often a handful of values, and one table's counters
+    // would then wait on one another's increments.
+    constexpr std::size_t LANES = 4;
+    const auto buckets = static_cast<std::size_t>(range) + 1, run = (G + LANES - 1) / LANES;
+    std::uint32_t* key = key32_.data();
+    for (std::size_t i = 0; i < G; ++i) key[i] = static_cast<std::uint32_t>(top - merged_[i].sum);
+    counts_.assign(LANES * buckets, 0);
+    for (std::size_t j = 0; j < run; ++j)
+      for (std::size_t lane = 0; lane < LANES; ++lane) {
+        const std::size_t i = lane * run + j;
+        if (i < G) ++counts_[lane * buckets + key[i]];
+      }
+    std::uint32_t sum = 0;
+    for (std::size_t k = 0; k < buckets; ++k)
+      for (std::size_t lane = 0; lane < LANES; ++lane) sum += std::exchange(counts_[lane * buckets + k], sum);
+    for (std::size_t j = 0; j < run; ++j)
+      for (std::size_t lane = 0; lane < LANES; ++lane) {
+        const std::size_t i = lane * run + j;
+        if (i < G) pa[counts_[lane * buckets + key[i]]++] = merged_[i];
+      }
+    return;
+  }
+  for (std::size_t i = 0; i < G; ++i) {
+    order_[i] = static_cast<int>(i);
+    keys_[i] = whole_sums_ ? static_cast<std::uint64_t>(top - merged_[i].sum) : ~ascending_key(merged_[i].sum);
+  }
+  radix_sort(G);
+  for (std::size_t i = 0; i < G; ++i) pa[i] = merged_[static_cast<std::size_t>(order_[i])];
+}
+
+void KarmarkarKarp::merge_free(int a, int b, std::size_t G) {
+  Part* pa = &parts_[static_cast<std::size_t>(a) * G];
+  const Part* pb = &parts_[static_cast<std::size_t>(b) * G];
+  for (std::size_t i = 0; i < G; ++i) {
+    const Part& x = pa[i];
+    const Part& y = pb[G - 1 - i];
+    if (x.count == 0 || y.count == 0) {
+      merged_[i] = x.count == 0 ? y : x;
+      continue;
+    }
+    next_[static_cast<std::size_t>(x.tail)] = y.head;
+    merged_[i] = {x.sum + y.sum, x.head, y.tail, x.count + y.count};
+  }
+  // Stable passes, the minor key first; complemented keys sort descending. Empty parts (first
+  // item −1) tie only with each other.
+  for (std::size_t i = 0; i < G; ++i) {
+    keys_[i] = ~static_cast<std::uint64_t>(static_cast<std::uint32_t>(merged_[i].head + 1));
+    order_[i] = static_cast<int>(i);
+  }
+  radix_sort(G);
+  for (std::size_t i = 0; i < G; ++i)
+    keys_[i] = ~static_cast<std::uint64_t>(merged_[static_cast<std::size_t>(order_[i])].count);
+  radix_sort(G);
+  for (std::size_t i = 0; i < G; ++i) keys_[i] = ~ascending_key(merged_[static_cast<std::size_t>(order_[i])].sum);
+  radix_sort(G);
+  for (std::size_t i = 0; i < G; ++i) pa[i] = merged_[static_cast<std::size_t>(order_[i])];
+}
+
+void KarmarkarKarp::rank_heads(int n, int states) {
+  // rank_[item] holds the item's state; it becomes the number of its state's items above it.
+  heads_seen_.assign(static_cast<std::size_t>(states), 0);
+  for (int item = n - 1; item >= 0; --item) {
+    int& r = rank_[static_cast<std::size_t>(item)];
+    r = heads_seen_[static_cast<std::size_t>(r)]++;
+  }
 }
 
 }  // namespace ddpsim

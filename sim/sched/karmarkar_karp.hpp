@@ -42,12 +42,26 @@ class KarmarkarKarp {
   void radix_sort(std::size_t n);
   template <int DIGIT_BITS>
   void radix_passes(std::size_t n, std::uint64_t varying);
+  // With equal counts, ties in sum break by first item, and a state's parts keep its own first
+  // items: rank_[item] becomes the item's place among its state's items, highest first.
+  void rank_heads(int n, int states);
+  // order_[0, n) := items by (weight, index); sets whole_sums_.
+  void sort_by_weight(std::span<const double> weights);
+  // result_ and sizes_ from the last state's parts and next_.
+  void write_result(int final_state, int G);
+  // State a absorbs state b (parts_, next_), its parts left largest first; with equal counts
+  // and with free ones (parts may be empty).
+  void merge_equal(int a, int b, std::size_t G);
+  void merge_free(int a, int b, std::size_t G);
 
   std::vector<std::uint64_t> keys_, keys_scratch_;
   std::vector<int> order_, order_scratch_;
   std::vector<Part> parts_;
   std::vector<Part> merged_;
   std::vector<int> next_;
+  std::vector<int> rank_, heads_seen_;
+  std::vector<std::uint32_t> counts_, key32_;
+  bool whole_sums_ = false;  // every weight whole: sums are exact integers
   std::vector<int> heap_;
   std::vector<int> result_;
   std::vector<int> sizes_;
