@@ -21,6 +21,9 @@ namespace {
 // Unsigned keys in the order of the doubles (IEEE order: flip every bit of negatives, only the
 // sign bit of the rest; −0 becomes +0 so that equal weights get equal keys). Callers have
 // excluded NaN.
+// 1.5·2^52: see sort_by_weight.
+constexpr double SHIFT = 0x1.8p52;
+
 template <class T>
 void grow(std::vector<T>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
@@ -129,8 +132,11 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
       continue;
     }
     for (int i = 0; i < G; ++i) {
-      const int item = order_[static_cast<std::size_t>(s * G + (G - 1 - i))];
-      part(s, i) = single(item);
+      // Whole weights come back from their sorted keys, in order, rather than item by item.
+      const auto at = static_cast<std::size_t>(s * G + (G - 1 - i));
+      const int item = order_[at];
+      const double w = whole_sums_ ? std::bit_cast<double>(keys_[at]) - SHIFT : weights[static_cast<std::size_t>(item)];
+      part(s, i) = {w, item, item, 1};
       rank_[static_cast<std::size_t>(item)] = s;
     }
   }
@@ -175,22 +181,18 @@ void KarmarkarKarp::sort_by_weight(std::span<const double> weights) {
   // passes than a double's. Adding 1.5·2^52 to a whole w below 2^51 in magnitude leaves
   // 2^51 + w in the mantissa: the sum's bits are an integer key in the order of w, and
   // subtracting it back gives w exactly only if w is whole. One pass, no conversions.
-  constexpr double SHIFT = 0x1.8p52;
-  bool whole = true;
-  std::uint64_t low = ~std::uint64_t{0}, high = 0;
+  // Below 2^53 / n in magnitude, every sum of weights is exact: one comparison an item where a
+  // running minimum and maximum would chain each item on the one before.
   const int n = static_cast<int>(weights.size());
+  const double bound = std::min(0x1p51, 0x1p53 / n);
+  bool whole = true;
   for (int i = 0; i < n; ++i) {
     const double w = weights[static_cast<std::size_t>(i)], shifted = w + SHIFT;
-    const auto key = std::bit_cast<std::uint64_t>(shifted);
-    whole &= (std::fabs(w) < 0x1p51) & (shifted - SHIFT == w);  // false for NaN and infinities
-    keys_[static_cast<std::size_t>(i)] = key;
+    whole &= (std::fabs(w) < bound) & (shifted - SHIFT == w);  // false for NaN and infinities
+    keys_[static_cast<std::size_t>(i)] = std::bit_cast<std::uint64_t>(shifted);
     order_[static_cast<std::size_t>(i)] = i;
-    low = std::min(low, key);
-    high = std::max(high, key);
   }
-  const double largest =
-      std::max(std::fabs(std::bit_cast<double>(low) - SHIFT), std::fabs(std::bit_cast<double>(high) - SHIFT));
-  whole_sums_ = whole && largest * n < 0x1p53;  // every sum of weights is exact
+  whole_sums_ = whole;
   if (!whole_sums_)
     for (int i = 0; i < n; ++i) {
       const double w = weights[static_cast<std::size_t>(i)];

@@ -52,6 +52,12 @@ int count_below(std::span<const double> curve, double x) {
   return static_cast<int>(base - curve.data()) + ((STRICT ? *base < x : !(x < *base)) ? 1 : 0);
 }
 
+// Whole and below 2^51 in magnitude: adding 1.5·2^52 rounds away any fraction, and no more.
+bool is_whole(double v) {
+  constexpr double SHIFT = 0x1.8p52;
+  return (std::fabs(v) < 0x1p51) & ((v + SHIFT) - SHIFT == v);
+}
+
 // Max and population variance of the chosen costs; variance in two passes for accuracy.
 void score(const CostCurves& costs, MinMaxAllocation& a) {
   const int G = costs.ranks();
@@ -141,6 +147,21 @@ const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B)
   return result_;
 }
 
+bool ExactMinMaxSolver::histogram(const CostCurves& costs, double low, double scale) {
+  constexpr int BINS = 1024;
+  bins_.assign(BINS, 0);
+  bool whole = true;
+  for (int g = 0; g < costs.ranks(); ++g) {
+    const auto curve = costs.curve(g);
+    for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k) {
+      const double v = curve[static_cast<std::size_t>(k)];
+      whole &= is_whole(v);
+      ++bins_[static_cast<std::size_t>(std::min(BINS - 1, static_cast<int>((v - low) * scale)))];
+    }
+  }
+  return whole;
+}
+
 // Under a threshold T the ranks can take cap_g(T) = #{k : c_g(k) ≤ T} samples each, and
 // (curves being non-decreasing) Σ_g cap_g(T) is the number of curve values ≤ T. So the least
 // feasible T is the B-th smallest curve value, raised to max_g c_g(1) since every rank takes one.
@@ -179,22 +200,22 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
 
   // A histogram of the bracket over equal-width bins finds the bin that holds T*, so that only
   // its values are selected among (at G = 1024 the bracket holds ~20,000 values, a bin ~100).
-  // Bins are a non-decreasing function of the value, so equal values share one.
+  // Bins are a non-decreasing function of the value, so equal values share one. Whole costs
+  // (token counts) in a bracket of fewer than BINS whole numbers get a bin per number: the bin
+  // that holds T* is then T* itself, with nothing left to select.
   constexpr int BINS = 1024;
   const bool binned = std::isfinite(high) && high > low;
-  const double scale = binned ? BINS / (high - low) : 0.0;
-  auto bin = [&](double v) { return std::min(BINS - 1, static_cast<int>((v - low) * scale)); };
+  const bool unit = binned && high - low < BINS && is_whole(low) && is_whole(high);
   int chosen = -1;
+  double scale = 0;
   if (binned) {
-    bins_.assign(BINS, 0);
-    for (int g = 0; g < G; ++g) {
-      const auto curve = costs.curve(g);
-      for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k)
-        ++bins_[static_cast<std::size_t>(bin(curve[static_cast<std::size_t>(k)]))];
-    }
+    const bool exact = unit && histogram(costs, low, scale = 1.0);
+    if (!exact) histogram(costs, low, scale = BINS / (high - low));
     chosen = 0;
     while (rank >= bins_[static_cast<std::size_t>(chosen)]) rank -= bins_[static_cast<std::size_t>(chosen++)];
+    if (exact) return std::max(floor, low + chosen);
   }
+  auto bin = [&](double v) { return std::min(BINS - 1, static_cast<int>((v - low) * scale)); };
   scratch_.clear();
   for (int g = 0; g < G; ++g) {
     const auto curve = costs.curve(g);

@@ -75,6 +75,9 @@ class ExactMinMaxSolver {
   std::vector<double> scratch_;
   std::vector<std::pair<int, int>> ranges_;  // per rank: [first, last) of its values in the bracket
   std::vector<long long> bins_;
+  // Counts the bracket's values (ranges_) into bins_ of width 1/scale from low; true if every
+  // value is whole.
+  bool histogram(const CostCurves& costs, double low, double scale);
   VarianceTieBreak tie_break_;
 };
 
