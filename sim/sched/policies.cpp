@@ -103,9 +103,6 @@ class KarmarkarKarpPolicy final : public Scheduler {
       auto& batch = out.batches[g];
       batch.resize(per_rank);
       for (std::size_t i = 0; i < per_rank; ++i) {
-        // The pool has left the nearer caches while the partition ran: ask a few samples ahead.
-        if (const std::size_t ahead = g * per_rank + i + 16; ahead < parts.size())
-          __builtin_prefetch(&pool_[static_cast<std::size_t>(parts[ahead])]);
         batch[i] = pool_[static_cast<std::size_t>(parts[g * per_rank + i])];
       }
     }
