@@ -122,13 +122,21 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
   // the item at sorted position s alone in its first part.
   const int states = equal_size ? n / G : n;
   constexpr Part EMPTY{};
+  equal_ = equal_size;
   grow(parts_, static_cast<std::size_t>(states) * G);
-  if (!equal_size) std::fill_n(parts_.begin(), static_cast<std::ptrdiff_t>(states) * G, EMPTY);  // else all set below
+  if (equal_size) {
+    count_.assign(static_cast<std::size_t>(states), 1);
+  } else {
+    std::fill_n(parts_.begin(), static_cast<std::ptrdiff_t>(states) * G, EMPTY);  // else all set below
+    count_.assign(static_cast<std::size_t>(states) * G, 0);
+    merged_count_.resize(static_cast<std::size_t>(G));
+  }
   auto part = [&](int s, int i) -> Part& { return parts_[static_cast<std::size_t>(s) * G + i]; };
-  auto single = [&](int item) { return Part{weights[static_cast<std::size_t>(item)], item, item, 1}; };
   for (int s = 0; s < states; ++s) {
     if (!equal_size) {
-      part(s, 0) = single(order_[static_cast<std::size_t>(s)]);
+      const int item = order_[static_cast<std::size_t>(s)];
+      part(s, 0) = {weights[static_cast<std::size_t>(item)], item, item};
+      count_[static_cast<std::size_t>(s) * G] = 1;
       continue;
     }
     for (int i = 0; i < G; ++i) {
@@ -136,21 +144,22 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
       const auto at = static_cast<std::size_t>(s * G + (G - 1 - i));
       const int item = order_[at];
       const double w = whole_sums_ ? std::bit_cast<double>(keys_[at]) - SHIFT : weights[static_cast<std::size_t>(item)];
-      part(s, i) = {w, item, item, 1};
+      part(s, i) = {w, item, item};
       rank_[static_cast<std::size_t>(item)] = s;
     }
   }
   if (equal_size) rank_heads(n, states);
   // VeRL's Set order: by sum, then item count, then item list, which distinct first items decide.
-  auto larger = [](const Part& x, const Part& y) {
+  auto largest_larger = [&](int s, int t) {
+    const Part &x = part(s, 0), &y = part(t, 0);
     if (x.sum != y.sum) return x.sum > y.sum;
-    return x.count != y.count ? x.count > y.count : x.head > y.head;
+    const auto gs = static_cast<std::size_t>(G);
+    const int cx = count(static_cast<std::size_t>(s), 0, gs), cy = count(static_cast<std::size_t>(t), 0, gs);
+    return cx != cy ? cx > cy : x.head > y.head;
   };
   auto spread = [&](int s) { return part(s, 0).sum - part(s, G - 1).sum; };
   // Heap order (a below b): the largest spread on top, then the state whose largest part is larger.
-  auto below = [&](int a, int b) {
-    return spread(a) != spread(b) ? spread(a) < spread(b) : larger(part(b, 0), part(a, 0));
-  };
+  auto below = [&](int a, int b) { return spread(a) != spread(b) ? spread(a) < spread(b) : largest_larger(b, a); };
   heap_.resize(static_cast<std::size_t>(states));
   for (int s = 0; s < states; ++s) heap_[static_cast<std::size_t>(s)] = s;
   std::make_heap(heap_.begin(), heap_.end(), below);
@@ -163,10 +172,12 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
     const int b = heap_.back();
     // Largest differencing: a's largest part takes b's smallest, and so on; b's items follow a's.
     // Then largest first: by sum, then item count, then first item.
-    if (equal_size)
+    if (equal_size) {
       merge_equal(a, b, static_cast<std::size_t>(G));
-    else
+      count_[static_cast<std::size_t>(a)] += count_[static_cast<std::size_t>(b)];
+    } else {
       merge_free(a, b, static_cast<std::size_t>(G));
+    }
     heap_.back() = a;
     std::push_heap(heap_.begin(), heap_.end(), below);
   }
@@ -210,12 +221,13 @@ void KarmarkarKarp::write_result(int final_state, int G) {
   int at = 0;
   for (int i = 0; i < G; ++i) {
     const Part& p = parts_[static_cast<std::size_t>(final_state) * G + i];
-    if (p.count == 0)
-      throw InputError("kk: part " + std::to_string(i) + " of " + std::to_string(G) + " came out empty");
-    sizes_[static_cast<std::size_t>(i)] = p.count;
+    const int items =
+        count(static_cast<std::size_t>(final_state), static_cast<std::size_t>(i), static_cast<std::size_t>(G));
+    if (items == 0) throw InputError("kk: part " + std::to_string(i) + " of " + std::to_string(G) + " came out empty");
+    sizes_[static_cast<std::size_t>(i)] = items;
     order_[static_cast<std::size_t>(i)] = at;  // where the part starts in the result
     order_scratch_[static_cast<std::size_t>(i)] = p.head;
-    at += p.count;
+    at += items;
   }
   constexpr int BLOCK = 64;
   for (int first = 0; first < G; first += BLOCK) {
@@ -240,8 +252,7 @@ void KarmarkarKarp::merge_equal(int a, int b, std::size_t G) {
     const Part& x = pa[i];
     const Part& y = pb[G - 1 - i];
     next_[static_cast<std::size_t>(x.tail)] = y.head;
-    merged_[static_cast<std::size_t>(rank_[static_cast<std::size_t>(x.head)])] = {x.sum + y.sum, x.head, y.tail,
-                                                                                  x.count + y.count};
+    merged_[static_cast<std::size_t>(rank_[static_cast<std::size_t>(x.head)])] = {x.sum + y.sum, x.head, y.tail};
   }
   // Every merged sum lies in [a's smallest + b's smallest, a's largest + b's largest]; whole sums
   // in a range of a few times G are counted into place in one pass.
@@ -281,15 +292,17 @@ void KarmarkarKarp::merge_equal(int a, int b, std::size_t G) {
 void KarmarkarKarp::merge_free(int a, int b, std::size_t G) {
   Part* pa = &parts_[static_cast<std::size_t>(a) * G];
   const Part* pb = &parts_[static_cast<std::size_t>(b) * G];
+  int* ca = &count_[static_cast<std::size_t>(a) * G];
+  const int* cb = &count_[static_cast<std::size_t>(b) * G];
   for (std::size_t i = 0; i < G; ++i) {
-    const Part& x = pa[i];
-    const Part& y = pb[G - 1 - i];
-    if (x.count == 0 || y.count == 0) {
-      merged_[i] = x.count == 0 ? y : x;
+    const std::size_t j = G - 1 - i;
+    merged_count_[i] = ca[i] + cb[j];
+    if (ca[i] == 0 || cb[j] == 0) {
+      merged_[i] = ca[i] == 0 ? pb[j] : pa[i];
       continue;
     }
-    next_[static_cast<std::size_t>(x.tail)] = y.head;
-    merged_[i] = {x.sum + y.sum, x.head, y.tail, x.count + y.count};
+    next_[static_cast<std::size_t>(pa[i].tail)] = pb[j].head;
+    merged_[i] = {pa[i].sum + pb[j].sum, pa[i].head, pb[j].tail};
   }
   // Stable passes, the minor key first; complemented keys sort descending. Empty parts (first
   // item −1) tie only with each other.
@@ -299,11 +312,14 @@ void KarmarkarKarp::merge_free(int a, int b, std::size_t G) {
   }
   radix_sort(G);
   for (std::size_t i = 0; i < G; ++i)
-    keys_[i] = ~static_cast<std::uint64_t>(merged_[static_cast<std::size_t>(order_[i])].count);
+    keys_[i] = ~static_cast<std::uint64_t>(merged_count_[static_cast<std::size_t>(order_[i])]);
   radix_sort(G);
   for (std::size_t i = 0; i < G; ++i) keys_[i] = ~ascending_key(merged_[static_cast<std::size_t>(order_[i])].sum);
   radix_sort(G);
-  for (std::size_t i = 0; i < G; ++i) pa[i] = merged_[static_cast<std::size_t>(order_[i])];
+  for (std::size_t i = 0; i < G; ++i) {
+    pa[i] = merged_[static_cast<std::size_t>(order_[i])];
+    ca[i] = merged_count_[static_cast<std::size_t>(order_[i])];
+  }
 }
 
 void KarmarkarKarp::rank_heads(int n, int states) {

@@ -29,13 +29,16 @@ class KarmarkarKarp {
 
  private:
   // A part under construction: its weight sum and its items as a linked list through next_,
-  // so merging two parts is O(1). `count` only breaks ties between states of unequal depth.
+  // so merging two parts is O(1). 16 bytes: its item count lives in count_.
   struct Part {
     double sum = 0.0;
     int head = -1;
     int tail = -1;
-    int count = 0;
   };
+  // Items in part i of state s: with equal counts the same in every part of a state (count_[s]),
+  // with free counts count_[s·G + i] (0: empty). Counts only break ties between states of
+  // unequal depth.
+  int count(std::size_t s, std::size_t i, std::size_t G) const { return equal_ ? count_[s] : count_[s * G + i]; }
 
   // Stable LSD radix sort of order_[0, n) by keys_[0, n) (the keys move along). Comparison
   // sorts of the 16k items and of every merged state cost several times the merges themselves.
@@ -58,6 +61,8 @@ class KarmarkarKarp {
   std::vector<int> order_, order_scratch_;
   std::vector<Part> parts_;
   std::vector<Part> merged_;
+  std::vector<int> count_, merged_count_;
+  bool equal_ = true;  // the last partition's equal_size
   std::vector<int> next_;
   std::vector<int> rank_, heads_seen_;
   std::vector<std::uint32_t> counts_, key32_;
