@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "engine/collective.hpp"
 #include "engine/step_sim.hpp"
@@ -239,4 +240,37 @@ TEST_CASE("interference agrees between fast and full mode with unequal ranks") {
     }
     for (std::size_t i = 0; i < steps[0].size(); ++i) CHECK(steps[0][i] == doctest::Approx(steps[1][i]).epsilon(1e-6));
   }
+}
+
+TEST_CASE("full mode a block at a time gives the timings of a run held whole; what the source throws comes out") {
+  const EngineSetup s = pcie_setup("full", true);
+  PolicyWork p = equal_work(4, 10, WORK);
+  for (std::size_t i = 0; i < p.work.size(); ++i) p.work[i].bwd_ms += double(i % 5);  // uneven ranks
+  const auto whole = simulate_steps(s, {p}).policies[0].timing;
+  StepBlocks blocks;
+  blocks.steps = {10};
+  blocks.block_steps = 3;
+  std::vector<RankTiming> timing;
+  blocks.work = [&](int, int first, int count) {
+    PolicyWork w;
+    w.steps = count;
+    w.synchronized = p.synchronized;
+    w.work.assign(p.work.begin() + first * 4, p.work.begin() + (first + count) * 4);
+    return w;
+  };
+  blocks.done = [&](int, int first, std::vector<RankTiming>& t) {
+    CHECK(static_cast<std::size_t>(first) * 4 == timing.size());  // block after block
+    timing.insert(timing.end(), t.begin(), t.end());
+  };
+  simulate_full(s, blocks);
+  REQUIRE(timing.size() == whole.size());
+  // Two SimGrid engines in one process round the last bits apart (see simulate_test).
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    CHECK(timing[i].step_ms == doctest::Approx(whole[i].step_ms).epsilon(1e-12));
+  blocks.work = [&](int, int first, int) -> PolicyWork {
+    if (first >= 6) throw std::runtime_error("no work past step 6");
+    return equal_work(4, 3, WORK);
+  };
+  blocks.done = [](int, int, std::vector<RankTiming>&) {};
+  CHECK_THROWS_WITH_AS(simulate_full(s, blocks), "no work past step 6", std::runtime_error);
 }

@@ -1,6 +1,7 @@
 #include "engine/step_sim.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <memory>
 
@@ -75,8 +76,7 @@ double collective_end(double start, double work, double compute_until, double sl
 // for the collectives of all ranks. A collective makes progress only once every rank has
 // joined it (each ring or tree step needs a peer's previous step), so it starts when the last
 // rank's bucket is ready and ends at the same time on every rank.
-EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& policies,
-                      const std::function<void(long, long)>& progress) {
+EngineResult run_full(const EngineSetup& s, const StepBlocks& source, const std::function<void(long, long)>& progress) {
   Stage stage(s);
   const auto& hosts = stage.hosts;
   const CollectiveRunner& runner = *stage.runner;
@@ -95,12 +95,58 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
     ready_ranks[k] = 0;
     all_ready->release();
   };
+  const std::size_t P = source.steps.size();
   EngineResult result;
-  result.policies.resize(policies.size());
-  for (std::size_t p = 0; p < policies.size(); ++p) result.policies[p].timing.resize(policies[p].work.size());
+  result.policies.resize(P);
   long total = 0;
-  for (const auto& p : policies) total += p.steps;
-  std::vector<double> origin(policies.size(), 0.0);
+  for (const int steps : source.steps) total += steps;
+  std::vector<double> origin(P, 0.0);
+
+  // The blocks of steps in flight: one rank may start the next block's steps before another
+  // has finished the last of this one, so at most two per policy. The first rank to need a block
+  // asks for its work; the last to finish it hands its timings on. What the source throws ends
+  // the simulation and is thrown again once SimGrid returns.
+  struct Block {
+    int first = 0;
+    PolicyWork work;
+    std::vector<RankTiming> timing;
+    int finished = 0;  // ranks done with its last step
+  };
+  std::vector<std::map<int, Block>> blocks(P);
+  std::exception_ptr failure;
+  // Calls the source; on a throw, ends every actor. Outside the handler: SimGrid switches
+  // actors in the simcalls, and the thread's record of caught exceptions is not theirs to share.
+  // SimGrid carries out the kill once every actor due in this round has run: those that come to
+  // the source meanwhile end themselves.
+  auto guarded = [&](const auto& call) {
+    if (failure) sg4::this_actor::exit();
+    try {
+      call();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!failure) return;
+    sg4::Actor::kill_all();
+    sg4::this_actor::exit();
+  };
+  auto block_of = [&](std::size_t p, int t) -> Block& {
+    if (failure) sg4::this_actor::exit();  // the block may have no work
+    const int index = t / source.block_steps;
+    auto it = blocks[p].find(index);
+    if (it != blocks[p].end()) return it->second;
+    Block& b = blocks[p][index];
+    b.first = index * source.block_steps;
+    guarded([&] {
+      b.work = source.work(static_cast<int>(p), b.first, std::min(source.block_steps, source.steps[p] - b.first));
+    });
+    b.timing.resize(b.work.work.size());
+    return b;
+  };
+  auto finish_step = [&](std::size_t p, Block& b, int t) {
+    if (t + 1 != b.first + b.work.steps || ++b.finished < G) return;
+    guarded([&] { source.done(static_cast<int>(p), b.first, b.timing); });
+    blocks[p].erase(b.first / source.block_steps);
+  };
 
   // Interference: a rank's backward runs comm_slowdown times slower while a collective is in
   // flight on its device.
@@ -146,14 +192,15 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
   for (int g = 0; g < G; ++g) {
     sg4::Actor::create("rank" + std::to_string(g), hosts[static_cast<std::size_t>(g)], [&, g] {
       long done = 0;
-      for (std::size_t p = 0; p < policies.size(); ++p) {
-        const PolicyWork& pw = policies[p];
+      for (std::size_t p = 0; p < P; ++p) {
         PolicyTimes& out = result.policies[p];
         barrier->wait();
         origin[p] = sg4::Engine::get_clock();
         double prev_end = origin[p];
-        for (int t = 0; t < pw.steps; ++t) {
-          const RankWork& w = pw.work[at(t, G, g)];
+        for (int t = 0; t < source.steps[p]; ++t) {
+          Block& block = block_of(p, t);
+          const PolicyWork& pw = block.work;
+          const RankWork w = pw.work[at(t - block.first, G, g)];
           const bool traced = in_timeline(s, t);
           auto span = [&](const char* name, double start) {
             if (traced)
@@ -190,18 +237,19 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
           sg4::this_actor::sleep_for(w.opt_ms * 1e-3);
           span("optimizer", comm_end);
           const double end = sg4::Engine::get_clock();
-          out.timing[at(t, G, g)] = {(bwd_start - fwd_start) * 1e3 + w.accum_fwd_ms,
-                                     (bwd_end - bwd_start) * 1e3 + w.accum_bwd_ms, (comm_end - bwd_end) * 1e3,
-                                     (end - comm_end) * 1e3, (end - prev_end) * 1e3};
+          block.timing[at(t - block.first, G, g)] = {
+              (bwd_start - fwd_start) * 1e3 + w.accum_fwd_ms, (bwd_end - bwd_start) * 1e3 + w.accum_bwd_ms,
+              (comm_end - bwd_end) * 1e3, (end - comm_end) * 1e3, (end - prev_end) * 1e3};
           prev_end = end;
-          if (g == 0 && progress && (++done % 16 == 0 || t + 1 == pw.steps)) progress(done, total);
+          finish_step(p, block, t);  // may drop the block
+          if (g == 0 && progress && (++done % 16 == 0 || t + 1 == source.steps[p])) progress(done, total);
         }
       }
     });
   }
   sg4::Actor::create("collectives", hosts.front(), [&] {
-    for (std::size_t p = 0; p < policies.size(); ++p) {
-      for (int t = 0; t < policies[p].steps; ++t) {
+    for (std::size_t p = 0; p < P; ++p) {
+      for (int t = 0; t < source.steps[p]; ++t) {
         for (std::size_t k = 0; k < K; ++k) {
           all_ready->acquire();
           const double start = sg4::Engine::get_clock();
@@ -219,6 +267,7 @@ EngineResult run_full(const EngineSetup& s, const std::vector<PolicyWork>& polic
   });
   stage.engine->run();
   reinstall_interrupt_handler();  // SimGrid installs its own while running
+  if (failure) std::rethrow_exception(failure);
   return result;
 }
 
@@ -358,9 +407,26 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
   }
 }
 
+EngineResult simulate_full(const EngineSetup& setup, const StepBlocks& blocks,
+                           const std::function<void(long, long)>& progress) {
+  return run_full(setup, blocks, progress);
+}
+
 EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,
                             const std::function<void(long, long)>& progress) {
-  return setup.mode == "full" ? run_full(setup, policies, progress) : run_fast(setup, policies, progress);
+  if (setup.mode != "full") return run_fast(setup, policies, progress);
+  // Each policy in one block.
+  StepBlocks blocks;
+  for (const PolicyWork& pw : policies) {
+    blocks.steps.push_back(pw.steps);
+    blocks.block_steps = std::max(blocks.block_steps, pw.steps);
+  }
+  std::vector<std::vector<RankTiming>> timing(policies.size());
+  blocks.work = [&](int p, int, int) { return policies[static_cast<std::size_t>(p)]; };
+  blocks.done = [&](int p, int, std::vector<RankTiming>& t) { timing[static_cast<std::size_t>(p)] = std::move(t); };
+  EngineResult result = run_full(setup, blocks, progress);
+  for (std::size_t p = 0; p < policies.size(); ++p) result.policies[p].timing = std::move(timing[p]);
+  return result;
 }
 
 }  // namespace ddpsim

@@ -94,6 +94,22 @@ class FastEngine {
   int step_ = 0;
 };
 
+// Full mode's steps a block at a time, so that a long run need not hold them all: `work` gives
+// policy p's steps [first, first + count), `done` takes their timings (step-major, then rank)
+// once every rank has finished them, block after block. What they throw is thrown by
+// simulate_full.
+struct StepBlocks {
+  std::vector<int> steps;  // of each policy
+  int block_steps = 1;
+  std::function<PolicyWork(int p, int first, int count)> work;
+  std::function<void(int p, int first, std::vector<RankTiming>& timing)> done;
+};
+
+// Full mode over blocks: every policy in turn, each from time 0 with the ranks idle; the
+// result's policies hold the spans only.
+EngineResult simulate_full(const EngineSetup& setup, const StepBlocks& blocks,
+                           const std::function<void(long, long)>& progress = {});
+
 // Simulates every policy in turn (each from time 0, with the ranks idle). `progress` gets
 // (steps done, steps in all) now and then.
 EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,

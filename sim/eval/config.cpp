@@ -237,19 +237,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                      " over " + std::to_string(ranks) + " ranks: " + std::to_string(c.training.global_batch / ranks) +
                      "): every micro-batch needs a sample");
   // Every policy against the shape, before any work: option values and B/G/K constraints.
-  // Full mode holds every row until written (and times it twice over in the engine); fast mode
-  // streams its rows and keeps a few numbers per step for the summary's percentiles. Refuse a
-  // run that could not fit rather than fail hours in with bad_alloc.
-  const bool streamed = c.simulation.mode == "fast";
-  const double step_bytes = streamed ? 5.0 * sizeof(double) : 2.0 * sizeof(RankStep) * c.training.world_size;
+  // Runs stream their rows (in blocks of about 2^18 rank-steps) and keep a few numbers per step
+  // for the summary's percentiles. Refuse a run that could not fit rather than fail hours in with
+  // bad_alloc.
+  const double step_bytes = 5.0 * sizeof(double);
   constexpr double LIMIT_GIB = 8;
   const double gib = double(c.training.steps) * double(c.policies.size()) * step_bytes / (1024.0 * 1024 * 1024);
   if (gib > LIMIT_GIB)
     throw InputError(origin + ": " + std::to_string(c.training.steps) + " steps × " +
-                     (streamed ? "" : std::to_string(c.training.world_size) + " ranks × ") +
-                     std::to_string(c.policies.size()) + " policies would hold " + format("%g", gib) + " GiB of " +
-                     (streamed ? "per-step figures" : "step rows (full mode keeps every row)") + " (at most " +
-                     format("%g", LIMIT_GIB) + "): fewer steps" + (streamed ? "" : ", ranks") + " or policies");
+                     std::to_string(c.policies.size()) + " policies would hold " + format("%g", gib) +
+                     " GiB of per-step figures (at most " + format("%g", LIMIT_GIB) + "): fewer steps or policies");
   if (c.parallel) {  // a pipeline job holds every step's work and results, per GPU and micro-batch
     const double G = c.training.world_size, M = c.parallel->setup.micro_batches;
     const double pipeline_gib = double(c.training.steps) * G * (3 * sizeof(double) * M + 160) / (1024.0 * 1024 * 1024);

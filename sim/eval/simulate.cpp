@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -34,7 +36,9 @@ double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
 }  // namespace
 
 ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
-    : sigma_(config.simulation.noise_sigma >= 0 ? config.simulation.noise_sigma : model ? model->noise_sigma : 0),
+    : sigma_(config.simulation.noise_sigma >= 0 ? config.simulation.noise_sigma
+             : model                            ? model->noise_sigma
+                                                : 0),
       shared_sigma_(config.simulation.noise_shared_sigma >= 0 ? config.simulation.noise_shared_sigma
                     : model                                   ? model->noise_shared_sigma
                                                               : 0),
@@ -142,6 +146,55 @@ void fill_rows(const Config& config, PolicyRun& run, const std::vector<RankTimin
   }
 }
 
+// Full mode a block at a time: SimGrid asks for each block's work when its ranks first need it
+// and hands its timings back when they have all finished it; rows are then filled, summed up,
+// written and dropped, as in fast mode.
+SimulationRun simulate_full_streamed(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
+                                     const std::function<void(long, long)>& progress, const RowSink& sink,
+                                     int block_steps) {
+  const StepShape shape = config.shape();
+  const std::size_t P = config.policies.size();
+  SimulationRun sim;
+  sim.setup = engine_setup(config, timeline);
+  sim.runs.resize(P);
+  std::vector<std::unique_ptr<PolicyStream>> streams(P);
+  std::vector<std::unique_ptr<ComputeCharger>> chargers(P);
+  std::vector<SummaryBuilder> summaries;
+  for (std::size_t p = 0; p < P; ++p)
+    summaries.emplace_back(config.training.world_size, config.model->mem_capacity_mib);
+  std::vector<std::map<int, PolicyRun>> pending(P);  // blocks planned, their timings to come
+  StepBlocks blocks;
+  blocks.steps.assign(P, config.training.steps);
+  blocks.block_steps = block_steps;
+  blocks.work = [&](int p, int first, int count) {
+    const auto q = static_cast<std::size_t>(p);
+    if (!streams[q]) {
+      streams[q] = std::make_unique<PolicyStream>(config.policies[q], shape, dataset);
+      chargers[q] = std::make_unique<ComputeCharger>(config);
+    }
+    const PolicyRun& block = pending[q][first] = streams[q]->next(count);
+    return chargers[q]->charge(block);
+  };
+  blocks.done = [&](int p, int first, std::vector<RankTiming>& timing) {
+    const auto q = static_cast<std::size_t>(p);
+    PolicyRun& block = pending[q].at(first);
+    fill_rows(config, block, timing);
+    summaries[q].add_steps(block);
+    if (sink) sink(block.label, block.rows);
+    block.rows = {};
+    block.decision_us = {};
+    sim.runs[q] = std::move(block);  // its label, solver, G and attention
+    pending[q].erase(first);
+    if (first + block_steps >= config.training.steps) {  // the policy's last block
+      streams[q].reset();
+      chargers[q].reset();
+    }
+  };
+  sim.engine = simulate_full(sim.setup, blocks, progress);
+  for (auto& summary : summaries) sim.summaries.push_back(summary.finish());
+  return sim;
+}
+
 }  // namespace
 
 SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, std::pair<int, int> timeline,
@@ -161,16 +214,10 @@ SimulationRun simulate_runs(const Config& config, std::vector<PolicyRun> runs, s
 
 SimulationRun simulate_streamed(const Config& config, std::span<const int> dataset, std::pair<int, int> timeline,
                                 const std::function<void(long, long)>& progress, const RowSink& sink, int block_steps) {
-  if (config.simulation.mode != "fast") {  // SimGrid runs all steps in one go: the rows are held
-    SimulationRun sim = simulate(config, dataset, timeline, progress);
-    for (auto& run : sim.runs) {
-      if (sink) sink(run.label, run.rows);
-      run.rows = {};
-    }
-    return sim;
-  }
   const int G = config.training.world_size, steps = config.training.steps;
   if (block_steps < 1) block_steps = std::max(1, (1 << 18) / G);  // about 2^18 rows in flight
+  if (config.simulation.mode != "fast")
+    return simulate_full_streamed(config, dataset, timeline, progress, sink, block_steps);
   SimulationRun sim;
   sim.setup = engine_setup(config, timeline);
   FastEngine engine(sim.setup);
