@@ -116,6 +116,8 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
   grow(key32_, static_cast<std::size_t>(G));
 
   sort_by_weight(weights);
+  const bool ranked = equal_size && sort_and_rank(n, G);
+  if (!ranked) radix_sort(static_cast<std::size_t>(n));
 
   // State s owns parts [s·G, (s+1)·G), sorted largest first. With equal counts, state s starts
   // with the G items at sorted positions [s·G, (s+1)·G), one per part; with free counts, with
@@ -145,10 +147,10 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
       const int item = order_[at];
       const double w = whole_sums_ ? std::bit_cast<double>(keys_[at]) - SHIFT : weights[static_cast<std::size_t>(item)];
       part(s, i) = {w, item, item};
-      rank_[static_cast<std::size_t>(item)] = s;
+      if (!ranked) rank_[static_cast<std::size_t>(item)] = s;
     }
   }
-  if (equal_size) rank_heads(n, states);
+  if (equal_size && !ranked) rank_heads(n, states);
   // VeRL's Set order: by sum, then item count, then item list, which distinct first items decide.
   auto largest_larger = [&](int s, int t) {
     const Part &x = part(s, 0), &y = part(t, 0);
@@ -211,7 +213,38 @@ void KarmarkarKarp::sort_by_weight(std::span<const double> weights) {
         throw InputError("kk: the weight of item " + std::to_string(i) + " is not a finite number");
       keys_[static_cast<std::size_t>(i)] = ascending_key(w);
     }
-  radix_sort(weights.size());
+}
+
+bool KarmarkarKarp::sort_and_rank(int n, int G) {
+  std::uint64_t all = ~std::uint64_t{0}, any = 0;
+  for (int i = 0; i < n; ++i) {
+    all &= keys_[static_cast<std::size_t>(i)];
+    any |= keys_[static_cast<std::size_t>(i)];
+  }
+  const std::uint64_t varying = all ^ any;
+  const int shift = varying ? std::countr_zero(varying) : 0, width = varying ? std::bit_width(varying) - shift : 0;
+  if (width > 12 || n >= (1 << 21)) return false;
+  const std::uint64_t mask = (std::uint64_t{1} << width) - 1;
+  counts_.assign(std::size_t{1} << width, 0);
+  for (int i = 0; i < n; ++i) ++counts_[(keys_[static_cast<std::size_t>(i)] >> shift) & mask];
+  std::uint32_t end = 0;
+  for (auto& c : counts_) c = end += c;
+  // Items from the last: each bucket fills from its end, so equal keys keep index order, and an
+  // item's state (its place over G, by a multiply: exact below 2^21 places and ranks) has seen
+  // exactly its items of higher index.
+  const std::uint64_t reciprocal =
+      ((std::uint64_t{1} << 42) + static_cast<std::uint64_t>(G) - 1) / static_cast<std::uint64_t>(G);
+  heads_seen_.assign(static_cast<std::size_t>(n / G), 0);
+  for (int i = n - 1; i >= 0; --i) {
+    const std::uint64_t key = keys_[static_cast<std::size_t>(i)];
+    const std::uint32_t at = --counts_[(key >> shift) & mask];
+    order_scratch_[at] = i;
+    keys_scratch_[at] = key;
+    rank_[static_cast<std::size_t>(i)] = heads_seen_[(std::uint64_t{at} * reciprocal) >> 42]++;
+  }
+  std::swap(order_, order_scratch_);
+  std::swap(keys_, keys_scratch_);
+  return true;
 }
 
 void KarmarkarKarp::write_result(int final_state, int G) {

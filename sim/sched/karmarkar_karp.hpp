@@ -48,7 +48,11 @@ class KarmarkarKarp {
   // With equal counts, ties in sum break by first item, and a state's parts keep its own first
   // items: rank_[item] becomes the item's place among its state's items, highest first.
   void rank_heads(int n, int states);
-  // order_[0, n) := items by (weight, index); sets whole_sums_.
+  // With equal counts and keys varying in at most 12 bits (token counts), sorts order_ by
+  // (key, index) in one counting pass that also ranks each state's first items (rank_heads);
+  // false where it does not apply.
+  bool sort_and_rank(int n, int G);
+  // keys_[0, n) := the weights' keys, order_ := 0..n-1; sets whole_sums_.
   void sort_by_weight(std::span<const double> weights);
   // result_ and sizes_ from the last state's parts and next_.
   void write_result(int final_state, int G);
