@@ -267,10 +267,13 @@ TEST_CASE("full mode a block at a time gives the timings of a run held whole; wh
   // Two SimGrid engines in one process round the last bits apart (see simulate_test).
   for (std::size_t i = 0; i < whole.size(); ++i)
     CHECK(timing[i].step_ms == doctest::Approx(whole[i].step_ms).epsilon(1e-12));
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer cannot follow a throw on SimGrid's actor stacks
+  // (google/sanitizers#189): it reports a stack overflow that is not there.
   blocks.work = [&](int, int first, int) -> PolicyWork {
     if (first >= 6) throw std::runtime_error("no work past step 6");
     return equal_work(4, 3, WORK);
   };
   blocks.done = [](int, int, std::vector<RankTiming>&) {};
   CHECK_THROWS_WITH_AS(simulate_full(s, blocks), "no work past step 6", std::runtime_error);
+#endif
 }
