@@ -173,7 +173,7 @@ std::size_t CollectiveRunner::simulated_flows() const {
   return n;
 }
 
-void CollectiveRunner::run_all(double bytes) const {
+void CollectiveRunner::run(double bytes) const {
   std::vector<sg4::CommPtr> comms;
   for (std::size_t p = 0; p < flows_.size(); ++p) {
     comms.clear();

@@ -42,7 +42,7 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
 
 // A plan bound to hosts: flows host to host and per-phase latencies resolved once.
 //
-// With `symmetric` set, run_all() simulates one of each set of identical parts of a phase: the
+// With `symmetric` set, run() simulates one of each set of identical parts of a phase: the
 // flows of a phase fall into groups that share no link with another group (max-min sharing then
 // sets each group's rates alone), and groups that are the same up to renaming their links (same
 // bytes, same routes' latencies, links of the same bandwidth, latency and sharing policy, shared
@@ -56,8 +56,8 @@ class CollectiveRunner {
   // at once; returns when every rank has sent and received everything (SimGrid time advances).
   // SimGrid 3.32 keeps such flows in one list and searches it as each ends, so a phase costs
   // O(flows²): a reason more to simulate one group of each kind.
-  void run_all(double bytes) const;
-  // Flows of one allreduce: in the plan, and those run_all() simulates.
+  void run(double bytes) const;
+  // Flows of one allreduce: in the plan, and those run() simulates.
   std::size_t plan_flows() const { return plan_flows_; }
   std::size_t simulated_flows() const;
 

@@ -177,9 +177,9 @@ EngineResult run_full(const EngineSetup& s, const StepBlocks& source, const std:
     backward_changed->notify_all();
   };
   auto slowed_collective = [&](double bytes) {
-    if (!comm_slowed) return runner.run_all(bytes);
+    if (!comm_slowed) return runner.run(bytes);
     double overlapped = -backward_until_now();
-    runner.run_all(bytes);
+    runner.run(bytes);
     std::unique_lock lock(*backward_lock);
     overlapped += backward_until_now();
     for (double owed = overlapped * (1 - 1 / s.allreduce_slowdown); owed > 0;) {
@@ -303,7 +303,7 @@ std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::v
   sg4::Actor::create("collectives", stage.hosts.front(), [&] {
     for (std::size_t i = 0; i < distinct.size(); ++i) {
       const double start = sg4::Engine::get_clock();
-      runner.run_all(distinct[i]);
+      runner.run(distinct[i]);
       longest[i] = (sg4::Engine::get_clock() - start) * 1e3;
     }
   });

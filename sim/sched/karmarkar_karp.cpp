@@ -18,10 +18,7 @@ namespace ddpsim {
 
 namespace {
 
-// Unsigned keys in the order of the doubles (IEEE order: flip every bit of negatives, only the
-// sign bit of the rest; −0 becomes +0 so that equal weights get equal keys). Callers have
-// excluded NaN.
-// 1.5·2^52: see sort_by_weight.
+// 1.5·2^52: see weight_keys.
 constexpr double SHIFT = 0x1.8p52;
 
 template <class T>
@@ -29,6 +26,9 @@ void grow(std::vector<T>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// Unsigned keys in the order of the doubles (IEEE order: flip every bit of negatives, only the
+// sign bit of the rest; −0 becomes +0 so that equal weights get equal keys). Callers have
+// excluded NaN.
 std::uint64_t ascending_key(double x) {
   const auto bits = std::bit_cast<std::uint64_t>(x + 0.0);
   return bits >> 63 ? ~bits : bits | (std::uint64_t{1} << 63);
@@ -115,7 +115,7 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
   grow(merged_, static_cast<std::size_t>(G));
   grow(key32_, static_cast<std::size_t>(G));
 
-  sort_by_weight(weights);
+  weight_keys(weights);
   const bool ranked = equal_size && sort_and_rank(n, G);
   if (!ranked) radix_sort(static_cast<std::size_t>(n));
 
@@ -188,7 +188,7 @@ std::span<const int> KarmarkarKarp::partition(std::span<const double> weights, i
   return {result_.data(), static_cast<std::size_t>(n)};
 }
 
-void KarmarkarKarp::sort_by_weight(std::span<const double> weights) {
+void KarmarkarKarp::weight_keys(std::span<const double> weights) {
   // Items by (weight, index), like VeRL's sorted((seqlen, i)): the sort is stable. Whole weights
   // (token counts) have whole sums, exact in a double below 2^53, whose keys need fewer radix
   // passes than a double's. Adding 1.5·2^52 to a whole w below 2^51 in magnitude leaves

@@ -53,7 +53,7 @@ class KarmarkarKarp {
   // false where it does not apply.
   bool sort_and_rank(int n, int G);
   // keys_[0, n) := the weights' keys, order_ := 0..n-1; sets whole_sums_.
-  void sort_by_weight(std::span<const double> weights);
+  void weight_keys(std::span<const double> weights);
   // result_ and sizes_ from the last state's parts and next_.
   void write_result(int final_state, int G);
   // State a absorbs state b (parts_, next_), its parts left largest first; with equal counts

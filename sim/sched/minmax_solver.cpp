@@ -52,6 +52,14 @@ int count_below(std::span<const double> curve, double x) {
   return static_cast<int>(base - curve.data()) + ((STRICT ? *base < x : !(x < *base)) ? 1 : 0);
 }
 
+// T*'s bracket is counted over this many equal-width bins (see optimal_max).
+constexpr int BINS = 1024;
+
+// Bins are a non-decreasing function of the value, so equal values share one.
+int bin_of(double v, double low, double scale) {
+  return std::min(BINS - 1, static_cast<int>((v - low) * scale));
+}
+
 // Whole and below 2^51 in magnitude: adding 1.5·2^52 rounds away any fraction, and no more.
 bool is_whole(double v) {
   constexpr double SHIFT = 0x1.8p52;
@@ -148,7 +156,6 @@ const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B)
 }
 
 bool ExactMinMaxSolver::histogram(const CostCurves& costs, double low, double scale) {
-  constexpr int BINS = 1024;
   bins_.assign(BINS, 0);
   bool whole = true;
   for (int g = 0; g < costs.ranks(); ++g) {
@@ -156,7 +163,7 @@ bool ExactMinMaxSolver::histogram(const CostCurves& costs, double low, double sc
     for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k) {
       const double v = curve[static_cast<std::size_t>(k)];
       whole &= is_whole(v);
-      ++bins_[static_cast<std::size_t>(std::min(BINS - 1, static_cast<int>((v - low) * scale)))];
+      ++bins_[static_cast<std::size_t>(bin_of(v, low, scale))];
     }
   }
   return whole;
@@ -200,28 +207,25 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
 
   // A histogram of the bracket over equal-width bins finds the bin that holds T*, so that only
   // its values are selected among (at G = 1024 the bracket holds ~20,000 values, a bin ~100).
-  // Bins are a non-decreasing function of the value, so equal values share one. Whole costs
-  // (token counts) in a bracket of fewer than BINS whole numbers get a bin per number: the bin
-  // that holds T* is then T* itself, with nothing left to select.
-  constexpr int BINS = 1024;
+  // Whole costs (token counts) in a bracket of fewer than BINS whole numbers get a bin per
+  // number: the bin that holds T* is then T* itself, with nothing left to select.
   const bool binned = std::isfinite(high) && high > low;
-  const bool unit = binned && high - low < BINS && is_whole(low) && is_whole(high);
   int chosen = -1;
   double scale = 0;
   if (binned) {
-    const bool exact = unit && histogram(costs, low, scale = 1.0);
+    bool exact = false;
+    if (high - low < BINS && is_whole(low) && is_whole(high)) exact = histogram(costs, low, scale = 1.0);
     if (!exact) histogram(costs, low, scale = BINS / (high - low));
     chosen = 0;
     while (rank >= bins_[static_cast<std::size_t>(chosen)]) rank -= bins_[static_cast<std::size_t>(chosen++)];
     if (exact) return std::max(floor, low + chosen);
   }
-  auto bin = [&](double v) { return std::min(BINS - 1, static_cast<int>((v - low) * scale)); };
   scratch_.clear();
   for (int g = 0; g < G; ++g) {
     const auto curve = costs.curve(g);
     for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k) {
       const double v = curve[static_cast<std::size_t>(k)];
-      if (!binned || bin(v) == chosen) scratch_.push_back(v);
+      if (!binned || bin_of(v, low, scale) == chosen) scratch_.push_back(v);
     }
   }
   const auto nth = scratch_.begin() + rank;

@@ -102,9 +102,7 @@ class KarmarkarKarpPolicy final : public Scheduler {
     for (std::size_t g = 0; g < out.batches.size(); ++g) {
       auto& batch = out.batches[g];
       batch.resize(per_rank);
-      for (std::size_t i = 0; i < per_rank; ++i) {
-        batch[i] = pool_[static_cast<std::size_t>(parts[g * per_rank + i])];
-      }
+      for (std::size_t i = 0; i < per_rank; ++i) batch[i] = pool_[static_cast<std::size_t>(parts[g * per_rank + i])];
     }
     finish_plan(out);
   }
