@@ -1,6 +1,7 @@
 // Cost models: the proxies the study used, and per-rank speed factors layered on any of them.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "common/error.hpp"
@@ -41,4 +42,25 @@ TEST_CASE("packed micro-batches cost by their tokens and attention pairs, not by
   CHECK(make_token_cost("workload")->packed_cost(0, 45, 825) == 24576.0 * 45 + 825);
   const RankScaledCost scaled(make_token_cost("workload"), {1.0, 2.0});
   CHECK(scaled.packed_cost(1, 45, 825) == 2 * (24576.0 * 45 + 825));
+}
+
+// The min-max solver trusts whole() and then bins T*'s bracket a whole number at a time.
+TEST_CASE("costs that promise whole numbers keep it, over odd-length curves; scaled costs promise nothing") {
+  std::vector<int> running_max(67);
+  for (std::size_t k = 0; k < running_max.size(); ++k)
+    running_max[k] = 3 + static_cast<int>(k * k % 509) + static_cast<int>(k) * 7;
+  for (const char* name : {"tokens", "tokens_sq", "workload"}) {
+    CAPTURE(name);
+    const auto cost = make_token_cost(name);
+    CHECK(cost->whole());
+    std::vector<double> curve(running_max.size());
+    cost->curve(0, running_max, curve);
+    for (std::size_t k = 0; k < curve.size(); ++k) {
+      CAPTURE(k);
+      CHECK(curve[k] == cost->cost(0, static_cast<int>(k + 1), running_max[k]));
+      CHECK(curve[k] == std::floor(curve[k]));
+    }
+    CHECK(cost->packed_cost(0, 45, 825) == std::floor(cost->packed_cost(0, 45, 825)));
+  }
+  CHECK_FALSE(RankScaledCost(make_token_cost("tokens"), {1.0, 1.3}).whole());
 }

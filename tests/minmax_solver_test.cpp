@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 #include "sched/minmax_solver.hpp"
@@ -44,6 +45,7 @@ CostCurves token_curves(std::mt19937_64& rng, int G, int K) {
     }
     c.set_size(g, K);
   }
+  c.set_whole(true);
   return c;
 }
 
@@ -81,6 +83,10 @@ CostCurves random_curves(std::mt19937_64& rng, int G, int max_size) {
     }
     curves.set_size(g, size);
   }
+  // Whole curves take the solver's whole-number path in half the instances, the general one
+  // in the other half.
+  const bool whole = kind <= 2 || kind >= 7;
+  curves.set_whole(whole && rng() % 2 == 0);
   return curves;
 }
 
@@ -228,13 +234,19 @@ TEST_CASE("a large instance keeps the invariants and its maximum is the smallest
   const int G = 1024, K = 64, B = 16384;
   CostCurves c = token_curves(rng, G, K);
   ExactMinMaxSolver exact;
-  for (int round = 0; round < 3; ++round) {  // later calls reuse the scratch space
+  std::vector<int> whole_path;
+  // Rounds: the whole-number path, the general path on the same curves (same answer), then
+  // half-token costs; later calls reuse the scratch space.
+  for (int round = 0; round < 3; ++round) {
+    c.set_whole(round == 0);
     if (round == 2)
       for (int g = 1; g < G; g += 2)
         for (double& x : c.row(g)) x += 0.5;
     CAPTURE(round);
     const MinMaxAllocation& a = exact.solve(c, B);
     check_invariants(c, B, a);
+    if (round == 0) whole_path = a.batch;
+    if (round == 1) CHECK(a.batch == whole_path);
     // Feasible at T* and infeasible at the next smaller distinct curve value.
     auto capacity = [&](double T) {
       long long total = 0;

@@ -23,12 +23,16 @@ class CostModel {
   // out[k-1] = cost(rank, k, running_max[k-1]) for k = 1..out.size(); one virtual call per
   // rank keeps the per-step cost curves cheap at G = 1024.
   virtual void curve(int rank, std::span<const int> running_max, std::span<double> out) const;
+  // True when every cost is a whole number (token counts and their products): the min-max
+  // solver's fast path for T* relies on it.
+  virtual bool whole() const { return false; }
 };
 
 // Padded tokens b·L (the study's proxy).
 class TokensCost final : public CostModel {
  public:
   std::string name() const override { return "tokens"; }
+  bool whole() const override { return true; }
   double cost(int, int batch, int max_len) const override { return double(batch) * max_len; }
   double packed_cost(int, double tokens, double) const override { return tokens; }
   void curve(int rank, std::span<const int> running_max, std::span<double> out) const override;
@@ -38,6 +42,7 @@ class TokensCost final : public CostModel {
 class TokensSqCost final : public CostModel {
  public:
   std::string name() const override { return "tokens_sq"; }
+  bool whole() const override { return true; }
   double cost(int, int batch, int max_len) const override {
     const double t = double(batch) * max_len;
     return t * t;
@@ -51,6 +56,7 @@ class TokensSqCost final : public CostModel {
 class WorkloadCost final : public CostModel {
  public:
   std::string name() const override { return "workload"; }
+  bool whole() const override { return true; }
   double cost(int, int batch, int max_len) const override {
     return 24576.0 * batch * max_len + double(batch) * max_len * max_len;
   }

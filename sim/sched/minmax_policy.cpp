@@ -44,6 +44,7 @@ class MinMaxPolicy final : public Scheduler {
                        " (at most 1e7); solver=exact finds the same optimum");
     }
     curves_.reset(s.G, K_);
+    curves_.set_whole(cost_->whole());
     for (int g = 0; g < s.G; ++g) curves_.set_size(g, std::min(K_, s.cap(g)));
     check_minmax_feasible(curves_, s.B);
     running_max_.resize(static_cast<std::size_t>(LANES) * static_cast<std::size_t>(K_));

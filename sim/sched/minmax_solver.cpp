@@ -3,6 +3,7 @@
 #include "sched/minmax_solver.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace ddpsim {
 
 void CostCurves::reset(int ranks, int width) {
   ranks_ = ranks;
+  whole_ = false;
   width_ = width;
   values_.assign(static_cast<std::size_t>(ranks) * static_cast<std::size_t>(width), 0.0);
   sizes_.assign(static_cast<std::size_t>(ranks), 0);
@@ -37,19 +39,41 @@ void check_minmax_feasible(const CostCurves& costs, int B) {
 
 namespace {
 
-// Of a sorted curve, how many values are < x (std::lower_bound's answer) or ≤ x (upper_bound's),
-// by a binary search without branches: their mispredictions cost most of computing the caps.
+// Of each rank's sorted curve, how many values are < x (std::lower_bound's answer) or ≤ x
+// (upper_bound's): out[g]. Binary searches without branches (their mispredictions were most of
+// the cost), LANES ranks of equal curve length stepping together: one search alone waits on
+// each load before the next, four side by side overlap them.
 template <bool STRICT>
-int count_below(std::span<const double> curve, double x) {
-  const double* base = curve.data();
-  std::size_t n = curve.size();
-  if (n == 0) return 0;
-  while (n > 1) {
-    const std::size_t half = n / 2;
-    base = (STRICT ? base[half - 1] < x : !(x < base[half - 1])) ? base + half : base;
-    n -= half;
+void count_below(const CostCurves& costs, double x, std::vector<int>& out) {
+  constexpr int LANES = 4;
+  const auto below = [x](double v) { return STRICT ? v < x : !(x < v); };
+  const auto one = [&](int g) {
+    const auto curve = costs.curve(g);
+    const double* b = curve.data();
+    for (std::size_t n = curve.size(); n > 1; n -= n / 2) b = below(b[n / 2 - 1]) ? b + n / 2 : b;
+    out[static_cast<std::size_t>(g)] = static_cast<int>(b - curve.data()) + (below(*b) ? 1 : 0);
+  };
+  const int G = costs.ranks();
+  out.resize(static_cast<std::size_t>(G));
+  int g = 0;
+  for (; g + LANES <= G; g += LANES) {
+    std::size_t n = costs.curve(g).size();
+    bool same = true;
+    for (int j = 1; j < LANES; ++j) same &= costs.curve(g + j).size() == n;
+    if (!same) {
+      for (int j = 0; j < LANES; ++j) one(g + j);
+      continue;
+    }
+    std::array<const double*, LANES> base;
+    for (int j = 0; j < LANES; ++j) base[static_cast<std::size_t>(j)] = costs.curve(g + j).data();
+    for (; n > 1; n -= n / 2)
+      for (const double*& b : base) b = below(b[n / 2 - 1]) ? b + n / 2 : b;
+    for (int j = 0; j < LANES; ++j) {
+      const double* b = base[static_cast<std::size_t>(j)];
+      out[static_cast<std::size_t>(g + j)] = static_cast<int>(b - costs.curve(g + j).data()) + (below(*b) ? 1 : 0);
+    }
   }
-  return static_cast<int>(base - curve.data()) + ((STRICT ? *base < x : !(x < *base)) ? 1 : 0);
+  for (; g < G; ++g) one(g);
 }
 
 // T*'s bracket is counted over this many equal-width bins (see optimal_max).
@@ -142,31 +166,31 @@ const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B)
   const int G = costs.ranks();
   const double T = optimal_max(costs, B);
   auto& caps = result_.batch;
-  caps.resize(static_cast<std::size_t>(G));
+  count_below<false>(costs, T, caps);
   long long slack = -B;
-  for (int g = 0; g < G; ++g) {
-    const auto curve = costs.curve(g);
-    caps[static_cast<std::size_t>(g)] = count_below<false>(curve, T);
-    slack += caps[static_cast<std::size_t>(g)];
-  }
+  for (int g = 0; g < G; ++g) slack += caps[static_cast<std::size_t>(g)];
   last_slack_ = static_cast<int>(slack);
   last_exact_ = tie_break_.reduce(costs, T, last_slack_, variance_tolerance(costs), caps);
   score(costs, result_);
   return result_;
 }
 
-bool ExactMinMaxSolver::histogram(const CostCurves& costs, double low, double scale) {
+void ExactMinMaxSolver::histogram(const CostCurves& costs, double low, double scale) {
   bins_.assign(BINS, 0);
-  bool whole = true;
   for (int g = 0; g < costs.ranks(); ++g) {
     const auto curve = costs.curve(g);
-    for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k) {
-      const double v = curve[static_cast<std::size_t>(k)];
-      whole &= is_whole(v);
-      ++bins_[static_cast<std::size_t>(bin_of(v, low, scale))];
-    }
+    for (int k = first_[static_cast<std::size_t>(g)]; k < last_[static_cast<std::size_t>(g)]; ++k)
+      ++bins_[static_cast<std::size_t>(bin_of(curve[static_cast<std::size_t>(k)], low, scale))];
   }
-  return whole;
+}
+
+void ExactMinMaxSolver::whole_histogram(const CostCurves& costs, double low) {
+  bins_.assign(BINS, 0);
+  for (int g = 0; g < costs.ranks(); ++g) {
+    const auto curve = costs.curve(g);
+    for (int k = first_[static_cast<std::size_t>(g)]; k < last_[static_cast<std::size_t>(g)]; ++k)
+      ++bins_[static_cast<std::size_t>(curve[static_cast<std::size_t>(k)] - low)];
+  }
 }
 
 // Under a threshold T the ranks can take cap_g(T) = #{k : c_g(k) ≤ T} samples each, and
@@ -193,14 +217,11 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
   if (at_high < B) high = INFINITY;
   low = std::max(low, floor);  // below max_g c_g(1) nothing is feasible either
 
+  // Rank g's values in [low, high] are [first_[g], last_[g]) of its curve (low ≤ high).
+  count_below<true>(costs, low, first_);
+  count_below<false>(costs, high, last_);
   long long below = 0;  // curve values < low
-  ranges_.resize(static_cast<std::size_t>(G));
-  for (int g = 0; g < G; ++g) {
-    const auto curve = costs.curve(g);
-    const int first = count_below<true>(curve, low);
-    below += first;
-    ranges_[static_cast<std::size_t>(g)] = {first, first + count_below<false>(curve.subspan(first), high)};
-  }
+  for (int g = 0; g < G; ++g) below += first_[static_cast<std::size_t>(g)];
   // B values lie below max_g c_g(1): the floor decides.
   if (below >= B) return floor;
   long long rank = B - 1 - below;  // of T* among the values in [low, high]
@@ -213,9 +234,12 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
   int chosen = -1;
   double scale = 0;
   if (binned) {
-    bool exact = false;
-    if (high - low < BINS && is_whole(low) && is_whole(high)) exact = histogram(costs, low, scale = 1.0);
-    if (!exact) histogram(costs, low, scale = BINS / (high - low));
+    const bool exact = costs.whole() && high - low < BINS && is_whole(low) && is_whole(high);
+    if (exact) {
+      whole_histogram(costs, low);
+    } else {
+      histogram(costs, low, scale = BINS / (high - low));
+    }
     chosen = 0;
     while (rank >= bins_[static_cast<std::size_t>(chosen)]) rank -= bins_[static_cast<std::size_t>(chosen++)];
     if (exact) return std::max(floor, low + chosen);
@@ -223,7 +247,7 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
   scratch_.clear();
   for (int g = 0; g < G; ++g) {
     const auto curve = costs.curve(g);
-    for (int k = ranges_[static_cast<std::size_t>(g)].first; k < ranges_[static_cast<std::size_t>(g)].second; ++k) {
+    for (int k = first_[static_cast<std::size_t>(g)]; k < last_[static_cast<std::size_t>(g)]; ++k) {
       const double v = curve[static_cast<std::size_t>(k)];
       if (!binned || bin_of(v, low, scale) == chosen) scratch_.push_back(v);
     }

@@ -5,7 +5,6 @@
 
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "sched/minmax_tiebreak.hpp"
@@ -29,9 +28,15 @@ class CostCurves {
   std::span<const double> curve(int g) const {
     return {values_.data() + static_cast<std::size_t>(g) * width_, static_cast<std::size_t>(size(g))};
   }
+  // A promise, by whoever fills the rows, that every value is a whole number (token counts):
+  // the solver then counts T*'s bracket a bin per number without checking each value. False
+  // after reset().
+  void set_whole(bool whole) { whole_ = whole; }
+  bool whole() const { return whole_; }
 
  private:
   int ranks_ = 0;
+  bool whole_ = false;
   int width_ = 0;
   std::vector<double> values_;
   std::vector<int> sizes_;
@@ -73,11 +78,12 @@ class ExactMinMaxSolver {
   int last_slack_ = 0;
   bool last_exact_ = true;
   std::vector<double> scratch_;
-  std::vector<std::pair<int, int>> ranges_;  // per rank: [first, last) of its values in the bracket
+  std::vector<int> first_, last_;  // per rank: [first, last) of its values in the bracket
   std::vector<long long> bins_;
-  // Counts the bracket's values (ranges_) into bins_ of width 1/scale from low; true if every
-  // value is whole.
-  bool histogram(const CostCurves& costs, double low, double scale);
+  // Counts the bracket's values (first_, last_) into bins_ of width 1/scale from low.
+  void histogram(const CostCurves& costs, double low, double scale);
+  // The same with a bin per whole number from low, for whole costs in a bracket of < BINS numbers.
+  void whole_histogram(const CostCurves& costs, double low);
   VarianceTieBreak tie_break_;
 };
 
