@@ -34,7 +34,7 @@ bool enumeration_feasible(const Shape& s) {
 }  // namespace
 
 std::vector<SchedBenchResult> run_sched_bench(double scale, const std::function<void(const std::string&)>& progress) {
-  static const Shape shapes[] = {{4, 48, 64, 4000}, {8, 256, 64, 2000}, {64, 2048, 64, 400}, {1024, 16384, 64, 60}};
+  static const Shape shapes[] = {{4, 48, 64, 4000}, {8, 256, 64, 2000}, {64, 2048, 64, 400}, {1024, 16384, 64, 300}};
   const std::vector<int> dataset = histogram_source(sst2_train_histogram(), 256)->dataset(/*seed=*/1);
   std::vector<SchedBenchResult> results;
   for (const Shape& shape : shapes) {

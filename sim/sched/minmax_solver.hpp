@@ -61,7 +61,7 @@ MinMaxAllocation solve_minmax_enumerate(const CostCurves& costs, int B);
 // the surplus back (the exact variance rule up to 8 ranks always, beyond that while it is cheap,
 // else a greedy descent; see minmax_tiebreak.hpp). Keeps scratch space between calls, so reuse
 // one instance. A whole minmax decision (curves, solve, take; `ddpsim bench`, 2-core x86,
-// Release, token curves) takes ~1.5 µs at (G, B, K) = (4, 48, 64), ~0.21 ms at (1024, 16384, 64).
+// Release, token curves) takes ~1.5 µs at (G, B, K) = (4, 48, 64), ~0.16 ms at (1024, 16384, 64).
 class ExactMinMaxSolver {
  public:
   const MinMaxAllocation& solve(const CostCurves& costs, int B);
