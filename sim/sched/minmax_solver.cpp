@@ -84,12 +84,6 @@ int bin_of(double v, double low, double scale) {
   return std::min(BINS - 1, static_cast<int>((v - low) * scale));
 }
 
-// Whole and below 2^51 in magnitude: adding 1.5·2^52 rounds away any fraction, and no more.
-bool is_whole(double v) {
-  constexpr double SHIFT = 0x1.8p52;
-  return (std::fabs(v) < 0x1p51) & ((v + SHIFT) - SHIFT == v);
-}
-
 // Max and population variance of the chosen costs; variance in two passes for accuracy.
 void score(const CostCurves& costs, MinMaxAllocation& a) {
   const int G = costs.ranks();
@@ -234,7 +228,8 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
   int chosen = -1;
   double scale = 0;
   if (binned) {
-    const bool exact = costs.whole() && high - low < BINS && is_whole(low) && is_whole(high);
+    // Whole numbers below 2^52 in magnitude are exact, 1 apart, and so are their differences.
+    const bool exact = costs.whole() && high - low < BINS && std::fabs(low) < 0x1p52 && std::fabs(high) < 0x1p52;
     if (exact) {
       whole_histogram(costs, low);
     } else {
