@@ -14,6 +14,8 @@ struct SchedBenchResult {
   int G = 0, B = 0, K = 0;
   int decisions = 0;
   double mean_us = 0, p95_us = 0;
+  double target_us = 0;  // the mean it should stay within (0: no target)
+  bool met() const { return target_us <= 0 || mean_us <= target_us; }
 };
 
 // One simulator speed case: a whole `ddpsim compare` run timed end to end (planning, compute

@@ -1,7 +1,7 @@
 # `ddpsim bench --quick --json` runs every case and prints the documented JSON shape.
 source "$(dirname "$0")/lib.sh"
 expect_ok "$DDPSIM" bench --quick --json
-for key in '"sched"' '"policy"' '"solver"' '"G"' '"B"' '"K"' '"mean_us"' '"p95_us"'; do
+for key in '"sched"' '"policy"' '"solver"' '"G"' '"B"' '"K"' '"mean_us"' '"p95_us"' '"target_us"'; do
   grep -q "$key" "$WORK/out" || fail "bench JSON lacks $key"
 done
 grep -q '"enumerate"' "$WORK/out" || fail "bench JSON lacks the enumeration reference"
