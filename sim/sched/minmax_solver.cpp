@@ -169,21 +169,13 @@ const MinMaxAllocation& ExactMinMaxSolver::solve(const CostCurves& costs, int B)
   return result_;
 }
 
-void ExactMinMaxSolver::histogram(const CostCurves& costs, double low, double scale) {
+template <class Bin>
+void ExactMinMaxSolver::histogram(const CostCurves& costs, Bin bin) {
   bins_.assign(BINS, 0);
   for (int g = 0; g < costs.ranks(); ++g) {
     const auto curve = costs.curve(g);
     for (int k = first_[static_cast<std::size_t>(g)]; k < last_[static_cast<std::size_t>(g)]; ++k)
-      ++bins_[static_cast<std::size_t>(bin_of(curve[static_cast<std::size_t>(k)], low, scale))];
-  }
-}
-
-void ExactMinMaxSolver::whole_histogram(const CostCurves& costs, double low) {
-  bins_.assign(BINS, 0);
-  for (int g = 0; g < costs.ranks(); ++g) {
-    const auto curve = costs.curve(g);
-    for (int k = first_[static_cast<std::size_t>(g)]; k < last_[static_cast<std::size_t>(g)]; ++k)
-      ++bins_[static_cast<std::size_t>(curve[static_cast<std::size_t>(k)] - low)];
+      ++bins_[static_cast<std::size_t>(bin(curve[static_cast<std::size_t>(k)]))];
   }
 }
 
@@ -231,9 +223,10 @@ double ExactMinMaxSolver::optimal_max(const CostCurves& costs, int B) {
     // Whole numbers below 2^52 in magnitude are exact, 1 apart, and so are their differences.
     const bool exact = costs.whole() && high - low < BINS && std::fabs(low) < 0x1p52 && std::fabs(high) < 0x1p52;
     if (exact) {
-      whole_histogram(costs, low);
+      histogram(costs, [low](double v) { return v - low; });  // a bin per whole number
     } else {
-      histogram(costs, low, scale = BINS / (high - low));
+      scale = BINS / (high - low);
+      histogram(costs, [low, scale](double v) { return bin_of(v, low, scale); });
     }
     chosen = 0;
     while (rank >= bins_[static_cast<std::size_t>(chosen)]) rank -= bins_[static_cast<std::size_t>(chosen++)];

@@ -80,10 +80,9 @@ class ExactMinMaxSolver {
   std::vector<double> scratch_;
   std::vector<int> first_, last_;  // per rank: [first, last) of its values in the bracket
   std::vector<long long> bins_;
-  // Counts the bracket's values (first_, last_) into bins_ of width 1/scale from low.
-  void histogram(const CostCurves& costs, double low, double scale);
-  // The same with a bin per whole number from low, for whole costs in a bracket of < BINS numbers.
-  void whole_histogram(const CostCurves& costs, double low);
+  // Counts the bracket's values (first_, last_) into bins_, value v into bin(v).
+  template <class Bin>
+  void histogram(const CostCurves& costs, Bin bin);
   VarianceTieBreak tie_break_;
 };
 
