@@ -146,6 +146,18 @@ void fill_rows(const Config& config, PolicyRun& run, const std::vector<RankTimin
   }
 }
 
+// A block of steps whose timings are in: its rows are filled, summed up and handed to the sink;
+// what is kept of it is its run without rows (its label, solver, G and attention).
+PolicyRun retire_block(const Config& config, PolicyRun& block, const std::vector<RankTiming>& timing,
+                       SummaryBuilder& summary, const RowSink& sink) {
+  fill_rows(config, block, timing);
+  summary.add_steps(block);
+  if (sink) sink(block.label, block.rows);
+  block.rows = {};
+  block.decision_us = {};
+  return std::move(block);
+}
+
 // Full mode a block at a time: SimGrid asks for each block's work when its ranks first need it
 // and hands its timings back when they have all finished it; rows are then filled, summed up,
 // written and dropped, as in fast mode.
@@ -177,13 +189,7 @@ SimulationRun simulate_full_streamed(const Config& config, std::span<const int> 
   };
   blocks.done = [&](int p, int first, std::vector<RankTiming>& timing) {
     const auto q = static_cast<std::size_t>(p);
-    PolicyRun& block = pending[q].at(first);
-    fill_rows(config, block, timing);
-    summaries[q].add_steps(block);
-    if (sink) sink(block.label, block.rows);
-    block.rows = {};
-    block.decision_us = {};
-    sim.runs[q] = std::move(block);  // its label, solver, G and attention
+    sim.runs[q] = retire_block(config, pending[q].at(first), timing, summaries[q], sink);
     pending[q].erase(first);
     if (first + block_steps >= config.training.steps) {  // the policy's last block
       streams[q].reset();
@@ -239,13 +245,8 @@ SimulationRun simulate_streamed(const Config& config, std::span<const int> datas
         done += n;
         if (progress) progress(done, total);
       });
-      fill_rows(config, block, block_times.timing);
-      summary.add_steps(block);
-      if (sink) sink(block.label, block.rows);
+      run = retire_block(config, block, block_times.timing, summary, sink);
       std::move(block_times.spans.begin(), block_times.spans.end(), std::back_inserter(times.spans));
-      block.rows = {};
-      block.decision_us = {};
-      run = std::move(block);  // its label, solver, G and attention
     }
     sim.runs.push_back(std::move(run));
     sim.summaries.push_back(summary.finish());
