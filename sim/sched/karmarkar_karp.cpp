@@ -26,6 +26,16 @@ void grow(std::vector<T>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// The bits in which keys[0, n) differ: a bit they all share cannot reorder anything.
+std::uint64_t varying_bits(const std::vector<std::uint64_t>& keys, std::size_t n) {
+  std::uint64_t all = ~std::uint64_t{0}, any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    all &= keys[i];
+    any |= keys[i];
+  }
+  return all ^ any;
+}
+
 // Unsigned keys in the order of the doubles (IEEE order: flip every bit of negatives, only the
 // sign bit of the rest; −0 becomes +0 so that equal weights get equal keys). Callers have
 // excluded NaN.
@@ -53,12 +63,7 @@ void KarmarkarKarp::radix_sort(std::size_t n) {
     }
     return;
   }
-  std::uint64_t all = ~std::uint64_t{0}, any = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    all &= keys_[i];
-    any |= keys_[i];
-  }
-  const std::uint64_t varying = all ^ any;  // a bit every key shares cannot reorder anything
+  const std::uint64_t varying = varying_bits(keys_, n);
   if (varying == 0) return;
   // Wider digits for many keys, where the buckets' fixed cost is small against the keys.
   if (n >= 4096) {
@@ -216,12 +221,7 @@ void KarmarkarKarp::weight_keys(std::span<const double> weights) {
 }
 
 bool KarmarkarKarp::sort_and_rank(int n, int G) {
-  std::uint64_t all = ~std::uint64_t{0}, any = 0;
-  for (int i = 0; i < n; ++i) {
-    all &= keys_[static_cast<std::size_t>(i)];
-    any |= keys_[static_cast<std::size_t>(i)];
-  }
-  const std::uint64_t varying = all ^ any;
+  const std::uint64_t varying = varying_bits(keys_, static_cast<std::size_t>(n));
   const int shift = varying ? std::countr_zero(varying) : 0, width = varying ? std::bit_width(varying) - shift : 0;
   if (width > 12 || n >= (1 << 21)) return false;
   const std::uint64_t mask = (std::uint64_t{1} << width) - 1;
