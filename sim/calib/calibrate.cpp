@@ -1,5 +1,7 @@
 #include "calib/calibrate.hpp"
 
+#include "calib/noise_fit.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
@@ -16,6 +19,8 @@
 namespace ddpsim {
 
 namespace {
+
+using Shape = std::pair<double, double>;  // (b, L), or a packed step's (Σ s, Σ s²)
 
 FitQuality quality(const std::vector<double>& measured, const std::vector<double>& predicted) {
   FitQuality q;
@@ -58,7 +63,7 @@ std::map<double, int> ddp_buckets(const Trace& t) {
 void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   std::vector<double> bytes, ms;
   std::map<double, int> buckets;  // size -> count in a step
-  std::string files;  // the traces that have them
+  std::string files;              // the traces that have them
   int G = 0;
   for (const Trace& t : traces) {
     int ranks = 0;
@@ -125,55 +130,6 @@ void fit_allreduce(const std::vector<Trace>& traces, Calibration& c) {
   c.allreduce_step_latency_us = coef[0] * 1e3 / (2.0 * (G - 1));
   c.allreduce = quality(fitted_measured, fitted_predicted);
   c.allreduce_all_sizes = quality(ms, predicted);
-}
-
-using Shape = std::pair<double, double>;  // (b, L), or a packed step's (Σ s, Σ s²)
-
-// Steps whose ranks all timed one shape at once (a profile of ranks together): how the ranks
-// differ within a step is each one's own noise; how a shape's step means differ, beyond what
-// the own noise gives a mean of n, is the noise they share. Splits c.noise_sigma (the total)
-// into the two; leaves it whole without such steps.
-void split_shared_noise(const std::map<long, std::vector<std::pair<Shape, double>>>& steps, Calibration& c) {
-  double own_squares = 0;
-  long own_degrees = 0;
-  std::size_t ranks = 0;
-  std::map<Shape, std::vector<double>> step_means;
-  for (const auto& step : steps) {
-    const auto& rows = step.second;  // a named reference: clang 14 cannot capture a structured binding
-    const auto same = [&](const auto& r) { return r.first == rows[0].first; };
-    if (rows.size() < 2 || !std::all_of(rows.begin(), rows.end(), same)) continue;
-    double m = 0;
-    for (const auto& r : rows) m += r.second / double(rows.size());
-    for (const auto& r : rows) own_squares += (r.second - m) * (r.second - m);
-    own_degrees += static_cast<long>(rows.size()) - 1;
-    ranks = std::max(ranks, rows.size());
-    step_means[rows[0].first].push_back(m);
-  }
-  double mean_squares = 0;
-  long mean_degrees = 0;
-  for (const auto& [shape, means] : step_means) {
-    const double m = mean(means);
-    for (double v : means) mean_squares += (v - m) * (v - m);
-    mean_degrees += static_cast<long>(means.size()) - 1;
-  }
-  if (own_degrees == 0 || mean_degrees == 0) return;
-  // The total σ stays the one measured over all repetitions; the two estimates set its shares.
-  const double own = own_squares / double(own_degrees);
-  const double shared = std::max(0.0, mean_squares / double(mean_degrees) - own / double(ranks));
-  const double total = c.noise_sigma, share = own + shared > 0 ? shared / (own + shared) : 0;
-  c.noise_sigma = total * std::sqrt(1 - share);
-  c.noise_shared_sigma = total * std::sqrt(share);
-  c.noise_ranks = static_cast<int>(ranks);
-}
-
-// P95/P50 of the compute factor a model draws: a log-normal of σ times a spell from the table
-// (none when empty), from a fixed sample, so that a report is the same on every run.
-double noise_p95_over_p50(double sigma, const std::vector<double>& spells) {
-  Rng rng(0x5eed);
-  std::vector<double> draws(100'000);
-  for (double& d : draws)
-    d = std::exp(sigma * rng.normal()) * (spells.empty() ? 1.0 : quantile_table_at(spells, rng.uniform()));
-  return percentile(draws, 95) / percentile(draws, 50);
 }
 
 // Interference rows, both ways: per shape, the median backward beside allreduces over the
@@ -285,7 +241,8 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   if (!c.packed && (fwd_points.size() < 3 || shapes.size() < 2 || tokens.size() < 2))
     throw InputError(names + ": " + std::to_string(fwd_points.size()) +
                      " distinct (batch size, length) point(s) with " + std::to_string(shapes.size()) +
-                     " distinct length(s)" + micro_note + ": fitting a + β·b·L + γ·b·L² needs at least 3 "
+                     " distinct length(s)" + micro_note +
+                     ": fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");
   auto fit = [&](const std::vector<ShapePoint>& points) {
@@ -298,71 +255,42 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   c.forward = fit(fwd_points);
   c.backward = fit(bwd_points);
 
-  // Noise, in two parts. Each rank-step's own: how a shape's back-to-back repetitions on one
-  // rank spread (σ of log compute within those groups), split into each rank's own and a step's
-  // shared where ranks timed steps together; traces without repeated shapes fall back to the
-  // residuals. Slow spells: how far each group's mean sits from the fitted surface — a spell of
-  // the machine lifts all of a shape's repetitions at once, and training steps meet such spells
-  // too; their spread is heavier-tailed than any log-normal, so the model keeps it as measured
-  // (it holds the form's lack of fit too, which a held-out choice of form keeps small), as
-  // factors of median one. Both phases are then scaled to the level of the median shape (of the
-  // median row without spells) and the mean of the log-normal noise: a quiet machine's mean time,
-  // which the spells, when drawn, lift by their mean.
   // A phase's prediction for row i: at its (b, L), or at its (Σ s, Σ s²) when packed.
   auto predict = [&](const PhaseModel& m, std::size_t i) {
     return c.packed ? m.analytic.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
   };
-  using Group = std::pair<Shape, int>;  // a shape on one rank
+  // Each row's log of measured over the surface, grouped by shape and rank (calib/noise_fit.hpp).
+  using Group = std::pair<Shape, int>;
   std::vector<double> ratio, logs;
-  std::vector<std::size_t> row_of;  // of each ratio
-  std::vector<Group> group_of;
+  std::vector<std::pair<long, Group>> row_group;
   std::map<Group, std::vector<double>> log_ratios;
   for (std::size_t i = 0; i < bl.size(); ++i) {
     const double predicted = predict(c.forward.model, i) + predict(c.backward.model, i);
     if (predicted <= 0 || fwd[i] + bwd[i] <= 0) continue;
-    row_of.push_back(i);
     ratio.push_back((fwd[i] + bwd[i]) / predicted);
     logs.push_back(std::log(ratio.back()));
-    group_of.emplace_back(c.packed ? work[i] : Shape(bl[i].first, bl[i].second), rank_of[i]);
-    log_ratios[group_of.back()].push_back(logs.back());
+    row_group.emplace_back(step_ids[i], Group(c.packed ? work[i] : Shape(bl[i].first, bl[i].second), rank_of[i]));
+    log_ratios[row_group.back().second].push_back(logs.back());
   }
-  std::map<Group, double> lift;  // a group's mean log ratio
-  double squares = 0;
-  long degrees = 0;
-  for (const auto& [group, values] : log_ratios) {
-    lift[group] = mean(values);
-    for (double v : values) squares += (v - lift[group]) * (v - lift[group]);
-    degrees += static_cast<long>(values.size()) - 1;
+  NoiseSample sample;
+  std::map<Group, int> group_index;
+  std::map<Shape, int> shape_index;  // numbered in the order of the shapes
+  for (auto& [group, values] : log_ratios) {
+    const Shape& shape = group.first;
+    const long long tokens = c.packed ? std::llround(shape.first) : std::llround(shape.first * shape.second);
+    const int id = shape_index.emplace(shape, static_cast<int>(shape_index.size())).first->second;
+    group_index[group] = static_cast<int>(sample.groups.size());
+    sample.groups.push_back({tokens, id, std::move(values)});
   }
-  c.noise_from_repetitions = degrees > 0;
-  c.noise_sigma = degrees > 0 ? std::sqrt(squares / double(degrees)) : population_std(logs);
-  const double total_sigma = c.noise_sigma;
-  std::map<long, std::vector<std::pair<Shape, double>>> together;  // by step: its ranks' deviations
   for (std::size_t k = 0; k < logs.size(); ++k)
-    together[step_ids[row_of[k]]].emplace_back(group_of[k].first, logs[k] - lift[group_of[k]]);
-  split_shared_noise(together, c);
-  // The level of a quiet machine: the median repeated shape's, else the median row's.
-  double level = logs.empty() ? 0.0 : percentile(logs, 50);
-  std::vector<double> lifts;
-  for (const auto& [group, values] : log_ratios)
-    if (values.size() > 1) lifts.push_back(lift[group]);
-  if (lifts.size() >= kMinSpellGroups) {
-    level = percentile(lifts, 50);
-    std::vector<double> factors;
-    for (double l : lifts) factors.push_back(std::exp(l - level));
-    for (int k = 0; k <= 100; ++k) c.spell_quantiles.push_back(percentile(factors, k));
-    const double median = c.spell_quantiles[50];  // 1 but for the interpolation between two lifts
-    for (double& q : c.spell_quantiles) q /= median;
-    c.spell_groups = static_cast<int>(lifts.size());
-  }
-  c.mean_scale = std::exp(level + 0.5 * total_sigma * total_sigma);
+    sample.rows.push_back({row_group[k].first, group_index[row_group[k].second], logs[k]});
+  fit_noise(sample, options, c);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
     for (auto& row : m->grid.ms)
       for (double& t : row) t *= c.mean_scale;
   }
   c.observed_p95_over_p50 = ratio.empty() ? 1.0 : percentile(ratio, 95) / percentile(ratio, 50);
-  c.fitted_p95_over_p50 = noise_p95_over_p50(total_sigma, c.spell_quantiles);
 
   std::vector<double> pf, pb;
   for (std::size_t i = 0; i < bl.size(); ++i) {

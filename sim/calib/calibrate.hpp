@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calib/noise_fit.hpp"
 #include "calib/phase_fit.hpp"
 #include "calib/trace_reader.hpp"
 #include "model/perf_model.hpp"
@@ -42,7 +43,7 @@ struct Calibration {
   PhaseFit forward, backward;
   long half_timed_rows = 0;  // rows with fwd_ms or bwd_ms but not both: left out, and said so
   double optimizer_ms = 0;
-  double noise_sigma = 0;  // each rank's own: all of the noise, unless ranks timed steps together
+  double noise_sigma = 0;               // each rank's own: all of the noise, unless ranks timed steps together
   bool noise_from_repetitions = false;  // else from the residuals of the forms in use
   // Where several ranks timed each step's shape at once (a profile of ranks together): the σ of
   // the noise a step's ranks share, and how many ranks timed a step; shared² + own² = total².
@@ -53,6 +54,15 @@ struct Calibration {
   // empty with fewer than kMinSpellGroups.
   std::vector<double> spell_quantiles;
   int spell_groups = 0;
+  // Two compute regimes where held-out repetitions say so (calib/noise_fit.hpp): the fields
+  // above then hold below regimes.knee_tokens, these from it (PerfModel::noise_above).
+  NoiseRegimes regimes;
+  double noise_above_sigma = 0, noise_above_shared_sigma = 0;
+  std::vector<double> spell_quantiles_above;
+  // Too few repeated groups above the knee for a table of their own: the spells below, their
+  // logs scaled by the regimes' σ ratio.
+  bool spells_above_scaled = false;
+  int spell_groups_above = 0;
   // Both phases were scaled by this so that the model gives a quiet machine's mean time: the
   // median shape's level (without spells) times the mean of the log-normal noise.
   double mean_scale = 1;
@@ -65,7 +75,7 @@ struct Calibration {
   bool has_allreduce = false;
   int allreduce_ranks = 0;
   double allreduce_step_latency_us = 0, allreduce_link_GBps = 0;  // NaN: not resolved by the sizes
-  std::string allreduce_sizes;                                       // "N sizes from A to B bytes"
+  std::string allreduce_sizes;                                    // "N sizes from A to B bytes"
   // The sizes the line was fitted at: the DDP bucket sizes a profile names and timed (what a
   // step reduces), else every size; its quality there, and over every size.
   std::vector<double> allreduce_fitted_bytes;

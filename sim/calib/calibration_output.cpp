@@ -57,6 +57,13 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["allreduce_slowdown"] = c.allreduce_slowdown;
   m["noise"] = {{"sigma", c.noise_sigma}, {"shared_sigma", c.noise_shared_sigma}};
   if (!c.spell_quantiles.empty()) m["noise"]["spells"] = c.spell_quantiles;
+  if (c.regimes.knee_tokens > 0) {
+    auto& above = m["noise"]["above"];
+    above = {{"tokens", c.regimes.knee_tokens},
+             {"sigma", c.noise_above_sigma},
+             {"shared_sigma", c.noise_above_shared_sigma}};
+    if (!c.spell_quantiles_above.empty()) above["spells"] = c.spell_quantiles_above;
+  }
   m["memory_mib"] = {{"m0", c.has_memory ? c.mem_m0 : base.mem_m0_mib},
                      {"mu", c.has_memory ? c.mem_mu : base.mem_mu_mib},
                      {"nu", c.has_memory ? c.mem_nu : base.mem_nu_mib},
@@ -87,6 +94,21 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
       {"backward", phase_fit(c.backward)},
       {"mean_scale", c.mean_scale},
       {"noise_p95_over_p50", {{"observed", c.observed_p95_over_p50}, {"fitted", c.fitted_p95_over_p50}}}};
+  if (c.regimes.folds > 0)
+    report["noise_regimes"] = {{"knee_tokens", c.regimes.knee_tokens},
+                               {"sigma_below", c.regimes.sigma_below},
+                               {"sigma_above", c.regimes.sigma_above},
+                               {"groups_below", c.regimes.groups_below},
+                               {"groups_above", c.regimes.groups_above},
+                               {"knees_tried", c.regimes.knees_tried},
+                               {"folds", c.regimes.folds},
+                               {"heldout_loglik_one_sigma", c.regimes.heldout_one},
+                               {"heldout_loglik_two_regimes", c.regimes.heldout_two},
+                               {"best_knee_tokens", c.regimes.best_knee},
+                               {"p_value", c.regimes.p_value},
+                               {"spells_above", c.regimes.knee_tokens == 0 ? "none"
+                                                : c.spells_above_scaled    ? "scaled from below"
+                                                                           : "measured"}};
   if (c.has_memory) report["memory"] = fit(c.memory);
   if (c.has_allreduce) {
     auto a = fit(c.allreduce);
@@ -113,6 +135,36 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["calibration"] = {{"traces", sources}, {"fit", report}};
   return m;
 }
+
+namespace {
+
+// How the noise's regimes were chosen: a knee of padded tokens against one σ, by held-out
+// likelihood of the repetitions.
+std::string regimes_line(const Calibration& c) {
+  const NoiseRegimes& r = c.regimes;
+  if (r.folds == 0) return "";
+  char line[400];
+  if (r.knee_tokens > 0)
+    std::snprintf(line, sizeof line,
+                  "            two regimes: σ %.4f over %d repeated shapes below %lld padded tokens, %.4f over %d from "
+                  "it; held-out log-likelihood %.3f a repetition against %.3f with one σ (%d knees tried, %d folds)\n",
+                  r.sigma_below, r.groups_below, r.knee_tokens, r.sigma_above, r.groups_above, r.heldout_two,
+                  r.heldout_one, r.knees_tried, r.folds);
+  else if (r.best_knee > 0)
+    std::snprintf(line, sizeof line,
+                  "            one σ for every shape: a knee at %lld padded tokens predicts held-out repetitions "
+                  "better (%.3f a repetition against %.3f) but its two σ's could differ by chance (p %.2g after %d "
+                  "knees; a knee needs p < %.2g)\n",
+                  r.best_knee, r.heldout_two, r.heldout_one, r.p_value, r.knees_tried, kRegimeAlpha);
+  else
+    std::snprintf(line, sizeof line,
+                  "            one σ for every shape: no knee of padded tokens predicts held-out repetitions better "
+                  "(%.3f a repetition with one σ; %d knees tried, %d folds)\n",
+                  r.heldout_one, r.knees_tried, r.folds);
+  return line;
+}
+
+}  // namespace
 
 std::string fit_report(const Calibration& c) {
   char line[640];
@@ -151,18 +203,40 @@ std::string fit_report(const Calibration& c) {
   std::snprintf(line, sizeof line, "  optimizer %.4g ms (mean)\n", c.optimizer_ms);
   out += line;
   const double total = std::hypot(c.noise_sigma, c.noise_shared_sigma);
+  char sigma[120];
+  if (c.regimes.knee_tokens > 0)
+    std::snprintf(sigma, sizeof sigma, "σ %.4f below %lld padded tokens a rank-step and %.4f from it", total,
+                  c.regimes.knee_tokens, std::hypot(c.noise_above_sigma, c.noise_above_shared_sigma));
+  else
+    std::snprintf(sigma, sizeof sigma, "σ %.4f", total);
   std::snprintf(line, sizeof line,
-                "  noise     log-normal σ %.4f from %s; both phases ×%.4f, so the model gives a shape's mean"
+                "  noise     log-normal %s, from %s; both phases ×%.4f, so the model gives a shape's mean"
                 " time; P95/P50 of measured/predicted compute: observed %.4f, the model's %.4f\n",
-                total, c.noise_from_repetitions ? "the repetitions of each shape on each rank" : "the residuals",
+                sigma, c.noise_from_repetitions ? "the repetitions of each shape on each rank" : "the residuals",
                 c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
+  out += regimes_line(c);
   if (!c.spell_quantiles.empty()) {
     const auto& q = c.spell_quantiles;
     std::snprintf(line, sizeof line,
-                  "            slow spells as measured: how far each of %d repeated shapes sat from the surface "
+                  "            slow spells as measured: how far each of %d repeated shapes sat from the surface%s "
                   "(P50→P95 ×%.4f, →max ×%.4f; their mean ×%.4f)\n",
-                  c.spell_groups, q[95] / q[50], q[100] / q[50], quantile_table_mean(q));
+                  c.spell_groups, c.regimes.knee_tokens > 0 ? " below the knee" : "", q[95] / q[50], q[100] / q[50],
+                  quantile_table_mean(q));
+    out += line;
+  }
+  if (!c.spell_quantiles_above.empty()) {
+    const auto& q = c.spell_quantiles_above;
+    if (c.spells_above_scaled)
+      std::snprintf(line, sizeof line,
+                    "            from the knee: the spells below in proportion to the σ's (%d repeated shapes there, "
+                    "too few for a table of their own; P50→P95 ×%.4f, →max ×%.4f)\n",
+                    c.spell_groups_above, q[95] / q[50], q[100] / q[50]);
+    else
+      std::snprintf(line, sizeof line,
+                    "            from the knee: as measured over %d repeated shapes (P50→P95 ×%.4f, →max ×%.4f; their "
+                    "mean ×%.4f)\n",
+                    c.spell_groups_above, q[95] / q[50], q[100] / q[50], quantile_table_mean(q));
     out += line;
   }
   if (c.noise_ranks > 0) {

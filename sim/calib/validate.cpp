@@ -27,7 +27,8 @@ SimulationRun replay(const Trace& trace, Config config) {
     config.training.world_size = G;
   }
   if (config.parallel)
-    throw InputError(config.origin + ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
+    throw InputError(config.origin +
+                     ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
                      "pipeline job runs with ddpsim run (leave the parallel section out here)");
   const bool packed = config.training.attention == "packed";
   if (packed != trace.runs.front().packed)
@@ -66,6 +67,11 @@ SimulationRun replay(const Trace& trace, Config config) {
   return simulate_runs(config, std::move(runs));
 }
 
+std::string steps_text(int first, int end) {
+  return end - first == 1 ? "step " + std::to_string(first)
+                          : "steps " + std::to_string(first) + " to " + std::to_string(end - 1);
+}
+
 int settled_step(const std::vector<double>& max_step_ms) {
   constexpr std::size_t window = 10;
   const std::size_t n = max_step_ms.size();
@@ -88,13 +94,13 @@ PolicyRun from_step(const PolicyRun& run, int first, int count = std::numeric_li
   const auto G = static_cast<std::size_t>(run.G);
   const auto skip = std::min(tail.rows.size(), static_cast<std::size_t>(first) * G);
   tail.rows.erase(tail.rows.begin(), tail.rows.begin() + static_cast<long>(skip));
-  if (tail.rows.size() / G > static_cast<std::size_t>(count))
-    tail.rows.resize(static_cast<std::size_t>(count) * G);
+  if (tail.rows.size() / G > static_cast<std::size_t>(count)) tail.rows.resize(static_cast<std::size_t>(count) * G);
   if (tail.decision_us.size() > static_cast<std::size_t>(first))
     tail.decision_us.erase(tail.decision_us.begin(), tail.decision_us.begin() + first);
   else
     tail.decision_us.clear();
-  if (tail.decision_us.size() > static_cast<std::size_t>(count)) tail.decision_us.resize(static_cast<std::size_t>(count));
+  if (tail.decision_us.size() > static_cast<std::size_t>(count))
+    tail.decision_us.resize(static_cast<std::size_t>(count));
   return tail;
 }
 
@@ -102,11 +108,6 @@ PolicyRun from_step(const PolicyRun& run, int first, int count = std::numeric_li
 std::pair<int, int> step_numbers(const PolicyRun& run) {
   const int first = run.rows.front().step;
   return {first, first + static_cast<int>(run.rows.size() / static_cast<std::size_t>(run.G))};
-}
-
-std::string steps_text(int first, int end) {
-  return end - first == 1 ? "step " + std::to_string(first)
-                          : "steps " + std::to_string(first) + " to " + std::to_string(end - 1);
 }
 
 // Each phase's mean per rank-step where the trace measured it; `rest` is what a step's wall time
@@ -145,8 +146,7 @@ PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predict
     if (std::isnan(r.step_ms))
       throw InputError(path + ": policy " + measured_run.label + ", step " + std::to_string(r.step) + ", rank " +
                        std::to_string(r.rank) + ": step_ms is empty; validation needs measured step times");
-  const PolicyRun measured = from_step(measured_run, first, count),
-                  predicted = from_step(predicted_run, first, count);
+  const PolicyRun measured = from_step(measured_run, first, count), predicted = from_step(predicted_run, first, count);
   if (measured.rows.empty())
     throw InputError(path + ": policy " + measured_run.label + ": no step left after a warm-up of " +
                      std::to_string(first) + " steps");
@@ -193,25 +193,83 @@ bool trained_in_turn(const Trace& a, const Trace& b) {
   return others(a.metadata) == others(b.metadata);
 }
 
+// The replays a validation sets against the measured runs: under the config, and with its
+// compute noise off (what the plan alone predicts); the latter empty where no noise is drawn.
+struct Replays {
+  SimulationRun measured, baseline, quiet_measured, quiet_baseline;
+};
+
+// The mean of a replay's per-step max step time over `count` steps from its `first`.
+double replayed_mean_ms(const PolicyRun& replayed, int first, int count) {
+  return summarize(from_step(replayed, first, count)).mean_max_step_ms;
+}
+
+// Each policy's gain over the baseline, measured and predicted over the same step numbers: those
+// both traces hold after both warm-ups (a policy settled at step 100 against a baseline from step
+// 0, or a resumed run against a whole one, would otherwise set minutes of a drifting machine
+// against others; in runs trained in turn, step k of each ran together).
+void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline, const Replays& r, bool paired) {
+  set.paired = paired;
+  const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
+  for (std::size_t p = 0; p < set.policies.size(); ++p) {
+    const auto [run_first, run_end] = step_numbers(measured.runs[p]);
+    const int first = std::max(run_first + set.policies[p].first_step, base_first + set.baseline.first_step);
+    const int end = std::min(run_end, base_end);
+    if (first >= end)
+      throw InputError(baseline.path + " and " + measured.path + " (policy " + set.policies[p].policy + ") share " +
+                       steps_text(std::max(run_first, base_first), end) +
+                       ", but none after the warm-ups (the policy's steady state starts at step " +
+                       std::to_string(run_first + set.policies[p].first_step) + ", the baseline's at step " +
+                       std::to_string(base_first + set.baseline.first_step) +
+                       "): a gain compares the same steps; give a shorter --warmup");
+    const auto same = [&](const PolicyValidation& own, const PolicyRun& run, const PolicyRun& replayed,
+                          const std::string& path, int own_first) {
+      return own_first + own.first_step == first && own.steps == end - first
+                 ? own
+                 : compare(run, replayed, path, first - own_first, end - first);
+    };
+    const PolicyValidation policy =
+        same(set.policies[p], measured.runs[p], r.measured.runs[p], measured.path, run_first);
+    const PolicyValidation base_line =
+        same(set.baseline, baseline.runs[0], r.baseline.runs[0], baseline.path, base_first);
+    set.gain_from_step.push_back(first);
+    set.gain_end_step.push_back(end);
+    set.gain_end_cut.push_back(end < std::max(run_end, base_end));
+    set.gain_restricted.push_back(set.gain_end_cut.back() || first > std::min(run_first + set.policies[p].first_step,
+                                                                              base_first + set.baseline.first_step));
+    set.measured_gain_pct.push_back(100 * (1 - policy.measured_mean_ms / base_line.measured_mean_ms));
+    set.predicted_gain_pct.push_back(100 * (1 - policy.predicted_mean_ms / base_line.predicted_mean_ms));
+    set.predicted_quiet_gain_pct.push_back(
+        r.quiet_measured.runs.empty()
+            ? std::nan("")
+            : 100 * (1 - replayed_mean_ms(r.quiet_measured.runs[p], first - run_first, end - first) /
+                             replayed_mean_ms(r.quiet_baseline.runs[0], first - base_first, end - first)));
+    set.measured_gain_ci.push_back(gain_interval(policy.measured_steps_ms, base_line.measured_steps_ms, paired));
+    set.predicted_gain_ci.push_back(gain_interval(policy.predicted_steps_ms, base_line.predicted_steps_ms, paired));
+  }
+}
+
+// Both traces are checked before either is simulated: an error is cheaper, and clearer, then.
+void check_baseline(const Trace& measured, const Trace& baseline) {
+  if (baseline.runs.size() != 1)
+    throw InputError(baseline.path + ": a baseline trace holds one policy, this one " +
+                     std::to_string(baseline.runs.size()));
+  for (const auto& run : measured.runs)
+    if (run.G != baseline.runs[0].G)
+      throw InputError(baseline.path + ": " + std::to_string(baseline.runs[0].G) + " ranks, " + measured.path + " " +
+                       std::to_string(run.G) + ": a gain compares runs of one world size");
+  const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
+  for (const auto& run : measured.runs)
+    if (const auto [first, end] = step_numbers(run); std::max(first, base_first) >= std::min(end, base_end))
+      throw InputError(baseline.path + " holds " + steps_text(base_first, base_end) + ", " + measured.path +
+                       " (policy " + run.label + ") " + steps_text(first, end) +
+                       ": they share no step, and a gain compares the runs over the same steps");
+}
+
 }  // namespace
 
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup) {
-  // Both traces are checked before either is simulated: an error is cheaper, and clearer, then.
-  if (baseline) {
-    if (baseline->runs.size() != 1)
-      throw InputError(baseline->path + ": a baseline trace holds one policy, this one " +
-                       std::to_string(baseline->runs.size()));
-    for (const auto& run : measured.runs)
-      if (run.G != baseline->runs[0].G)
-        throw InputError(baseline->path + ": " + std::to_string(baseline->runs[0].G) + " ranks, " + measured.path +
-                         " " + std::to_string(run.G) + ": a gain compares runs of one world size");
-    const auto [base_first, base_end] = step_numbers(baseline->runs[0]);
-    for (const auto& run : measured.runs)
-      if (const auto [first, end] = step_numbers(run); std::max(first, base_first) >= std::min(end, base_end))
-        throw InputError(baseline->path + " holds " + steps_text(base_first, base_end) + ", " + measured.path +
-                         " (policy " + run.label + ") " + steps_text(first, end) +
-                         ": they share no step, and a gain compares the runs over the same steps");
-  }
+  if (baseline) check_baseline(measured, *baseline);
   Validation v;
   // Policies trained in turn share one process's warm-up (allocator, caches, thread pools): a
   // run whose median settles early can still carry that start's slow tail, so every run starts
@@ -221,252 +279,25 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
     for (const auto& run : measured.runs) warmup = std::max(warmup, settled_step(max_step_ms(run)));
     v.shared_warmup = warmup;
   }
-  const SimulationRun sim = replay(measured, config);
+  Replays r;
+  r.measured = replay(measured, config);
   for (std::size_t p = 0; p < measured.runs.size(); ++p) {
-    auto [steady, all] = compare_both(measured.runs[p], sim.runs[p], measured.path, warmup);
+    auto [steady, all] = compare_both(measured.runs[p], r.measured.runs[p], measured.path, warmup);
     v.steady.policies.push_back(std::move(steady));
     v.all.policies.push_back(std::move(all));
   }
-  if (baseline) {
-    const SimulationRun base = replay(*baseline, config);
-    v.has_baseline = true;
-    std::tie(v.steady.baseline, v.all.baseline) = compare_both(baseline->runs[0], base.runs[0], baseline->path, warmup);
-    // A gain compares the two runs over the same step numbers, those both hold after both
-    // warm-ups: a policy settled at step 100 against a baseline from step 0 (or a resumed run
-    // against a whole one) would otherwise set minutes of a drifting machine against others (in
-    // runs trained in turn, step k of each ran together).
-    const bool paired = trained_in_turn(measured, *baseline);
-    const auto [base_first, base_end] = step_numbers(baseline->runs[0]);
-    for (ValidationSet* set : {&v.steady, &v.all}) {
-      set->paired = paired;
-      for (std::size_t p = 0; p < set->policies.size(); ++p) {
-        const auto [run_first, run_end] = step_numbers(measured.runs[p]);
-        const int first = std::max(run_first + set->policies[p].first_step, base_first + set->baseline.first_step);
-        const int end = std::min(run_end, base_end);
-        if (first >= end)
-          throw InputError(baseline->path + " and " + measured.path + " (policy " + set->policies[p].policy +
-                           ") share " + steps_text(std::max(run_first, base_first), end) +
-                           ", but none after the warm-ups (the policy's steady state starts at step " +
-                           std::to_string(run_first + set->policies[p].first_step) + ", the baseline's at step " +
-                           std::to_string(base_first + set->baseline.first_step) +
-                           "): a gain compares the same steps; give a shorter --warmup");
-        const auto same = [&](const PolicyValidation& own, const PolicyRun& run, const PolicyRun& replayed,
-                              const std::string& path, int own_first) {
-          return own_first + own.first_step == first && own.steps == end - first
-                     ? own
-                     : compare(run, replayed, path, first - own_first, end - first);
-        };
-        const PolicyValidation policy =
-            same(set->policies[p], measured.runs[p], sim.runs[p], measured.path, run_first);
-        const PolicyValidation base_line =
-            same(set->baseline, baseline->runs[0], base.runs[0], baseline->path, base_first);
-        set->gain_from_step.push_back(first);
-        set->gain_end_step.push_back(end);
-        set->gain_end_cut.push_back(end < std::max(run_end, base_end));
-        set->gain_restricted.push_back(set->gain_end_cut.back() ||
-                                       first > std::min(run_first + set->policies[p].first_step,
-                                                        base_first + set->baseline.first_step));
-        set->measured_gain_pct.push_back(100 * (1 - policy.measured_mean_ms / base_line.measured_mean_ms));
-        set->predicted_gain_pct.push_back(100 * (1 - policy.predicted_mean_ms / base_line.predicted_mean_ms));
-        set->measured_gain_ci.push_back(
-            gain_interval(policy.measured_steps_ms, base_line.measured_steps_ms, paired));
-        set->predicted_gain_ci.push_back(
-            gain_interval(policy.predicted_steps_ms, base_line.predicted_steps_ms, paired));
-      }
-    }
+  if (!baseline) return v;
+  r.baseline = replay(*baseline, config);
+  if (draws_compute_noise(config) && can_simulate_again(config)) {
+    r.quiet_measured = replay(measured, without_compute_noise(config));
+    r.quiet_baseline = replay(*baseline, without_compute_noise(config));
   }
+  v.has_baseline = true;
+  std::tie(v.steady.baseline, v.all.baseline) =
+      compare_both(baseline->runs[0], r.baseline.runs[0], baseline->path, warmup);
+  for (ValidationSet* set : {&v.steady, &v.all})
+    add_gains(*set, measured, *baseline, r, trained_in_turn(measured, *baseline));
   return v;
-}
-
-namespace {
-
-std::string report_table(const ValidationSet& set, bool has_baseline) {
-  const auto& policies = set.policies;
-  const auto &measured_gain = set.measured_gain_pct, &predicted_gain = set.predicted_gain_pct;
-  char line[512];
-  std::string out;
-  std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "policy", "from", "steps",
-                "mean max step ms", "P95 max step ms", "samples/s", "step MAPE", "step P95 |e|");
-  out += line;
-  std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "", "step", "", "meas -> pred (err)",
-                "meas -> pred (err)", "meas -> pred", "%", "ms");
-  out += line;
-  auto row = [&](const PolicyValidation& p, const std::string& label) {
-    char mean_text[64], p95_text[64], sps[64];
-    std::snprintf(mean_text, sizeof mean_text, "%.2f -> %.2f (%+.1f%%)", p.measured_mean_ms, p.predicted_mean_ms,
-                  p.mean_error_pct);
-    std::snprintf(p95_text, sizeof p95_text, "%.2f -> %.2f (%+.1f%%)", p.measured_p95_ms, p.predicted_p95_ms,
-                  p.p95_error_pct);
-    std::snprintf(sps, sizeof sps, "%.1f -> %.1f", p.measured_samples_per_s, p.predicted_samples_per_s);
-    std::snprintf(line, sizeof line, "%-28s %6d %6d %22s %22s %20s %10.2f %12.3f\n", label.c_str(), p.first_step,
-                  p.steps, mean_text, p95_text, sps, p.step_mape_pct, p.step_p95_abs_error_ms);
-    out += line;
-  };
-  for (const auto& p : policies) row(p, p.policy);
-  if (has_baseline) row(set.baseline, set.baseline.policy + " (baseline)");
-  out += "measured, 95% intervals (block bootstrap over the steps):\n";
-  auto intervals = [&](const PolicyValidation& p, const std::string& label) {
-    std::snprintf(line, sizeof line, "  %-26s mean %.2f .. %.2f ms, P95 %.2f .. %.2f ms\n", label.c_str(),
-                  p.measured_mean_ci.low, p.measured_mean_ci.high, p.measured_p95_ci.low, p.measured_p95_ci.high);
-    out += line;
-  };
-  for (const auto& p : policies) intervals(p, p.policy);
-  if (!has_baseline) return out;
-  intervals(set.baseline, set.baseline.policy + " (baseline)");
-  for (std::size_t i = 0; i < policies.size(); ++i) {
-    const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
-    const std::string verdict =
-        m.contains(0) ? "the measured gain cannot be told from noise (its interval holds 0)"
-        : m.contains(predicted_gain[i]) ? "the prediction lies inside the measured interval"
-                                        : "the prediction lies outside the measured interval";
-    std::snprintf(line, sizeof line,
-                  "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
-                  "(%+.2f .. %+.2f), %+.2f pp; %s\n",
-                  policies[i].policy.c_str(),
-                  !set.gain_restricted[i] ? ""
-                  : set.gain_end_cut[i]
-                      ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
-                      : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
-                  measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high,
-                  predicted_gain[i] - measured_gain[i], verdict.c_str());
-    out += line;
-  }
-  if (!policies.empty())
-    out += set.paired ? "  (gains paired step by step: the runs were trained in turn)\n"
-                      : "  (gains from runs resampled apart: they ran at different times, and the intervals do "
-                        "not hold the variation between runs)\n";
-  return out;
-}
-
-// A value printed to one decimal without a sign left on what rounds to zero ("-0.0").
-double tidy(double v) { return std::abs(v) < 0.05 ? 0.0 : v; }
-
-// The phases' table: which of them a mean error comes from.
-std::string phases_table(const ValidationSet& set, bool has_baseline) {
-  std::vector<const PolicyValidation*> rows;
-  for (const auto& p : set.policies) rows.push_back(&p);
-  if (has_baseline) rows.push_back(&set.baseline);
-  std::vector<std::string> names;  // every phase any run measured, in step order
-  for (const auto* p : rows)
-    for (const auto& f : p->phases)
-      if (std::find(names.begin(), names.end(), f.phase) == names.end()) names.push_back(f.phase);
-  if (names.empty()) return "";
-  char cell[96];
-  std::string out = "phases, mean ms per rank-step, meas -> pred (err):\n";
-  std::snprintf(cell, sizeof cell, "%-28s", "policy");
-  out += cell;
-  for (const auto& name : names) {
-    std::snprintf(cell, sizeof cell, " %24s", name.c_str());
-    out += cell;
-  }
-  out += "\n";
-  for (const auto* p : rows) {
-    std::snprintf(cell, sizeof cell, "%-28s", (p == &set.baseline ? p->policy + " (baseline)" : p->policy).c_str());
-    out += cell;
-    for (const auto& name : names) {
-      const auto f = std::find_if(p->phases.begin(), p->phases.end(), [&](auto& x) { return x.phase == name; });
-      char text[64] = "-";
-      if (f != p->phases.end())
-        std::snprintf(text, sizeof text, "%.1f -> %.1f (%+.1f%s)", tidy(f->measured_ms), tidy(f->predicted_ms),
-                      tidy(f->error()), f->relative ? "%" : " ms");
-      std::snprintf(cell, sizeof cell, " %24s", text);
-      out += cell;
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-nlohmann::ordered_json phases_json(const PolicyValidation& p) {
-  auto out = nlohmann::ordered_json::object();
-  for (const auto& f : p.phases)
-    out[f.phase] = {{"measured_ms", f.measured_ms},
-                    {"predicted_ms", f.predicted_ms},
-                    {f.relative ? "error_pct" : "error_ms", f.error()}};
-  return out;
-}
-
-nlohmann::ordered_json figures(const PolicyValidation& p) {
-  return nlohmann::ordered_json{{"warmup_steps", p.first_step},
-                                {"steps", p.steps},
-                                {"measured_mean_max_step_ms", p.measured_mean_ms},
-                                {"predicted_mean_max_step_ms", p.predicted_mean_ms},
-                                {"mean_error_pct", p.mean_error_pct},
-                                {"measured_p95_max_step_ms", p.measured_p95_ms},
-                                {"predicted_p95_max_step_ms", p.predicted_p95_ms},
-                                {"p95_error_pct", p.p95_error_pct},
-                                {"measured_samples_per_s", p.measured_samples_per_s},
-                                {"predicted_samples_per_s", p.predicted_samples_per_s},
-                                {"step_mape_pct", p.step_mape_pct},
-                                {"step_p95_abs_error_ms", p.step_p95_abs_error_ms},
-                                {"measured_mean_ci95", {p.measured_mean_ci.low, p.measured_mean_ci.high}},
-                                {"measured_p95_ci95", {p.measured_p95_ci.low, p.measured_p95_ci.high}},
-                                {"phases", phases_json(p)}};
-}
-
-}  // namespace
-
-std::string validation_report(const Validation& v) {
-  const std::string from =
-      v.shared_warmup < 0 ? "each run from the step given; --warmup"
-                          : "policies trained in turn, all from step " + std::to_string(v.shared_warmup) +
-                                ", where the last of them settles";
-  return "steady state (" + from + "):\n" + report_table(v.steady, v.has_baseline) +
-         phases_table(v.steady, v.has_baseline) + "\nevery step:\n" + report_table(v.all, v.has_baseline);
-}
-
-nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin) {
-  auto policy = [&](const ValidationSet& set, std::size_t i) {
-    auto f = figures(set.policies[i]);
-    if (v.has_baseline) {
-      f["measured_gain_pct"] = set.measured_gain_pct[i];
-      f["predicted_gain_pct"] = set.predicted_gain_pct[i];
-      f["gain_error_pp"] = set.predicted_gain_pct[i] - set.measured_gain_pct[i];
-      f["gain_from_step"] = set.gain_from_step[i];
-      f["gain_to_step"] = set.gain_end_step[i] - 1;
-      const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
-      f["measured_gain_ci95"] = {m.low, m.high};
-      f["predicted_gain_ci95"] = {p.low, p.high};
-      f["gain_paired"] = set.paired;
-      f["gain_resolved"] = !m.contains(0);  // false: the measured gain cannot be told from noise
-      f["predicted_gain_in_measured_ci"] = m.contains(set.predicted_gain_pct[i]);
-    }
-    return f;
-  };
-  nlohmann::ordered_json doc;
-  doc["measured"] = {{"file", measured.path}, {"fnv1a64", measured.hash}};
-  doc["model"] = model_origin;
-  if (v.shared_warmup >= 0) doc["shared_warmup_steps"] = v.shared_warmup;
-  doc["policies"] = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < v.steady.policies.size(); ++i) {
-    auto p = policy(v.steady, i);
-    p["all_steps"] = policy(v.all, i);
-    doc["policies"][v.steady.policies[i].policy] = p;
-  }
-  if (v.has_baseline) {
-    auto f = figures(v.steady.baseline);
-    f["all_steps"] = figures(v.all.baseline);
-    doc["baseline"] = {{"policy", v.steady.baseline.policy}, {"figures", f}};
-  }
-  return doc;
-}
-
-std::string validation_csv(const Validation& v) {
-  std::string out = "policy,step,measured_max_step_ms,predicted_max_step_ms,error_pct,steady\n";
-  char line[256];
-  auto rows = [&](const PolicyValidation& p, const std::string& label, int first) {
-    for (std::size_t i = 0; i < p.measured_steps_ms.size(); ++i) {
-      std::snprintf(line, sizeof line, "%s,%zu,%.4f,%.4f,%.3f,%d\n", label.c_str(), i, p.measured_steps_ms[i],
-                    p.predicted_steps_ms[i],
-                    100 * (p.predicted_steps_ms[i] - p.measured_steps_ms[i]) / p.measured_steps_ms[i],
-                    static_cast<int>(i) >= first ? 1 : 0);
-      out += line;
-    }
-  };
-  for (std::size_t i = 0; i < v.steady.policies.size(); ++i)
-    rows(v.all.policies[i], v.steady.policies[i].policy, v.steady.policies[i].first_step);
-  if (v.has_baseline) rows(v.all.baseline, v.steady.baseline.policy + " (baseline)", v.steady.baseline.first_step);
-  return out;
 }
 
 }  // namespace ddpsim

@@ -52,6 +52,9 @@ struct ValidationSet {
   // over the same step numbers: [gain_from_step, gain_end_step), those both traces hold after
   // both warm-ups; restricted where that leaves out steps either run had of its own.
   std::vector<double> measured_gain_pct, predicted_gain_pct;
+  // The predicted gain with the compute noise off (NaN where the config draws none): how much of
+  // the prediction the noise model makes.
+  std::vector<double> predicted_quiet_gain_pct;
   std::vector<int> gain_from_step, gain_end_step;
   std::vector<bool> gain_restricted, gain_end_cut;  // the latter: steps left out at the end too
   // 95% intervals of those gains; paired: the runs were trained in turn, step k beside step k.
@@ -76,6 +79,9 @@ int settled_step(const std::vector<double>& max_step_ms);
 // policies by one ddptrain run, the latest of theirs for all.
 constexpr int AUTO_WARMUP = -1;
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup = AUTO_WARMUP);
+
+// "step N" or "steps N to M", of the step numbers [first, end).
+std::string steps_text(int first, int end);
 
 std::string validation_report(const Validation& v);
 nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin);

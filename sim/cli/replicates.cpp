@@ -1,5 +1,6 @@
 #include "cli/replicates.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -9,50 +10,91 @@
 
 namespace ddpsim::cli {
 
+namespace {
+
+// A policy's gain over the first in %: per sample where the two take different samples a step.
+double gain_pct(const TokenSummary& s, const TokenSummary& base, bool& per_sample) {
+  per_sample = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
+  const double scale = per_sample ? base.mean_global_batch / s.mean_global_batch : 1.0;
+  return 100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms);
+}
+
+}  // namespace
+
+std::string noise_off_report(const Config& config, std::span<const int> dataset, const SimulationRun& noisy) {
+  if (noisy.runs.size() < 2 || !draws_compute_noise(config)) return "";
+  if (!can_simulate_again(config))
+    return std::string("\nthe gains with the compute noise off are not simulated here: ") + kXmlOncePerProcess +
+           "; run again with --set simulation.noise_sigma=0 --set simulation.noise_shared_sigma=0 --set "
+           "simulation.spells=off\n";
+  const SimulationRun quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "\ngain over %s with the compute noise and with it off (σ's, slow spells and measured steps; the "
+                "same samples):\n",
+                noisy.runs[0].label.c_str());
+  std::string out = line;
+  int width = 0;
+  for (const PolicyRun& run : noisy.runs) width = std::max(width, static_cast<int>(run.label.size()));
+  for (std::size_t p = 1; p < noisy.runs.size(); ++p) {
+    bool per_sample = false;
+    const double on = gain_pct(noisy.summaries[p], noisy.summaries[0], per_sample);
+    const double off = gain_pct(quiet.summaries[p], quiet.summaries[0], per_sample);
+    std::snprintf(line, sizeof line, "  %-*s %+7.2f%%, noise off %+7.2f%%%s\n", width, noisy.runs[p].label.c_str(), on,
+                  off, per_sample ? " per sample" : "");
+    out += line;
+  }
+  return out;
+}
+
 std::string replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
                               int replicates, const std::function<void(long, long)>& progress) {
   const std::size_t P = first.runs.size();
-  std::vector<std::vector<double>> means(P), p95s(P), gains(P);
+  const bool quiet = P > 1 && draws_compute_noise(config);
+  std::vector<std::vector<double>> means(P), p95s(P), gains(P), quiet_gains(P);
   std::vector<bool> per_sample(P, false);
-  const auto add = [&](const SimulationRun& sim) {
-    const TokenSummary& base = sim.summaries[0];
+  const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
     for (std::size_t p = 0; p < P; ++p) {
       const TokenSummary& s = sim.summaries[p];
-      means[p].push_back(s.mean_max_step_ms);
-      p95s[p].push_back(s.p95_max_step_ms);
-      per_sample[p] = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
-      const double scale = per_sample[p] ? base.mean_global_batch / s.mean_global_batch : 1.0;
-      gains[p].push_back(100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms));
+      if (figures) means[p].push_back(s.mean_max_step_ms), p95s[p].push_back(s.p95_max_step_ms);
+      bool each = false;
+      into[p].push_back(gain_pct(s, sim.summaries[0], each));
+      per_sample[p] = each;
     }
   };
-  add(first);
-  for (int r = 1; r < replicates; ++r) {
+  add(first, gains, true);
+  for (int r = 0; r < replicates; ++r) {
     Config seeded = config;
     seeded.training.seed = config.training.seed + r;
     const std::vector<int> dataset = config_dataset(seeded, source);
-    add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}));  // the summaries alone
-    if (progress) progress(r + 1, replicates);
+    if (r > 0) add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), gains, true);  // the summaries alone
+    if (quiet) add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), quiet_gains, false);
+    if (progress && r > 0) progress(r + 1, replicates);
   }
   const auto cell = [](const std::vector<double>& x, const char* format) {
     char text[96];
     std::snprintf(text, sizeof text, format, mean(x), percentile(x, 2.5), percentile(x, 97.5));
     return std::string(text);
   };
-  char line[400];
+  char line[480];
   std::snprintf(line, sizeof line,
                 "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n"
-                "%-30s %-28s %-28s %s\n",
+                "%-30s %-28s %-28s %-30s%s\n",
                 replicates, static_cast<long long>(config.training.seed),
                 static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, "policy",
-                "max step time, mean (ms)", "max step time, P95 (ms)", ("gain over " + first.runs[0].label).c_str());
+                "max step time, mean (ms)", "max step time, P95 (ms)", ("gain over " + first.runs[0].label).c_str(),
+                quiet ? " gain, compute noise off" : "");
   std::string out = line;
   for (std::size_t p = 0; p < P; ++p) {
-    const std::string gain =
-        p == 0 ? "-" : cell(gains[p], "%+.2f%% [%+.2f, %+.2f]") + (per_sample[p] ? " per sample" : "");
-    std::snprintf(line, sizeof line, "%-30s %-28s %-28s %s\n", first.runs[p].label.c_str(),
-                  cell(means[p], "%.2f [%.2f, %.2f]").c_str(), cell(p95s[p], "%.2f [%.2f, %.2f]").c_str(),
-                  gain.c_str());
+    const std::string suffix = per_sample[p] ? " per sample" : "";
+    const std::string gain = p == 0 ? "-" : cell(gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
+    const std::string off = !quiet ? "" : p == 0 ? " -" : " " + cell(quiet_gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
+    std::snprintf(line, sizeof line, "%-30s %-28s %-28s %-30s%s", first.runs[p].label.c_str(),
+                  cell(means[p], "%.2f [%.2f, %.2f]").c_str(), cell(p95s[p], "%.2f [%.2f, %.2f]").c_str(), gain.c_str(),
+                  off.c_str());
     out += line;
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += "\n";
   }
   return out;
 }

@@ -70,6 +70,8 @@ The simulation of `ddpsim run`, printed as one column per policy with each figur
 against the first policy. Every policy sees the same sample stream and the same compute noise,
 so differences come from the policies alone. Without --policies, the config's policies (the
 embedded default compares static, minmax with tokens and tokens_sq, kk, sorted, token_budget).
+Where the model draws compute noise, each gain is printed beside the same gain with that noise
+off (the plan alone): a gain the noise model makes is then visible as such.
 
 examples:
   ddpsim compare
@@ -208,6 +210,9 @@ int simulate_verb(const Args& args, bool compare) {
   const int replicates = vm["replicates"].as<int>();
   if (replicates < 1 || replicates > 1000)
     throw UsageError("--replicates " + std::to_string(replicates) + ": expected 1 (no replicates) to 1000 seeds");
+  if (replicates > 1 && !can_simulate_again(config))
+    throw UsageError(std::string("--replicates ") + std::to_string(replicates) + ": " + kXmlOncePerProcess +
+                     "; run each seed as its own command (--set training.seed=N)");
   if (replicates > 1 && config.parallel)
     throw UsageError("--replicates repeats a DDP run under other seeds; a pipeline job (a parallel section) has no "
                      "sample stream to redraw");
@@ -291,6 +296,7 @@ int simulate_verb(const Args& args, bool compare) {
   std::cout << step_table(sim.runs, sim.summaries, /*changes=*/compare);
   std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
                static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
+  std::cout << noise_off_report(config, dataset, sim);
   if (replicates > 1) {
     Progress progress("replicates", "seeds");
     std::cout << replicates_report(config, *source, sim, replicates, std::ref(progress));

@@ -36,7 +36,11 @@ are reduced to their median, and fits minimise relative error:
                       together; and slow spells as measured: 101 quantiles of how far each
                       repeated shape sat from the surface (a spell lifts all its repetitions;
                       heavier-tailed than any log-normal); with the observed and the model's
-                      P95/P50 of measured / predicted compute
+                      P95/P50 of measured / predicted compute. By regime: where a knee of
+                      padded tokens per rank-step splits the repetitions into two sigmas that
+                      predict held-out shapes better than one (and differ beyond chance),
+                      launch-bound shapes below it and compute-bound ones from it each keep
+                      their own sigma and spells
   memory              m(b, L) = m0 + mu*b*L + nu*b*L^2 MiB, where peak_mem_mib is filled
   allreduce           ring alpha-beta, from allreduce rows (--profile over several ranks)
   comm_slowdown       backward beside back-to-back allreduces over backward alone, from

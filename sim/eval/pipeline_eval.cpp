@@ -95,11 +95,14 @@ class ComputeFactors {
  public:
   // `model`: the noise where the simulation section does not set it (null: none).
   ComputeFactors(const Config& config, const PerfModel* model) : config_(config), noise_(config, model) {}
-  std::vector<double> step(int step) {
+  // `tokens`: each GPU's largest micro-batch in padded tokens (its noise regime); empty: all 0.
+  std::vector<double> step(int step, std::span<const long long> tokens = {}) {
     std::vector<double> factor;
     noise_.next_step();
-    for (int gpu = 0; gpu < config_.parallel->setup.gpus(); ++gpu)
-      factor.push_back(noise_.next_rank() * config_.simulation.speed_factor(gpu, step));
+    for (int gpu = 0; gpu < config_.parallel->setup.gpus(); ++gpu) {
+      const long long t = tokens.empty() ? 0 : tokens[static_cast<std::size_t>(gpu)];
+      factor.push_back(noise_.next_rank(t) * config_.simulation.speed_factor(gpu, step));
+    }
     return factor;
   }
 
@@ -133,13 +136,22 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
   std::vector<StepWork> steps;
   for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(D)) {
     StepWork work(static_cast<std::size_t>(S * D));
-    const std::vector<double> factor = factors.step(static_cast<int>(i / static_cast<std::size_t>(D)));
+    std::vector<std::vector<MicroBatchShape>> micro_of(static_cast<std::size_t>(D));
+    std::vector<long long> tokens(static_cast<std::size_t>(S * D), 0);
     for (int d = 0; d < D; ++d) {
       const RankStep& row = run.rows[i + static_cast<std::size_t>(d)];
-      std::vector<MicroBatchShape> micro = row.micro;
+      std::vector<MicroBatchShape>& micro = micro_of[static_cast<std::size_t>(d)];
+      micro = row.micro;
       if (micro.empty() && row.batch_size > 0)
         micro.push_back({row.batch_size, row.max_len, row.real_tokens, row.sq_tokens});
       micro.resize(static_cast<std::size_t>(M));  // empty micro-batches where the group had too few samples
+      long long largest = 0;
+      for (const auto& mb : micro) largest = std::max(largest, micro_tokens(mb, packed));
+      std::fill_n(tokens.begin() + d * S, S, largest);
+    }
+    const std::vector<double> factor = factors.step(static_cast<int>(i / static_cast<std::size_t>(D)), tokens);
+    for (int d = 0; d < D; ++d) {
+      const std::vector<MicroBatchShape>& micro = micro_of[static_cast<std::size_t>(d)];
       for (int stage = 0; stage < S; ++stage) {
         const auto st = static_cast<std::size_t>(stage);
         GpuWork& g = work[static_cast<std::size_t>(d * S + stage)];

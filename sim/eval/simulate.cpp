@@ -35,20 +35,60 @@ double peak_mem_mib(const PerfModel& m, const RankStep& r, bool packed) {
 
 }  // namespace
 
+long long regime_tokens(const RankStep& r, bool packed) {
+  if (r.micro.empty()) return micro_tokens({r.batch_size, r.max_len, r.real_tokens, r.sq_tokens}, packed);
+  long long largest = 0;
+  for (const MicroBatchShape& mb : r.micro) largest = std::max(largest, micro_tokens(mb, packed));
+  return largest;
+}
+
 ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
-    : sigma_(config.simulation.noise_sigma >= 0 ? config.simulation.noise_sigma
-             : model                            ? model->noise_sigma
-                                                : 0),
-      shared_sigma_(config.simulation.noise_shared_sigma >= 0 ? config.simulation.noise_shared_sigma
-                    : model                                   ? model->noise_shared_sigma
-                                                              : 0),
-      spells_(config.simulation.spells != "off" && model ? model->spell_quantiles : std::vector<double>{}),
-      spells_shared_(config.simulation.spells == "shared"),
+    : spells_shared_(config.simulation.spells == "shared"),
       steps_(model ? &model->step_factors : nullptr),
       noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL),
       shared_noise_(config.training.seed ^ 0x2545f4914f6cdd1dULL),
       spell_noise_(config.training.seed ^ 0x6a09e667f3bcc909ULL),
-      step_noise_(config.training.seed ^ 0xbb67ae8584caa73bULL) {}
+      step_noise_(config.training.seed ^ 0xbb67ae8584caa73bULL) {
+  const SimulationConfig& s = config.simulation;
+  const bool spells = s.spells != "off" && model;
+  if (model) {
+    regime_[0] = {model->noise_sigma, model->noise_shared_sigma, 1,
+                  spells ? model->spell_quantiles : std::vector<double>{}};
+    knee_ = model->noise_above.tokens;
+    if (knee_ > 0)
+      regime_[1] = {model->noise_above.sigma, model->noise_above.shared_sigma, 1,
+                    spells ? model->noise_above.spells : std::vector<double>{}};
+  }
+  for (Regime& r : regime_) {
+    if (s.noise_sigma >= 0) r.sigma = s.noise_sigma;
+    if (s.noise_shared_sigma >= 0) r.shared_sigma = s.noise_shared_sigma;
+    has_spells_ = has_spells_ || !r.spells.empty();
+  }
+}
+
+bool draws_compute_noise(const Config& config) {
+  const SimulationConfig& s = config.simulation;
+  const PerfModel* m = config.model.get();
+  const auto sigma = [](double set, double model) { return (set >= 0 ? set : model) > 0; };
+  return m && (sigma(s.noise_sigma, m->noise_sigma) || sigma(s.noise_shared_sigma, m->noise_shared_sigma) ||
+               (m->noise_above.tokens > 0 && (sigma(s.noise_sigma, m->noise_above.sigma) ||
+                                              sigma(s.noise_shared_sigma, m->noise_above.shared_sigma))) ||
+               (s.spells != "off" && (!m->spell_quantiles.empty() || !m->noise_above.spells.empty())) ||
+               !m->step_factors.empty());
+}
+
+Config without_compute_noise(const Config& config) {
+  Config quiet = config;
+  quiet.simulation.noise_sigma = 0;
+  quiet.simulation.noise_shared_sigma = 0;
+  quiet.simulation.spells = "off";
+  if (config.model && !config.model->step_factors.empty()) {
+    auto model = std::make_shared<PerfModel>(*config.model);
+    model->step_factors.clear();
+    quiet.model = std::move(model);
+  }
+  return quiet;
+}
 
 ComputeCharger::ComputeCharger(const Config& config) : config_(config), noise_(config, config.model.get()) {}
 
@@ -70,7 +110,8 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
     const RankStep& r = run.rows[i];
     const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
     if (i % static_cast<std::size_t>(std::max(run.G, 1)) == 0) noise_.next_step();
-    const double common = noise_.next_rank() * config_.simulation.speed_factor(r.rank, r.step);
+    const double common =
+        noise_.next_rank(regime_tokens(r, run.packed)) * config_.simulation.speed_factor(r.rank, r.step);
     const double factor = common * noise_.measured();
     // Forward and backward of one micro-batch: padded to its longest sample, or packed.
     auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {

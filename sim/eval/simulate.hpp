@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <span>
 #include <string>
-#include <set>
 #include <vector>
 
 #include "common/rng.hpp"
@@ -46,22 +46,37 @@ SimulationRun simulate_streamed(const Config& config, std::span<const int> datas
 // The optional trace columns a run of this config writes, known before its first row.
 TraceColumns trace_columns_for(const Config& config);
 
+// The tokens that set a micro-batch's noise regime (PerfModel::noise_above): b·L, or Σ s when
+// packed; a rank-step's are its largest micro-batch's.
+inline long long micro_tokens(const MicroBatchShape& mb, bool packed) {
+  return packed ? static_cast<long long>(mb.real_tokens) : static_cast<long long>(mb.batch_size) * mb.max_len;
+}
+long long regime_tokens(const RankStep& r, bool packed);
+
 // Compute factors: mean-one log-normal ones, so that they leave mean compute as modelled — one
 // per step for all ranks (shared: E[exp(σz − σ²/2)] = 1), one per rank-step (each rank's own) —
 // and the model's slow spells (median one: they lift the mean) per rank-step or per step as
 // simulation.spells says; and the model's measured training steps (calibrate --training),
-// one drawn whole per step and world; each from its own seeded stream. `model` gives the σ's
-// the simulation section leaves unset (null: no noise).
+// one drawn whole per step and world; each from its own seeded stream. A rank-step of the
+// model's compute-bound regime (PerfModel::noise_above) takes that regime's σ's and spells with
+// the same draws, so a step's ranks still share their shared draw across regimes. `model` gives
+// the σ's the simulation section leaves unset (null: no noise); a σ the section sets holds in
+// both regimes.
 class ComputeNoise {
  public:
   ComputeNoise(const Config& config, const PerfModel* model);
   void next_step() {
-    shared_ = factor(shared_sigma_, shared_noise_);
-    if (spells_shared_) shared_ *= spell();
+    const double z = shared_noise_.normal();
+    const double u = spells_shared_ && has_spells_ ? spell_noise_.uniform() : 0;
+    for (Regime& r : regime_) {
+      r.shared = std::exp(r.shared_sigma * z - 0.5 * r.shared_sigma * r.shared_sigma);
+      if (spells_shared_) r.shared *= r.spell_at(u);
+    }
     rank_ = 0;
   }
-  // The step's shared factor times this rank's own.
-  double next_rank() {
+  // The step's shared factor times this rank's own, for a rank-step of `tokens` padded tokens
+  // (its largest micro-batch's; Σ s when packed), which picks the regime.
+  double next_rank(long long tokens) {
     measured_ = 1;
     if (steps_ && !steps_->empty()) {  // ranks beyond the measured world draw another step
       const std::size_t width = steps_->front().size();
@@ -69,23 +84,45 @@ class ComputeNoise {
       measured_ = (*steps_)[drawn_][rank_ % width];
     }
     ++rank_;
-    return shared_ * factor(sigma_, noise_) * (spells_shared_ ? 1.0 : spell());
+    const Regime& r = regime_[knee_ > 0 && tokens >= knee_ ? 1 : 0];
+    const double own = std::exp(r.sigma * noise_.normal() - 0.5 * r.sigma * r.sigma);
+    const double spell = spells_shared_ || !has_spells_ ? 1.0 : r.spell_at(spell_noise_.uniform());
+    return r.shared * own * spell;
   }
   // This rank's factor from the model's measured training steps (1 without them): it describes
   // forward and backward, not the optimizer.
   double measured() const { return measured_; }
 
  private:
-  static double factor(double sigma, Rng& rng) { return std::exp(sigma * rng.normal() - 0.5 * sigma * sigma); }
-  double spell() { return spells_.empty() ? 1.0 : quantile_table_at(spells_, spell_noise_.uniform()); }
-  double sigma_, shared_sigma_, shared_ = 1;
-  std::vector<double> spells_;
-  bool spells_shared_;
+  struct Regime {
+    double sigma = 0, shared_sigma = 0, shared = 1;
+    std::vector<double> spells;
+    double spell_at(double u) const { return spells.empty() ? 1.0 : quantile_table_at(spells, u); }
+  };
+  Regime regime_[2];  // below the knee, and from it
+  long long knee_ = 0;
+  bool has_spells_ = false, spells_shared_;
   const std::vector<std::vector<double>>* steps_;
   std::size_t rank_ = 0, drawn_ = 0;
   double measured_ = 1;
   Rng noise_, shared_noise_, spell_noise_, step_noise_;
 };
+
+// False where a second simulation in this process would load a user XML platform again, which
+// SimGrid 3.32's platform parser cannot do (it crashes): the replicates and the noise-off runs
+// of such a config are refused or left out, saying why.
+inline bool can_simulate_again(const Config& config) {
+  return config.platform.topology != "xml";
+}
+inline constexpr const char* kXmlOncePerProcess =
+    "a user XML platform is loaded once per process (SimGrid 3.32's platform parser cannot load a second)";
+
+// Whether the config draws any compute noise (σ's, spells or the model's measured steps).
+bool draws_compute_noise(const Config& config);
+// The same config with every compute noise off — σ's 0, no spells, no measured steps — and
+// everything else (sample streams, first uses, stragglers) as it was: what the plan alone gives,
+// beside what the noise adds to it.
+Config without_compute_noise(const Config& config);
 
 // Each rank-step's compute (ms) for one policy's token-level rows, a block at a time: the noise
 // stream carries over between blocks. The noise is drawn in the same order for every policy

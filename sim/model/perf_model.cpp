@@ -43,8 +43,9 @@ double non_negative(const JsonFields& f, const char* key, double fallback, doubl
 // Positive, non-decreasing factors, scaled here to median one (the phases give a quiet machine's
 // time; spells lift it).
 std::vector<double> quantile_table(const nlohmann::json& list, const std::string& where) {
-  const char* expected = "an array of at least 2 non-decreasing numbers > 0 (slow-spell factors at evenly spaced "
-                         "probabilities from 0 to 1)";
+  const char* expected =
+      "an array of at least 2 non-decreasing numbers > 0 (slow-spell factors at evenly spaced "
+      "probabilities from 0 to 1)";
   if (!list.is_array()) throw wrong_type(list, where, expected);
   if (list.size() < 2)
     throw InputError(where + " has " + std::to_string(list.size()) + " value(s): expected " + expected);
@@ -60,6 +61,20 @@ std::vector<double> quantile_table(const nlohmann::json& list, const std::string
   const double scale = quantile_table_at(q, 0.5);
   for (double& x : q) x /= scale;
   return q;
+}
+
+// The compute-bound regime's noise (PerfModel::NoiseAbove): a knee of at least one token.
+PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::string& where) {
+  JsonFields f(doc, where);
+  PerfModel::NoiseAbove a;
+  if (!f.has("tokens"))
+    throw InputError(where + ": missing \"tokens\" (the padded tokens per rank-step from which this noise holds)");
+  a.tokens = f.get_in<long long>("tokens", 1, 1, 1LL << 40);
+  a.sigma = non_negative(f, "sigma", 0, 3);
+  a.shared_sigma = non_negative(f, "shared_sigma", 0, 3);
+  if (f.has("spells")) a.spells = quantile_table(f.raw("spells"), where + ": spells");
+  f.reject_unknown();
+  return a;
 }
 
 // Measured steps: rows of equal length (one factor per rank), each factor > 0.
@@ -162,20 +177,21 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   const auto slowdown = [&](const char* key, const char* meaning) {
     const double v = f.get<double>(key, 1);
     if (!(v >= 1 && v <= 100))
-      throw InputError(origin + ": " + key + " must be in [1, 100] (1: " + meaning + "), got " + nlohmann::json(v).dump());
+      throw InputError(origin + ": " + key + " must be in [1, 100] (1: " + meaning + "), got " +
+                       nlohmann::json(v).dump());
     return v;
   };
   m.comm_slowdown = slowdown("comm_slowdown", "compute is not slowed by communication");
   m.allreduce_slowdown = slowdown("allreduce_slowdown", "communication is not slowed by compute");
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
-    if (!n.has("sigma"))
-      throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
+    if (!n.has("sigma")) throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
     m.noise_sigma = non_negative(n, "sigma", 0, 3);
     m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
     if (n.has("spells")) m.spell_quantiles = quantile_table(n.raw("spells"), origin + ": noise: spells");
     if (n.has("steps")) m.step_factors = step_table(n.raw("steps"), origin + ": noise: steps");
     m.step_factors_source = n.get<std::string>("steps_source", "");
+    if (n.has("above")) m.noise_above = parse_noise_above(n.raw("above"), origin + ": noise: above");
     n.reject_unknown();
   }
   if (f.has("memory_mib")) {
@@ -215,7 +231,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     m.platform_source = pf.require<std::string>("source");
     pf.reject_unknown();
   }
-  f.reject_unknown({"$comment", "calibration"});            // calibration: provenance written by ddpsim calibrate
+  f.reject_unknown({"$comment", "calibration"});  // calibration: provenance written by ddpsim calibrate
   return m;
 }
 
@@ -243,7 +259,8 @@ PerfModel load_perf_model(const std::string& name_or_path) {
   refuse_other_kind(doc, name_or_path, FileKind::perf_model);
   if (doc.is_object() && doc.contains("hf_config")) return derive_perf_model(doc, name_or_path);
   if (doc.is_object() && !doc.contains("forward_ms") && (doc.contains("dtype") || doc.contains("efficiency")))
-    throw InputError(name_or_path + ": a model spec (gpu, dtype, efficiency) needs \"hf_config\", the Hugging Face "
+    throw InputError(name_or_path +
+                     ": a model spec (gpu, dtype, efficiency) needs \"hf_config\", the Hugging Face "
                      "config.json it derives the model from (or, for a calibrated model, forward_ms and backward_ms)");
   return parse_perf_model(doc, name_or_path);
 }

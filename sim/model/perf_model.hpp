@@ -44,6 +44,16 @@ struct PerfModel {
   // step's maximum. Factors of median one, so the phases give a quiet machine's time and the
   // spells lift it by their mean. Empty: none.
   std::vector<double> spell_quantiles;
+  // The noise of compute-bound rank-steps: from this many padded tokens per rank-step (Σ s when
+  // packed) a device's kernels leave the launch floor and their times spread far less (an
+  // H100's repetitions: σ ≈ 0.08 below ≈ 2,048 tokens, ≈ 0.002 above), so one σ for every
+  // rank-step inflates the slowest of balanced compute-bound ranks. The fields above describe
+  // the rank-steps below `tokens`; tokens == 0: one regime for all.
+  struct NoiseAbove {
+    long long tokens = 0;
+    double sigma = 0, shared_sigma = 0;
+    std::vector<double> spells;  // as spell_quantiles; empty: none
+  } noise_above;
   // Training steps as measured (ddpsim calibrate --training): each step's per-rank factors of
   // compute over the profile's surface, drawn a whole step at a time, so that a step's ranks
   // meet spikes together as they did (spikes of ranks taking turns on one device come in
@@ -61,7 +71,7 @@ struct PerfModel {
   double allreduce_slowdown = 1;
   // m(b, L) = m0 + μ·b·L + ν·b·L², in MiB; capacity bounds b_g^max.
   double mem_m0_mib = 0, mem_mu_mib = 0, mem_nu_mib = 0, mem_capacity_mib = 0;
-  int bytes_per_param = 4;  // gradient element size
+  int bytes_per_param = 4;       // gradient element size
   long long position_table = 0;  // TransformerSpec::position_table of a spec-derived model; 0 = no limit known
   std::vector<LayerSpec> layers;
   // The network this model's allreduce was measured on ({"topology", "link_GBps", "latency_us",

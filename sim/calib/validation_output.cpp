@@ -1,0 +1,209 @@
+// The validation's outputs: the printed report (steady state and every step, gains with their
+// verdicts, the phases' table), validation.json and validation.csv.
+#include "calib/validate.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/stats.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+std::string report_table(const ValidationSet& set, bool has_baseline) {
+  const auto& policies = set.policies;
+  const auto &measured_gain = set.measured_gain_pct, &predicted_gain = set.predicted_gain_pct;
+  char line[512];
+  std::string out;
+  std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "policy", "from", "steps",
+                "mean max step ms", "P95 max step ms", "samples/s", "step MAPE", "step P95 |e|");
+  out += line;
+  std::snprintf(line, sizeof line, "%-28s %6s %6s %22s %22s %20s %10s %12s\n", "", "step", "", "meas -> pred (err)",
+                "meas -> pred (err)", "meas -> pred", "%", "ms");
+  out += line;
+  auto row = [&](const PolicyValidation& p, const std::string& label) {
+    char mean_text[64], p95_text[64], sps[64];
+    std::snprintf(mean_text, sizeof mean_text, "%.2f -> %.2f (%+.1f%%)", p.measured_mean_ms, p.predicted_mean_ms,
+                  p.mean_error_pct);
+    std::snprintf(p95_text, sizeof p95_text, "%.2f -> %.2f (%+.1f%%)", p.measured_p95_ms, p.predicted_p95_ms,
+                  p.p95_error_pct);
+    std::snprintf(sps, sizeof sps, "%.1f -> %.1f", p.measured_samples_per_s, p.predicted_samples_per_s);
+    std::snprintf(line, sizeof line, "%-28s %6d %6d %22s %22s %20s %10.2f %12.3f\n", label.c_str(), p.first_step,
+                  p.steps, mean_text, p95_text, sps, p.step_mape_pct, p.step_p95_abs_error_ms);
+    out += line;
+  };
+  for (const auto& p : policies) row(p, p.policy);
+  if (has_baseline) row(set.baseline, set.baseline.policy + " (baseline)");
+  out += "measured, 95% intervals (block bootstrap over the steps):\n";
+  auto intervals = [&](const PolicyValidation& p, const std::string& label) {
+    std::snprintf(line, sizeof line, "  %-26s mean %.2f .. %.2f ms, P95 %.2f .. %.2f ms\n", label.c_str(),
+                  p.measured_mean_ci.low, p.measured_mean_ci.high, p.measured_p95_ci.low, p.measured_p95_ci.high);
+    out += line;
+  };
+  for (const auto& p : policies) intervals(p, p.policy);
+  if (!has_baseline) return out;
+  intervals(set.baseline, set.baseline.policy + " (baseline)");
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
+    const std::string verdict = m.contains(0) ? "the measured gain cannot be told from noise (its interval holds 0)"
+                                : m.contains(predicted_gain[i]) ? "the prediction lies inside the measured interval"
+                                                                : "the prediction lies outside the measured interval";
+    char quiet[64] = "";
+    if (!std::isnan(set.predicted_quiet_gain_pct[i]))
+      std::snprintf(quiet, sizeof quiet, ", noise off %+.2f%%", set.predicted_quiet_gain_pct[i]);
+    std::snprintf(line, sizeof line,
+                  "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
+                  "(%+.2f .. %+.2f%s), %+.2f pp; %s\n",
+                  policies[i].policy.c_str(),
+                  !set.gain_restricted[i] ? ""
+                  : set.gain_end_cut[i]
+                      ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
+                      : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
+                  measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high, quiet,
+                  predicted_gain[i] - measured_gain[i], verdict.c_str());
+    out += line;
+  }
+  if (!policies.empty())
+    out += set.paired ? "  (gains paired step by step: the runs were trained in turn)\n"
+                      : "  (gains from runs resampled apart: they ran at different times, and the intervals do "
+                        "not hold the variation between runs)\n";
+  return out;
+}
+
+// A value printed to one decimal without a sign left on what rounds to zero ("-0.0").
+double tidy(double v) {
+  return std::abs(v) < 0.05 ? 0.0 : v;
+}
+
+// The phases' table: which of them a mean error comes from.
+std::string phases_table(const ValidationSet& set, bool has_baseline) {
+  std::vector<const PolicyValidation*> rows;
+  for (const auto& p : set.policies) rows.push_back(&p);
+  if (has_baseline) rows.push_back(&set.baseline);
+  std::vector<std::string> names;  // every phase any run measured, in step order
+  for (const auto* p : rows)
+    for (const auto& f : p->phases)
+      if (std::find(names.begin(), names.end(), f.phase) == names.end()) names.push_back(f.phase);
+  if (names.empty()) return "";
+  char cell[96];
+  std::string out = "phases, mean ms per rank-step, meas -> pred (err):\n";
+  std::snprintf(cell, sizeof cell, "%-28s", "policy");
+  out += cell;
+  for (const auto& name : names) {
+    std::snprintf(cell, sizeof cell, " %24s", name.c_str());
+    out += cell;
+  }
+  out += "\n";
+  for (const auto* p : rows) {
+    std::snprintf(cell, sizeof cell, "%-28s", (p == &set.baseline ? p->policy + " (baseline)" : p->policy).c_str());
+    out += cell;
+    for (const auto& name : names) {
+      const auto f = std::find_if(p->phases.begin(), p->phases.end(), [&](auto& x) { return x.phase == name; });
+      char text[64] = "-";
+      if (f != p->phases.end())
+        std::snprintf(text, sizeof text, "%.1f -> %.1f (%+.1f%s)", tidy(f->measured_ms), tidy(f->predicted_ms),
+                      tidy(f->error()), f->relative ? "%" : " ms");
+      std::snprintf(cell, sizeof cell, " %24s", text);
+      out += cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::ordered_json phases_json(const PolicyValidation& p) {
+  auto out = nlohmann::ordered_json::object();
+  for (const auto& f : p.phases)
+    out[f.phase] = {{"measured_ms", f.measured_ms},
+                    {"predicted_ms", f.predicted_ms},
+                    {f.relative ? "error_pct" : "error_ms", f.error()}};
+  return out;
+}
+
+nlohmann::ordered_json figures(const PolicyValidation& p) {
+  return nlohmann::ordered_json{{"warmup_steps", p.first_step},
+                                {"steps", p.steps},
+                                {"measured_mean_max_step_ms", p.measured_mean_ms},
+                                {"predicted_mean_max_step_ms", p.predicted_mean_ms},
+                                {"mean_error_pct", p.mean_error_pct},
+                                {"measured_p95_max_step_ms", p.measured_p95_ms},
+                                {"predicted_p95_max_step_ms", p.predicted_p95_ms},
+                                {"p95_error_pct", p.p95_error_pct},
+                                {"measured_samples_per_s", p.measured_samples_per_s},
+                                {"predicted_samples_per_s", p.predicted_samples_per_s},
+                                {"step_mape_pct", p.step_mape_pct},
+                                {"step_p95_abs_error_ms", p.step_p95_abs_error_ms},
+                                {"measured_mean_ci95", {p.measured_mean_ci.low, p.measured_mean_ci.high}},
+                                {"measured_p95_ci95", {p.measured_p95_ci.low, p.measured_p95_ci.high}},
+                                {"phases", phases_json(p)}};
+}
+
+}  // namespace
+
+std::string validation_report(const Validation& v) {
+  const std::string from = v.shared_warmup < 0
+                               ? "each run from the step given; --warmup"
+                               : "policies trained in turn, all from step " + std::to_string(v.shared_warmup) +
+                                     ", where the last of them settles";
+  return "steady state (" + from + "):\n" + report_table(v.steady, v.has_baseline) +
+         phases_table(v.steady, v.has_baseline) + "\nevery step:\n" + report_table(v.all, v.has_baseline);
+}
+
+nlohmann::ordered_json validation_json(const Validation& v, const Trace& measured, const std::string& model_origin) {
+  auto policy = [&](const ValidationSet& set, std::size_t i) {
+    auto f = figures(set.policies[i]);
+    if (v.has_baseline) {
+      f["measured_gain_pct"] = set.measured_gain_pct[i];
+      f["predicted_gain_pct"] = set.predicted_gain_pct[i];
+      if (!std::isnan(set.predicted_quiet_gain_pct[i]))
+        f["predicted_gain_noise_off_pct"] = set.predicted_quiet_gain_pct[i];
+      f["gain_error_pp"] = set.predicted_gain_pct[i] - set.measured_gain_pct[i];
+      f["gain_from_step"] = set.gain_from_step[i];
+      f["gain_to_step"] = set.gain_end_step[i] - 1;
+      const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
+      f["measured_gain_ci95"] = {m.low, m.high};
+      f["predicted_gain_ci95"] = {p.low, p.high};
+      f["gain_paired"] = set.paired;
+      f["gain_resolved"] = !m.contains(0);  // false: the measured gain cannot be told from noise
+      f["predicted_gain_in_measured_ci"] = m.contains(set.predicted_gain_pct[i]);
+    }
+    return f;
+  };
+  nlohmann::ordered_json doc;
+  doc["measured"] = {{"file", measured.path}, {"fnv1a64", measured.hash}};
+  doc["model"] = model_origin;
+  if (v.shared_warmup >= 0) doc["shared_warmup_steps"] = v.shared_warmup;
+  doc["policies"] = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < v.steady.policies.size(); ++i) {
+    auto p = policy(v.steady, i);
+    p["all_steps"] = policy(v.all, i);
+    doc["policies"][v.steady.policies[i].policy] = p;
+  }
+  if (v.has_baseline) {
+    auto f = figures(v.steady.baseline);
+    f["all_steps"] = figures(v.all.baseline);
+    doc["baseline"] = {{"policy", v.steady.baseline.policy}, {"figures", f}};
+  }
+  return doc;
+}
+
+std::string validation_csv(const Validation& v) {
+  std::string out = "policy,step,measured_max_step_ms,predicted_max_step_ms,error_pct,steady\n";
+  char line[256];
+  auto rows = [&](const PolicyValidation& p, const std::string& label, int first) {
+    for (std::size_t i = 0; i < p.measured_steps_ms.size(); ++i) {
+      std::snprintf(line, sizeof line, "%s,%zu,%.4f,%.4f,%.3f,%d\n", label.c_str(), i, p.measured_steps_ms[i],
+                    p.predicted_steps_ms[i],
+                    100 * (p.predicted_steps_ms[i] - p.measured_steps_ms[i]) / p.measured_steps_ms[i],
+                    static_cast<int>(i) >= first ? 1 : 0);
+      out += line;
+    }
+  };
+  for (std::size_t i = 0; i < v.steady.policies.size(); ++i)
+    rows(v.all.policies[i], v.steady.policies[i].policy, v.steady.policies[i].first_step);
+  if (v.has_baseline) rows(v.all.baseline, v.steady.baseline.policy + " (baseline)", v.steady.baseline.first_step);
+  return out;
+}
+
+}  // namespace ddpsim
