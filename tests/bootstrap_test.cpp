@@ -2,6 +2,7 @@
 // be repeatable, and let pairing cancel a drift that both runs share.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -61,4 +62,64 @@ TEST_CASE("pairing runs trained in turn cancels the drift they share") {
   const std::vector<double> shorter(base.begin(), base.begin() + 200);
   CHECK(gain_interval(shorter, base, true).low < gain_interval(shorter, base, true).high);
   CHECK(mean_interval(std::vector<double>{}).low == 0);
+}
+
+namespace {
+
+// The bootstrap as first written, resample by resample, each sorted: the oracle the counting
+// selection must match value for value.
+Interval naive_p95_interval(const std::vector<double>& x) {
+  const std::size_t n = x.size();
+  const auto len = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(std::cbrt(static_cast<double>(n)))));
+  Rng rng(0x9e3779b97f4a7c15);
+  std::vector<double> values;
+  for (int r = 0; r < 2000; ++r) {
+    std::vector<std::size_t> starts;
+    for (std::size_t filled = 0; filled < n; filled += len) starts.push_back(rng.below(n - len + 1));
+    std::vector<double> resample;
+    for (std::size_t start : starts)
+      for (std::size_t i = start; i < start + len && resample.size() < n; ++i) resample.push_back(x[i]);
+    std::sort(resample.begin(), resample.end());
+    const double rank = 0.95 * static_cast<double>(n - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(rank));
+    const std::size_t hi = std::min(lo + 1, n - 1);
+    values.push_back(resample[lo] + (rank - static_cast<double>(lo)) * (resample[hi] - resample[lo]));
+  }
+  std::sort(values.begin(), values.end());
+  const auto at = [&](double q) {
+    const double rank = q / 100 * static_cast<double>(values.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(rank));
+    return values[lo] + (rank - static_cast<double>(lo)) * (values[lo + 1] - values[lo]);
+  };
+  return {at(2.5), at(97.5)};
+}
+
+}  // namespace
+
+TEST_CASE("P95 intervals by counting ranks equal the sorted resamples' exactly, ties and short runs included") {
+  for (std::size_t n : {1, 2, 7, 64, 65, 300, 5000}) {
+    std::vector<double> x = noisy(n, n, 50, 8);
+    for (std::size_t i = 0; i < n; i += 3) x[i] = std::round(x[i]);  // ties
+    const Interval fast = p95_interval(x), naive = naive_p95_interval(x);
+    CHECK(fast.low == naive.low);
+    CHECK(fast.high == naive.high);
+  }
+}
+
+TEST_CASE("percentile_in_place selects what a sort gives") {
+  Rng rng(9);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<double> x(1 + rng.below(300));
+    for (double& v : x) v = std::round(10 * rng.normal());
+    std::vector<double> sorted = x;
+    std::sort(sorted.begin(), sorted.end());
+    for (double q : {0.0, 2.5, 50.0, 95.0, 97.5, 100.0}) {
+      const double rank = q / 100 * static_cast<double>(x.size() - 1);
+      const auto lo = static_cast<std::size_t>(std::floor(rank));
+      const std::size_t hi = std::min(lo + 1, x.size() - 1);
+      std::vector<double> scratch = x;
+      CHECK(percentile_in_place(scratch, q) ==
+            sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]));
+    }
+  }
 }

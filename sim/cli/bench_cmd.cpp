@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calib/validate_bench.hpp"
 #include "cli/options.hpp"
 #include "common/error.hpp"
 #include "eval/bench.hpp"
@@ -37,6 +38,11 @@ Then times `ddpsim sweep` with 2 worker processes over 1,000 cells of the study'
 policies x 800 steps, fast mode; cells differ by seed), every cell checked, run, written and
 tabulated: target < 60 s, reported as cells/s.
 
+Then times `ddpsim validate` of a 200,000-row trace (minmax, 50,000 steps of the study's
+setting) against a baseline of as many (static): reading both, replaying them with the
+compute noise and without, every 95% interval (2,000 block-bootstrap resamples a series) and
+the outputs' text: target < 3 s.
+
 Build in Release for meaningful figures.
 )";
 
@@ -51,14 +57,14 @@ int bench(const Args& args) {
       "policies, wall_s, cpu_s, peak_rss_mib, rank_steps_per_s, target_s, met}, ...], \"sweep\": {cells, jobs, "
       "policies, steps, wall_s, cells_per_s, target_s}} instead of tables")(
       "quick", "a tenth of the decisions and steps, without the frontier cases: a smoke test, not a measurement")(
-      "only", po::value<std::string>(), "sched, sim or sweep: run one part")("help,h", "this help");
+      "only", po::value<std::string>(), "sched, sim, sweep or validate: run one part")("help,h", "this help");
   po::variables_map vm;
   if (!parse(args, USAGE, visible, {}, {}, vm)) return 0;
 
   const bool json = vm.count("json") > 0;
   const std::string only = vm.count("only") ? vm["only"].as<std::string>() : "";
-  if (!only.empty() && only != "sched" && only != "sim" && only != "sweep")
-    throw UsageError("--only is sched, sim or sweep, got \"" + only + "\"");
+  if (!only.empty() && only != "sched" && only != "sim" && only != "sweep" && only != "validate")
+    throw UsageError("--only is sched, sim, sweep or validate, got \"" + only + "\"");
   const double scale = vm.count("quick") ? 0.1 : 1.0;
   const auto say = [&](const std::string& what) { std::cerr << "bench: " << what << "\n"; };
   const auto results = only.empty() || only == "sched" ? run_sched_bench(scale, say) : std::vector<SchedBenchResult>{};
@@ -67,6 +73,11 @@ int bench(const Args& args) {
   if (only.empty() || only == "sweep") {
     say("sweep: " + std::to_string(static_cast<int>(1000 * scale)) + " cells of the study's setting, 2 jobs");
     sweep = run_sweep_bench(scale, 2);
+  }
+  std::optional<ValidateBenchResult> validation;
+  if (only.empty() || only == "validate") {
+    say("validate: a trace of " + std::to_string(static_cast<int>(200'000 * scale)) + " rows against a baseline");
+    validation = run_validate_bench(scale);
   }
   if (json) {
     nlohmann::ordered_json sim_rows = nlohmann::ordered_json::array();
@@ -101,6 +112,14 @@ int bench(const Args& args) {
       doc["sweep"] = {{"cells", sweep->cells},      {"jobs", sweep->jobs},     {"policies", sweep->policies},
                       {"steps", sweep->steps},      {"wall_s", sweep->wall_s}, {"cells_per_s", sweep->cells_per_s},
                       {"target_s", sweep->target_s}};
+    if (validation)
+      doc["validate"] = {
+          {"rows", validation->rows},
+          {"steps", validation->steps},
+          {"wall_s", validation->wall_s},
+          {"target_s",
+           validation->target_s > 0 ? nlohmann::ordered_json(validation->target_s) : nlohmann::ordered_json()},
+          {"met", validation->target_s > 0 ? nlohmann::ordered_json(validation->met()) : nlohmann::ordered_json()}};
     std::cout << doc.dump(2) << "\n";
     return 0;
   }
@@ -121,6 +140,11 @@ int bench(const Args& args) {
         "sweep: %d cells (%d policies x %d steps, fast mode), %d jobs: %.1f s, %.1f cells/s (target: 1000 "
         "cells < %.0f s)\n\n",
         sweep->cells, sweep->policies, sweep->steps, sweep->jobs, sweep->wall_s, sweep->cells_per_s, sweep->target_s);
+  if (validation)
+    std::printf(
+        "validate: %ld rows against %ld (%d steps each): %.2f s%s\n\n", validation->rows, validation->rows,
+        validation->steps, validation->wall_s,
+        validation->target_s > 0 ? (validation->met() ? " (target < 3 s: met)" : " (target < 3 s: missed)") : "");
   if (results.empty()) return 0;
   std::printf("%-14s %-10s %6s %6s %4s %10s %12s %12s %s\n", "policy", "solver", "G", "B", "K", "decisions", "mean us",
               "p95 us", "target (mean)");

@@ -22,13 +22,21 @@ double population_std(std::span<const double> values) {
 }
 
 double percentile(std::span<const double> values, double q) {
+  std::vector<double> scratch(values.begin(), values.end());
+  return percentile_in_place(scratch, q);
+}
+
+double percentile_in_place(std::span<double> values, double q) {
   if (values.empty()) return 0.0;
-  std::vector<double> sorted(values.begin(), values.end());
-  std::sort(sorted.begin(), sorted.end());
-  const double rank = q / 100.0 * static_cast<double>(sorted.size() - 1);
+  const double rank = q / 100.0 * static_cast<double>(values.size() - 1);
   const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  // The lo-th smallest by selection, and the hi-th as the smallest of what lies above it: the
+  // values a full sort would put there, in linear time.
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(lo), values.end());
+  const double at_lo = values[lo];
+  const double at_hi = hi == lo ? at_lo : *std::min_element(values.begin() + static_cast<long>(hi), values.end());
+  return at_lo + (rank - static_cast<double>(lo)) * (at_hi - at_lo);
 }
 
 }  // namespace ddpsim

@@ -10,5 +10,7 @@ double mean(std::span<const double> values);
 double population_std(std::span<const double> values);
 // Percentile q in [0, 100] with linear interpolation between order statistics (NumPy's default).
 double percentile(std::span<const double> values, double q);
+// The same, reordering `values` instead of copying them (a bootstrap's scratch).
+double percentile_in_place(std::span<double> values, double q);
 
 }  // namespace ddpsim

@@ -9,4 +9,7 @@ grep -q '"enumerate"' "$WORK/out" || fail "bench JSON lacks the enumeration refe
 for key in '"sim"' '"config"' '"mode"' '"wall_s"' '"cpu_s"' '"peak_rss_mib"' '"rank_steps_per_s"' '"full"' '"fast"'; do
   grep -q "$key" "$WORK/out" || fail "bench JSON lacks $key in its simulator part"
 done
+for key in '"validate"' '"rows"' '"steps"'; do
+  grep -q "$key" "$WORK/out" || fail "bench JSON lacks $key in its validation part"
+done
 finish

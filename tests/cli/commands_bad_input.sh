@@ -7,7 +7,7 @@ expect_exit 1 '--policies: unknown policy "bogus"' "$DDPSIM" compare --policies 
 expect_exit 1 "nofile.json: cannot open JSON file \(no such file\)" "$DDPSIM" compare "$WORK/nofile.json" --out "$out"
 expect_exit 2 '--timeline-steps chooses the steps of a --timeline FILE' "$DDPSIM" run --timeline-steps 1:2 --out "$out"
 expect_exit 2 "--steps must be at least 1, got 0" "$DDPSIM" balance --steps 0 --out "$out"
-expect_exit 2 '--only is sched, sim or sweep, got "bogus"' "$DDPSIM" bench --only bogus
+expect_exit 2 '--only is sched, sim, sweep or validate, got "bogus"' "$DDPSIM" bench --only bogus
 expect_exit 2 "unrecognised option '--bogus'" "$DDPSIM" bench --bogus
 expect_exit 2 "'--measured' is required" "$DDPSIM" validate --model rtx3090-distilbert --out "$out"
 expect_exit 1 "nofile.csv: cannot open trace \(no such file\)" "$DDPSIM" validate --measured "$WORK/nofile.csv" \
