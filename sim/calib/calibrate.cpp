@@ -174,7 +174,32 @@ void fit_interference(const std::vector<Trace>& traces, Calibration& c) {
   c.allreduce_slowdown = factor(c.comm_beside_compute);
 }
 
+// A phase's poor figure (PhaseFit's thresholds), else "".
+std::string fit_warning(const char* phase, const PhaseFit& p) {
+  char figure[200];
+  if (p.heldout_in_use() > kPoorHeldoutMape)
+    std::snprintf(figure, sizeof figure, "held-out MAPE %.1f%% of the %s form (poor above %.0f%%)",
+                  100 * p.heldout_in_use(), p.model.form(), 100 * kPoorHeldoutMape);
+  else if (p.quality.r2 < kPoorR2 && p.median_spread > kShapeSpread)
+    std::snprintf(figure, sizeof figure,
+                  "R² %.2f over the rows where the shapes' medians spread by %.0f%% (poor below %.2f)", p.quality.r2,
+                  100 * p.median_spread, kPoorR2);
+  else
+    return "";
+  return std::string(phase) + ": " + figure;
+}
+
 }  // namespace
+
+std::string fit_warning_text(const Calibration& c) {
+  if (c.fit_warnings.empty()) return "";
+  std::string figures;
+  for (const std::string& w : c.fit_warnings) figures += (figures.empty() ? "" : "; ") + w;
+  return "fits poorly (" + figures +
+         "): its predictions miss shapes it was not fitted to by about that much. Remedies: more repetitions "
+         "(ddptrain --profile-reps), a quieter machine, a grid that reaches the shapes trained (--profile-batches, "
+         "--profile-lengths), or a profile taken alongside training (--profile-alongside)";
+}
 
 Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions& options) {
   if (options.form != "auto" && options.form != "analytic" && options.form != "grid")
@@ -250,6 +275,9 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
     p.shapes = static_cast<int>(points.size());
     p.heldout = heldout_error(points, options.folds, options.seed);
     p.model = fit_phase(points, p.heldout, options.form);
+    std::vector<double> medians;
+    for (const ShapePoint& point : points) medians.push_back(point.ms);
+    p.median_spread = mean(medians) > 0 ? population_std(medians) / mean(medians) : 0;
     return p;
   };
   c.forward = fit(fwd_points);
@@ -302,6 +330,8 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   }
   c.forward.quality = quality(fwd, pf);
   c.backward.quality = quality(bwd, pb);
+  for (const auto& [name, phase] : {std::pair{"forward", &c.forward}, std::pair{"backward", &c.backward}})
+    if (std::string w = fit_warning(name, *phase); !w.empty()) c.fit_warnings.push_back(std::move(w));
   c.optimizer_ms = mean(opt);
   if (mem.size() >= 3) {
     const PhaseTime m = fit_analytic(c.packed ? packed_medians(mem_work, mem) : shape_medians(mem_bl, mem));

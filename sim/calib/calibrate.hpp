@@ -28,7 +28,16 @@ struct PhaseFit {
   FitQuality quality;  // of the form in use, over every row
   HeldOut heldout;
   int shapes = 0;
+  double median_spread = 0;  // coefficient of variation of the shapes' medians: how much there was to fit
+  double heldout_in_use() const { return model.use_grid ? heldout.grid : heldout.analytic; }
 };
+
+// A phase's fit is poor where the form in use misses held-out shapes by more than
+// kPoorHeldoutMape, or explains less than kPoorR2 of the rows' variance where the shapes'
+// medians spread by more than kShapeSpread (a launch floor that does not move with the shape
+// has an R² near 0 and nothing wrong with it). Held-out error ~12% is what the noisiest
+// committed profile, an H100's launch-bound bf16 one, gives its forms.
+inline constexpr double kPoorHeldoutMape = 0.15, kPoorR2 = 0.5, kShapeSpread = 0.25;
 
 struct CalibrationOptions {
   std::string form = "auto";  // auto | analytic | grid
@@ -42,6 +51,8 @@ inline constexpr std::size_t kMinSpellGroups = 20;
 struct Calibration {
   PhaseFit forward, backward;
   long half_timed_rows = 0;  // rows with fwd_ms or bwd_ms but not both: left out, and said so
+  // Each phase whose fit is poor, with its figure and the threshold; empty when both are sound.
+  std::vector<std::string> fit_warnings;
   double optimizer_ms = 0;
   double noise_sigma = 0;               // each rank's own: all of the noise, unless ranks timed steps together
   bool noise_from_repetitions = false;  // else from the residuals of the forms in use
@@ -105,6 +116,10 @@ struct Calibration {
 
 // Throws InputError when the traces hold too few distinct (b, L) points, saying what to add.
 Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions& options = {});
+
+// "fits poorly (the phases' figures): ... Remedies: ...", the warning calibrate prints and the
+// model keeps; "" for a sound fit.
+std::string fit_warning_text(const Calibration& c);
 
 // The model file: the fit, a base model's layout and memory capacity, and where it came from.
 nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<Trace>& traces, const PerfModel& base,

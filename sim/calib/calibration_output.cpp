@@ -55,6 +55,8 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["optimizer_ms"] = c.optimizer_ms;
   m["comm_slowdown"] = c.comm_slowdown;
   m["allreduce_slowdown"] = c.allreduce_slowdown;
+  m["fit_quality"] = {{"heldout_mape", std::max(c.forward.heldout_in_use(), c.backward.heldout_in_use())}};
+  if (!c.fit_warnings.empty()) m["fit_quality"]["warning"] = fit_warning_text(c);
   m["noise"] = {{"sigma", c.noise_sigma}, {"shared_sigma", c.noise_shared_sigma}};
   if (!c.spell_quantiles.empty()) m["noise"]["spells"] = c.spell_quantiles;
   if (c.regimes.knee_tokens > 0) {

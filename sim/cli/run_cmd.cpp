@@ -109,8 +109,8 @@ std::string fabric_line(const Config& config) {
   if (p.topology == "pcie" && p.host_GBps > 0) line << ", root complex " << p.host_GBps << " GB/s";
   const int nodes = node_of_ranks(p, config.training.world_size).back() + 1;
   if (p.topology == "cluster" && nodes > 1)
-    line << " inside a node; " << nodes << " nodes, NICs " << p.nic_GBps << " GB/s and " << p.nic_latency_us
-         << " us, " << p.nodes_per_leaf << " nodes per leaf, oversubscription " << p.oversubscription;
+    line << " inside a node; " << nodes << " nodes, NICs " << p.nic_GBps << " GB/s and " << p.nic_latency_us << " us, "
+         << p.nodes_per_leaf << " nodes per leaf, oversubscription " << p.oversubscription;
   return line.str();
 }
 
@@ -176,8 +176,8 @@ void warn_over_capacity(const Config& config, const SimulationRun& sim, const ch
                    "ddpsim %s: warning: policy %s: in %d of %d steps a rank needs more memory than %s's "
                    "capacity (up to %.0f of %.0f MiB): a real run would run out of memory; cap the batch with "
                    "training.b_max (\"model\" derives the cap from the memory model)\n",
-                   verb, sim.runs[p].label.c_str(), s.steps_over_capacity, s.steps, m.name.c_str(),
-                   s.max_peak_mem_mib, m.mem_capacity_mib);
+                   verb, sim.runs[p].label.c_str(), s.steps_over_capacity, s.steps, m.name.c_str(), s.max_peak_mem_mib,
+                   m.mem_capacity_mib);
 }
 
 int simulate_verb(const Args& args, bool compare) {
@@ -196,8 +196,8 @@ int simulate_verb(const Args& args, bool compare) {
       "pipelines: the link series' bin in ms (time units in abstract mode); default: a 200th of the steps")(
       "replicates", po::value<int>()->default_value(1),
       "R: simulate the config again under seeds seed+1 ... seed+R-1 and add a table of each policy's mean, P95 and "
-      "gain as the mean over the seeds with their 2.5-97.5% range (outputs hold the first seed's run)")(
-      "help,h", "this help");
+      "gain as the mean over the seeds with their 2.5-97.5% range (outputs hold the first seed's run)")("help,h",
+                                                                                                        "this help");
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
@@ -214,8 +214,9 @@ int simulate_verb(const Args& args, bool compare) {
     throw UsageError(std::string("--replicates ") + std::to_string(replicates) + ": " + kXmlOncePerProcess +
                      "; run each seed as its own command (--set training.seed=N)");
   if (replicates > 1 && config.parallel)
-    throw UsageError("--replicates repeats a DDP run under other seeds; a pipeline job (a parallel section) has no "
-                     "sample stream to redraw");
+    throw UsageError(
+        "--replicates repeats a DDP run under other seeds; a pipeline job (a parallel section) has no "
+        "sample stream to redraw");
   if (vm.count("link-bin") && !vm.count("link-series"))
     throw UsageError("--link-bin sets the bins of a --link-series FILE, which is not given");
   if (vm.count("link-bin") && !(vm["link-bin"].as<double>() > 0 && std::isfinite(vm["link-bin"].as<double>())))
@@ -251,6 +252,7 @@ int simulate_verb(const Args& args, bool compare) {
             << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length "
             << shape.max_length << ", seed " << shape.seed << "\n  model: " << config.model->name << " ("
             << config.model->origin << ")\n  model source: " << config.model->source
+            << (config.model->fit_warning.empty() ? "" : "\n  warning: this model " + config.model->fit_warning)
             << "\n  platform: " << config.platform.to_json().dump()
             << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source)
             << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
@@ -258,8 +260,8 @@ int simulate_verb(const Args& args, bool compare) {
   // A rank's share of the batch at the data's longest length: where the model's measured
   // range ends before that, say so, since the prediction is then the model's extrapolation.
   const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
-  const std::string beyond = config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G,
-                                                              std::min(longest, shape.max_length));
+  const std::string beyond =
+      config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
   if (!beyond.empty()) std::cout << "  note: " << beyond << "\n";
   std::cout << "\n";
 

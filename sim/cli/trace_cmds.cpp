@@ -111,7 +111,9 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   if (vm.count("set"))
     for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
       const std::string key = assignment.substr(0, assignment.find('='));
-      const auto under = [&](const char* prefix) { return key == prefix || key.starts_with(std::string(prefix) + "."); };
+      const auto under = [&](const char* prefix) {
+        return key == prefix || key.starts_with(std::string(prefix) + ".");
+      };
       if (under("model")) throw UsageError("--set " + key + ": the performance model comes from --model");
       // A whole section set at once names its keys inside the value.
       const auto sets = [&](const char* sub) {
@@ -129,7 +131,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
           throw UsageError("--set " + key + ": replay and validate take the steps, batches and lengths from " +
                            trace.path + ", so " + fixed + " would have no effect");
       if (key == "simulation.sched_ms" && assignment.find("measured") != std::string::npos)
-        throw UsageError("--set " + assignment + ": \"measured\" times the policy's decisions, and replay and "
+        throw UsageError("--set " + assignment +
+                         ": \"measured\" times the policy's decisions, and replay and "
                          "validate make none (the trace's batches are replayed): give sched_ms in ms");
       if (key == "training.world_size") world_size_set = true;
     }
@@ -154,7 +157,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const std::string config_name = vm.count("config") ? vm["config"].as<std::string>() : "the config";
   Config config = load([&](nlohmann::json& doc) {
     if (doc.contains("parallel"))
-      throw InputError(config_name + ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
+      throw InputError(config_name +
+                       ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
                        "pipeline job runs with ddpsim run (leave the parallel section out here)");
     // A path is taken from the current folder; a bare word is left for the model loader to name.
     const bool path = model.find('/') != std::string::npos || model.ends_with(".json");
@@ -175,8 +179,10 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
                 << " not used\n";
     const auto simulation = doc.value("simulation", nlohmann::json::object());
     if (simulation.is_object() && simulation.value("sched_ms", nlohmann::json()) == "measured")
-      throw InputError(config_name + ": simulation.sched_ms \"measured\" times the policy's decisions, and replay "
-                       "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
+      throw InputError(
+          config_name +
+          ": simulation.sched_ms \"measured\" times the policy's decisions, and replay "
+          "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
     training.erase("b_max");
     training.erase("pad_to_multiple_of");
     // A config file's own world size is checked against the trace below, as a --set one is.
@@ -266,8 +272,8 @@ int calibrate(const Args& args) {
     const auto size = trace.metadata.find("model");
     if (size == trace.metadata.end() || !trace.metadata.count("tool") || trace.metadata.at("tool") != "ddptrain")
       continue;
-    const std::string fix = ": give --base LAYOUT.json from ddptrain --model " + size->second +
-                            " --write-layout LAYOUT.json";
+    const std::string fix =
+        ": give --base LAYOUT.json from ddptrain --model " + size->second + " --write-layout LAYOUT.json";
     if (base_is_layout && base.name != size->second)
       throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
                        vm["base"].as<std::string>() + " is the layout of --model " + base.name + fix);
@@ -289,8 +295,9 @@ int calibrate(const Args& args) {
     for (const auto& path : vm["training"].as<std::vector<std::string>>()) {
       std::error_code ec;
       if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
-        throw UsageError(path + ": given twice (a training trace fits the spread, not the surface: name it once, "
-                                "after --training)");
+        throw UsageError(path +
+                         ": given twice (a training trace fits the spread, not the surface: name it once, "
+                         "after --training)");
       training.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
       const Trace& run = training.back();
       const auto meta = [](const Trace& t, const char* key) {
@@ -298,13 +305,14 @@ int calibrate(const Args& args) {
         return it == t.metadata.end() ? std::string() : it->second;
       };
       if (meta(run, "policy") == "profile" || run.metadata.count("profile"))
-        throw InputError(path + ": a profile (policy=profile), not a training run: --training takes the steps of "
+        throw InputError(path +
+                         ": a profile (policy=profile), not a training run: --training takes the steps of "
                          "a run of the setting (ddptrain --policy ...), whose spread the profile cannot show");
       for (const char* key : {"device", "model"})
         if (const std::string mine = meta(run, key), profile = meta(traces.front(), key);
             !mine.empty() && !profile.empty() && mine != profile)
-          throw InputError(path + ": " + key + "=" + mine + ", and the profile " + traces.front().path + " has " +
-                           key + "=" + profile + ": its steps' spread is another setting's");
+          throw InputError(path + ": " + key + "=" + mine + ", and the profile " + traces.front().path + " has " + key +
+                           "=" + profile + ": its steps' spread is another setting's");
     }
   const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
@@ -317,9 +325,12 @@ int calibrate(const Args& args) {
     report += training_report(t);
   }
   parse_perf_model(nlohmann::json::parse(model.dump()), "the calibrated model");  // what we write must load
-  std::cout << "ddpsim calibrate: " << traces.size() << " trace(s)" +
+  std::cout << "ddpsim calibrate: " << traces.size()
+            << " trace(s)" +
                    (training.empty() ? std::string() : ", " + std::to_string(training.size()) + " training run(s)")
-            << "\n" << report;
+            << "\n"
+            << report;
+  if (!c.fit_warnings.empty()) std::cerr << "ddpsim calibrate: warning: the model " << fit_warning_text(c) << "\n";
   AtomicFile out(vm["out"].as<std::string>());
   out.stream() << model.dump(2) << "\n";
   std::unique_ptr<AtomicFile> residuals;
@@ -369,10 +380,12 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
 // Where the model's figures and the network's came from: a prediction is only as good as them,
 // and a model calibrated with an allreduce profile brings its own network.
 std::string platform_line(const Config& config) {
-  return "model source: " + config.model->source + "\nplatform: " + config.platform.to_json().dump() + "\n  from: " +
+  return "model source: " + config.model->source +
+         (config.model->fit_warning.empty() ? "" : "\nwarning: this model " + config.model->fit_warning) +
+         "\nplatform: " + config.platform.to_json().dump() + "\n  from: " +
          (config.platform_source.empty() ? std::string("the config and its --set (or their defaults); the model "
                                                        "carries none")
-                                          : config.platform_source) +
+                                         : config.platform_source) +
          "\n";
 }
 
@@ -397,7 +410,8 @@ int replay(const Args& args) {
   for (const auto& run : sim.runs) summaries.push_back(summarize(run));
   std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic"
             << (trace.runs.size() == 1 ? "y" : "ies") << ", " << trace.runs.front().G << " ranks) with "
-            << config.model->origin << "\n" << platform_line(config) << "\n"
+            << config.model->origin << "\n"
+            << platform_line(config) << "\n"
             << extrapolation(*config.model, {&trace}).note
             << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
   if (vm.count("out")) {
@@ -431,12 +445,14 @@ int validate(const Args& args) {
   if (vm.count("baseline")) {
     const std::string path = vm["baseline"].as<std::string>();
     if (std::error_code ec; std::filesystem::equivalent(path, vm["measured"].as<std::string>(), ec))
-      throw UsageError("--baseline " + path + " is the --measured trace: a gain over itself is 0 by definition; give "
+      throw UsageError("--baseline " + path +
+                       " is the --measured trace: a gain over itself is 0 by definition; give "
                        "the baseline policy's own trace");
     baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
     if (baseline->hash == measured.hash)
       throw UsageError("--baseline " + path + " holds the same bytes as --measured " +
-                       vm["measured"].as<std::string>() + ": a gain over a copy of itself is 0; give the baseline "
+                       vm["measured"].as<std::string>() +
+                       ": a gain over a copy of itself is 0; give the baseline "
                        "policy's own trace");
   }
   const Config config = config_for_trace(vm, measured);
@@ -458,13 +474,13 @@ int validate(const Args& args) {
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
-            << platform_line(config) << "\n" << beyond.note << validation_report(v);
+            << platform_line(config) << "\n"
+            << beyond.note << validation_report(v);
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
     auto doc = validation_json(v, measured, config.model->origin);
     if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
-    write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"},
-                        {"validation.csv", validation_csv(v)}});
+    write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
     std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
   }
   return 0;

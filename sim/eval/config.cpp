@@ -23,6 +23,7 @@ nlohmann::json Config::provenance() const {
   nlohmann::json p = {{"model", model->origin}, {"model_source", model->source}};
   if (!model->step_factors_source.empty()) p["model_noise_from"] = model->step_factors_source;
   if (model->first_use_ms > 0) p["model_first_use_ms"] = model->first_use_ms;
+  if (!model->fit_warning.empty()) p["model_fit_warning"] = model->fit_warning;
   p["platform"] = platform.to_json();
   p["platform_source"] = platform_source.empty() ? "the config and its --set (or their defaults)" : platform_source;
   return p;
@@ -131,7 +132,6 @@ std::string set_by_path(nlohmann::json& doc, std::string_view key, nlohmann::jso
 
 using namespace config_detail;
 
-
 Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
                     const std::string& policies_origin) {
   JsonFields top(doc, origin);
@@ -169,9 +169,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
                      std::to_string(c.model->position_table) + " positions of " + c.model->name +
                      "'s learned position table (its hf_config): a longer sample has no position to embed");
-  c.platform = parse_platform(platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(),
-                                                  *c.model, c, origin),
-                              origin + ": platform", c.training.world_size, base_dir);
+  c.platform = parse_platform(
+      platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), *c.model, c, origin),
+      origin + ": platform", c.training.world_size, base_dir);
   if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
     const auto& given = top.raw("simulation");
@@ -203,16 +203,18 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (c.parallel) refuse_unused_by_pipeline(top, *c.parallel, origin);
   if (c.platform.topology == "xml" && c.simulation.algorithm != "hierarchical" && doc.contains("platform") &&
       doc["platform"].is_object() && doc["platform"].contains("gpus_per_node"))
-    throw InputError(origin + ": platform.gpus_per_node groups an xml platform's ranks into nodes for "
-                              "simulation.algorithm \"hierarchical\"; the " + c.simulation.algorithm +
-                     " algorithm does not use it (leave it out)");
+    throw InputError(origin +
+                     ": platform.gpus_per_node groups an xml platform's ranks into nodes for "
+                     "simulation.algorithm \"hierarchical\"; the " +
+                     c.simulation.algorithm + " algorithm does not use it (leave it out)");
   if (c.platform.topology == "xml" && !c.parallel)
     check_platform_file(
         c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
   const int ranks = c.shape().G;  // those a step's samples are split over: a pipeline's groups
   if (c.training.b_max_from_model) {
     if (c.parallel)
-      throw InputError(origin + ": training.b_max \"model\" caps a DDP rank from the whole model's memory; a pipeline "
+      throw InputError(origin +
+                       ": training.b_max \"model\" caps a DDP rank from the whole model's memory; a pipeline "
                        "stage holds part of it (its peak memory is reported per stage): give b_max per group");
     const int cap = c.model->max_batch(c.training.max_length);
     if (cap < 1)
@@ -224,8 +226,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.training.b_max.assign(static_cast<std::size_t>(ranks), c.training.b_max.front());  // one cap for every group
   if (!c.training.b_max.empty() && static_cast<int>(c.training.b_max.size()) != ranks)
     throw InputError(origin + ": training.b_max lists " + std::to_string(c.training.b_max.size()) + " ranks, " +
-                     (c.parallel ? "the pipeline has " + std::to_string(ranks) + " data-parallel groups (one entry each)"
-                                 : "world_size is " + std::to_string(ranks)));
+                     (c.parallel
+                          ? "the pipeline has " + std::to_string(ranks) + " data-parallel groups (one entry each)"
+                          : "world_size is " + std::to_string(ranks)));
   if (c.parallel && !c.parallel->abstract_mode && c.parallel->setup.micro_batches > c.training.global_batch / ranks)
     throw InputError(origin + ": parallel.micro_batches (" + std::to_string(c.parallel->setup.micro_batches) +
                      ") is more than a group's share of the global batch (" + std::to_string(c.training.global_batch) +
@@ -267,7 +270,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     }
   }
   const StepShape shape = c.shape();
-  std::vector<std::string> resolved;  // labels with every option at its value in force
+  std::vector<std::string> resolved;                              // labels with every option at its value in force
   const bool abstract = c.parallel && c.parallel->abstract_mode;  // no policy: the work is in time units
   for (std::size_t i = 0; i < (abstract ? 0 : c.policies.size()); ++i) {
     const std::string at = policies_origin.empty() ? origin + ": policies[" + std::to_string(i) + "]" : policies_origin;
@@ -331,8 +334,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     for (const UnusedKeys& unused : unused_by_pipeline(abstract))
       for (const std::string& key : unused.keys)
         (unused.section.empty() ? c.resolved : c.resolved[unused.section]).erase(key);
-    for (auto [key, sigma] : {std::pair{"noise_sigma", c.simulation.noise_sigma},
-                              {"noise_shared_sigma", c.simulation.noise_shared_sigma}})
+    for (auto [key, sigma] :
+         {std::pair{"noise_sigma", c.simulation.noise_sigma}, {"noise_shared_sigma", c.simulation.noise_shared_sigma}})
       if (abstract && sigma < 0) c.resolved["simulation"].erase(key);
   }
   return c;

@@ -183,6 +183,12 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   };
   m.comm_slowdown = slowdown("comm_slowdown", "compute is not slowed by communication");
   m.allreduce_slowdown = slowdown("allreduce_slowdown", "communication is not slowed by compute");
+  if (f.has("fit_quality")) {
+    JsonFields q(f.raw("fit_quality"), origin + ": fit_quality");
+    m.fit_heldout_mape = non_negative(q, "heldout_mape", 0, 100);
+    m.fit_warning = q.get<std::string>("warning", "");
+    q.reject_unknown();
+  }
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");
     if (!n.has("sigma")) throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");

@@ -32,6 +32,11 @@ struct PerfModel {
   std::string source;  // how the figures were obtained, honestly
   PhaseModel forward, backward;
   double optimizer_ms = 0;
+  // How well a calibrated model's forms predicted shapes they were not fitted to (the worse
+  // phase's held-out MAPE, a fraction; 0: not known), and calibrate's warning where that or
+  // the rows' R² was poor ("" when sound): every prediction with the model repeats it.
+  double fit_heldout_mape = 0;
+  std::string fit_warning;
   double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
   // Log-normal σ of a factor drawn once per step for all ranks: slow spells of a machine the
   // ranks share (emulated ranks in one process, cores of one host), which independent per-rank
