@@ -94,7 +94,7 @@ TEST_CASE("packed sequences: a + β·Σs + γ·Σs² comes back from a noisy pac
   CHECK(f.beta_ms == doctest::Approx(0.002).epsilon(0.03));
   CHECK(f.gamma_ms == doctest::Approx(1e-5).epsilon(0.03));
   CHECK(b.gamma_ms == doctest::Approx(2e-5).epsilon(0.03));
-  CHECK(!c.forward.model.use_grid);
+  CHECK(!c.forward.model.use_grid());
   CHECK(std::isnan(c.forward.heldout.grid));
   CHECK(c.noise_sigma == doctest::Approx(0.05).epsilon(0.10));
   CHECK(c.memory.r2 > 0.999);  // m0 + μ·Σs + ν·Σs², written exactly by the simulator

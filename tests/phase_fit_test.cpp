@@ -79,7 +79,7 @@ TEST_CASE("the grid form is exact at its points and monotone between and beyond 
   PhaseModel m;
   m.analytic = fit_analytic(points);
   m.grid = fit_grid(points, m.analytic);
-  m.use_grid = true;
+  m.use = PhaseForm::grid;
   CHECK(m.grid.check().empty());
   for (const auto& p : points) CHECK(m.at(p.b, p.L) == doctest::Approx(p.ms).epsilon(1e-12));
   for (int b = 1; b <= 48; ++b)
@@ -87,11 +87,14 @@ TEST_CASE("the grid form is exact at its points and monotone between and beyond 
       CHECK(m.at(b, L) >= m.at(b - 1 > 0 ? b - 1 : 1, L));
       CHECK(m.at(b, L) >= m.at(b, L - 1));
     }
-  // And on such a device the held-out error prefers the grid.
+  // And on such a device the held-out error prefers the grid to the analytic form (and the
+  // roofline, flat until it saturates, to both: auto takes the smallest).
   const HeldOut h = heldout_error(points, 5, 3);
   CHECK(h.grid < h.analytic);
-  CHECK(fit_phase(points, h, "auto").use_grid);
-  CHECK_FALSE(fit_phase(points, h, "analytic").use_grid);
+  CHECK(h.roofline < h.grid);
+  CHECK(fit_phase(points, h, "auto").use == PhaseForm::roofline);
+  CHECK(fit_phase(points, h, "grid").use_grid());
+  CHECK_FALSE(fit_phase(points, h, "analytic").use_grid());
 }
 
 TEST_CASE("a non-monotone table is made monotone by the least relative change, holes are filled") {

@@ -202,8 +202,8 @@ std::string fit_warning_text(const Calibration& c) {
 }
 
 Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions& options) {
-  if (options.form != "auto" && options.form != "analytic" && options.form != "grid")
-    throw UsageError("--form is auto, analytic or grid, got \"" + options.form + "\"");
+  if (options.form != "auto" && options.form != "analytic" && options.form != "grid" && options.form != "roofline")
+    throw UsageError("--form is auto, analytic, grid or roofline, got \"" + options.form + "\"");
   Calibration c;
   std::vector<std::pair<int, int>> bl, mem_bl;
   std::vector<std::pair<double, double>> work, mem_work;  // (Σ s, Σ s²) of packed rows
@@ -285,7 +285,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
 
   // A phase's prediction for row i: at its (b, L), or at its (Σ s, Σ s²) when packed.
   auto predict = [&](const PhaseModel& m, std::size_t i) {
-    return c.packed ? m.analytic.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
+    return c.packed ? m.packed(work[i].first, work[i].second) : m.at(bl[i].first, bl[i].second);
   };
   // Each row's log of measured over the surface, grouped by shape and rank (calib/noise_fit.hpp).
   using Group = std::pair<Shape, int>;
@@ -314,7 +314,9 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
     sample.rows.push_back({row_group[k].first, group_index[row_group[k].second], logs[k]});
   fit_noise(sample, options, c);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
-    m->analytic.a_ms *= c.mean_scale, m->analytic.beta_ms *= c.mean_scale, m->analytic.gamma_ms *= c.mean_scale;
+    for (PhaseTime* t : {&m->analytic, &m->roofline.compute})
+      t->a_ms *= c.mean_scale, t->beta_ms *= c.mean_scale, t->gamma_ms *= c.mean_scale;
+    m->roofline.floor_ms *= c.mean_scale;
     for (auto& row : m->grid.ms)
       for (double& t : row) t *= c.mean_scale;
   }

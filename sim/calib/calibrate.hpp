@@ -1,5 +1,5 @@
-// Fits a performance model to profiled traces: per phase both forms of t(b, L) (analytic and
-// measured grid, calib/phase_fit.hpp) with their held-out errors, the one in use; the compute
+// Fits a performance model to profiled traces: per phase every form of t(b, L) (analytic,
+// roofline and measured grid, calib/phase_fit.hpp) with their held-out errors, the one in use; the compute
 // noise as the log-normal σ of the measured / predicted ratio; the peak-memory model m(b, L);
 // where a trace holds allreduce timings (ddptrain --profile over several ranks), the ring's
 // α–β; and where it holds interference rows, how much slower backward runs beside an allreduce
@@ -24,12 +24,16 @@ struct FitQuality {
 };
 
 struct PhaseFit {
-  PhaseModel model;    // both forms; model.use_grid says which is in use
+  PhaseModel model;    // every form; model.use says which is in use
   FitQuality quality;  // of the form in use, over every row
   HeldOut heldout;
   int shapes = 0;
   double median_spread = 0;  // coefficient of variation of the shapes' medians: how much there was to fit
-  double heldout_in_use() const { return model.use_grid ? heldout.grid : heldout.analytic; }
+  double heldout_in_use() const {
+    return model.use == PhaseForm::grid       ? heldout.grid
+           : model.use == PhaseForm::roofline ? heldout.roofline
+                                              : heldout.analytic;
+  }
 };
 
 // A phase's fit is poor where the form in use misses held-out shapes by more than
@@ -40,7 +44,7 @@ struct PhaseFit {
 inline constexpr double kPoorHeldoutMape = 0.15, kPoorR2 = 0.5, kShapeSpread = 0.25;
 
 struct CalibrationOptions {
-  std::string form = "auto";  // auto | analytic | grid
+  std::string form = "auto";  // auto | analytic | grid | roofline
   int folds = 5;
   std::uint64_t seed = 0;  // deals the points into folds
 };

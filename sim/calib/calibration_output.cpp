@@ -31,6 +31,11 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     nlohmann::ordered_json j = {
         {"a", p.analytic.a_ms}, {"beta", p.analytic.beta_ms}, {"gamma", p.analytic.gamma_ms}, {"form", p.form()}};
     if (!p.grid.empty()) j["grid"] = {{"b", p.grid.b}, {"L", p.grid.L}, {"ms", p.grid.ms}};
+    if (p.has_roofline)
+      j["roofline"] = {{"floor", p.roofline.floor_ms},
+                       {"a", p.roofline.compute.a_ms},
+                       {"beta", p.roofline.compute.beta_ms},
+                       {"gamma", p.roofline.compute.gamma_ms}};
     return j;
   };
   auto fit = [](const FitQuality& q) {
@@ -40,7 +45,10 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
     auto j = fit(p.quality);
     j["shapes"] = p.shapes;
     j["form"] = p.model.form();
-    j["heldout_mape"] = {{"analytic", p.heldout.analytic}, {"grid", p.heldout.grid}, {"folds", p.heldout.folds}};
+    j["heldout_mape"] = {{"analytic", p.heldout.analytic},
+                         {"grid", p.heldout.grid},
+                         {"roofline", p.heldout.roofline},
+                         {"folds", p.heldout.folds}};
     return j;
   };
   nlohmann::ordered_json m;
@@ -172,24 +180,30 @@ std::string fit_report(const Calibration& c) {
   char line[640];
   std::string out;
   auto phase = [&](const char* name, const PhaseFit& p) {
-    const PhaseTime& a = p.model.analytic;
-    if (c.packed) {
-      std::snprintf(line, sizeof line,
-                    "  %-9s packed t = %.4g + %.4g·Σs + %.4g·Σs² ms (no grid form for packed sequences)\n"
-                    "            held-out MAPE (%d folds over %d points): %.2f%%;"
-                    " over all rows R² %.4f, MAPE %.2f%% (%ld rows)\n",
-                    name, a.a_ms, a.beta_ms, a.gamma_ms, p.heldout.folds, p.shapes, 100 * p.heldout.analytic,
-                    p.quality.r2, 100 * p.quality.mape, p.quality.points);
-      out += line;
-      return;
-    }
+    const PhaseTime &a = p.model.analytic, &r = p.model.roofline.compute;
+    const char *tokens = c.packed ? "Σs" : "b·L", *pairs = c.packed ? "Σs²" : "b·L²";
     std::snprintf(line, sizeof line,
-                  "  %-9s analytic t = %.4g + %.4g·b·L + %.4g·b·L² ms; grid %zu×%zu (b × L)\n"
-                  "            held-out MAPE (%d folds over %d shapes): analytic %.2f%%, grid %.2f%% → %s form;"
-                  " over all rows R² %.4f, MAPE %.2f%% (%ld rows)\n",
-                  name, a.a_ms, a.beta_ms, a.gamma_ms, p.model.grid.b.size(), p.model.grid.L.size(), p.heldout.folds,
-                  p.shapes, 100 * p.heldout.analytic, 100 * p.heldout.grid, p.model.form(), p.quality.r2,
-                  100 * p.quality.mape, p.quality.points);
+                  "  %-9s analytic t = %.4g + %.4g·%s + %.4g·%s ms; roofline t = max(%.4g, %.4g + %.4g·%s + %.4g·%s) "
+                  "ms",
+                  name, a.a_ms, a.beta_ms, tokens, a.gamma_ms, pairs, p.model.roofline.floor_ms, r.a_ms, r.beta_ms,
+                  tokens, r.gamma_ms, pairs);
+    out += line;
+    if (c.packed)
+      std::snprintf(line, sizeof line,
+                    " (no grid form for packed sequences)\n"
+                    "            held-out MAPE (%d folds over %d points): analytic %.2f%%, roofline %.2f%% → %s form;"
+                    " over all rows R² %.4f, MAPE %.2f%% (%ld rows)\n",
+                    p.heldout.folds, p.shapes, 100 * p.heldout.analytic, 100 * p.heldout.roofline, p.model.form(),
+                    p.quality.r2, 100 * p.quality.mape, p.quality.points);
+    else
+      std::snprintf(
+          line, sizeof line,
+          "; grid %zu×%zu (b × L)\n"
+          "            held-out MAPE (%d folds over %d shapes): analytic %.2f%%, roofline %.2f%%, grid %.2f%% → "
+          "%s form; over all rows R² %.4f, MAPE %.2f%% (%ld rows)\n",
+          p.model.grid.b.size(), p.model.grid.L.size(), p.heldout.folds, p.shapes, 100 * p.heldout.analytic,
+          100 * p.heldout.roofline, 100 * p.heldout.grid, p.model.form(), p.quality.r2, 100 * p.quality.mape,
+          p.quality.points);
     out += line;
   };
   std::snprintf(line, sizeof line,

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
@@ -71,7 +72,7 @@ std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, doubl
   return points;
 }
 
-PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative) {
+PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative, bool quadratic) {
   auto fit = [&](const std::vector<double>& weights) {
     std::vector<std::vector<double>> rows;
     std::vector<double> y;
@@ -79,11 +80,11 @@ PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative) {
       const ShapePoint& p = points[i];
       // Weight 1/ms turns squared error into squared relative error.
       const double w = weights[i] * (relative && p.ms > 0 ? 1.0 / p.ms : 1.0);
-      rows.push_back({w, w * p.tokens(), w * p.pairs()});
+      rows.push_back({w, w * p.tokens(), quadratic ? w * p.pairs() : 0.0});
       y.push_back(w * p.ms);
     }
     const auto c = nnls(rows, y);
-    return PhaseTime{c[0], c[1], c[2]};
+    return PhaseTime{c[0], c[1], quadratic ? c[2] : 0.0};
   };
   std::vector<double> weights(points.size(), 1.0);
   PhaseTime t = fit(weights);
@@ -93,8 +94,7 @@ PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative) {
   constexpr double TUKEY_C = 4.685;  // 95% efficiency under normal errors
   for (int iteration = 0; iteration < 50; ++iteration) {
     std::vector<double> residual, spread;
-    for (const ShapePoint& p : points)
-      residual.push_back(p.ms > 0 ? t.packed(p.tokens(), p.pairs()) / p.ms - 1 : 0.0);
+    for (const ShapePoint& p : points) residual.push_back(p.ms > 0 ? t.packed(p.tokens(), p.pairs()) / p.ms - 1 : 0.0);
     const double centre = percentile(residual, 50);
     for (double r : residual) spread.push_back(std::abs(r - centre));
     const double scale = 1.4826 * percentile(spread, 50);  // the MAD, as a normal σ
@@ -180,6 +180,81 @@ MeasuredGrid fit_grid(const std::vector<ShapePoint>& points, const PhaseTime& an
   return g;
 }
 
+namespace {
+
+constexpr double kQuadraticGain = 0.8;  // γ must cut the compute shapes' loss by a fifth
+
+// A fit's loss over the shapes: the mean of squared relative errors, each capped at 0.3².
+double truncated_loss(const std::vector<ShapePoint>& points, const Roofline& r) {
+  double sum = 0;
+  for (const ShapePoint& p : points) {
+    const double e = p.ms > 0 ? r.packed(p.tokens(), p.pairs()) / p.ms - 1 : 0.0;
+    sum += std::min(e * e, 0.09);
+  }
+  return points.empty() ? 0.0 : sum / double(points.size());
+}
+
+// The floor's level over its shapes by relative least squares: Σ(1/m) / Σ(1/m²).
+double floor_level(const std::vector<ShapePoint>& floor) {
+  double inv = 0, inv2 = 0;
+  for (const ShapePoint& p : floor)
+    if (p.ms > 0) inv += 1 / p.ms, inv2 += 1 / (p.ms * p.ms);
+  return inv2 > 0 ? inv / inv2 : 0.0;
+}
+
+// The compute part needs shapes whose tokens and token-pairs vary apart.
+bool enough_for_compute(const std::vector<ShapePoint>& points) {
+  std::set<double> tokens, lengths;
+  for (const ShapePoint& p : points) tokens.insert(p.tokens()), lengths.insert(p.pairs() / std::max(p.tokens(), 1e-9));
+  return points.size() >= 3 && tokens.size() >= 2 && lengths.size() >= 2;
+}
+
+double compute_loss(const std::vector<ShapePoint>& points, const PhaseTime& t) {
+  return truncated_loss(points, Roofline{0, t});
+}
+
+// Above the floor, a + β·b·L, with γ·b·L² only where it fits the compute shapes clearly better:
+// a profile whose compute-bound shapes are few and short cannot tell γ from β, and the γ it
+// finds then grows without bound beyond them.
+PhaseTime fit_compute(const std::vector<ShapePoint>& compute) {
+  const PhaseTime linear = fit_analytic(compute, true, false), full = fit_analytic(compute);
+  return compute_loss(compute, full) < kQuadraticGain * compute_loss(compute, linear) ? full : linear;
+}
+
+// The roofline with the shapes split into floor and compute, then reassigned until stable.
+Roofline fit_split(std::vector<ShapePoint> floor, std::vector<ShapePoint> compute) {
+  Roofline r{floor_level(floor), fit_compute(compute)};
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    std::vector<ShapePoint> f, c;
+    for (const auto* part : {&floor, &compute})
+      for (const ShapePoint& p : *part) (r.compute.packed(p.tokens(), p.pairs()) < r.floor_ms ? f : c).push_back(p);
+    if (f.size() == floor.size() || !enough_for_compute(c)) break;
+    floor = std::move(f), compute = std::move(c);
+    r = {floor_level(floor), fit_compute(compute)};
+  }
+  return r;
+}
+
+}  // namespace
+
+Roofline fit_roofline(const std::vector<ShapePoint>& points) {
+  std::vector<ShapePoint> by_time = points;
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [](const ShapePoint& a, const ShapePoint& b) { return a.ms < b.ms; });
+  Roofline best{0, fit_analytic(points)};
+  double best_loss = truncated_loss(points, best);
+  // At most 40 candidate splits, evenly over the shapes that leave a compute part to fit.
+  const std::size_t n = by_time.size(), step = std::max<std::size_t>(1, n / 40);
+  for (std::size_t k = 1; k + 3 <= n; k += step) {
+    std::vector<ShapePoint> floor(by_time.begin(), by_time.begin() + static_cast<long>(k)),
+        compute(by_time.begin() + static_cast<long>(k), by_time.end());
+    if (!enough_for_compute(compute)) continue;
+    const Roofline r = fit_split(std::move(floor), std::move(compute));
+    if (const double loss = truncated_loss(points, r); loss < best_loss) best = r, best_loss = loss;
+  }
+  return best;
+}
+
 HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uint64_t seed) {
   HeldOut h;
   h.folds = std::min<int>(folds, static_cast<int>(points.size()));
@@ -187,7 +262,7 @@ HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uin
   std::vector<std::size_t> order(points.size());
   std::iota(order.begin(), order.end(), 0);
   Rng(seed).shuffle(std::span(order));
-  std::vector<double> ape_analytic, ape_grid;
+  std::vector<double> ape_analytic, ape_grid, ape_roofline;
   for (int f = 0; f < h.folds; ++f) {
     std::vector<ShapePoint> train, test;
     for (std::size_t k = 0; k < order.size(); ++k)
@@ -195,21 +270,22 @@ HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uin
     if (train.empty()) continue;
     PhaseModel m;
     m.analytic = fit_analytic(train);
-    if (points.front().packed) {
-      for (const ShapePoint& p : test)
-        if (p.ms > 0) ape_analytic.push_back(std::abs(m.analytic.packed(p.tokens(), p.pairs()) - p.ms) / p.ms);
-      continue;
-    }
-    m.grid = fit_grid(train, m.analytic);
+    m.roofline = fit_roofline(train);
+    m.has_roofline = true;
+    const auto error = [&](const ShapePoint& p, PhaseForm form) {
+      m.use = form;
+      return std::abs((p.packed ? m.packed(p.tokens(), p.pairs()) : m.at(p.b, p.L)) - p.ms) / p.ms;
+    };
+    if (!points.front().packed) m.grid = fit_grid(train, m.analytic);
     for (const ShapePoint& p : test) {
       if (p.ms <= 0) continue;
-      m.use_grid = false;
-      ape_analytic.push_back(std::abs(m.at(p.b, p.L) - p.ms) / p.ms);
-      m.use_grid = true;
-      ape_grid.push_back(std::abs(m.at(p.b, p.L) - p.ms) / p.ms);
+      ape_analytic.push_back(error(p, PhaseForm::analytic));
+      ape_roofline.push_back(error(p, PhaseForm::roofline));
+      if (!p.packed) ape_grid.push_back(error(p, PhaseForm::grid));
     }
   }
   h.analytic = mean(ape_analytic);
+  h.roofline = mean(ape_roofline);
   h.grid = ape_grid.empty() ? std::numeric_limits<double>::quiet_NaN() : mean(ape_grid);
   return h;
 }
@@ -217,9 +293,17 @@ HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uin
 PhaseModel fit_phase(const std::vector<ShapePoint>& points, const HeldOut& heldout, const std::string& form) {
   PhaseModel m;
   m.analytic = fit_analytic(points);
-  if (!points.empty() && points.front().packed) return m;
-  m.grid = fit_grid(points, m.analytic);
-  m.use_grid = form == "grid" || (form == "auto" && heldout.grid < heldout.analytic);
+  m.roofline = fit_roofline(points);
+  m.has_roofline = true;
+  const bool packed = !points.empty() && points.front().packed;
+  if (!packed) m.grid = fit_grid(points, m.analytic);
+  if (form == "grid" && !packed) m.use = PhaseForm::grid;
+  if (form == "roofline") m.use = PhaseForm::roofline;
+  if (form != "auto") return m;
+  // The smallest held-out error; a tie keeps the simpler form (analytic, then roofline).
+  double best = heldout.analytic;
+  if (m.roofline.floor_ms > 0 && heldout.roofline < best) m.use = PhaseForm::roofline, best = heldout.roofline;
+  if (!packed && heldout.grid < best) m.use = PhaseForm::grid;
   return m;
 }
 

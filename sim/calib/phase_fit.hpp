@@ -47,7 +47,8 @@ std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, doubl
 // a + β·b·L + γ·b·L² with every coefficient ≥ 0, minimising Σ w·((t(b, L) − ms) / ms)², the
 // weights w those of Tukey's bisquare (c = 4.685 MADs of the relative residuals), iterated to
 // a fixed point (`relative` false: Σ (t(b, L) − ms)², the plain least squares, for comparison).
-PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative = true);
+// `quadratic` false: γ = 0, a + β·b·L alone.
+PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative = true, bool quadratic = true);
 
 // The measured grid over the points' distinct batch sizes × lengths. A cell without a point
 // takes the analytic form's time scaled by the measured/analytic ratio of its measured
@@ -60,14 +61,21 @@ MeasuredGrid fit_grid(const std::vector<ShapePoint>& points, const PhaseTime& an
 // Held-out mean absolute percentage error (a fraction) of one form: the points are dealt into
 // `folds` folds in a seeded random order, each fold predicted by the form fitted to the others.
 struct HeldOut {
-  double analytic = 0, grid = 0;
+  double analytic = 0, grid = 0, roofline = 0;
   int folds = 0;
 };
 HeldOut heldout_error(const std::vector<ShapePoint>& points, int folds, std::uint64_t seed);
 
-// Both forms fitted to all points, and the one in use: `form` "auto" takes the smaller
-// held-out error, "analytic" or "grid" forces it. Packed points have no grid (its held-out
-// error is NaN): the analytic form, whatever `form` says.
+// max(f, a + β·b·L + γ·b·L²), every term ≥ 0: the k shapes of least time on the floor (f their
+// relative least-squares level), the others fitted as fit_analytic does, k chosen by a
+// truncated relative loss over all shapes (a shape 30% off counts as much however far off it
+// is), then the shapes reassigned to whichever part predicts them until that settles. k = 0
+// is the analytic form itself.
+Roofline fit_roofline(const std::vector<ShapePoint>& points);
+
+// Every form fitted to all points, and the one in use: `form` "auto" takes the smallest
+// held-out error, "analytic", "grid" or "roofline" forces it. Packed points have no grid (its
+// held-out error is NaN): the analytic form or the roofline.
 PhaseModel fit_phase(const std::vector<ShapePoint>& points, const HeldOut& heldout, const std::string& form);
 
 }  // namespace ddpsim

@@ -31,8 +31,8 @@ bool one_process(const Trace& t) {
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
   auto surface = [&](const RankStep& r) {
     if (c.packed)
-      return c.forward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens)) +
-             c.backward.model.analytic.packed(double(r.real_tokens), double(r.sq_tokens));
+      return c.forward.model.packed(double(r.real_tokens), double(r.sq_tokens)) +
+             c.backward.model.packed(double(r.real_tokens), double(r.sq_tokens));
     if (r.micro.empty())
       return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
     double sum = 0;

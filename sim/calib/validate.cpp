@@ -36,7 +36,7 @@ SimulationRun replay(const Trace& trace, Config config) {
                                             "trace has no sq_tokens column: it recorded padded micro-batches"
                                           : ": the trace recorded packed sequences (column sq_tokens): replay it "
                                             "with training.attention \"packed\""));
-  if (packed && (config.model->forward.use_grid || config.model->backward.use_grid))
+  if (packed && (config.model->forward.use_grid() || config.model->backward.use_grid()))
     throw InputError(trace.path + ": packed sequences need the model's analytic form, and " + config.model->origin +
                      " uses a measured grid (calibrate it with --form analytic)");
   const bool micro_columns =

@@ -25,11 +25,13 @@ constexpr const char* CALIBRATE_USAGE = R"(usage: ddpsim calibrate TRACE.csv... 
 Fits a performance model to profiled traces (ddptrain writes them; a `ddptrain --profile`
 sweep or any run of a dynamic policy covers enough (b, L) points). Repetitions of a shape
 are reduced to their median, and fits minimise relative error:
-  forward, backward   two forms of t(b, L) in ms: analytic a + beta*b*L + gamma*b*L^2
-                      (non-negative least squares), and a measured grid (the shapes' medians,
-                      made non-decreasing, interpolated bilinearly, the analytic shape outside
-                      it); k-fold cross-validation by shape gives each form's held-out MAPE, and
-                      the smaller one is used unless --form says otherwise
+  forward, backward   three forms of t(b, L) in ms: analytic a + beta*b*L + gamma*b*L^2
+                      (non-negative least squares); roofline max(f, a + beta*b*L + gamma*b*L^2),
+                      an accelerator's launch floor f under its compute; and a measured grid
+                      (the shapes' medians, made non-decreasing, interpolated bilinearly,
+                      growing as the roofline does beyond it); k-fold cross-validation by shape
+                      gives each form's held-out MAPE, and the smallest is used unless --form
+                      says otherwise
   optimizer           the mean of opt_ms
   noise               log-normal sigma of how a shape's repetitions on one rank spread, split
                       into each rank's own and a step's shared noise where ranks timed steps
@@ -230,9 +232,10 @@ int calibrate(const Args& args) {
       "gpu", po::value<std::string>(), "GPU name for the model (default: the traces' device metadata)")(
       "name", po::value<std::string>()->default_value("calibrated"), "the model's name")(
       "base", po::value<std::string>()->default_value("rtx3090-distilbert"),
-      "model giving the parameter layout and memory capacity")("form", po::value<std::string>()->default_value("auto"),
-                                                               "auto (the smaller held-out error), analytic or grid")(
-      "folds", po::value<int>()->default_value(5), "cross-validation folds (by shape)")(
+      "model giving the parameter layout and memory capacity")(
+      "form", po::value<std::string>()->default_value("auto"),
+      "auto (the smallest held-out error), analytic, grid or roofline")("folds", po::value<int>()->default_value(5),
+                                                                        "cross-validation folds (by shape)")(
       "residuals", po::value<std::string>(), "write phase,b,L,measured_ms,predicted_ms rows for residual plots")(
       "training", po::value<std::vector<std::string>>()->multitoken(),
       "TRACE.csv...: training runs of the setting (e.g. the static run); not fitted into the surface: they give "

@@ -259,7 +259,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                        " GiB of pipeline work and results (at most " + format("%g", LIMIT_GIB) +
                        "): fewer steps, GPUs or micro-batches");
   }
-  if (c.training.attention == "packed" && (c.model->forward.use_grid || c.model->backward.use_grid))
+  if (c.training.attention == "packed" && (c.model->forward.use_grid() || c.model->backward.use_grid()))
     throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
                      c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
   if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work

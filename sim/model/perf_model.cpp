@@ -137,11 +137,24 @@ PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
   p.analytic.beta_ms = non_negative(f, "beta", 0);
   p.analytic.gamma_ms = non_negative(f, "gamma", 0);
   if (f.has("grid")) p.grid = parse_grid(f.raw("grid"), where + ": grid");
+  if (f.has("roofline")) {
+    JsonFields r(f.raw("roofline"), where + ": roofline");
+    for (const char* key : {"floor", "a", "beta", "gamma"})
+      if (!r.has(key))
+        throw InputError(r.where() + ": missing \"" + key +
+                         "\" (max(floor, a + beta·b·L + gamma·b·L²) needs all four, in ms)");
+    p.roofline.floor_ms = non_negative(r, "floor", 0);
+    p.roofline.compute = {non_negative(r, "a", 0), non_negative(r, "beta", 0), non_negative(r, "gamma", 0)};
+    p.has_roofline = true;
+    r.reject_unknown();
+  }
   const auto form = f.get<std::string>("form", "analytic");
-  if (form != "analytic" && form != "grid")
-    throw InputError(where + ": form must be \"analytic\" or \"grid\", got \"" + form + "\"");
-  p.use_grid = form == "grid";
-  if (p.use_grid && p.grid.empty()) throw InputError(where + ": form \"grid\" needs a \"grid\" object");
+  if (form != "analytic" && form != "grid" && form != "roofline")
+    throw InputError(where + ": form must be \"analytic\", \"grid\" or \"roofline\", got \"" + form + "\"");
+  p.use = form == "grid" ? PhaseForm::grid : form == "roofline" ? PhaseForm::roofline : PhaseForm::analytic;
+  if (p.use_grid() && p.grid.empty()) throw InputError(where + ": form \"grid\" needs a \"grid\" object");
+  if (p.use == PhaseForm::roofline && !p.has_roofline)
+    throw InputError(where + ": form \"roofline\" needs a \"roofline\" object {\"floor\", \"a\", \"beta\", \"gamma\"}");
   f.reject_unknown();
   return p;
 }
@@ -300,7 +313,7 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
 std::pair<int, int> PerfModel::measured_reach() const {
   std::pair<int, int> reach{0, 0};
   for (const PhaseModel* phase : {&forward, &backward})
-    if (phase->use_grid && !phase->grid.empty())
+    if (phase->use_grid() && !phase->grid.empty())
       reach = {std::max(reach.first, phase->grid.b.back()), std::max(reach.second, phase->grid.L.back())};
   return reach;
 }

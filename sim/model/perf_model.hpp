@@ -91,8 +91,8 @@ struct PerfModel {
   double peak_mem_mib(int b, int L) const { return mem_m0_mib + mem_mu_mib * b * L + mem_nu_mib * double(b) * L * L; }
   // Packed sequences: Σ s tokens and Σ s² attention pairs, the analytic form's coefficients
   // (a measured grid has no packed form; the config refuses packed attention with one).
-  double fwd_packed_ms(double tokens, double pairs) const { return forward.analytic.packed(tokens, pairs); }
-  double bwd_packed_ms(double tokens, double pairs) const { return backward.analytic.packed(tokens, pairs); }
+  double fwd_packed_ms(double tokens, double pairs) const { return forward.packed(tokens, pairs); }
+  double bwd_packed_ms(double tokens, double pairs) const { return backward.packed(tokens, pairs); }
   double packed_mem_mib(double tokens, double pairs) const {
     return mem_m0_mib + mem_mu_mib * tokens + mem_nu_mib * pairs;
   }

@@ -51,16 +51,35 @@ std::string MeasuredGrid::check() const {
   return "";
 }
 
+const char* PhaseModel::form() const {
+  switch (use) {
+    case PhaseForm::grid:
+      return "grid";
+    case PhaseForm::roofline:
+      return "roofline";
+    case PhaseForm::analytic:
+      break;
+  }
+  return "analytic";
+}
+
 double PhaseModel::at(int b, int L) const {
-  if (!use_grid) return analytic.at(b, L);
-  // Below the table the time stays at its edge; beyond it, it grows as the analytic form does
-  // from the nearest edge point. Both keep t continuous and non-decreasing in b and in L.
+  if (use == PhaseForm::analytic) return analytic.at(b, L);
+  if (use == PhaseForm::roofline) return roofline.at(b, L);
+  // Below the table the time stays at its edge; beyond it, it grows as the roofline (or the
+  // analytic form) does from the nearest edge point. Both keep t continuous and non-decreasing
+  // in b and in L.
   const int lb = std::max(b, grid.b.front()), lL = std::max(L, grid.L.front());
   const int eb = std::min(lb, grid.b.back()), eL = std::min(lL, grid.L.back());
   const double edge = grid.inside(eb, eL);
   if (eb == lb && eL == lL) return edge;
-  const double edge_analytic = analytic.at(eb, eL);
-  return edge_analytic > 0 ? edge * analytic.at(lb, lL) / edge_analytic : edge;
+  const auto growth = [&](int x, int y) { return has_roofline ? roofline.at(x, y) : analytic.at(x, y); };
+  const double edge_form = growth(eb, eL);
+  return edge_form > 0 ? edge * growth(lb, lL) / edge_form : edge;
+}
+
+double PhaseModel::packed(double tokens, double pairs) const {
+  return use == PhaseForm::roofline ? roofline.packed(tokens, pairs) : analytic.packed(tokens, pairs);
 }
 
 }  // namespace ddpsim

@@ -1,12 +1,13 @@
-// A phase's compute time t(b, L) for b samples padded to L tokens, in one of two forms:
-// the analytic a + β·b·L + γ·b·L², or a measured grid — a table over profiled batch sizes and
-// lengths, interpolated bilinearly (exact at the table's points, between its neighbours in
-// between), held at its edge below its smallest batch or length, and extended beyond its largest
-// by the analytic form's growth from the nearest edge point. Real devices are not quadratic polynomials (GPUs stay flat
-// until they saturate, CPUs have cache cliffs); the grid follows them where they were measured. Both forms are
-// non-decreasing in b and in L, which the min-max solver needs.
+// A phase's compute time t(b, L) for b samples padded to L tokens, in one of three forms:
+// the analytic a + β·b·L + γ·b·L², the roofline max(f, a + β·b·L + γ·b·L²), or a measured grid — a table over profiled
+// batch sizes and lengths, interpolated bilinearly (exact at the table's points, between its neighbours in between),
+// held at its edge below its smallest batch or length, and extended beyond its largest by the roofline's (or the
+// analytic form's) growth from the nearest edge point. Real devices are not quadratic polynomials (GPUs stay flat until
+// they saturate, CPUs have cache cliffs); the grid follows them where they were measured. Both forms are non-decreasing
+// in b and in L, which the min-max solver needs.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -33,13 +34,34 @@ struct MeasuredGrid {
   std::string check() const;
 };
 
+// t = max(f, a + β·b·L + γ·b·L²): an accelerator's launch floor f (the host's work to launch a
+// pass, which hides the kernels of small shapes) under its compute, which grows with the
+// tokens once it passes the floor. Fitted to an H100's profiles it extrapolates from launch-bound
+// shapes to compute-bound ones where the analytic form's a + β·b·L cannot (one line through
+// both regimes).
+struct Roofline {
+  double floor_ms = 0;
+  PhaseTime compute;
+  double at(int b, int L) const { return std::max(floor_ms, compute.at(b, L)); }
+  double packed(double tokens, double pairs) const { return std::max(floor_ms, compute.packed(tokens, pairs)); }
+};
+
+enum class PhaseForm { analytic, grid, roofline };
+
 struct PhaseModel {
   PhaseTime analytic;
-  MeasuredGrid grid;      // may be present while the analytic form is in use
-  bool use_grid = false;  // requires a grid
+  MeasuredGrid grid;  // may be present while another form is in use
+  Roofline roofline;  // present where has_roofline
+  bool has_roofline = false;
+  PhaseForm use = PhaseForm::analytic;  // grid requires a grid, roofline a roofline
 
-  const char* form() const { return use_grid ? "grid" : "analytic"; }
+  bool use_grid() const { return use == PhaseForm::grid; }
+  const char* form() const;
+  // Beyond a grid in use, times grow as the roofline does where the model has one, else as the
+  // analytic form does, from the grid's nearest edge point.
   double at(int b, int L) const;
+  // Packed sequences (no grid form): the roofline where it is in use, else the analytic form.
+  double packed(double tokens, double pairs) const;
 };
 
 }  // namespace ddpsim
