@@ -96,7 +96,8 @@ of the steady-state figures (--warmup auto: until the measured max step time set
 per run and printed; for a policy and baseline one ddptrain run trained in turn, which share
 its start, both from where the later settles), and the figures over every step beside them.
 --out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
-Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
+Where the model draws compute noise, each predicted gain is printed beside the same replay's
+gain with that noise off. Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
 
 examples:
   ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv \
