@@ -5,6 +5,7 @@
 #include <map>
 #include <numbers>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 
@@ -198,6 +199,34 @@ std::vector<double> spell_table(const std::vector<double>& lifts, double level) 
   return q;
 }
 
+// The slow spells, by regime, from the repeated groups' lifts; the level of a quiet machine (their
+// median lift) where there are enough of them for spells at all.
+std::optional<double> fit_spells(const NoiseSample& sample, const std::vector<double>& lift, Calibration& c) {
+  const long long knee = c.regimes.knee_tokens;
+  std::vector<double> lifts, below, above;
+  for (std::size_t g = 0; g < sample.groups.size(); ++g)
+    if (sample.groups[g].logs.size() > 1) {
+      lifts.push_back(lift[g]);
+      (knee > 0 && sample.groups[g].tokens >= knee ? above : below).push_back(lift[g]);
+    }
+  if (lifts.size() < kMinSpellGroups) return std::nullopt;
+  const double level = percentile(lifts, 50);
+  const bool own_below = knee > 0 && below.size() >= kMinSpellGroups;
+  c.spell_quantiles = spell_table(own_below ? below : lifts, level);
+  c.spell_groups = static_cast<int>(own_below ? below.size() : lifts.size());
+  if (knee == 0) return level;
+  c.spell_quantiles_above = spell_table(above, level);
+  c.spell_groups_above = static_cast<int>(above.size());
+  // Too few groups above for a table of their own: the spells below, in proportion to the
+  // regimes' σ's (a spell of the machine lifts a quiet kernel as little as its repetitions vary).
+  c.spells_above_scaled = c.spell_quantiles_above.empty();
+  if (c.spells_above_scaled) {
+    const double scale = c.regimes.sigma_below > 0 ? c.regimes.sigma_above / c.regimes.sigma_below : 0;
+    for (double q : c.spell_quantiles) c.spell_quantiles_above.push_back(std::exp(std::log(q) * scale));
+  }
+  return level;
+}
+
 }  // namespace
 
 void fit_noise(const NoiseSample& sample, const CalibrationOptions& options, Calibration& c) {
@@ -234,29 +263,7 @@ void fit_noise(const NoiseSample& sample, const CalibrationOptions& options, Cal
   }
 
   // The level of a quiet machine: the median repeated group's, else the median row's.
-  double level = logs.empty() ? 0.0 : percentile(logs, 50);
-  std::vector<double> lifts, below, above;
-  for (std::size_t g = 0; g < sample.groups.size(); ++g)
-    if (sample.groups[g].logs.size() > 1) {
-      lifts.push_back(lift[g]);
-      (knee > 0 && sample.groups[g].tokens >= knee ? above : below).push_back(lift[g]);
-    }
-  if (lifts.size() >= kMinSpellGroups) {
-    level = percentile(lifts, 50);
-    c.spell_quantiles = spell_table(knee > 0 && below.size() >= kMinSpellGroups ? below : lifts, level);
-    c.spell_groups = static_cast<int>(knee > 0 && below.size() >= kMinSpellGroups ? below.size() : lifts.size());
-    if (knee > 0) {
-      c.spell_quantiles_above = spell_table(above, level);
-      c.spell_groups_above = static_cast<int>(above.size());
-      // Too few groups above for a table of their own: the spells below, in proportion to the
-      // regimes' σ's (a spell of the machine lifts a quiet kernel as little as its repetitions vary).
-      c.spells_above_scaled = c.spell_quantiles_above.empty();
-      if (c.spells_above_scaled) {
-        const double scale = c.regimes.sigma_below > 0 ? c.regimes.sigma_above / c.regimes.sigma_below : 0;
-        for (double q : c.spell_quantiles) c.spell_quantiles_above.push_back(std::exp(std::log(q) * scale));
-      }
-    }
-  }
+  const double level = fit_spells(sample, lift, c).value_or(logs.empty() ? 0.0 : percentile(logs, 50));
   c.mean_scale = std::exp(level + 0.5 * total_sigma * total_sigma);
   c.fitted_p95_over_p50 = noise_p95_over_p50(total_sigma, c.spell_quantiles);
 }
