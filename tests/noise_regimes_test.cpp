@@ -130,6 +130,9 @@ TEST_CASE("a model's noise.above names what it lacks") {
   model["noise"] = {{"sigma", 0.08}, {"above", {{"sigma", 0.002}}}};
   CHECK_THROWS_WITH_AS(parse_perf_model(model, "m.json"), doctest::Contains("m.json: noise: above: missing \"tokens\""),
                        InputError);
+  model["noise"]["above"] = {{"tokens", 2048}};
+  CHECK_THROWS_WITH_AS(parse_perf_model(model, "m.json"), doctest::Contains("m.json: noise: above: missing \"sigma\""),
+                       InputError);
   model["noise"]["above"] = {{"tokens", 0}, {"sigma", 0.002}};
   CHECK_THROWS_WITH_AS(parse_perf_model(model, "m.json"), doctest::Contains("tokens"), InputError);
   model["noise"]["above"] = {{"tokens", 2048}, {"sigma", 0.002}, {"sigmas", 1}};

@@ -266,7 +266,8 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   if (!c.packed && (fwd_points.size() < 3 || shapes.size() < 2 || tokens.size() < 2))
     throw InputError(names + ": " + std::to_string(fwd_points.size()) +
                      " distinct (batch size, length) point(s) with " + std::to_string(shapes.size()) +
-                     " distinct length(s)" + micro_note +
+                     " distinct length(s) and " + std::to_string(tokens.size()) + " distinct padded-token count(s)" +
+                     micro_note +
                      ": fitting a + β·b·L + γ·b·L² needs at least 3 "
                      "points with 2 or more lengths and padded-token counts; add steps with other batch sizes and "
                      "lengths (a dynamic policy's trace, or a ddptrain --profile sweep)");

@@ -237,8 +237,9 @@ std::string fit_report(const Calibration& c) {
     std::snprintf(line, sizeof line,
                   "            slow spells as measured: how far each of %d repeated shapes sat from the surface%s "
                   "(P50→P95 ×%.4f, →max ×%.4f; their mean ×%.4f)\n",
-                  c.spell_groups, c.regimes.knee_tokens > 0 ? " below the knee" : "", q[95] / q[50], q[100] / q[50],
-                  quantile_table_mean(q));
+                  c.spell_groups,
+                  c.regimes.knee_tokens > 0 && c.spell_groups == c.regimes.groups_below ? " below the knee" : "",
+                  q[95] / q[50], q[100] / q[50], quantile_table_mean(q));
     out += line;
   }
   if (!c.spell_quantiles_above.empty()) {

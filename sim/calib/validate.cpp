@@ -37,8 +37,8 @@ SimulationRun replay(const Trace& trace, Config config) {
                                           : ": the trace recorded packed sequences (column sq_tokens): replay it "
                                             "with training.attention \"packed\""));
   if (packed && (config.model->forward.use_grid() || config.model->backward.use_grid()))
-    throw InputError(trace.path + ": packed sequences need the model's analytic form, and " + config.model->origin +
-                     " uses a measured grid (calibrate it with --form analytic)");
+    throw InputError(trace.path + ": packed sequences need the model's analytic or roofline form, and " +
+                     config.model->origin + " uses a measured grid (calibrate it with --form analytic or roofline)");
   const bool micro_columns =
       std::find(trace.columns.begin(), trace.columns.end(), "micro_batches") != trace.columns.end();
   if (config.training.micro_batches > 1 && !micro_columns)
@@ -270,6 +270,10 @@ void check_baseline(const Trace& measured, const Trace& baseline) {
 
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup) {
   if (baseline) check_baseline(measured, *baseline);
+  if (baseline && !can_simulate_again(config))
+    throw UsageError(std::string("--baseline replays a second trace, and ") + kXmlOncePerProcess +
+                     ": validate each trace alone (without --baseline) on this platform, or give the gain's "
+                     "platform by its figures (--set platform.topology=pcie|nvlink|cluster ...)");
   Validation v;
   // Policies trained in turn share one process's warm-up (allocator, caches, thread pools): a
   // run whose median settles early can still carry that start's slow tail, so every run starts

@@ -25,8 +25,11 @@ std::string noise_off_report(const Config& config, std::span<const int> dataset,
   if (noisy.runs.size() < 2 || !draws_compute_noise(config)) return "";
   if (!can_simulate_again(config))
     return std::string("\nthe gains with the compute noise off are not simulated here: ") + kXmlOncePerProcess +
-           "; run again with --set simulation.noise_sigma=0 --set simulation.noise_shared_sigma=0 --set "
-           "simulation.spells=off\n";
+           (config.model && !config.model->step_factors.empty()
+                ? "; the model draws measured training steps (noise.steps), which no setting turns off: give a "
+                  "model without them\n"
+                : "; run again with --set simulation.noise_sigma=0 --set simulation.noise_shared_sigma=0 --set "
+                  "simulation.spells=off\n");
   const SimulationRun quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
   char line[400];
   std::snprintf(line, sizeof line,

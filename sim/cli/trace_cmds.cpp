@@ -484,6 +484,7 @@ int validate(const Args& args) {
     const std::filesystem::path dir = vm["out"].as<std::string>();
     auto doc = validation_json(v, measured, config.model->origin);
     if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
+    if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
     write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
     std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
   }

@@ -260,8 +260,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                        "): fewer steps, GPUs or micro-batches");
   }
   if (c.training.attention == "packed" && (c.model->forward.use_grid() || c.model->backward.use_grid()))
-    throw InputError(origin + ": training.attention \"packed\" needs the analytic form a + β·Σs + γ·Σs², but model " +
-                     c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic)");
+    throw InputError(
+        origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
+        c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
   if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work
     try {
       stage_partition(c);

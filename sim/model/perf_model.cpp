@@ -70,6 +70,8 @@ PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::st
   if (!f.has("tokens"))
     throw InputError(where + ": missing \"tokens\" (the padded tokens per rank-step from which this noise holds)");
   a.tokens = f.get_in<long long>("tokens", 1, 1, 1LL << 40);
+  if (!f.has("sigma"))
+    throw InputError(where + ": missing \"sigma\" (the log-normal σ of the rank-steps from \"tokens\" on, 0 for none)");
   a.sigma = non_negative(f, "sigma", 0, 3);
   a.shared_sigma = non_negative(f, "shared_sigma", 0, 3);
   if (f.has("spells")) a.spells = quantile_table(f.raw("spells"), where + ": spells");

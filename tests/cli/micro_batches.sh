@@ -23,7 +23,7 @@ cmp <(grep -v '^#' "$run/steps.csv") <(grep -v '^#' "$WORK/replay/steps.csv") ||
 # Calibration says why such a trace gives no point: each row timed several shapes (issue 36).
 expect_ok "$DDPSIM" run --steps 4 --policies static --set training.micro_batches=3 --set training.global_batch=48 \
   --out "$WORK/micro3"
-expect_exit 1 'steps.csv: 0 distinct \(batch size, length\) point\(s\) with 0 distinct length\(s\) \(16 row\(s\) left out: each timed its micro-batches together' \
+expect_exit 1 'steps.csv: 0 distinct \(batch size, length\) point\(s\) with 0 distinct length\(s\) and 0 distinct padded-token count\(s\) \(16 row\(s\) left out: each timed its micro-batches together' \
   "$DDPSIM" calibrate "$WORK/micro3/steps.csv" --out "$WORK/m.json"
 [[ ! -e $WORK/m.json ]] || fail "a refused calibration wrote its model"
 expect_exit 1 'verl: max_token_len=100 is below max_length=256' "$DDPSIM" run --policies verl:max_token_len=100
@@ -74,7 +74,7 @@ expect_exit 1 'recorded packed sequences \(column sq_tokens\): replay it with tr
 expect_exit 1 'the config packs sequences .* but the trace has no sq_tokens column' \
   "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert --set training.attention=packed
 sed '0,/"form": "analytic"/s//"form": "grid"/' "$SRC/models/cpu-distilbert-small-1core.json" >"$WORK/grid.json"
-expect_exit 1 'training.attention "packed" needs the analytic form .* uses a measured grid' \
+expect_exit 1 'training.attention "packed" needs the analytic or roofline form .* uses a measured grid' \
   "$DDPSIM" run --set model="$WORK/grid.json" --set training.attention=packed
 expect_exit 1 'attention is "padded" .* or "packed" .*, got "ragged"' "$DDPSIM" run --set training.attention=ragged
 finish

@@ -21,4 +21,16 @@ PER_NODE=4 check 16 cluster-4x4-h100.xml --set platform.topology=cluster --set p
 expect_exit 1 'platform.gpus_per_node groups an xml platform.s ranks into nodes for simulation.algorithm "hierarchical"; the ring algorithm does not use it' \
   "$DDPSIM" run --steps 2 \
   --set "platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":$(hosts 4),\"gpus_per_node\":2}"
+# SimGrid 3.32 loads a user XML platform once per process: what would simulate a second time is
+# refused (--replicates, validate --baseline) or left out, saying why (the gains with noise off),
+# where it crashed in SimGrid's parser.
+xml4="platform={\"topology\":\"xml\",\"file\":\"$SRC/models/pcie-4x-rtx3090.xml\",\"hosts\":$(hosts 4)}"
+expect_exit 2 'replicates 2: a user XML platform is loaded once per process' \
+  "$DDPSIM" compare --steps 5 --policies static,minmax --replicates 2 --set "$xml4"
+expect_ok "$DDPSIM" compare --steps 5 --policies static,minmax --set "$xml4" --out "$WORK/once"
+grep -q "gains with the compute noise off are not simulated here" "$WORK/out" || fail "compare on xml: no word on noise off"
+expect_ok "$DDPSIM" run --steps 5 --policies static --set "$xml4" --out "$WORK/base"
+expect_exit 2 'baseline replays a second trace, and a user XML platform is loaded once per process' \
+  "$DDPSIM" validate --measured "$WORK/once/steps.csv" --baseline "$WORK/base/steps.csv" --model rtx3090-distilbert \
+  --set "$xml4"
 finish
