@@ -12,10 +12,12 @@
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/rng.hpp"
+#include "profile_row.hpp"
 #include "report/outputs.hpp"
 #include "test_data.hpp"
 
 using namespace ddpsim;
+using ddpsim::test::profile_row;
 using ddpsim::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -294,7 +296,7 @@ TEST_CASE("the allreduce line is fitted at the DDP bucket sizes a profile names"
   // every size misses them.
   TempDir dir;
   const std::vector<double> sizes = {65536, 1048576, 2369544, 4194304, 16777216, 26214400, 42312704, 67108864};
-  std::map<double, double> ms = {{65536, 0.41},     {1048576, 0.43}, {2369544, 1.9},   {4194304, 3.76},
+  std::map<double, double> ms = {{65536, 0.41},     {1048576, 0.43},  {2369544, 1.9},   {4194304, 3.76},
                                  {16777216, 13.68}, {26214400, 16.0}, {42312704, 27.0}, {67108864, 43.9}};
   const std::string compute = simulated_trace(dir, 0.0, "compute", {"minmax"}, 50);
   const auto fitted = [&](const std::string& buckets) {
@@ -481,16 +483,9 @@ TEST_CASE("slow spells that lift all of a shape's repetitions come back as measu
     for (int L : {8, 16, 32, 48, 64, 96, 128, 192}) {
       const bool spell = rng.uniform() < 0.2;
       lifted += spell;
-      for (int r = 0; r < 5; ++r) {
-        RankStep row;
-        row.step = static_cast<int>(run.rows.size());
-        row.batch_size = row.global_batch = b;
-        row.max_len = L;
-        row.padded_tokens = std::int64_t{b} * L;
-        row.fwd_ms = quiet(b, L) * (spell ? 1.4 : 1.0) * std::exp(0.03 * rng.normal());
-        row.bwd_ms = 2 * row.fwd_ms;
-        run.rows.push_back(row);
-      }
+      for (int r = 0; r < 5; ++r)
+        run.rows.push_back(profile_row(static_cast<int>(run.rows.size()), b, L,
+                                       quiet(b, L) * (spell ? 1.4 : 1.0) * std::exp(0.03 * rng.normal())));
     }
   REQUIRE(lifted > 6);
   REQUIRE(lifted < 20);
@@ -507,8 +502,8 @@ TEST_CASE("slow spells that lift all of a shape's repetitions come back as measu
   for (const auto& [b, L] : {std::pair{2, 16}, {24, 64}, {8, 192}})  // the bisquare fit leaves the spells out
     CHECK(c.forward.model.at(b, L) == doctest::Approx(quiet(b, L) * std::exp(0.5 * 0.03 * 0.03)).epsilon(0.03));
   CHECK(fit_report(c).find("slow spells as measured: how far each of 64 repeated shapes") != std::string::npos);
-  const auto json = calibrated_model(c, {read_trace(dir / "spells.csv")}, load_perf_model("rtx3090-distilbert"),
-                                     "fit", "sim");
+  const auto json =
+      calibrated_model(c, {read_trace(dir / "spells.csv")}, load_perf_model("rtx3090-distilbert"), "fit", "sim");
   const PerfModel fitted = parse_perf_model(nlohmann::json::parse(json.dump()), "fitted");
   CHECK(fitted.spell_quantiles == c.spell_quantiles);
   // Drawn per rank-step, the spells lift mean compute to what the rows measured.

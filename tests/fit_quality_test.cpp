@@ -7,10 +7,12 @@
 
 #include "calib/calibrate.hpp"
 #include "common/rng.hpp"
+#include "profile_row.hpp"
 #include "report/outputs.hpp"
 #include "test_data.hpp"
 
 using namespace ddpsim;
+using ddpsim::test::profile_row;
 using ddpsim::test::TempDir;
 
 namespace {
@@ -23,16 +25,8 @@ std::string profile(const TempDir& dir, double lift, const std::string& name) {
   for (int b : {1, 2, 4, 8, 12, 16, 24, 32})
     for (int L : {8, 16, 32, 48, 64, 96, 128, 192}) {
       const double level = (2 + 0.002 * b * L + 1e-5 * b * L * L) * std::exp(lift * rng.normal());
-      for (int r = 0; r < 5; ++r) {
-        RankStep row;
-        row.step = static_cast<int>(run.rows.size());
-        row.batch_size = row.global_batch = b;
-        row.max_len = L;
-        row.padded_tokens = std::int64_t{b} * L;
-        row.fwd_ms = level * std::exp(0.02 * rng.normal());
-        row.bwd_ms = 2 * row.fwd_ms;
-        run.rows.push_back(row);
-      }
+      for (int r = 0; r < 5; ++r)
+        run.rows.push_back(profile_row(static_cast<int>(run.rows.size()), b, L, level * std::exp(0.02 * rng.normal())));
     }
   const std::string path = dir / name;
   std::ofstream(path) << trace_csv({run}, {{"world_size", "1"}, {"profile", "one rank"}});

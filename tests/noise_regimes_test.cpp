@@ -13,10 +13,12 @@
 #include "common/stats.hpp"
 #include "data/lengths.hpp"
 #include "eval/simulate.hpp"
+#include "profile_row.hpp"
 #include "report/outputs.hpp"
 #include "test_data.hpp"
 
 using namespace ddpsim;
+using ddpsim::test::profile_row;
 using ddpsim::test::TempDir;
 
 namespace {
@@ -33,16 +35,9 @@ std::string profile(const TempDir& dir, double sigma, double sigma_above, long l
   for (int b : {1, 2, 4, 8, 16, 32, 64})
     for (int L : {8, 16, 32, 64, 128, 256}) {
       const double s = std::int64_t{b} * L >= knee ? sigma_above : sigma;
-      for (int r = 0; r < 5; ++r) {
-        RankStep row;
-        row.step = static_cast<int>(run.rows.size());
-        row.batch_size = row.global_batch = b;
-        row.max_len = L;
-        row.padded_tokens = std::int64_t{b} * L;
-        row.fwd_ms = quiet_ms(b, L) * std::exp(s * rng.normal());
-        row.bwd_ms = 2 * row.fwd_ms;
-        run.rows.push_back(row);
-      }
+      for (int r = 0; r < 5; ++r)
+        run.rows.push_back(
+            profile_row(static_cast<int>(run.rows.size()), b, L, quiet_ms(b, L) * std::exp(s * rng.normal())));
     }
   const std::string path = dir / "profile.csv";
   std::ofstream(path) << trace_csv({run}, {{"world_size", "1"}, {"profile", "one rank"}});

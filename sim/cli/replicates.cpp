@@ -21,16 +21,17 @@ double gain_pct(const TokenSummary& s, const TokenSummary& base, bool& per_sampl
 
 }  // namespace
 
-std::string noise_off_report(const Config& config, std::span<const int> dataset, const SimulationRun& noisy) {
-  if (noisy.runs.size() < 2 || !draws_compute_noise(config)) return "";
+NoiseOff noise_off(const Config& config, std::span<const int> dataset, const SimulationRun& noisy) {
+  if (noisy.runs.size() < 2 || !draws_compute_noise(config)) return {};
   if (!can_simulate_again(config))
-    return std::string("\nthe gains with the compute noise off are not simulated here: ") + kXmlOncePerProcess +
-           (config.model && !config.model->step_factors.empty()
-                ? "; the model draws measured training steps (noise.steps), which no setting turns off: give a "
-                  "model without them\n"
-                : "; run again with --set simulation.noise_sigma=0 --set simulation.noise_shared_sigma=0 --set "
-                  "simulation.spells=off\n");
-  const SimulationRun quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
+    return {std::nullopt,
+            std::string("\nthe gains with the compute noise off are not simulated here: ") + kXmlOncePerProcess +
+                (config.model && !config.model->step_factors.empty()
+                     ? "; the model draws measured training steps (noise.steps), which no setting turns off: give a "
+                       "model without them\n"
+                     : "; run again with --set simulation.noise_sigma=0 --set simulation.noise_shared_sigma=0 --set "
+                       "simulation.spells=off\n")};
+  SimulationRun quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
   char line[400];
   std::snprintf(line, sizeof line,
                 "\ngain over %s with the compute noise and with it off (σ's, slow spells and measured steps; the "
@@ -47,13 +48,14 @@ std::string noise_off_report(const Config& config, std::span<const int> dataset,
                   off, per_sample ? " per sample" : "");
     out += line;
   }
-  return out;
+  return {std::move(quiet), out};
 }
 
 std::string replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
-                              int replicates, const std::function<void(long, long)>& progress) {
+                              const SimulationRun* first_quiet, int replicates,
+                              const std::function<void(long, long)>& progress) {
   const std::size_t P = first.runs.size();
-  const bool quiet = P > 1 && draws_compute_noise(config);
+  const bool quiet = first_quiet != nullptr;
   std::vector<std::vector<double>> means(P), p95s(P), gains(P), quiet_gains(P);
   std::vector<bool> per_sample(P, false);
   const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
@@ -66,13 +68,14 @@ std::string replicates_report(const Config& config, const LengthSource& source, 
     }
   };
   add(first, gains, true);
-  for (int r = 0; r < replicates; ++r) {
+  if (quiet) add(*first_quiet, quiet_gains, false);
+  for (int r = 1; r < replicates; ++r) {
     Config seeded = config;
     seeded.training.seed = config.training.seed + r;
     const std::vector<int> dataset = config_dataset(seeded, source);
-    if (r > 0) add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), gains, true);  // the summaries alone
+    add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), gains, true);  // the summaries alone
     if (quiet) add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), quiet_gains, false);
-    if (progress && r > 0) progress(r + 1, replicates);
+    if (progress) progress(r + 1, replicates);
   }
   const auto cell = [](const std::vector<double>& x, const char* format) {
     char text[96];

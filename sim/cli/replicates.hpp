@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -13,16 +14,23 @@
 
 namespace ddpsim::cli {
 
-// Each policy's gain over the first at the config's seed, beside the same gain with the compute
-// noise off (eval/simulate.hpp, without_compute_noise): how much of a predicted gain the noise
-// model makes. "" where the config draws no noise or simulates one policy.
-std::string noise_off_report(const Config& config, std::span<const int> dataset, const SimulationRun& noisy);
+// The config's run at its seed with the compute noise off (eval/simulate.hpp,
+// without_compute_noise), and the report of each policy's gain over the first beside the same
+// gain with the noise off: how much of a predicted gain the noise model makes. No run where the
+// config draws no noise or simulates one policy (no report either), or where it cannot simulate
+// again in this process (the report says why).
+struct NoiseOff {
+  std::optional<SimulationRun> run;
+  std::string report;
+};
+NoiseOff noise_off(const Config& config, std::span<const int> dataset, const SimulationRun& noisy);
 
-// `first` is the run already simulated at the config's seed; seeds seed+1 ... seed+R-1 follow.
-// The table gives each policy's mean max step time, P95 and gain over the first policy, as the
-// mean over the seeds with the 2.5-97.5% range, and where the config draws compute noise, each
-// gain with the noise off over the same seeds.
+// `first` is the run already simulated at the config's seed, `first_quiet` that seed's run with
+// the compute noise off (null: none); seeds seed+1 ... seed+R-1 follow. The table gives each
+// policy's mean max step time, P95 and gain over the first policy, as the mean over the seeds
+// with the 2.5-97.5% range, and with `first_quiet`, each gain with the noise off over the seeds.
 std::string replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
-                              int replicates, const std::function<void(long, long)>& progress);
+                              const SimulationRun* first_quiet, int replicates,
+                              const std::function<void(long, long)>& progress);
 
 }  // namespace ddpsim::cli

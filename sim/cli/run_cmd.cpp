@@ -298,10 +298,12 @@ int simulate_verb(const Args& args, bool compare) {
   std::cout << step_table(sim.runs, sim.summaries, /*changes=*/compare);
   std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
                static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
-  std::cout << noise_off_report(config, dataset, sim);
+  const NoiseOff quiet = noise_off(config, dataset, sim);
+  std::cout << quiet.report;
   if (replicates > 1) {
     Progress progress("replicates", "seeds");
-    std::cout << replicates_report(config, *source, sim, replicates, std::ref(progress));
+    std::cout << replicates_report(config, *source, sim, quiet.run ? &*quiet.run : nullptr, replicates,
+                                   std::ref(progress));
   }
   warn_over_capacity(config, sim, compare ? "compare" : "run");
 

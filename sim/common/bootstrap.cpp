@@ -30,6 +30,13 @@ Blocks draw_blocks(Rng& rng, std::size_t n) {
   return out;
 }
 
+// The blocks of every resample of n steps, drawn in order from the seeded stream.
+std::vector<Blocks> draw_all(Rng& rng, std::size_t n) {
+  std::vector<Blocks> blocks(RESAMPLES);
+  for (Blocks& b : blocks) b = draw_blocks(rng, n);
+  return blocks;
+}
+
 // Calls f on each value of the resample the blocks give, in the resample's order.
 template <class F>
 void visit(std::size_t n, const Blocks& blocks, F f) {
@@ -123,8 +130,7 @@ struct NoScratch {};
 Interval mean_interval(std::span<const double> steps) {
   if (steps.empty()) return {};
   Rng rng(SEED);
-  std::vector<Blocks> blocks(RESAMPLES);
-  for (Blocks& b : blocks) b = draw_blocks(rng, steps.size());
+  const std::vector<Blocks> blocks = draw_all(rng, steps.size());
   auto values = over_resamples<NoScratch>(
       [&](int r, NoScratch&) { return resampled_mean(steps, blocks[static_cast<std::size_t>(r)]); });
   return central_95(values);
@@ -133,8 +139,7 @@ Interval mean_interval(std::span<const double> steps) {
 Interval p95_interval(std::span<const double> steps) {
   if (steps.empty()) return {};
   Rng rng(SEED);
-  std::vector<Blocks> blocks(RESAMPLES);
-  for (Blocks& b : blocks) b = draw_blocks(rng, steps.size());
+  const std::vector<Blocks> blocks = draw_all(rng, steps.size());
   const RankedSeries ranked(steps);
   auto values = over_resamples<RankedSeries::Scratch>(
       [&](int r, RankedSeries::Scratch& s) { return ranked.percentile(blocks[static_cast<std::size_t>(r)], 95, s); });

@@ -145,9 +145,7 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
       if (micro.empty() && row.batch_size > 0)
         micro.push_back({row.batch_size, row.max_len, row.real_tokens, row.sq_tokens});
       micro.resize(static_cast<std::size_t>(M));  // empty micro-batches where the group had too few samples
-      long long largest = 0;
-      for (const auto& mb : micro) largest = std::max(largest, micro_tokens(mb, packed));
-      std::fill_n(tokens.begin() + d * S, S, largest);
+      std::fill_n(tokens.begin() + d * S, S, regime_tokens(row, packed));
     }
     const std::vector<double> factor = factors.step(static_cast<int>(i / static_cast<std::size_t>(D)), tokens);
     for (int d = 0; d < D; ++d) {

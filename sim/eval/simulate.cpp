@@ -66,15 +66,13 @@ ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
   }
 }
 
+bool ComputeNoise::draws() const {
+  const auto noisy = [](const Regime& r) { return r.sigma > 0 || r.shared_sigma > 0 || !r.spells.empty(); };
+  return noisy(regime_[0]) || (knee_ > 0 && noisy(regime_[1])) || (steps_ && !steps_->empty());
+}
+
 bool draws_compute_noise(const Config& config) {
-  const SimulationConfig& s = config.simulation;
-  const PerfModel* m = config.model.get();
-  const auto sigma = [](double set, double model) { return (set >= 0 ? set : model) > 0; };
-  return m && (sigma(s.noise_sigma, m->noise_sigma) || sigma(s.noise_shared_sigma, m->noise_shared_sigma) ||
-               (m->noise_above.tokens > 0 && (sigma(s.noise_sigma, m->noise_above.sigma) ||
-                                              sigma(s.noise_shared_sigma, m->noise_above.shared_sigma))) ||
-               (s.spells != "off" && (!m->spell_quantiles.empty() || !m->noise_above.spells.empty())) ||
-               !m->step_factors.empty());
+  return config.model && ComputeNoise(config, config.model.get()).draws();
 }
 
 Config without_compute_noise(const Config& config) {

@@ -92,6 +92,8 @@ class ComputeNoise {
   // This rank's factor from the model's measured training steps (1 without them): it describes
   // forward and backward, not the optimizer.
   double measured() const { return measured_; }
+  // Whether any factor above can differ from 1.
+  bool draws() const;
 
  private:
   struct Regime {
