@@ -57,6 +57,9 @@ def h100(binary, work):
         # would set the growth beyond the grid) is left out.
         m[phase].pop("roofline", None)
         m[phase].update(spec_form)
+    # Only the grid is left as it was fitted (the analytic terms are the spec's), so it is the
+    # one form the model's held-out errors support: no form term in its prediction intervals.
+    m["fit_quality"]["supported_forms"] = ["grid"]
     m["source"] = (
         "measured: ddptrain --profile of DistilBERT-base on one NVIDIA H100 80GB HBM3 (LibTorch 2.11, fp32 "
         "without TF32, the fused AdamW), 110 shapes b = 1..128, L = 16..512, calibrated by ddpsim calibrate "

@@ -349,4 +349,23 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   return c;
 }
 
+std::vector<PhaseForm> supported_forms(const Calibration& c) {
+  const auto heldout = [](const PhaseFit& p, PhaseForm form) {
+    return form == PhaseForm::grid       ? p.heldout.grid
+           : form == PhaseForm::roofline ? p.heldout.roofline
+                                         : p.heldout.analytic;
+  };
+  std::vector<PhaseForm> forms;
+  for (PhaseForm form : {PhaseForm::analytic, PhaseForm::roofline, PhaseForm::grid}) {
+    bool near = true;
+    for (const PhaseFit* p : {&c.forward, &c.backward}) {
+      const double in_use = p->heldout_in_use();
+      near = near && p->model.has(form) && p->heldout.folds > 0 &&
+             heldout(*p, form) <= std::max(kFormSupportRatio * in_use, in_use + kFormSupportMargin);
+    }
+    if (near) forms.push_back(form);
+  }
+  return forms;
+}
+
 }  // namespace ddpsim

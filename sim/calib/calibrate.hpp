@@ -43,6 +43,11 @@ struct PhaseFit {
 // committed profile, an H100's launch-bound bf16 one, gives its forms.
 inline constexpr double kPoorHeldoutMape = 0.15, kPoorR2 = 0.5, kShapeSpread = 0.25;
 
+// A form the fit supports beside the one in use: fitted in both phases, and missing held-out
+// shapes by at most kFormSupportRatio times the error of the form in use (or kFormSupportMargin
+// more, where that error is small): a prediction's form term is its spread over them.
+inline constexpr double kFormSupportRatio = 1.5, kFormSupportMargin = 0.01;
+
 struct CalibrationOptions {
   std::string form = "auto";  // auto | analytic | grid | roofline
   int folds = 5;
@@ -51,6 +56,9 @@ struct CalibrationOptions {
 
 // Fewer repeated shapes than this give too coarse a distribution of slow spells to draw from.
 inline constexpr std::size_t kMinSpellGroups = 20;
+
+struct Calibration;
+std::vector<PhaseForm> supported_forms(const Calibration& c);
 
 struct Calibration {
   PhaseFit forward, backward;

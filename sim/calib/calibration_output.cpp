@@ -65,6 +65,8 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["allreduce_slowdown"] = c.allreduce_slowdown;
   m["fit_quality"] = {{"heldout_mape", std::max(c.forward.heldout_in_use(), c.backward.heldout_in_use())}};
   if (!c.fit_warnings.empty()) m["fit_quality"]["warning"] = fit_warning_text(c);
+  auto& supported = m["fit_quality"]["supported_forms"] = nlohmann::ordered_json::array();
+  for (PhaseForm form : supported_forms(c)) supported.push_back(form_name(form));
   m["noise"] = {{"sigma", c.noise_sigma}, {"shared_sigma", c.noise_shared_sigma}};
   if (!c.spell_quantiles.empty()) m["noise"]["spells"] = c.spell_quantiles;
   if (c.regimes.knee_tokens > 0) {

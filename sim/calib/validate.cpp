@@ -197,6 +197,11 @@ bool trained_in_turn(const Trace& a, const Trace& b) {
 // compute noise off (what the plan alone predicts); the latter empty where no noise is drawn.
 struct Replays {
   SimulationRun measured, baseline, quiet_measured, quiet_baseline;
+  struct Variant {
+    std::string term;
+    SimulationRun measured, baseline;
+  };
+  std::vector<Variant> variants;  // the model's (eval/uncertainty.hpp, model_variants)
 };
 
 // The mean of a replay's per-step max step time over `count` steps from its `first`.
@@ -208,7 +213,27 @@ double replayed_mean_ms(const PolicyRun& replayed, int first, int count) {
 // both traces hold after both warm-ups (a policy settled at step 100 against a baseline from step
 // 0, or a resumed run against a whole one, would otherwise set minutes of a drifting machine
 // against others; in runs trained in turn, step k of each ran together).
-void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline, const Replays& r, bool paired) {
+// A predicted gain's prediction interval over `count` steps from each run's `first` step: the
+// steps' interval widened by the variants' gains over the same steps and the model's fixed terms.
+GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::size_t p, int run_first, int base_first,
+                               int count, double predicted, const Interval& steps) {
+  const auto gain = [&](const SimulationRun& run, const SimulationRun& base) {
+    return 100 *
+           (1 - replayed_mean_ms(run.runs[p], run_first, count) / replayed_mean_ms(base.runs[0], base_first, count));
+  };
+  std::vector<VariantGain> variants;
+  for (const Replays::Variant& v : r.variants) variants.push_back({v.term, gain(v.measured, v.baseline)});
+  std::vector<UncertaintyTerm> terms = variant_terms(predicted, variants);
+  if (!r.quiet_measured.runs.empty())
+    for (UncertaintyTerm& t : noise_term(predicted, gain(r.quiet_measured, r.quiet_baseline))) terms.push_back(t);
+  for (UncertaintyTerm& t : fixed_terms(model, predicted, summarize(from_step(r.measured.runs[p], run_first, count)),
+                                        summarize(from_step(r.baseline.runs[0], base_first, count))))
+    terms.push_back(std::move(t));
+  return predict_gain(predicted, steps.low, steps.high, std::move(terms));
+}
+
+void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline, const Replays& r, bool paired,
+               const PerfModel& model) {
   set.paired = paired;
   const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
   for (std::size_t p = 0; p < set.policies.size(); ++p) {
@@ -246,6 +271,8 @@ void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline,
                              replayed_mean_ms(r.quiet_baseline.runs[0], first - base_first, end - first)));
     set.measured_gain_ci.push_back(gain_interval(policy.measured_steps_ms, base_line.measured_steps_ms, paired));
     set.predicted_gain_ci.push_back(gain_interval(policy.predicted_steps_ms, base_line.predicted_steps_ms, paired));
+    set.predicted_gain_pi.push_back(gain_prediction(model, r, p, first - run_first, first - base_first, end - first,
+                                                    set.predicted_gain_pct.back(), set.predicted_gain_ci.back()));
   }
 }
 
@@ -296,11 +323,13 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
     r.quiet_measured = replay(measured, without_compute_noise(config));
     r.quiet_baseline = replay(*baseline, without_compute_noise(config));
   }
+  for (const ConfigVariant& variant : model_variants(config))
+    r.variants.push_back({variant.term, replay(measured, variant.config), replay(*baseline, variant.config)});
   v.has_baseline = true;
   std::tie(v.steady.baseline, v.all.baseline) =
       compare_both(baseline->runs[0], r.baseline.runs[0], baseline->path, warmup);
   for (ValidationSet* set : {&v.steady, &v.all})
-    add_gains(*set, measured, *baseline, r, trained_in_turn(measured, *baseline));
+    add_gains(*set, measured, *baseline, r, trained_in_turn(measured, *baseline), *config.model);
   return v;
 }
 

@@ -10,6 +10,7 @@
 #include "calib/trace_reader.hpp"
 #include "common/bootstrap.hpp"
 #include "eval/simulate.hpp"
+#include "eval/uncertainty.hpp"
 
 namespace ddpsim {
 
@@ -59,6 +60,9 @@ struct ValidationSet {
   std::vector<bool> gain_restricted, gain_end_cut;  // the latter: steps left out at the end too
   // 95% intervals of those gains; paired: the runs were trained in turn, step k beside step k.
   std::vector<Interval> measured_gain_ci, predicted_gain_ci;
+  // Each predicted gain's 95% prediction interval (eval/uncertainty.hpp): its interval over the
+  // steps widened by what the model does not know, the model's variants replayed alike.
+  std::vector<GainPrediction> predicted_gain_pi;
   bool paired = false;
 };
 

@@ -63,6 +63,12 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
                   measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high, quiet,
                   predicted_gain[i] - measured_gain[i], verdict.c_str());
     out += line;
+    if (i < set.predicted_gain_pi.size()) {
+      const GainPrediction& g = set.predicted_gain_pi[i];
+      out += "  predicted " + gain_prediction_text(g, "steps") + "\n    " + terms_text(g) + "; the measured gain " +
+             (g.lo <= measured_gain[i] && measured_gain[i] <= g.hi ? "inside" : "outside") +
+             " the prediction interval\n";
+    }
   }
   if (!policies.empty())
     out += set.paired ? "  (gains paired step by step: the runs were trained in turn)\n"
@@ -167,6 +173,11 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
       f["gain_paired"] = set.paired;
       f["gain_resolved"] = !m.contains(0);  // false: the measured gain cannot be told from noise
       f["predicted_gain_in_measured_ci"] = m.contains(set.predicted_gain_pct[i]);
+      const GainPrediction& g = set.predicted_gain_pi[i];
+      f["predicted_gain_pi95"] = {g.lo, g.hi};
+      f["predicted_gain_pi_terms_pp"] = gain_prediction_json(g)["terms_half_width_pp"];
+      f["predicted_gain_pi_mostly"] = g.mostly;
+      f["measured_gain_in_prediction_interval"] = g.lo <= set.measured_gain_pct[i] && set.measured_gain_pct[i] <= g.hi;
     }
     return f;
   };

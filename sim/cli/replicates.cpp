@@ -51,9 +51,84 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
   return {std::move(quiet), out};
 }
 
-std::string replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
-                              const SimulationRun* first_quiet, int replicates,
-                              const std::function<void(long, long)>& progress) {
+namespace {
+
+// Each policy's gain over the first in one run.
+std::vector<double> run_gains(const SimulationRun& sim) {
+  std::vector<double> gains;
+  for (const TokenSummary& s : sim.summaries) {
+    bool per_sample = false;
+    gains.push_back(gain_pct(s, sim.summaries[0], per_sample));
+  }
+  return gains;
+}
+
+// The prediction intervals of each policy's gain: the seeds' range widened by the model's
+// variants (simulated at the config's seed, against `first`) and its fixed terms.
+std::vector<GainPrediction> predictions(const Config& config, std::span<const int> dataset, const SimulationRun& first,
+                                        const SimulationRun* first_quiet, const std::vector<std::vector<double>>& gains,
+                                        const std::vector<bool>& per_sample) {
+  const std::vector<double> at_seed = run_gains(first);
+  const std::vector<double> quiet = first_quiet ? run_gains(*first_quiet) : std::vector<double>(gains.size(), NAN);
+  std::vector<std::vector<VariantGain>> variants(gains.size());
+  for (const ConfigVariant& v : model_variants(config)) {
+    const std::vector<double> g = run_gains(simulate_streamed(v.config, dataset, {0, 0}, {}, {}));
+    for (std::size_t p = 1; p < gains.size(); ++p) variants[p].push_back({v.term, g[p]});
+  }
+  std::vector<GainPrediction> out(gains.size());
+  for (std::size_t p = 1; p < gains.size(); ++p) {
+    std::vector<UncertaintyTerm> terms = variant_terms(at_seed[p], variants[p]);
+    for (UncertaintyTerm& t : noise_term(at_seed[p], quiet[p])) terms.push_back(std::move(t));
+    for (UncertaintyTerm& t : fixed_terms(*config.model, mean(gains[p]), first.summaries[p], first.summaries[0]))
+      terms.push_back(std::move(t));
+    out[p] = predict_gain(mean(gains[p]), percentile(gains[p], 2.5), percentile(gains[p], 97.5), std::move(terms));
+    out[p].per_sample = per_sample[p];
+  }
+  return out;
+}
+
+std::string predictions_report(const Config& config, const SimulationRun& first,
+                               const std::vector<GainPrediction>& gains) {
+  std::string out =
+      "\neach gain's 95% prediction interval: the seeds' range widened, in quadrature, by what the model does not "
+      "know (half-widths in pp)\n";
+  int width = 0;
+  for (const PolicyRun& run : first.runs) width = std::max(width, static_cast<int>(run.label.size()));
+  for (std::size_t p = 1; p < gains.size(); ++p)
+    out += "  " + first.runs[p].label + std::string(width - first.runs[p].label.size(), ' ') + "  " +
+           gain_prediction_text(gains[p]) + (gains[p].per_sample ? " per sample" : "") + "\n  " +
+           std::string(width, ' ') + "  " + terms_text(gains[p]) + "\n";
+  out += "  session: " + session_spread(*config.model).source + "\n";
+  if (config.model->supported_forms.empty())
+    out += "  model form: the model records no held-out error by form (calibrate writes them), so no form term\n";
+  if (!can_simulate_again(config)) out += std::string("  no variant simulated: ") + kXmlOncePerProcess + "\n";
+  return out;
+}
+
+nlohmann::ordered_json replicates_json(const Config& config, const SimulationRun& first, int replicates,
+                                       const std::vector<std::vector<double>>& means,
+                                       const std::vector<std::vector<double>>& p95s,
+                                       const std::vector<GainPrediction>& gains) {
+  nlohmann::ordered_json policies = nlohmann::ordered_json::object();
+  const auto figure = [](const std::vector<double>& x) {
+    return nlohmann::ordered_json{{"mean", mean(x)}, {"interval95", {percentile(x, 2.5), percentile(x, 97.5)}}};
+  };
+  for (std::size_t p = 0; p < first.runs.size(); ++p) {
+    nlohmann::ordered_json j{{"mean_max_step_ms", figure(means[p])}, {"p95_max_step_ms", figure(p95s[p])}};
+    if (p > 0) j["gain"] = gain_prediction_json(gains[p]);
+    policies[first.runs[p].label] = std::move(j);
+  }
+  return {{"seeds", {config.training.seed, config.training.seed + replicates - 1}},
+          {"baseline", first.runs[0].label},
+          {"session_source", session_spread(*config.model).source},
+          {"policies", std::move(policies)}};
+}
+
+}  // namespace
+
+Replicates replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
+                             const SimulationRun* first_quiet, int replicates,
+                             const std::function<void(long, long)>& progress) {
   const std::size_t P = first.runs.size();
   const bool quiet = first_quiet != nullptr;
   std::vector<std::vector<double>> means(P), p95s(P), gains(P), quiet_gains(P);
@@ -77,6 +152,8 @@ std::string replicates_report(const Config& config, const LengthSource& source, 
     if (quiet) add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), quiet_gains, false);
     if (progress) progress(r + 1, replicates);
   }
+  const std::vector<GainPrediction> predicted =
+      predictions(config, config_dataset(config, source), first, first_quiet, gains, per_sample);
   const auto cell = [](const std::vector<double>& x, const char* format) {
     char text[96];
     std::snprintf(text, sizeof text, format, mean(x), percentile(x, 2.5), percentile(x, 97.5));
@@ -102,7 +179,8 @@ std::string replicates_report(const Config& config, const LengthSource& source, 
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
   }
-  return out;
+  if (P > 1) out += predictions_report(config, first, predicted);
+  return {out, replicates_json(config, first, replicates, means, p95s, predicted)};
 }
 
 }  // namespace ddpsim::cli

@@ -11,6 +11,7 @@
 #include "data/lengths.hpp"
 #include "eval/config.hpp"
 #include "eval/simulate.hpp"
+#include "eval/uncertainty.hpp"
 
 namespace ddpsim::cli {
 
@@ -28,9 +29,15 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
 // `first` is the run already simulated at the config's seed, `first_quiet` that seed's run with
 // the compute noise off (null: none); seeds seed+1 ... seed+R-1 follow. The table gives each
 // policy's mean max step time, P95 and gain over the first policy, as the mean over the seeds
-// with the 2.5-97.5% range, and with `first_quiet`, each gain with the noise off over the seeds.
-std::string replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
-                              const SimulationRun* first_quiet, int replicates,
-                              const std::function<void(long, long)>& progress);
+// with the 2.5-97.5% range, and with `first_quiet`, each gain with the noise off over the seeds;
+// then each gain's prediction interval (eval/uncertainty.hpp), the model's variants simulated at
+// the config's seed. `json` holds per policy its figures over the seeds and that interval.
+struct Replicates {
+  std::string report;
+  nlohmann::ordered_json json;
+};
+Replicates replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
+                             const SimulationRun* first_quiet, int replicates,
+                             const std::function<void(long, long)>& progress);
 
 }  // namespace ddpsim::cli

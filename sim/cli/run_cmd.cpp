@@ -73,6 +73,12 @@ embedded default compares static, minmax with tokens and tokens_sq, kk, sorted, 
 Where the model draws compute noise, each gain is printed beside the same gain with that noise
 off (the plan alone): a gain the noise model makes is then visible as such.
 
+With --replicates R, each gain also gets a 95% prediction interval: the seeds' range widened
+by what the model does not know — the spread over the forms its fit supports, the session a
+run meets (by compute regime), the first-use cost, a poor fit's held-out error, and for a
+model derived from specs its efficiency, launch floor and network — and the source that
+dominates it (docs/intervals.md). summary.json carries both ranges under "replicates".
+
 examples:
   ddpsim compare
   ddpsim compare --policies static,minmax,minmax:cost=model
@@ -196,7 +202,8 @@ int simulate_verb(const Args& args, bool compare) {
       "pipelines: the link series' bin in ms (time units in abstract mode); default: a 200th of the steps")(
       "replicates", po::value<int>()->default_value(1),
       "R: simulate the config again under seeds seed+1 ... seed+R-1 and add a table of each policy's mean, P95 and "
-      "gain as the mean over the seeds with their 2.5-97.5% range (outputs hold the first seed's run)")("help,h",
+      "gain as the mean over the seeds with their 2.5-97.5% range, and each gain's prediction interval (outputs hold "
+      "the first seed's run; summary.json adds the ranges)")("help,h",
                                                                                                         "this help");
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
@@ -300,17 +307,18 @@ int simulate_verb(const Args& args, bool compare) {
                static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
   const NoiseOff quiet = noise_off(config, dataset, sim);
   std::cout << quiet.report;
+  Replicates seeds;
   if (replicates > 1) {
     Progress progress("replicates", "seeds");
-    std::cout << replicates_report(config, *source, sim, quiet.run ? &*quiet.run : nullptr, replicates,
-                                   std::ref(progress));
+    seeds = replicates_report(config, *source, sim, quiet.run ? &*quiet.run : nullptr, replicates, std::ref(progress));
+    std::cout << seeds.report;
   }
   warn_over_capacity(config, sim, compare ? "compare" : "run");
 
   std::vector<std::pair<std::filesystem::path, std::string>> files;
   if (trace)
     files.emplace_back(dir / "summary.json",
-                       summary_json(config.resolved, sim.runs, sim.summaries, config.provenance()));
+                       summary_json(config.resolved, sim.runs, sim.summaries, config.provenance(), seeds.json));
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
   std::vector<std::unique_ptr<AtomicFile>> written;
   if (trace_file) written.push_back(std::move(trace_file));

@@ -125,6 +125,20 @@ MeasuredGrid parse_grid(const nlohmann::json& doc, const std::string& where) {
   return g;
 }
 
+std::vector<PhaseForm> form_list(const nlohmann::json& list, const std::string& where) {
+  std::vector<PhaseForm> forms;
+  if (list.is_array())
+    for (const auto& item : list) {
+      const std::string name = item.is_string() ? item.get<std::string>() : "";
+      if (name != "analytic" && name != "grid" && name != "roofline") break;
+      forms.push_back(phase_form(name));
+    }
+  if (!list.is_array() || forms.size() != list.size())
+    throw InputError(where + ": supported_forms must be a list of \"analytic\", \"grid\" and \"roofline\", got " +
+                     list.dump());
+  return forms;
+}
+
 PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
   if (!doc.is_object())
     throw InputError(where + ": expected an object {\"a\", \"beta\", \"gamma\"} (ms), optionally with a \"grid\"");
@@ -153,7 +167,7 @@ PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
   const auto form = f.get<std::string>("form", "analytic");
   if (form != "analytic" && form != "grid" && form != "roofline")
     throw InputError(where + ": form must be \"analytic\", \"grid\" or \"roofline\", got \"" + form + "\"");
-  p.use = form == "grid" ? PhaseForm::grid : form == "roofline" ? PhaseForm::roofline : PhaseForm::analytic;
+  p.use = phase_form(form);
   if (p.use_grid() && p.grid.empty()) throw InputError(where + ": form \"grid\" needs a \"grid\" object");
   if (p.use == PhaseForm::roofline && !p.has_roofline)
     throw InputError(where + ": form \"roofline\" needs a \"roofline\" object {\"floor\", \"a\", \"beta\", \"gamma\"}");
@@ -202,7 +216,20 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     JsonFields q(f.raw("fit_quality"), origin + ": fit_quality");
     m.fit_heldout_mape = non_negative(q, "heldout_mape", 0, 100);
     m.fit_warning = q.get<std::string>("warning", "");
+    if (q.has("supported_forms")) m.supported_forms = form_list(q.raw("supported_forms"), origin + ": fit_quality");
     q.reject_unknown();
+  }
+  if (f.has("session")) {
+    JsonFields s(f.raw("session"), origin + ": session");
+    for (const char* key : {"below_pp", "above_pp", "source"})
+      if (!s.has(key))
+        throw InputError(s.where() + ": missing \"" + key +
+                         "\" (below_pp and above_pp: a gain's 95% half-width between sessions, in percentage points, "
+                         "launch-bound and compute-bound; source: where the figures come from)");
+    m.session_below_pp = non_negative(s, "below_pp", 0, 100);
+    m.session_above_pp = non_negative(s, "above_pp", 0, 100);
+    m.session_source = s.require<std::string>("source");
+    s.reject_unknown();
   }
   if (f.has("noise")) {
     JsonFields n(f.raw("noise"), origin + ": noise");

@@ -37,6 +37,14 @@ struct PerfModel {
   // the rows' R² was poor ("" when sound): every prediction with the model repeats it.
   double fit_heldout_mape = 0;
   std::string fit_warning;
+  // The forms whose held-out error came near the one in use (calibrate writes them): a
+  // prediction's form term is its spread over them. Empty: not known, and no form term.
+  std::vector<PhaseForm> supported_forms;
+  // How far a gain moves between sessions of one machine, a 95% half-width in percentage points
+  // for launch-bound and compute-bound rank-steps (model.noise_above's knee); < 0: not in the
+  // model, and a prediction takes this project's campaign figures (eval/uncertainty.hpp).
+  double session_below_pp = -1, session_above_pp = -1;
+  std::string session_source;
   double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
   // Log-normal σ of a factor drawn once per step for all ranks: slow spells of a machine the
   // ranks share (emulated ranks in one process, cores of one host), which independent per-rank
@@ -105,6 +113,8 @@ struct PerfModel {
   // are the analytic form's extrapolation: a prediction must say where its model came from.
   std::string extrapolation_note(int b, int L) const;
   long long total_params() const;
+  // A model derived from a transformer's config and a GPU's peak figures, profiled nowhere.
+  bool spec_derived() const { return source.rfind("derived from specs", 0) == 0; }
 };
 
 // Parses and validates a model document; `origin` names it in errors.

@@ -51,8 +51,8 @@ std::string MeasuredGrid::check() const {
   return "";
 }
 
-const char* PhaseModel::form() const {
-  switch (use) {
+const char* form_name(PhaseForm form) {
+  switch (form) {
     case PhaseForm::grid:
       return "grid";
     case PhaseForm::roofline:
@@ -61,6 +61,19 @@ const char* PhaseModel::form() const {
       break;
   }
   return "analytic";
+}
+
+PhaseForm phase_form(const std::string& name) {
+  return name == "grid" ? PhaseForm::grid : name == "roofline" ? PhaseForm::roofline : PhaseForm::analytic;
+}
+
+PhaseModel PhaseModel::scaled(double k) const {
+  PhaseModel s = *this;
+  for (PhaseTime* t : {&s.analytic, &s.roofline.compute}) t->a_ms *= k, t->beta_ms *= k, t->gamma_ms *= k;
+  s.roofline.floor_ms *= k;
+  for (auto& row : s.grid.ms)
+    for (double& ms : row) ms *= k;
+  return s;
 }
 
 double PhaseModel::at(int b, int L) const {

@@ -47,6 +47,8 @@ struct Roofline {
 };
 
 enum class PhaseForm { analytic, grid, roofline };
+const char* form_name(PhaseForm form);
+PhaseForm phase_form(const std::string& name);  // "grid", "roofline", else analytic
 
 struct PhaseModel {
   PhaseTime analytic;
@@ -56,7 +58,12 @@ struct PhaseModel {
   PhaseForm use = PhaseForm::analytic;  // grid requires a grid, roofline a roofline
 
   bool use_grid() const { return use == PhaseForm::grid; }
-  const char* form() const;
+  const char* form() const { return form_name(use); }
+  bool has(PhaseForm f) const {
+    return f == PhaseForm::analytic || (f == PhaseForm::grid ? !grid.empty() : has_roofline);
+  }
+  // Every form's times multiplied by k: a device k times slower at everything.
+  PhaseModel scaled(double k) const;
   // Beyond a grid in use, times grow as the roofline does where the model has one, else as the
   // analytic form does, from the grid's nearest edge point.
   double at(int b, int L) const;

@@ -1,0 +1,78 @@
+// A predicted gain's 95% prediction interval: what a real run's gain may be, not only what
+// other seeds would draw. Beside the seeds' spread it holds what the model does not know — the
+// forms its fit supports, the session a run meets, the first-use cost, a poor fit's held-out
+// error, and for a model derived from specs its efficiency, launch floor and network — each as
+// a half-width in percentage points, combined in quadrature (they are independent sources).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/config.hpp"
+#include "report/policy_run.hpp"
+
+namespace ddpsim {
+
+// One source of a gain's uncertainty: its 95% half-width in percentage points.
+struct UncertaintyTerm {
+  std::string name;  // "model form", "session", "first use", "spec-derived compute", "network", "fit"
+  double half_width_pp = 0;
+};
+
+// A config as plausible as the one given, differing in one thing its model does not know;
+// the gain it predicts, set beside the config's, gives that term's half-width.
+struct ConfigVariant {
+  std::string term;
+  Config config;
+};
+std::vector<ConfigVariant> model_variants(const Config& config);
+
+// The variants' terms for one policy: the largest |variant gain − gain| of each term.
+struct VariantGain {
+  std::string term;
+  double gain_pct = 0;
+};
+std::vector<UncertaintyTerm> variant_terms(double gain_pct, std::span<const VariantGain> variants);
+
+// The noise model's term: |gain − the same gain with the compute noise off| (NaN: no noise
+// drawn, no term). A regime's σ is the least-known part of a calibration (few repeated shapes,
+// measured at other shapes than the run's: campaign 2's registered σ cost 5 pp of its gain), and
+// the noise-off gain bounds what it does on one side; the term mirrors that on the other.
+std::vector<UncertaintyTerm> noise_term(double gain_pct, double quiet_gain_pct);
+
+// How far a gain moves between sessions, by regime (PerfModel::session_*), with where the
+// figures come from: the model's own, or this project's campaigns where it has none.
+struct SessionSpread {
+  double below_pp = 0, above_pp = 0;
+  std::string source;
+};
+SessionSpread session_spread(const PerfModel& model);
+inline constexpr double kCampaignSessionBelowPp = 2.2, kCampaignSessionAbovePp = 0.5;
+
+// The terms a gain carries without simulating: the session's, for the regime that each of the
+// two runs' slowest micro-batches sits in (TokenSummary), and a poor fit's held-out error.
+std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct, const TokenSummary& policy,
+                                         const TokenSummary& base);
+
+// A gain, the range its seeds (or its steps) give, and the prediction interval around it.
+struct GainPrediction {
+  double gain_pct = 0;
+  double seeds_lo = 0, seeds_hi = 0;
+  double lo = 0, hi = 0;
+  std::string mostly;  // the widest source: "seeds" or a term's name
+  std::vector<UncertaintyTerm> terms;
+  bool per_sample = false;  // the two policies take different samples a step
+  bool told_from_noise() const { return lo > 0 || hi < 0; }
+};
+GainPrediction predict_gain(double gain_pct, double seeds_lo, double seeds_hi, std::vector<UncertaintyTerm> terms);
+
+// "+21.30% (seeds [+20.30, +22.20]; prediction [+9.0, +31.0], mostly: spec-derived compute)"
+std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name = "seeds");
+nlohmann::ordered_json gain_prediction_json(const GainPrediction& g);
+// The terms' half-widths in one line: "model form ±1.6, session ±0.5, first use ±0.2 pp".
+std::string terms_text(const GainPrediction& g);
+
+}  // namespace ddpsim

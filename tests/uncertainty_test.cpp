@@ -1,0 +1,157 @@
+// Prediction intervals: how the terms combine, which variants a model gets, and, on synthetic
+// runs whose true form lies anywhere between the two a fit supports, that the interval holds
+// the truth at its stated rate where the seeds' range alone does not.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "common/stats.hpp"
+#include "eval/config.hpp"
+#include "eval/simulate.hpp"
+#include "eval/uncertainty.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+Config small_config(std::uint64_t seed) {
+  nlohmann::json doc = {
+      {"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 50}, {"min", 8}, {"max", 256}, {"samples", 20000}}},
+      {"training", {{"world_size", 4}, {"global_batch", 64}, {"max_length", 256}, {"steps", 60}, {"seed", seed}}},
+      {"policies", {"static", "minmax"}}};
+  return parse_config(doc, "test config", "");
+}
+
+// Analytic in use, a roofline whose launch floor hides small shapes beside it, both supported.
+PerfModel two_form_model() {
+  PerfModel m = load_perf_model("rtx3090-distilbert");
+  for (PhaseModel* p : {&m.forward, &m.backward}) {
+    const double k = p == &m.forward ? 1 : 2;
+    p->analytic = {0, 0.004 * k, 1e-6 * k};
+    p->roofline = {20 * k, {0, 0.004 * k, 1e-6 * k}};
+    p->has_roofline = true;
+    p->grid = {};
+    p->use = PhaseForm::analytic;
+  }
+  m.supported_forms = {PhaseForm::analytic, PhaseForm::roofline};
+  m.noise_sigma = 0.03;
+  m.noise_shared_sigma = 0;
+  m.spell_quantiles.clear();
+  m.noise_above = {};
+  m.session_below_pp = m.session_above_pp = 0;  // the synthetic runs have no session
+  m.session_source = "none: synthetic runs";
+  m.first_use_ms = 0;
+  return m;
+}
+
+// The roofline with its floor at w times the fitted one: a truth between the two forms (w = 0:
+// the analytic form, w = 1: the roofline).
+PerfModel between(const PerfModel& m, double w) {
+  PerfModel t = m;
+  for (PhaseModel* p : {&t.forward, &t.backward}) {
+    p->roofline.floor_ms *= w;
+    p->use = PhaseForm::roofline;
+  }
+  return t;
+}
+
+double gain_of(const Config& c) {
+  const auto dataset = make_length_source(c.data, c.training.max_length)->dataset(c.training.seed);
+  const SimulationRun sim = simulate(c, dataset);
+  return 100 * (1 - sim.summaries[1].mean_max_step_ms / sim.summaries[0].mean_max_step_ms);
+}
+
+Config with_model(Config c, const PerfModel& m) {
+  c.model = std::make_shared<PerfModel>(m);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("terms combine in quadrature with each side of the seeds' range; the widest names the interval") {
+  const GainPrediction g = predict_gain(10, 9, 11.5, {{"session", 3}, {"model form", 4}, {"session", 1}});
+  REQUIRE(g.terms.size() == 2);  // a term given twice counts once, its wider
+  CHECK(g.terms[0].half_width_pp == 3);
+  CHECK(g.lo == doctest::Approx(10 - std::sqrt(1 + 25)));
+  CHECK(g.hi == doctest::Approx(10 + std::sqrt(1.5 * 1.5 + 25)));
+  CHECK(g.mostly == "model form");
+  CHECK(g.told_from_noise());
+  CHECK(gain_prediction_text(g) == "+10.00% (seeds [+9.00, +11.50]; prediction [+4.9, +15.2], mostly: model form)");
+  const GainPrediction small = predict_gain(0.4, 0.3, 0.5, {{"session", 2.2}});
+  CHECK_FALSE(small.told_from_noise());
+  CHECK(gain_prediction_text(small).find("cannot be told from no gain") != std::string::npos);
+  CHECK(predict_gain(0, 0, 0, {}).mostly == "seeds");
+}
+
+TEST_CASE("a model's variants: its other supported forms, first use either way, a spec's ranges") {
+  Config c = small_config(0);
+  PerfModel m = two_form_model();
+  auto variants = model_variants(with_model(c, m));
+  REQUIRE(variants.size() == 1);
+  CHECK(variants[0].term == "model form");
+  CHECK(variants[0].config.model->forward.use == PhaseForm::roofline);
+
+  m.supported_forms.clear();  // no held-out errors by form: no form term
+  m.first_use_ms = 100;
+  variants = model_variants(with_model(c, m));
+  REQUIRE(variants.size() == 2);
+  CHECK(variants[0].config.model->first_use_ms == doctest::Approx(80));
+  CHECK(variants[1].config.model->first_use_ms == doctest::Approx(120));
+  c.simulation.first_use = "off";
+  CHECK(model_variants(with_model(c, m)).empty());
+
+  m.source = "derived from specs, not profiled: a test";
+  m.platform = nlohmann::json::object();  // no measured network: the preset's is an assumption
+  const auto spec = model_variants(with_model(c, m));
+  int compute = 0, network = 0;
+  for (const auto& v : spec) compute += v.term == "spec-derived compute", network += v.term == "network";
+  CHECK(compute == 3);  // efficiency either way, and a launch floor
+  CHECK(network == 1);
+  CHECK(spec.back().config.platform.link_GBps == doctest::Approx(c.platform.link_GBps / 2));
+}
+
+TEST_CASE("the session term follows the regime of both runs' slowest micro-batches") {
+  PerfModel m = load_perf_model("rtx3090-distilbert");
+  m.noise_above.tokens = 1000;
+  TokenSummary below, above;
+  below.mean_max_padded_tokens = 600;
+  above.mean_max_padded_tokens = 3000;
+  above.mean_micro_batches = 2;  // 1,500 tokens a micro-batch: still above
+  CHECK(fixed_terms(m, 5, above, above)[0].half_width_pp == doctest::Approx(kCampaignSessionAbovePp));
+  CHECK(fixed_terms(m, 5, below, above)[0].half_width_pp ==
+        doctest::Approx((kCampaignSessionBelowPp + kCampaignSessionAbovePp) / 2));
+  CHECK(session_spread(m).source.find("campaigns") != std::string::npos);
+  m.fit_warning = "fits poorly";
+  m.fit_heldout_mape = 0.2;
+  const auto terms = fixed_terms(m, 20, below, below);
+  REQUIRE(terms.size() == 2);
+  CHECK(terms[1].name == "fit");
+  CHECK(terms[1].half_width_pp == doctest::Approx(16));  // 20% of the 80% of the step left
+}
+
+TEST_CASE("over 200 synthetic runs whose true form lies between the supported two, the interval holds the truth") {
+  const PerfModel m = two_form_model();
+  const Config base = with_model(small_config(0), m);
+  std::vector<double> seeds;
+  for (std::uint64_t s = 0; s < 20; ++s) seeds.push_back(gain_of(with_model(small_config(s), m)));
+  std::vector<VariantGain> variants;
+  for (const ConfigVariant& v : model_variants(base)) variants.push_back({v.term, gain_of(v.config)});
+  std::vector<UncertaintyTerm> terms = variant_terms(seeds[0], variants);
+  for (auto& t : noise_term(seeds[0], gain_of(without_compute_noise(base)))) terms.push_back(t);
+  const GainPrediction g = predict_gain(mean(seeds), percentile(seeds, 2.5), percentile(seeds, 97.5), terms);
+  REQUIRE(g.mostly == "model form");  // the setting makes the form matter more than the seeds
+
+  int inside = 0, inside_seeds = 0;
+  constexpr int kRuns = 200;
+  for (int k = 0; k < kRuns; ++k) {
+    const double truth = gain_of(with_model(small_config(1000 + k), between(m, (k + 0.5) / kRuns)));
+    inside += g.lo <= truth && truth <= g.hi;
+    inside_seeds += g.seeds_lo <= truth && truth <= g.seeds_hi;
+  }
+  MESSAGE("prediction ", g.lo, " .. ", g.hi, " covers ", inside, " of ", kRuns, "; the seeds' range ", g.seeds_lo,
+          " .. ", g.seeds_hi, " covers ", inside_seeds);
+  // Stated rate 95%; tolerance 5 pp (3.3 binomial standard deviations at 200 runs).
+  CHECK(inside >= 0.90 * kRuns);
+  CHECK(inside_seeds < 0.60 * kRuns);  // what the seeds alone would claim
+}
