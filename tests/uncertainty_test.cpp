@@ -114,6 +114,8 @@ TEST_CASE("a model's variants: its other supported forms, first use either way, 
 TEST_CASE("the session term follows the regime of both runs' slowest micro-batches") {
   PerfModel m = load_perf_model("rtx3090-distilbert");
   m.noise_above.tokens = 1000;
+  m.noise_sigma = 0.08;
+  m.noise_above.sigma = 0.002;
   TokenSummary below, above;
   below.mean_max_padded_tokens = 600;
   above.mean_max_padded_tokens = 3000;
@@ -122,6 +124,8 @@ TEST_CASE("the session term follows the regime of both runs' slowest micro-batch
   CHECK(fixed_terms(m, 5, below, above)[0].half_width_pp ==
         doctest::Approx((kCampaignSessionBelowPp + kCampaignSessionAbovePp) / 2));
   CHECK(session_spread(m).source.find("campaigns") != std::string::npos);
+  m.noise_above.sigma = 0.04;  // σ's of one order: one kind of rank-step, the launch-bound figure
+  CHECK(fixed_terms(m, 5, above, above)[0].half_width_pp == doctest::Approx(kCampaignSessionBelowPp));
   m.fit_warning = "fits poorly";
   m.fit_heldout_mape = 0.2;
   const auto terms = fixed_terms(m, 20, below, below);

@@ -226,10 +226,12 @@ GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::si
   std::vector<UncertaintyTerm> terms = variant_terms(predicted, variants);
   if (!r.quiet_measured.runs.empty())
     for (UncertaintyTerm& t : noise_term(predicted, gain(r.quiet_measured, r.quiet_baseline))) terms.push_back(t);
-  for (UncertaintyTerm& t : fixed_terms(model, predicted, summarize(from_step(r.measured.runs[p], run_first, count)),
-                                        summarize(from_step(r.baseline.runs[0], base_first, count))))
-    terms.push_back(std::move(t));
-  return predict_gain(predicted, steps.low, steps.high, std::move(terms));
+  const TokenSummary policy = summarize(from_step(r.measured.runs[p], run_first, count)),
+                     base = summarize(from_step(r.baseline.runs[0], base_first, count));
+  for (UncertaintyTerm& t : fixed_terms(model, predicted, policy, base)) terms.push_back(std::move(t));
+  GainPrediction g = predict_gain(predicted, steps.low, steps.high, std::move(terms));
+  g.regime = gain_regime(model, policy, base);
+  return g;
 }
 
 void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline, const Replays& r, bool paired,

@@ -177,6 +177,7 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
       f["predicted_gain_pi95"] = {g.lo, g.hi};
       f["predicted_gain_pi_terms_pp"] = gain_prediction_json(g)["terms_half_width_pp"];
       f["predicted_gain_pi_mostly"] = g.mostly;
+      f["predicted_gain_regime"] = g.regime;
       f["measured_gain_in_prediction_interval"] = g.lo <= set.measured_gain_pct[i] && set.measured_gain_pct[i] <= g.hi;
     }
     return f;

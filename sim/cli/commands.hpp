@@ -16,6 +16,7 @@ int sweep(const Args& args);
 int calibrate(const Args& args);
 int replay(const Args& args);
 int validate(const Args& args);
+int scorecard(const Args& args);
 int bench(const Args& args);
 int lengths(const Args& args);
 int policies(const Args& args);

@@ -34,6 +34,8 @@ commands:
   replay TRACE --model M    simulate exactly the batches a trace recorded
   validate --measured TRACE --model M [--baseline STATIC_TRACE]
                             predicted vs measured step time, and the policy's gain
+  scorecard DIR...          every validated and registered prediction under the folders:
+                            coverage of the prediction intervals, widths and errors
   balance [CONFIG]          run batch policies over N steps and compare the per-rank padded
                             tokens (the study's proxy for step time); no CONFIG = the study's
                             setting: SST-2 lengths, G=4 ranks, B=48, K=64, 800 steps
@@ -47,11 +49,17 @@ exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 
 // The verbs in the order --help lists them.
 using Verb = int (*)(const ddpsim::cli::Args&);
-const std::pair<const char*, Verb> VERBS[] = {{"run", ddpsim::cli::run},         {"compare", ddpsim::cli::compare},
-                                              {"sweep", ddpsim::cli::sweep},     {"calibrate", ddpsim::cli::calibrate},
-                                              {"replay", ddpsim::cli::replay},   {"validate", ddpsim::cli::validate},
-                                              {"balance", ddpsim::cli::balance}, {"bench", ddpsim::cli::bench},
-                                              {"lengths", ddpsim::cli::lengths}, {"policies", ddpsim::cli::policies}};
+const std::pair<const char*, Verb> VERBS[] = {{"run", ddpsim::cli::run},
+                                              {"compare", ddpsim::cli::compare},
+                                              {"sweep", ddpsim::cli::sweep},
+                                              {"calibrate", ddpsim::cli::calibrate},
+                                              {"replay", ddpsim::cli::replay},
+                                              {"validate", ddpsim::cli::validate},
+                                              {"scorecard", ddpsim::cli::scorecard},
+                                              {"balance", ddpsim::cli::balance},
+                                              {"bench", ddpsim::cli::bench},
+                                              {"lengths", ddpsim::cli::lengths},
+                                              {"policies", ddpsim::cli::policies}};
 
 std::string verb_names() {
   std::string names;

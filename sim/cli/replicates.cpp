@@ -83,6 +83,7 @@ std::vector<GainPrediction> predictions(const Config& config, std::span<const in
       terms.push_back(std::move(t));
     out[p] = predict_gain(mean(gains[p]), percentile(gains[p], 2.5), percentile(gains[p], 97.5), std::move(terms));
     out[p].per_sample = per_sample[p];
+    out[p].regime = gain_regime(*config.model, first.summaries[p], first.summaries[0]);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "calib/registration.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
 #include "cli/progress.hpp"
@@ -186,6 +187,17 @@ void warn_over_capacity(const Config& config, const SimulationRun& sim, const ch
                    m.mem_capacity_mib);
 }
 
+// What compare was given, as a registration records it (--steps as its --set equivalent).
+RegisteredInputs registered_inputs(const po::variables_map& vm, const Args& args) {
+  RegisteredInputs in;
+  if (vm.count("config")) in.config_file = vm["config"].as<std::string>();
+  if (vm.count("set")) in.sets = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("steps")) in.sets.push_back("training.steps=" + std::to_string(vm["steps"].as<int>()));
+  in.command = "ddpsim compare";
+  for (const std::string& a : args) in.command += " " + a;
+  return in;
+}
+
 int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
@@ -203,8 +215,11 @@ int simulate_verb(const Args& args, bool compare) {
       "replicates", po::value<int>()->default_value(1),
       "R: simulate the config again under seeds seed+1 ... seed+R-1 and add a table of each policy's mean, P95 and "
       "gain as the mean over the seeds with their 2.5-97.5% range, and each gain's prediction interval (outputs hold "
-      "the first seed's run; summary.json adds the ranges)")("help,h",
-                                                                                                        "this help");
+      "the first seed's run; summary.json adds the ranges)")(
+      "register", po::value<std::string>(),
+      "FILE: compare only, with --replicates: write the prediction as registered before its run (the config, its "
+      "--set, the model's hash, every policy's figures and each gain's prediction interval), for ddpsim validate "
+      "--registered FILE to score")("help,h", "this help");
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
@@ -224,6 +239,19 @@ int simulate_verb(const Args& args, bool compare) {
     throw UsageError(
         "--replicates repeats a DDP run under other seeds; a pipeline job (a parallel section) has no "
         "sample stream to redraw");
+  if (vm.count("register")) {
+    const std::string file = vm["register"].as<std::string>();
+    if (!compare) throw UsageError("--register writes a prediction of gains: use ddpsim compare");
+    if (replicates < 2)
+      throw UsageError("--register " + file +
+                       " registers each gain with its prediction interval, which needs the seeds' range: add "
+                       "--replicates R (20 is usual)");
+    if (config.policies.size() < 2)
+      throw UsageError("--register " + file +
+                       ": a registered prediction is of gains over the first policy; give two "
+                       "or more with --policies");
+    check_output_path(file, "--register");
+  }
   if (vm.count("link-bin") && !vm.count("link-series"))
     throw UsageError("--link-bin sets the bins of a --link-series FILE, which is not given");
   if (vm.count("link-bin") && !(vm["link-bin"].as<double>() > 0 && std::isfinite(vm["link-bin"].as<double>())))
@@ -316,6 +344,10 @@ int simulate_verb(const Args& args, bool compare) {
   warn_over_capacity(config, sim, compare ? "compare" : "run");
 
   std::vector<std::pair<std::filesystem::path, std::string>> files;
+  if (vm.count("register")) {
+    const std::string file = vm["register"].as<std::string>();
+    files.emplace_back(file, registration_json(file, config, registered_inputs(vm, args), seeds.json).dump(2) + "\n");
+  }
   if (trace)
     files.emplace_back(dir / "summary.json",
                        summary_json(config.resolved, sim.runs, sim.summaries, config.provenance(), seeds.json));

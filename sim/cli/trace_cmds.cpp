@@ -1,5 +1,5 @@
-// `ddpsim calibrate`, `replay` and `validate`: from profiled traces to a model, and from a
-// model back to a measured trace, step for step.
+// `ddpsim calibrate` and `replay`: from profiled traces to a model, and from a model back to a
+// measured trace, step for step; the arguments replay and validate share (cli/trace_args.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "calib/validate.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
+#include "cli/trace_args.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "report/outputs.hpp"
@@ -80,34 +81,8 @@ examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred
 )";
 
-constexpr const char* VALIDATE_USAGE =
-    R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv]
-                       [CONFIG] [options]
+}  // namespace
 
-Replays a measured trace and compares prediction with measurement: mean and P95 of the
-per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
-the absolute error); with --baseline (a trace of the baseline policy, e.g. static), the
-predicted against the measured gain of each policy over it, in percentage points. Where an
-error comes from: each phase's mean per rank-step, measured against predicted (forward,
-backward, exposed communication wait, optimizer, the rest of the step); a machine slower or
-faster than its profile moves them all alike, a wrong term of the model moves one.
-Real runs start slow (allocator, caches, thread pools): each run's first steps are left out
-of the steady-state figures (--warmup auto: until the measured max step time settles, found
-per run and printed; for a policy and baseline one ddptrain run trained in turn, which share
-its start, both from where the later settles), and the figures over every step beside them.
---out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
-Where the model draws compute noise, each predicted gain is printed beside the same replay's
-gain with that noise off. Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
-
-examples:
-  ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv \
-      --model m.json --out val
-)";
-
-// The config of load_config() with --model in force (a model file is taken from the current
-// folder, not the config's) and the trace's world size and step count, so that rank_speed and
-// stragglers are checked against its ranks and steps. What the trace fixes itself (steps, batches, micro-batches,
-// lengths, policies, data) cannot be set: replay would ignore it.
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const int G = trace.runs.front().G;
   bool world_size_set = false;
@@ -224,8 +199,6 @@ void add_replay_options(po::options_description& visible, po::options_descriptio
   hidden.add_options()("config", po::value<std::string>());
   positional.add("config", 1);
 }
-
-}  // namespace
 
 int calibrate(const Args& args) {
   po::options_description visible("options"), hidden;
@@ -350,15 +323,6 @@ int calibrate(const Args& args) {
   return 0;
 }
 
-namespace {
-
-// The share of the traces' rank-steps whose shape lies beyond the model's measured range, and
-// the note saying so ("" when none does): a replay there is the model's extrapolation.
-struct Extrapolation {
-  double pct = 0;
-  std::string note;
-};
-
 Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const Trace*> traces) {
   const auto [b_max, L_max] = model.measured_reach();
   long total = 0, beyond = 0;
@@ -381,8 +345,6 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
   return e;
 }
 
-// Where the model's figures and the network's came from: a prediction is only as good as them,
-// and a model calibrated with an allreduce profile brings its own network.
 std::string platform_line(const Config& config) {
   return "model source: " + config.model->source +
          (config.model->fit_warning.empty() ? "" : "\nwarning: this model " + config.model->fit_warning) +
@@ -392,8 +354,6 @@ std::string platform_line(const Config& config) {
                                          : config.platform_source) +
          "\n";
 }
-
-}  // namespace
 
 int replay(const Args& args) {
   po::options_description visible("options"), hidden;
@@ -430,63 +390,6 @@ int replay(const Args& args) {
     write_outputs(dir, {{"steps.csv", trace_csv(sim.runs, metadata)},
                         {"summary.json", summary_json(summary_config, sim.runs, summaries, config.provenance())}});
     std::cout << "wrote " << (dir / "steps.csv").string() << " and " << (dir / "summary.json").string() << "\n";
-  }
-  return 0;
-}
-
-int validate(const Args& args) {
-  po::options_description visible("options"), hidden;
-  po::positional_options_description positional;
-  visible.add_options()("measured", po::value<std::string>()->required(), "the measured trace")(
-      "baseline", po::value<std::string>(), "a measured trace of the baseline policy (e.g. static)")(
-      "warmup", po::value<std::string>()->default_value("auto"),
-      "steps of each run left out of the steady state: N, or auto (until the step time settles)");
-  add_replay_options(visible, hidden, positional);
-  po::variables_map vm;
-  if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
-  const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
-  std::unique_ptr<Trace> baseline;
-  if (vm.count("baseline")) {
-    const std::string path = vm["baseline"].as<std::string>();
-    if (std::error_code ec; std::filesystem::equivalent(path, vm["measured"].as<std::string>(), ec))
-      throw UsageError("--baseline " + path +
-                       " is the --measured trace: a gain over itself is 0 by definition; give "
-                       "the baseline policy's own trace");
-    baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
-    if (baseline->hash == measured.hash)
-      throw UsageError("--baseline " + path + " holds the same bytes as --measured " +
-                       vm["measured"].as<std::string>() +
-                       ": a gain over a copy of itself is 0; give the baseline "
-                       "policy's own trace");
-  }
-  const Config config = config_for_trace(vm, measured);
-  const std::string warmup_text = vm["warmup"].as<std::string>();
-  int warmup = AUTO_WARMUP;
-  if (warmup_text != "auto") {
-    std::size_t used = 0;
-    try {
-      warmup = std::stoi(warmup_text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != warmup_text.size() || warmup < 0)
-      throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + warmup_text + "\"");
-  }
-  if (vm.count("out"))
-    check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json",
-                   std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
-  const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
-  const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
-  std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
-            << platform_line(config) << "\n"
-            << beyond.note << validation_report(v);
-  if (vm.count("out")) {
-    const std::filesystem::path dir = vm["out"].as<std::string>();
-    auto doc = validation_json(v, measured, config.model->origin);
-    if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
-    if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
-    write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
-    std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
   }
   return 0;
 }

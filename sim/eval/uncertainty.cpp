@@ -28,10 +28,16 @@ constexpr double kSpecGainShare = 0.5;
 // A preset's link bandwidth is the wire's; collectives reach about half of it at worst.
 constexpr double kSpecNetworkShare = 0.5;
 
+// The campaigns' compute-bound figure is for rank-steps whose σ is an order of magnitude below
+// the launch-bound one's (an H100's 0.002 against 0.08); a knee between two σ's of one order
+// (a CPU's 0.026 and 0.012) does not make compute-bound rank-steps of that kind.
+constexpr double kComputeBoundSigmaRatio = 10;
+
 // The regime a run's slowest micro-batches sit in: their mean tokens against the knee.
 bool compute_bound(const PerfModel& m, const TokenSummary& s) {
   const double tokens = s.mean_max_padded_tokens / std::max(1.0, s.mean_micro_batches);
-  return m.noise_above.tokens > 0 && tokens >= static_cast<double>(m.noise_above.tokens);
+  return m.noise_above.tokens > 0 && tokens >= static_cast<double>(m.noise_above.tokens) &&
+         m.noise_above.sigma * kComputeBoundSigmaRatio <= m.noise_sigma;
 }
 
 std::string signed_pct(double v, int digits) {
@@ -117,6 +123,13 @@ std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct
   return terms;
 }
 
+std::string gain_regime(const PerfModel& model, const TokenSummary& policy, const TokenSummary& base) {
+  if (model.noise_above.tokens <= 0 || model.noise_above.sigma * kComputeBoundSigmaRatio > model.noise_sigma)
+    return "one regime";
+  const int above = compute_bound(model, policy) + compute_bound(model, base);
+  return above == 2 ? "compute-bound" : above == 1 ? "mixed" : "launch-bound";
+}
+
 GainPrediction predict_gain(double gain_pct, double seeds_lo, double seeds_hi, std::vector<UncertaintyTerm> terms) {
   GainPrediction g;
   g.gain_pct = gain_pct;
@@ -166,6 +179,7 @@ nlohmann::ordered_json gain_prediction_json(const GainPrediction& g) {
           {"seeds_interval", {g.seeds_lo, g.seeds_hi}},
           {"prediction_interval", {g.lo, g.hi}},
           {"mostly", g.mostly},
+          {"regime", g.regime},
           {"terms_half_width_pp", terms},
           {"told_from_noise", g.told_from_noise()},
           {"per_sample", g.per_sample}};

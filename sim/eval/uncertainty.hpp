@@ -56,6 +56,9 @@ inline constexpr double kCampaignSessionBelowPp = 2.2, kCampaignSessionAbovePp =
 // two runs' slowest micro-batches sits in (TokenSummary), and a poor fit's held-out error.
 std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct, const TokenSummary& policy,
                                          const TokenSummary& base);
+// The regime of a gain's two runs, as the session term reads it: "compute-bound",
+// "launch-bound", "mixed" (one of each) or "one regime" (a model without the split).
+std::string gain_regime(const PerfModel& model, const TokenSummary& policy, const TokenSummary& base);
 
 // A gain, the range its seeds (or its steps) give, and the prediction interval around it.
 struct GainPrediction {
@@ -63,6 +66,7 @@ struct GainPrediction {
   double seeds_lo = 0, seeds_hi = 0;
   double lo = 0, hi = 0;
   std::string mostly;  // the widest source: "seeds" or a term's name
+  std::string regime;  // gain_regime(), where the caller knows it
   std::vector<UncertaintyTerm> terms;
   bool per_sample = false;  // the two policies take different samples a step
   bool told_from_noise() const { return lo > 0 || hi < 0; }

@@ -293,13 +293,16 @@ bool is_builtin_model(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+std::string_view builtin_model_text(const std::string& name) {
+  if (name == "rtx3090-distilbert") return embedded::rtx3090_distilbert;
+  if (name == "h100-distilbert") return embedded::h100_distilbert;
+  return {};
+}
+
 PerfModel load_perf_model(const std::string& name_or_path) {
-  if (name_or_path == "rtx3090-distilbert")
-    return parse_perf_model(parse_json(embedded::rtx3090_distilbert, "built-in rtx3090-distilbert"),
-                            "built-in rtx3090-distilbert");
-  if (name_or_path == "h100-distilbert")
-    return parse_perf_model(parse_json(embedded::h100_distilbert, "built-in h100-distilbert"),
-                            "built-in h100-distilbert");
+  if (is_builtin_model(name_or_path))
+    return parse_perf_model(parse_json(builtin_model_text(name_or_path), "built-in " + name_or_path),
+                            "built-in " + name_or_path);
   if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
     throw InputError("model \"" + name_or_path +
                      "\": not a built-in model (rtx3090-distilbert, h100-distilbert) nor a .json file path");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -132,6 +133,8 @@ PerfModel derive_perf_model(const nlohmann::json& spec, const std::string& origi
 const std::vector<std::string>& builtin_model_names();
 // True for a name load_perf_model() resolves without a file, which is never taken as a path.
 bool is_builtin_model(const std::string& name);
+// A built-in model's JSON as compiled in ("" for another name): a registration hashes it.
+std::string_view builtin_model_text(const std::string& name);
 
 // The `model` cost of the scheduler library: predicted forward + backward time (ms).
 class ModelTimeCost final : public CostModel {

@@ -1,0 +1,235 @@
+#include "calib/registration.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "common/hash.hpp"
+#include "common/input_file.hpp"
+#include "common/json_util.hpp"
+#include "model/perf_model.hpp"
+
+namespace ddpsim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kBuiltinPrefix = "built-in ";
+
+std::string file_hash(const std::string& path) {
+  return fnv1a64_hex(read_input_file(path, "file"));
+}
+
+// What a model was loaded from: {"builtin": NAME} or {"file": path relative to `dir`}, with
+// the FNV-1a hash of its bytes.
+nlohmann::ordered_json model_record(const PerfModel& m, const fs::path& dir) {
+  if (m.origin.starts_with(kBuiltinPrefix)) {
+    const std::string name = m.origin.substr(std::string(kBuiltinPrefix).size());
+    return {{"builtin", name}, {"fnv1a64", fnv1a64_hex(builtin_model_text(name))}, {"source", m.source}};
+  }
+  return {{"file", fs::relative(fs::absolute(m.origin), dir).generic_string()},
+          {"fnv1a64", file_hash(m.origin)},
+          {"source", m.source}};
+}
+
+// The keys that replay takes from the trace (validate refuses to --set them): the registration
+// checks them against the trace instead.
+bool fixed_by_trace(const std::string& assignment) {
+  const std::string key = assignment.substr(0, assignment.find('='));
+  for (const char* fixed : {"training.steps", "training.global_batch", "training.max_length", "training.b_max",
+                            "training.pad_to_multiple_of", "training.micro_batches", "policies", "data", "model"})
+    if (key == fixed || key.starts_with(std::string(fixed) + ".")) return true;
+  return false;
+}
+
+const nlohmann::json& field(const nlohmann::json& doc, const char* key, const std::string& where) {
+  if (!doc.is_object() || !doc.contains(key))
+    throw InputError(where + ": missing \"" + key + "\" (a registration is written by ddpsim compare --register)");
+  return doc[key];
+}
+
+// The file a registration names, relative to its folder, holding the bytes it held then.
+std::string checked_file(const Registration& r, const nlohmann::json& record, const char* what) {
+  const fs::path dir = fs::path(r.path).parent_path();
+  const std::string path = (dir / field(record, "file", r.path + ": " + what).get<std::string>()).string();
+  const std::string want = field(record, "fnv1a64", r.path + ": " + what).get<std::string>();
+  if (!fs::exists(path)) throw InputError(r.path + ": " + what + " " + path + " is gone");
+  if (const std::string got = file_hash(path); got != want)
+    throw InputError(r.path + ": " + what + " " + path + " has changed since the prediction was registered (FNV-1a " +
+                     got + ", registered " + want + "): score it with the files it was made with");
+  return path;
+}
+
+}  // namespace
+
+nlohmann::ordered_json registration_json(const std::string& file, const Config& config, const RegisteredInputs& inputs,
+                                         const nlohmann::ordered_json& replicates) {
+  const fs::path dir = fs::absolute(file).parent_path();
+  nlohmann::ordered_json doc;
+  doc["format"] = kRegistrationFormat;
+  doc["what"] =
+      "a prediction registered before its run; score a run of this setting with ddpsim validate --registered "
+      "THIS_FILE --measured POLICY/steps.csv --baseline BASELINE/steps.csv";
+  doc["command"] = inputs.command;
+  nlohmann::ordered_json cfg;
+  if (inputs.config_file.empty())
+    cfg["file"] = nullptr;
+  else
+    cfg = {{"file", fs::relative(fs::absolute(inputs.config_file), dir).generic_string()},
+           {"fnv1a64", file_hash(inputs.config_file)}};
+  cfg["set"] = inputs.sets;
+  doc["config"] = std::move(cfg);
+  doc["model"] = model_record(*config.model, dir);
+  const TrainingConfig& t = config.training;
+  nlohmann::ordered_json policies = nlohmann::ordered_json::array();
+  for (const auto& [label, figures] : replicates.at("policies").items()) policies.push_back(label);
+  doc["setting"] = {{"world_size", t.world_size},
+                    {"global_batch", t.global_batch},
+                    {"max_length", t.max_length},
+                    {"seed", t.seed},
+                    {"steps", t.steps},
+                    {"pad_to_multiple_of", t.pad_to_multiple_of},
+                    {"attention", t.attention},
+                    {"micro_batches", t.micro_batches},
+                    {"policies", std::move(policies)}};
+  doc["predicted"] = replicates;
+  return doc;
+}
+
+Registration read_registration(const std::string& path) {
+  Registration r{path, read_json_file(path)};
+  if (!r.doc.is_object() || r.doc.value("format", nlohmann::json()) != kRegistrationFormat)
+    throw InputError(path + ": not a registered prediction (expected \"format\": \"" + kRegistrationFormat +
+                     "\", as ddpsim compare --register writes)");
+  for (const char* key : {"config", "model", "setting", "predicted"}) field(r.doc, key, path);
+  const auto& model = r.doc["model"];
+  if (model.contains("builtin")) {
+    const std::string name = model["builtin"].get<std::string>();
+    if (!is_builtin_model(name)) throw InputError(path + ": model: no built-in model \"" + name + "\"");
+    if (fnv1a64_hex(builtin_model_text(name)) != field(model, "fnv1a64", path + ": model").get<std::string>())
+      throw InputError(path + ": the built-in model " + name +
+                       " has changed since the prediction was registered: score it with the ddpsim that made it");
+  } else {
+    checked_file(r, model, "model");
+  }
+  if (!r.doc["config"]["file"].is_null()) checked_file(r, r.doc["config"], "config");
+  return r;
+}
+
+std::vector<std::string> registered_validate_args(const Registration& r) {
+  std::vector<std::string> args;
+  const fs::path dir = fs::path(r.path).parent_path();
+  if (!r.doc["config"]["file"].is_null()) args.push_back((dir / r.doc["config"]["file"].get<std::string>()).string());
+  const auto& model = r.doc["model"];
+  args.insert(args.end(), {"--model", model.contains("builtin") ? model["builtin"].get<std::string>()
+                                                                : (dir / model["file"].get<std::string>()).string()});
+  for (const auto& assignment : r.doc["config"].value("set", nlohmann::json::array()))
+    if (!fixed_by_trace(assignment.get<std::string>()))
+      args.insert(args.end(), {"--set", assignment.get<std::string>()});
+  return args;
+}
+
+void check_registered_setting(const Registration& r, const Trace& measured, const Trace* baseline) {
+  const nlohmann::json& s = r.doc["setting"];
+  const std::vector<std::string> policies = s.at("policies").get<std::vector<std::string>>();
+  const auto differs = [&](const Trace& t, const std::string& key, const std::string& got, const std::string& want) {
+    throw InputError(t.path + ": " + key + " is " + got + ", the registered prediction's (" + r.path + ") " + want +
+                     ": a registered prediction is scored only against runs of its setting");
+  };
+  const auto metadata = [&](const Trace& t, const char* name, const char* key, const nlohmann::json& want) {
+    const auto it = t.metadata.find(name);
+    const std::string text = want.is_string() ? want.get<std::string>() : want.dump();
+    if (it != t.metadata.end() && it->second != text) differs(t, key, it->second, text);
+  };
+  for (const Trace* t : {&measured, baseline}) {
+    if (!t) continue;
+    for (const PolicyRun& run : t->runs) {
+      if (run.G != s.at("world_size").get<int>())
+        differs(*t, "training.world_size", std::to_string(run.G), s["world_size"].dump());
+      int steps = 0, longest = 0;
+      for (const RankStep& row : run.rows)
+        steps = std::max(steps, row.step + 1), longest = std::max(longest, row.max_len);
+      if (steps != s.at("steps").get<int>()) differs(*t, "training.steps", std::to_string(steps), s["steps"].dump());
+      if (longest > s.at("max_length").get<int>())
+        differs(*t, "training.max_length", "at least " + std::to_string(longest), s["max_length"].dump());
+      if (std::find(policies.begin(), policies.end(), run.label) == policies.end())
+        differs(*t, "the policy", run.label, "policies are " + s["policies"].dump());
+    }
+    metadata(*t, "global_batch", "training.global_batch", s.at("global_batch"));
+    metadata(*t, "seed", "training.seed", s.at("seed"));
+    metadata(*t, "pad_to_multiple_of", "training.pad_to_multiple_of", s.at("pad_to_multiple_of"));
+    metadata(*t, "attention", "training.attention", s.at("attention"));
+  }
+  if (baseline && baseline->runs.front().label != policies.front())
+    differs(*baseline, "the baseline policy", baseline->runs.front().label, policies.front());
+}
+
+nlohmann::ordered_json score_registered(const Registration& r, const Validation& v) {
+  const nlohmann::json& predicted = r.doc["predicted"]["policies"];
+  nlohmann::ordered_json policies = nlohmann::ordered_json::object();
+  const auto mean_of = [&](const std::string& label) {
+    return predicted.at(label).at("mean_max_step_ms").at("mean").get<double>();
+  };
+  const ValidationSet& set = v.steady;
+  for (std::size_t i = 0; i < set.policies.size(); ++i) {
+    const std::string& label = set.policies[i].policy;
+    const nlohmann::json& gain = predicted.at(label).at("gain");
+    const double g = gain.at("gain_pct").get<double>(), measured = set.measured_gain_pct[i];
+    const auto seeds = gain.at("seeds_interval").get<std::vector<double>>();
+    const auto pi = gain.at("prediction_interval").get<std::vector<double>>();
+    const Interval& ci = set.measured_gain_ci[i];
+    policies[label] = {{"registered_gain_pct", g},
+                       {"registered_seeds_interval", seeds},
+                       {"registered_prediction_interval", pi},
+                       {"registered_mostly", gain.at("mostly")},
+                       {"regime", gain.value("regime", "")},
+                       {"measured_gain_pct", measured},
+                       {"measured_gain_ci95", {ci.low, ci.high}},
+                       {"gain_error_pp", g - measured},
+                       {"measured_in_prediction_interval", pi[0] <= measured && measured <= pi[1]},
+                       {"measured_in_seeds_interval", seeds[0] <= measured && measured <= seeds[1]},
+                       {"registered_in_measured_ci", ci.contains(g)},
+                       {"measured_gain_resolved", !ci.contains(0)},
+                       {"registered_mean_ms", mean_of(label)},
+                       {"measured_mean_ms", set.policies[i].measured_mean_ms}};
+  }
+  const std::string base = set.baseline.policy;
+  return {
+      {"file", r.path},
+      {"baseline",
+       {{"policy", base}, {"registered_mean_ms", mean_of(base)}, {"measured_mean_ms", set.baseline.measured_mean_ms}}},
+      {"policies", std::move(policies)}};
+}
+
+std::string registered_report(const nlohmann::ordered_json& score) {
+  std::string out = "\nthe registered prediction (" + score["file"].get<std::string>() + "), steady state:\n";
+  char line[640];
+  const auto& b = score["baseline"];
+  std::snprintf(line, sizeof line, "  %s (baseline): mean %.2f ms registered, %.2f measured (%+.1f%%)\n",
+                b["policy"].get<std::string>().c_str(), b["registered_mean_ms"].get<double>(),
+                b["measured_mean_ms"].get<double>(),
+                100 * (b["registered_mean_ms"].get<double>() / b["measured_mean_ms"].get<double>() - 1));
+  out += line;
+  for (const auto& [label, p] : score["policies"].items()) {
+    const auto seeds = p["registered_seeds_interval"], pi = p["registered_prediction_interval"],
+               ci = p["measured_gain_ci95"];
+    const bool inside = p["measured_in_prediction_interval"].get<bool>();
+    const std::string verdict =
+        std::string(inside ? "the measured gain inside the prediction interval"
+                           : "the measured gain OUTSIDE the prediction interval") +
+        (p["registered_in_measured_ci"].get<bool>() ? "; the registered gain inside the measured interval" : "") +
+        (p["measured_gain_resolved"].get<bool>() ? "" : "; the measured gain cannot be told from noise");
+    std::snprintf(line, sizeof line,
+                  "  %s: gain registered %+.2f%% (seeds [%+.2f, %+.2f]; prediction [%+.1f, %+.1f]), measured %+.2f%% "
+                  "[%+.2f, %+.2f], %+.2f pp: %s\n",
+                  label.c_str(), p["registered_gain_pct"].get<double>(), seeds[0].get<double>(), seeds[1].get<double>(),
+                  pi[0].get<double>(), pi[1].get<double>(), p["measured_gain_pct"].get<double>(), ci[0].get<double>(),
+                  ci[1].get<double>(), p["gain_error_pp"].get<double>(), verdict.c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace ddpsim

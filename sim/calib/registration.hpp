@@ -1,0 +1,57 @@
+// A prediction registered before its run (`ddpsim compare --register FILE`) and its scoring
+// (`ddpsim validate --registered FILE`): a prediction made before the measurement is the only
+// kind that tests the simulator rather than its fit, so the file pins what was predicted — the
+// config and its --set, the model (by hash), every policy's figures and each gain's prediction
+// interval — and the scoring refuses a run of another setting, naming the key that differs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calib/trace_reader.hpp"
+#include "calib/validate.hpp"
+#include "eval/config.hpp"
+
+namespace ddpsim {
+
+inline constexpr const char* kRegistrationFormat = "ddpsim-registered/1";
+
+// What compare was given: the config file ("" for the embedded default), its --set assignments
+// (and --steps / --policies as their --set equivalents), and the command line.
+struct RegisteredInputs {
+  std::string config_file;
+  std::vector<std::string> sets;
+  std::string command;
+};
+
+// The registration document of `file`, paths in it relative to the file's folder; `replicates`
+// is compare's replicates object (figures over the seeds and the gains' intervals).
+nlohmann::ordered_json registration_json(const std::string& file, const Config& config, const RegisteredInputs& inputs,
+                                         const nlohmann::ordered_json& replicates);
+
+struct Registration {
+  std::string path;
+  nlohmann::json doc;
+};
+// Reads and checks a registration; the config and model files it names must still hold the
+// bytes they held (their FNV-1a hashes), else the prediction would be scored against others.
+Registration read_registration(const std::string& path);
+
+// The validate arguments the registration stands for: its config (a path), --model and each
+// --set that replay takes (the ones the trace fixes are checked by check_registered_setting).
+std::vector<std::string> registered_validate_args(const Registration& r);
+
+// Throws InputError naming the trace, the key, both values and the registration where a run's
+// setting differs from the registered one (world size, global batch, seed, steps, longest
+// sample, padding, attention, policy; the baseline must be the registered first policy).
+void check_registered_setting(const Registration& r, const Trace& measured, const Trace* baseline);
+
+// Each measured policy's registered figures set against the steady-state measurement: the
+// registered gain with its seeds' and prediction intervals, the measured gain and its interval,
+// and whether each holds the other. Needs a validation with a baseline.
+nlohmann::ordered_json score_registered(const Registration& r, const Validation& v);
+std::string registered_report(const nlohmann::ordered_json& score);
+
+}  // namespace ddpsim

@@ -1,0 +1,165 @@
+#include "calib/scorecard.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "calib/registration.hpp"
+#include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "common/json_util.hpp"
+#include "common/stats.hpp"
+
+namespace ddpsim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Gain {
+  double predicted = 0, measured = 0;
+  std::optional<std::pair<double, double>> measured_ci;  // validations before the bootstrap have none
+  std::optional<std::pair<double, double>> interval;  // the prediction interval, where recorded
+};
+
+struct Registered {
+  std::string file, validation, policy;
+  nlohmann::json score;
+};
+
+struct Found {
+  std::vector<std::pair<std::string, std::string>> validations;  // (path, campaign)
+  std::vector<std::string> registrations;
+};
+
+// Registrations are told by their format key, so any file name is found; files over 1 MiB
+// (models, traces' summaries of long runs) are not predictions and are not read.
+Found find_files(const std::vector<std::string>& roots) {
+  Found found;
+  for (const std::string& root : roots) {
+    if (!fs::is_directory(root)) throw InputError(root + ": not a folder (scorecard reads the folders given)");
+    std::vector<fs::path> paths;
+    for (const auto& entry : fs::recursive_directory_iterator(root))
+      if (entry.is_regular_file() && entry.path().extension() == ".json") paths.push_back(entry.path());
+    std::sort(paths.begin(), paths.end());
+    for (const fs::path& path : paths) {
+      if (path.filename() == "validation.json") {
+        const std::string campaign = fs::relative(path.parent_path().parent_path(), root).generic_string();
+        found.validations.emplace_back(path.generic_string(), campaign);
+      } else if (fs::file_size(path) <= MiB &&
+                 read_input_file(path.string(), "JSON file").find(kRegistrationFormat) != std::string::npos) {
+        found.registrations.push_back(path.generic_string());
+      }
+    }
+  }
+  return found;
+}
+
+std::string cell(const char* format, double v) {
+  char text[48];
+  std::snprintf(text, sizeof text, format, std::abs(v) < 5e-3 ? 0.0 : v);
+  return text;
+}
+
+std::string count(int k, int n) {
+  return n == 0 ? "—" : std::to_string(k) + " of " + std::to_string(n);
+}
+
+std::string group_row(const std::string& campaign, const std::string& regime, const std::vector<Gain>& gains) {
+  int with_interval = 0, inside = 0, with_ci = 0, predicted_inside = 0;
+  std::vector<double> widths, errors;
+  for (const Gain& g : gains) {
+    errors.push_back(std::abs(g.predicted - g.measured));
+    if (g.measured_ci) {
+      ++with_ci;
+      predicted_inside += g.measured_ci->first <= g.predicted && g.predicted <= g.measured_ci->second;
+    }
+    if (!g.interval) continue;
+    ++with_interval;
+    inside += g.interval->first <= g.measured && g.measured <= g.interval->second;
+    widths.push_back(g.interval->second - g.interval->first);
+  }
+  return "| " + campaign + " | " + regime + " | " + std::to_string(gains.size()) + " | " +
+         count(inside, with_interval) + " | " + count(predicted_inside, with_ci) + " | " +
+         (widths.empty() ? "—" : cell("%.1f", percentile(widths, 50))) + " | " + cell("%.2f", mean(errors)) + " | " +
+         cell("%.2f", percentile(errors, 95)) + " |\n";
+}
+
+std::string registered_table(const std::vector<Registered>& rows) {
+  std::string out =
+      "\n## Registered predictions, scored\n\n"
+      "Each made before its run (`ddpsim compare --register`), scored by `ddpsim validate --registered`.\n\n"
+      "| validation | policy | regime | registered gain [seeds] [prediction] | measured [95%] | measured inside "
+      "prediction | registered inside measured |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const Registered& r : rows) {
+    const auto& s = r.score;
+    const auto seeds = s["registered_seeds_interval"], pi = s["registered_prediction_interval"],
+               ci = s["measured_gain_ci95"];
+    out += "| " + r.validation + " | " + r.policy + " | " + s.value("regime", std::string("—")) + " | " +
+           cell("%+.2f", s["registered_gain_pct"].get<double>()) + "% [" + cell("%+.2f", seeds[0].get<double>()) +
+           ", " + cell("%+.2f", seeds[1].get<double>()) + "] [" + cell("%+.1f", pi[0].get<double>()) + ", " +
+           cell("%+.1f", pi[1].get<double>()) + "] | " + cell("%+.2f", s["measured_gain_pct"].get<double>()) + "% [" +
+           cell("%+.2f", ci[0].get<double>()) + ", " + cell("%+.2f", ci[1].get<double>()) + "] | " +
+           (s["measured_in_prediction_interval"].get<bool>() ? "yes" : "**no**") + " | " +
+           (s["registered_in_measured_ci"].get<bool>() ? "yes" : "no") + " |\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string scorecard(const std::vector<std::string>& roots) {
+  const Found found = find_files(roots);
+  std::vector<std::pair<std::string, std::string>> order;  // (campaign, regime) as first met
+  std::map<std::pair<std::string, std::string>, std::vector<Gain>> groups;
+  std::vector<Gain> all;
+  std::vector<Registered> registered;
+  std::set<std::string> scored;  // registrations a validation scored
+  for (const auto& [path, campaign] : found.validations) {
+    const nlohmann::json doc = read_json_file(path);
+    if (!doc.contains("policies") || !doc["policies"].is_object())
+      throw InputError(path + ": a validation.json without \"policies\" (ddpsim validate writes them)");
+    for (const auto& [policy, p] : doc["policies"].items()) {
+      if (!p.contains("measured_gain_pct")) continue;  // validated without a baseline: no gain
+      Gain g{p["predicted_gain_pct"].get<double>(), p["measured_gain_pct"].get<double>(), std::nullopt, std::nullopt};
+      if (p.contains("measured_gain_ci95") && p["measured_gain_ci95"].is_array())
+        g.measured_ci = {p["measured_gain_ci95"][0].get<double>(), p["measured_gain_ci95"][1].get<double>()};
+      if (p.contains("predicted_gain_pi95"))
+        g.interval = {p["predicted_gain_pi95"][0].get<double>(), p["predicted_gain_pi95"][1].get<double>()};
+      const std::pair key{campaign, p.value("predicted_gain_regime", std::string("not recorded"))};
+      if (!groups.count(key)) order.push_back(key);
+      groups[key].push_back(g);
+      all.push_back(g);
+    }
+    if (doc.contains("registered")) {
+      const auto& r = doc["registered"];
+      scored.insert(fs::weakly_canonical(r["file"].get<std::string>()).generic_string());
+      for (const auto& [policy, score] : r["policies"].items())
+        registered.push_back({r["file"].get<std::string>(), campaign, policy, score});
+    }
+  }
+  std::string out =
+      "# Scorecard\n\nWritten by `ddpsim scorecard`: every predicted gain of a `validation.json` against its "
+      "measured gain. The prediction interval is the predicted gain's steps interval widened by what the model "
+      "does not know ([intervals](intervals.md)); validations written before it existed have none (—), and the oldest have no measured interval "
+      "either. Errors are |predicted − measured| in percentage points.\n\n"
+      "| campaign | regime | gains | measured inside prediction interval | predicted inside measured interval "
+      "| median interval width (pp) | mean error (pp) | P95 error (pp) |\n| --- | --- | --- | --- | --- | --- | --- "
+      "| --- |\n";
+  for (const auto& key : order) out += group_row(key.first, key.second, groups[key]);
+  if (!all.empty()) out += group_row("**all**", "", all);
+  if (!registered.empty()) out += registered_table(registered);
+  std::string awaiting;
+  for (const std::string& file : found.registrations)
+    if (!scored.count(fs::weakly_canonical(file).generic_string())) awaiting += "- " + file + "\n";
+  if (!awaiting.empty()) out += "\n## Registered predictions awaiting their run\n\n" + awaiting;
+  return out;
+}
+
+}  // namespace ddpsim

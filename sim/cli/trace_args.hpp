@@ -1,0 +1,35 @@
+// What `ddpsim replay` and `validate` share: their options, the config a trace is replayed
+// under, and the lines that say where a replay's model and network came from.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "calib/trace_reader.hpp"
+#include "cli/options.hpp"
+#include "eval/config.hpp"
+
+namespace ddpsim::cli {
+
+// The config of load_config() with --model in force (a model file is taken from the current
+// folder, not the config's) and the trace's world size and step count, so that rank_speed and
+// stragglers are checked against its ranks and steps. What the trace fixes itself (steps,
+// batches, micro-batches, lengths, policies, data) cannot be set: replay would ignore it.
+Config config_for_trace(const po::variables_map& vm, const Trace& trace);
+
+void add_replay_options(po::options_description& visible, po::options_description& hidden,
+                        po::positional_options_description& positional);
+
+// The share of the traces' rank-steps whose shape lies beyond the model's measured range, and
+// the note saying so ("" when none does): a replay there is the model's extrapolation.
+struct Extrapolation {
+  double pct = 0;
+  std::string note;
+};
+Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const Trace*> traces);
+
+// Where the model's figures and the network's came from: a prediction is only as good as them,
+// and a model calibrated with an allreduce profile brings its own network.
+std::string platform_line(const Config& config);
+
+}  // namespace ddpsim::cli

@@ -1,0 +1,157 @@
+// `ddpsim validate`: a measured trace replayed under a model, prediction against measurement
+// step by step, and a prediction registered before the run scored against it.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "calib/registration.hpp"
+#include "calib/validate.hpp"
+#include "cli/commands.hpp"
+#include "cli/trace_args.hpp"
+#include "common/error.hpp"
+#include "report/outputs.hpp"
+
+namespace ddpsim::cli {
+
+namespace {
+
+constexpr const char* VALIDATE_USAGE =
+    R"(usage: ddpsim validate --measured TRACE.csv --model MODEL.json [--baseline STATIC.csv]
+                       [CONFIG] [options]
+       ddpsim validate --registered PREDICTION.json --measured TRACE.csv --baseline STATIC.csv
+
+Replays a measured trace and compares prediction with measurement: mean and P95 of the
+per-step maximum step time, samples/s, the per-step error (MAPE, and the 95th percentile of
+the absolute error); with --baseline (a trace of the baseline policy, e.g. static), the
+predicted against the measured gain of each policy over it, in percentage points. Where an
+error comes from: each phase's mean per rank-step, measured against predicted (forward,
+backward, exposed communication wait, optimizer, the rest of the step); a machine slower or
+faster than its profile moves them all alike, a wrong term of the model moves one.
+Real runs start slow (allocator, caches, thread pools): each run's first steps are left out
+of the steady-state figures (--warmup auto: until the measured max step time settles, found
+per run and printed; for a policy and baseline one ddptrain run trained in turn, which share
+its start, both from where the later settles), and the figures over every step beside them.
+--out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
+Where the model draws compute noise, each predicted gain is printed beside the same replay's
+gain with that noise off, and with its 95% prediction interval: the steps' interval widened by
+what the model does not know (docs/intervals.md).
+--registered FILE scores a prediction registered before the run (ddpsim compare --register):
+the config, its --set and the model come from FILE (their files must hold the bytes they held
+then), a trace of another setting is refused naming the key, and each gain is printed against
+the registered one, its seeds' range and its prediction interval (validation.json: "registered").
+Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
+
+examples:
+  ddpsim validate --measured runs/minmax/steps.csv --baseline runs/static/steps.csv \
+      --model m.json --out val
+  ddpsim validate --registered prereg/prediction.json --measured runs/minmax/steps.csv \
+      --baseline runs/static/steps.csv --out val
+)";
+
+// The arguments with --registered FILE's config, model and --set in place of the user's own,
+// which are refused beside it (one prediction, one set of inputs).
+Args with_registration(const Args& given, std::optional<Registration>& registration) {
+  Args args;
+  std::string file;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (given[i] == "--registered" && i + 1 < given.size())
+      file = given[++i];
+    else if (given[i].starts_with("--registered="))
+      file = given[i].substr(13);
+    else
+      args.push_back(given[i]);
+  }
+  if (file.empty()) return given;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--model" || a.starts_with("--model=") || a == "--set" || a.starts_with("--set="))
+      throw UsageError(a.substr(0, a.find('=')) + " beside --registered " + file +
+                       ": the registered prediction's model and --set are used; leave it out");
+    const bool takes_value = a == "--measured" || a == "--baseline" || a == "--warmup" || a == "--out";
+    if (takes_value)
+      ++i;
+    else if (!a.starts_with("-"))
+      throw UsageError(a + " beside --registered " + file +
+                       ": the registered prediction's config is used; leave it out");
+  }
+  registration = read_registration(file);
+  const std::vector<std::string> from = registered_validate_args(*registration);
+  args.insert(args.end(), from.begin(), from.end());
+  return args;
+}
+
+}  // namespace
+
+int validate(const Args& given) {
+  po::options_description visible("options"), hidden;
+  po::positional_options_description positional;
+  visible.add_options()("measured", po::value<std::string>()->required(), "the measured trace")(
+      "baseline", po::value<std::string>(), "a measured trace of the baseline policy (e.g. static)")(
+      "warmup", po::value<std::string>()->default_value("auto"),
+      "steps of each run left out of the steady state: N, or auto (until the step time settles)")(
+      "registered", po::value<std::string>(),
+      "FILE: score the prediction ddpsim compare --register wrote before the run (its config, --set and model)");
+  add_replay_options(visible, hidden, positional);
+  std::optional<Registration> registration;
+  const Args args = with_registration(given, registration);
+  po::variables_map vm;
+  if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
+  if (registration && !vm.count("baseline"))
+    throw UsageError("--registered scores gains: give --baseline, the trace of the registered baseline policy (" +
+                     registration->doc["setting"]["policies"][0].get<std::string>() + ")");
+  const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
+  std::unique_ptr<Trace> baseline;
+  if (vm.count("baseline")) {
+    const std::string path = vm["baseline"].as<std::string>();
+    if (std::error_code ec; std::filesystem::equivalent(path, vm["measured"].as<std::string>(), ec))
+      throw UsageError("--baseline " + path +
+                       " is the --measured trace: a gain over itself is 0 by definition; give "
+                       "the baseline policy's own trace");
+    baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
+    if (baseline->hash == measured.hash)
+      throw UsageError("--baseline " + path + " holds the same bytes as --measured " +
+                       vm["measured"].as<std::string>() +
+                       ": a gain over a copy of itself is 0; give the baseline "
+                       "policy's own trace");
+  }
+  if (registration) check_registered_setting(*registration, measured, baseline.get());
+  const Config config = config_for_trace(vm, measured);
+  const std::string warmup_text = vm["warmup"].as<std::string>();
+  int warmup = AUTO_WARMUP;
+  if (warmup_text != "auto") {
+    std::size_t used = 0;
+    try {
+      warmup = std::stoi(warmup_text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != warmup_text.size() || warmup < 0)
+      throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + warmup_text + "\"");
+  }
+  if (vm.count("out"))
+    check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json",
+                   std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
+  const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
+  const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
+  std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
+            << platform_line(config) << "\n"
+            << beyond.note << validation_report(v);
+  nlohmann::ordered_json scored;
+  if (registration) {
+    scored = score_registered(*registration, v);
+    std::cout << registered_report(scored);
+  }
+  if (vm.count("out")) {
+    const std::filesystem::path dir = vm["out"].as<std::string>();
+    auto doc = validation_json(v, measured, config.model->origin);
+    if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
+    if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
+    if (registration) doc["registered"] = scored;
+    write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
+    std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ddpsim::cli
