@@ -25,6 +25,7 @@
 #   pack (GPU)     a campaign's folders and logs into $PACK (one archive, to bring back);
 #                  CAMPAIGN=3 packs the third's
 #   validate       ddpsim validate of each run against its model, static as the baseline
+#                  (KEEP_MODELS=1: against the committed models, not refitted ones)
 #
 #   STAGES=carry scripts/validate_gpu.sh                               # here, once
 #   STAGES="build test prereg turns pack" scripts/validate_gpu.sh     # GPU, call (a)
@@ -332,6 +333,7 @@ if stage validate && [[ -d $out/prereg/runs ]]; then
   mkdir -p "$models2"
   ddpsim=${DDPSIM:-build/release/ddpsim}
   device=$(sed -n 's/^# device=//p' "$out/prereg/profile-fp32/steps.csv")
+  if [[ ${KEEP_MODELS:-0} != 1 || ! -f $models2/prereg-posthoc.json ]]; then
   "$ddpsim" calibrate "$out/prereg/profile-fp32/steps.csv" --base "$out/layout.json" \
     --name "$gpu-distilbert-measured-b64-L256" --gpu "$device, fp32" --out "$models2/prereg-posthoc.json" \
     --residuals "$models2/prereg-posthoc-residuals.csv" >"$models2/prereg-posthoc-calibrate.txt"
@@ -352,6 +354,7 @@ for name, base in (("fp32-fused", fp32), ("bf16-fused", bf16)):
     write(f"{folder}/{name}.json", base, fused_ms,
           f"{fused_ms:.3f}: the fused AdamW's median from step 20 of {fused} (the runs' optimizer)")
 PY
+  fi
   link50=(--set platform.link_GBps=50 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
   link10=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
   validate2() {  # NAME RUNS_FOLDER MODEL PLATFORM...
@@ -385,8 +388,9 @@ if stage validate && [[ -d $out/turns6 ]]; then
   link10=(--set platform.link_GBps=10 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
   held_out() {  # NAME PROFILE RUNS_FOLDER: calibrate on PROFILE + RUNS/static, validate the rest
     local name=$1 profile=$2 runs=$3
-    "$ddpsim" calibrate "$profile" --training "$runs/static/steps.csv" --base "$out/layout.json" \
-      --name "$gpu-$name" --out "$v3/models/$name.json" >"$v3/models/$name-calibrate.txt"
+    [[ ${KEEP_MODELS:-0} == 1 && -f $v3/models/$name.json ]] ||
+      "$ddpsim" calibrate "$profile" --training "$runs/static/steps.csv" --base "$out/layout.json" \
+        --name "$gpu-$name" --out "$v3/models/$name.json" >"$v3/models/$name-calibrate.txt"
     for run in "$runs"/*/; do
       run=${run%/}
       [[ $(basename "$run") == static ]] && continue

@@ -48,9 +48,10 @@ std::vector<std::string> registered_validate_args(const Registration& r);
 // sample, padding, attention, policy; the baseline must be the registered first policy).
 void check_registered_setting(const Registration& r, const Trace& measured, const Trace* baseline);
 
-// Each measured policy's registered figures set against the steady-state measurement: the
-// registered gain with its seeds' and prediction intervals, the measured gain and its interval,
-// and whether each holds the other. Needs a validation with a baseline.
+// Each measured policy's registered figures set against the measurement over every step (the
+// steps the registration simulated, with no warm-up) and, under "steady_state", over the steps
+// after the warm-up: the registered gain with its seeds' and prediction intervals, the measured
+// gain and its interval, and whether each holds the other. Needs a validation with a baseline.
 nlohmann::ordered_json score_registered(const Registration& r, const Validation& v);
 std::string registered_report(const nlohmann::ordered_json& score);
 

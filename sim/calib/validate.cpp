@@ -216,7 +216,7 @@ double replayed_mean_ms(const PolicyRun& replayed, int first, int count) {
 // A predicted gain's prediction interval over `count` steps from each run's `first` step: the
 // steps' interval widened by the variants' gains over the same steps and the model's fixed terms.
 GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::size_t p, int run_first, int base_first,
-                               int count, double predicted, const Interval& steps) {
+                               int count, double predicted, const Interval& steps, bool paired) {
   const auto gain = [&](const SimulationRun& run, const SimulationRun& base) {
     return 100 *
            (1 - replayed_mean_ms(run.runs[p], run_first, count) / replayed_mean_ms(base.runs[0], base_first, count));
@@ -228,7 +228,7 @@ GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::si
     for (UncertaintyTerm& t : noise_term(predicted, gain(r.quiet_measured, r.quiet_baseline))) terms.push_back(t);
   const TokenSummary policy = summarize(from_step(r.measured.runs[p], run_first, count)),
                      base = summarize(from_step(r.baseline.runs[0], base_first, count));
-  for (UncertaintyTerm& t : fixed_terms(model, predicted, policy, base)) terms.push_back(std::move(t));
+  for (UncertaintyTerm& t : fixed_terms(model, predicted, policy, base, !paired)) terms.push_back(std::move(t));
   GainPrediction g = predict_gain(predicted, steps.low, steps.high, std::move(terms));
   g.regime = gain_regime(model, policy, base);
   return g;
@@ -274,7 +274,8 @@ void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline,
     set.measured_gain_ci.push_back(gain_interval(policy.measured_steps_ms, base_line.measured_steps_ms, paired));
     set.predicted_gain_ci.push_back(gain_interval(policy.predicted_steps_ms, base_line.predicted_steps_ms, paired));
     set.predicted_gain_pi.push_back(gain_prediction(model, r, p, first - run_first, first - base_first, end - first,
-                                                    set.predicted_gain_pct.back(), set.predicted_gain_ci.back()));
+                                                    set.predicted_gain_pct.back(), set.predicted_gain_ci.back(),
+                                                    paired));
   }
 }
 

@@ -108,14 +108,15 @@ SessionSpread session_spread(const PerfModel& model) {
   if (model.session_below_pp >= 0) return {model.session_below_pp, model.session_above_pp, model.session_source};
   return {kCampaignSessionBelowPp, kCampaignSessionAbovePp,
           "this project's H100 campaigns, not this model's: a gain moved ±2.2 pp between sessions where rank-steps "
-          "were launch-bound, ±0.5 pp where compute-bound (policies trained in turn)"};
+          "were launch-bound, ±0.5 pp where compute-bound (policies trained in turn; ×2.5 for runs apart)"};
 }
 
 std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct, const TokenSummary& policy,
-                                         const TokenSummary& base) {
+                                         const TokenSummary& base, bool runs_apart) {
   const SessionSpread s = session_spread(model);
   const auto regime = [&](const TokenSummary& t) { return compute_bound(model, t) ? s.above_pp : s.below_pp; };
-  std::vector<UncertaintyTerm> terms{{"session", (regime(policy) + regime(base)) / 2}};
+  const double apart = runs_apart ? kRunsApartFactor : 1;
+  std::vector<UncertaintyTerm> terms{{"session", apart * (regime(policy) + regime(base)) / 2}};
   // A held-out error e on each policy's step time moves their ratio by about e.
   if (!model.fit_warning.empty())
     terms.push_back({"fit", 100 * model.fit_heldout_mape * std::max(0.0, 1 - gain_pct / 100)});

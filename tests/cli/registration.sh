@@ -1,0 +1,54 @@
+# compare --register, validate --registered and scorecard: a registration pins its config and
+# model by hash and every gain's interval; scoring refuses another setting (naming the key) and
+# changed inputs; the committed scorecard is what the committed traces give, byte for byte.
+source "$(dirname "$0")/lib.sh"
+cd "$SRC" || exit 1
+prereg=traces/cpu/prereg
+runs=$prereg/runs
+mkdir -p "$WORK/reg"
+cp "$prereg/config.json" "$prereg/model-1core.json" "$WORK/reg/"
+
+expect_exit 2 "needs the seeds' range: add --replicates" "$DDPSIM" compare "$WORK/reg/config.json" \
+  --register "$WORK/reg/p.json"
+expect_exit 2 "gains over the first policy" "$DDPSIM" compare "$WORK/reg/config.json" --policies static \
+  --replicates 3 --register "$WORK/reg/p.json"
+expect_ok "$DDPSIM" compare "$WORK/reg/config.json" --replicates 3 --register "$WORK/reg/p.json"
+grep -q '"format": "ddpsim-registered/1"' "$WORK/reg/p.json" || fail "no format key in the registration"
+grep -q '"file": "model-1core.json"' "$WORK/reg/p.json" || fail "the model is not named beside the registration"
+grep -q '"prediction_interval"' "$WORK/reg/p.json" || fail "no prediction interval registered"
+cp "$WORK/reg/p.json" "$WORK/reg/first.json"
+expect_ok "$DDPSIM" compare "$WORK/reg/config.json" --replicates 3 --register "$WORK/reg/p.json"
+cmp -s "$WORK/reg/p.json" "$WORK/reg/first.json" || fail "two registrations of one prediction differ"
+
+expect_ok "$DDPSIM" validate --registered "$WORK/reg/p.json" --measured "$runs/minmax-cost-tokens/steps.csv" \
+  --baseline "$runs/static/steps.csv" --out "$WORK/val"
+grep -q "^the registered prediction" "$WORK/out" || fail "validate --registered printed no score"
+grep -Eq '^  minmax:cost=tokens: gain registered [-+][0-9.]+% \(seeds \[.*prediction \[' "$WORK/out" ||
+  fail "the registered gain line lacks its intervals: $(grep 'gain registered' "$WORK/out")"
+grep -q '"measured_in_prediction_interval"' "$WORK/val/validation.json" || fail "validation.json has no score"
+
+# Another setting, changed inputs, or the user's own model beside a registration: refused.
+expect_ok "$DDPSIM" compare "$WORK/reg/config.json" --set training.global_batch=48 --replicates 3 \
+  --register "$WORK/reg/b48.json"
+expect_exit 1 "training.global_batch is 96, the registered prediction's .* 48" "$DDPSIM" validate \
+  --registered "$WORK/reg/b48.json" --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv"
+expect_ok "$DDPSIM" compare "$WORK/reg/config.json" --steps 100 --replicates 3 --register "$WORK/reg/s100.json"
+expect_exit 1 "training.steps is 150, the registered prediction's .* 100" "$DDPSIM" validate \
+  --registered "$WORK/reg/s100.json" --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv"
+expect_exit 1 "the baseline policy is kk, the registered prediction's .* static" "$DDPSIM" validate \
+  --registered "$WORK/reg/p.json" --measured "$runs/minmax-cost-tokens/steps.csv" --baseline "$runs/kk/steps.csv"
+expect_exit 2 "--model beside --registered" "$DDPSIM" validate --registered "$WORK/reg/p.json" \
+  --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv" --model h100-distilbert
+expect_exit 2 "give --baseline" "$DDPSIM" validate --registered "$WORK/reg/p.json" --measured "$runs/kk/steps.csv"
+echo " " >>"$WORK/reg/model-1core.json"
+expect_exit 1 "model .*model-1core.json has changed since the prediction was registered" "$DDPSIM" validate \
+  --registered "$WORK/reg/p.json" --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv"
+expect_exit 1 "not a registered prediction" "$DDPSIM" validate --registered "$prereg/config.json" \
+  --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv"
+
+# The committed scorecard, regenerated from the committed traces.
+expect_ok "$DDPSIM" scorecard traces
+diff "$WORK/out" docs/scorecard.md >"$WORK/diff" || fail "docs/scorecard.md is not what ddpsim scorecard traces gives: $(head -20 "$WORK/diff")"
+expect_exit 1 "not a folder" "$DDPSIM" scorecard "$WORK/none"
+expect_exit 2 "give at least one folder" "$DDPSIM" scorecard
+finish
