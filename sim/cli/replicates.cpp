@@ -10,17 +10,6 @@
 
 namespace ddpsim::cli {
 
-namespace {
-
-// A policy's gain over the first in %: per sample where the two take different samples a step.
-double gain_pct(const TokenSummary& s, const TokenSummary& base, bool& per_sample) {
-  per_sample = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
-  const double scale = per_sample ? base.mean_global_batch / s.mean_global_batch : 1.0;
-  return 100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms);
-}
-
-}  // namespace
-
 NoiseOff noise_off(const Config& config, std::span<const int> dataset, const SimulationRun& noisy) {
   if (noisy.runs.size() < 2 || !draws_compute_noise(config)) return {};
   if (!can_simulate_again(config))
@@ -40,53 +29,17 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
   std::string out = line;
   int width = 0;
   for (const PolicyRun& run : noisy.runs) width = std::max(width, static_cast<int>(run.label.size()));
+  std::vector<bool> per_sample;
+  const std::vector<double> on = run_gains(noisy, &per_sample), off = run_gains(quiet);
   for (std::size_t p = 1; p < noisy.runs.size(); ++p) {
-    bool per_sample = false;
-    const double on = gain_pct(noisy.summaries[p], noisy.summaries[0], per_sample);
-    const double off = gain_pct(quiet.summaries[p], quiet.summaries[0], per_sample);
-    std::snprintf(line, sizeof line, "  %-*s %+7.2f%%, noise off %+7.2f%%%s\n", width, noisy.runs[p].label.c_str(), on,
-                  off, per_sample ? " per sample" : "");
+    std::snprintf(line, sizeof line, "  %-*s %+7.2f%%, noise off %+7.2f%%%s\n", width, noisy.runs[p].label.c_str(),
+                  on[p], off[p], per_sample[p] ? " per sample" : "");
     out += line;
   }
   return {std::move(quiet), out};
 }
 
 namespace {
-
-// Each policy's gain over the first in one run.
-std::vector<double> run_gains(const SimulationRun& sim) {
-  std::vector<double> gains;
-  for (const TokenSummary& s : sim.summaries) {
-    bool per_sample = false;
-    gains.push_back(gain_pct(s, sim.summaries[0], per_sample));
-  }
-  return gains;
-}
-
-// The prediction intervals of each policy's gain: the seeds' range widened by the model's
-// variants (simulated at the config's seed, against `first`) and its fixed terms.
-std::vector<GainPrediction> predictions(const Config& config, std::span<const int> dataset, const SimulationRun& first,
-                                        const SimulationRun* first_quiet, const std::vector<std::vector<double>>& gains,
-                                        const std::vector<bool>& per_sample) {
-  const std::vector<double> at_seed = run_gains(first);
-  const std::vector<double> quiet = first_quiet ? run_gains(*first_quiet) : std::vector<double>(gains.size(), NAN);
-  std::vector<std::vector<VariantGain>> variants(gains.size());
-  for (const ConfigVariant& v : model_variants(config)) {
-    const std::vector<double> g = run_gains(simulate_streamed(v.config, dataset, {0, 0}, {}, {}));
-    for (std::size_t p = 1; p < gains.size(); ++p) variants[p].push_back({v.term, g[p]});
-  }
-  std::vector<GainPrediction> out(gains.size());
-  for (std::size_t p = 1; p < gains.size(); ++p) {
-    std::vector<UncertaintyTerm> terms = variant_terms(at_seed[p], variants[p]);
-    for (UncertaintyTerm& t : noise_term(at_seed[p], quiet[p])) terms.push_back(std::move(t));
-    for (UncertaintyTerm& t : fixed_terms(*config.model, mean(gains[p]), first.summaries[p], first.summaries[0]))
-      terms.push_back(std::move(t));
-    out[p] = predict_gain(mean(gains[p]), percentile(gains[p], 2.5), percentile(gains[p], 97.5), std::move(terms));
-    out[p].per_sample = per_sample[p];
-    out[p].regime = gain_regime(*config.model, first.summaries[p], first.summaries[0]);
-  }
-  return out;
-}
 
 std::string predictions_report(const Config& config, const SimulationRun& first,
                                const std::vector<GainPrediction>& gains) {
@@ -135,12 +88,13 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
   std::vector<std::vector<double>> means(P), p95s(P), gains(P), quiet_gains(P);
   std::vector<bool> per_sample(P, false);
   const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
+    std::vector<bool> each;
+    const std::vector<double> g = run_gains(sim, &each);
     for (std::size_t p = 0; p < P; ++p) {
       const TokenSummary& s = sim.summaries[p];
       if (figures) means[p].push_back(s.mean_max_step_ms), p95s[p].push_back(s.p95_max_step_ms);
-      bool each = false;
-      into[p].push_back(gain_pct(s, sim.summaries[0], each));
-      per_sample[p] = each;
+      into[p].push_back(g[p]);
+      per_sample[p] = each[p];
     }
   };
   add(first, gains, true);
@@ -154,7 +108,7 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
     if (progress) progress(r + 1, replicates);
   }
   const std::vector<GainPrediction> predicted =
-      predictions(config, config_dataset(config, source), first, first_quiet, gains, per_sample);
+      gain_predictions(config, config_dataset(config, source), first, first_quiet, gains);
   const auto cell = [](const std::vector<double>& x, const char* format) {
     char text[96];
     std::snprintf(text, sizeof text, format, mean(x), percentile(x, 2.5), percentile(x, 97.5));

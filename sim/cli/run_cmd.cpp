@@ -350,7 +350,9 @@ int simulate_verb(const Args& args, bool compare) {
   }
   if (trace)
     files.emplace_back(dir / "summary.json",
-                       summary_json(config.resolved, sim.runs, sim.summaries, config.provenance(), seeds.json));
+                       summary_json(config.resolved, sim.runs, sim.summaries, config.provenance(),
+                                    seeds.json.is_null() ? nlohmann::ordered_json()
+                                                         : nlohmann::ordered_json{{"replicates", seeds.json}}));
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
   std::vector<std::unique_ptr<AtomicFile>> written;
   if (trace_file) written.push_back(std::move(trace_file));

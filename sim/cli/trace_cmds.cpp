@@ -83,6 +83,20 @@ examples:
 
 }  // namespace
 
+namespace {
+
+// Whether --model loads and charges a shape's first use; a model that does not load is left to
+// the config's own loading to name.
+bool has_first_use_cost(const std::string& model) {
+  try {
+    return load_perf_model(model).first_use_ms > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const int G = trace.runs.front().G;
   bool world_size_set = false;
@@ -173,11 +187,12 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
         (ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks.get<long long>() : G) * per_rank;
     training["max_length"] = longest;
     training["steps"] = steps;
-    // Ranks that took turns in one process met each shape once between them.
+    // Ranks that took turns in one process met each shape once between them (said only where
+    // the model has a first-use cost: the config would note that the setting does nothing).
     const auto emulated = trace.metadata.find("emulated_ranks");
     if (emulated != trace.metadata.end() && emulated->second != "0" && emulated->second != "1" &&
         doc.value("simulation", nlohmann::json::object()).is_object() &&
-        !doc.value("simulation", nlohmann::json::object()).contains("first_use"))
+        !doc.value("simulation", nlohmann::json::object()).contains("first_use") && has_first_use_cost(model))
       doc["simulation"]["first_use"] = "shared";
   });
   if (config.training.world_size != G)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "common/stats.hpp"
 #include "eval/simulate.hpp"
 
 namespace ddpsim {
@@ -155,6 +156,44 @@ GainPrediction predict_gain(double gain_pct, double seeds_lo, double seeds_hi, s
   g.hi = gain_pct + std::hypot(g.seeds_hi - gain_pct, std::sqrt(model));
   g.terms = std::move(terms);
   return g;
+}
+
+std::vector<double> run_gains(const SimulationRun& sim, std::vector<bool>* per_sample) {
+  std::vector<double> gains;
+  if (per_sample) per_sample->clear();
+  for (const TokenSummary& s : sim.summaries) {
+    const TokenSummary& base = sim.summaries[0];
+    const bool each = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
+    const double scale = each ? base.mean_global_batch / s.mean_global_batch : 1.0;
+    gains.push_back(100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms));
+    if (per_sample) per_sample->push_back(each);
+  }
+  return gains;
+}
+
+std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const int> dataset,
+                                             const SimulationRun& first, const SimulationRun* quiet,
+                                             const std::vector<std::vector<double>>& gains) {
+  std::vector<bool> per_sample;
+  const std::vector<double> at_seed = run_gains(first, &per_sample);
+  const std::vector<double> off = quiet ? run_gains(*quiet) : std::vector<double>(at_seed.size(), NAN);
+  std::vector<std::vector<VariantGain>> variants(at_seed.size());
+  for (const ConfigVariant& v : model_variants(config)) {
+    const std::vector<double> g = run_gains(simulate_streamed(v.config, dataset, {0, 0}, {}, {}));
+    for (std::size_t p = 1; p < at_seed.size(); ++p) variants[p].push_back({v.term, g[p]});
+  }
+  std::vector<GainPrediction> out(at_seed.size());
+  for (std::size_t p = 1; p < at_seed.size(); ++p) {
+    std::vector<UncertaintyTerm> terms = variant_terms(at_seed[p], variants[p]);
+    for (UncertaintyTerm& t : noise_term(at_seed[p], off[p])) terms.push_back(std::move(t));
+    const double center = mean(gains[p]);
+    for (UncertaintyTerm& t : fixed_terms(*config.model, center, first.summaries[p], first.summaries[0]))
+      terms.push_back(std::move(t));
+    out[p] = predict_gain(center, percentile(gains[p], 2.5), percentile(gains[p], 97.5), std::move(terms));
+    out[p].per_sample = per_sample[p];
+    out[p].regime = gain_regime(*config.model, first.summaries[p], first.summaries[0]);
+  }
+  return out;
 }
 
 std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name) {

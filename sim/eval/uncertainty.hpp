@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/config.hpp"
+#include "eval/simulate.hpp"
 #include "report/policy_run.hpp"
 
 namespace ddpsim {
@@ -76,6 +77,17 @@ struct GainPrediction {
   bool told_from_noise() const { return lo > 0 || hi < 0; }
 };
 GainPrediction predict_gain(double gain_pct, double seeds_lo, double seeds_hi, std::vector<UncertaintyTerm> terms);
+
+// Each policy's gain over the first in one run, in %: per sample where the two take different
+// samples a step (`per_sample`, when given, says which).
+std::vector<double> run_gains(const SimulationRun& sim, std::vector<bool>* per_sample = nullptr);
+
+// Each policy's gain prediction (none for the first): `gains[p]` over the seeds, the first at the
+// config's seed, whose run is `first` (its noise-off run `quiet`, null: none); the model's
+// variants simulated at that seed on `dataset`. One seed gives a seeds' range of the gain alone.
+std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const int> dataset,
+                                             const SimulationRun& first, const SimulationRun* quiet,
+                                             const std::vector<std::vector<double>>& gains);
 
 // "+21.30% (seeds [+20.30, +22.20]; prediction [+9.0, +31.0], mostly: spec-derived compute)"
 std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name = "seeds");

@@ -148,7 +148,7 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
 
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
                          const std::vector<TokenSummary>& summaries, const nlohmann::json& provenance,
-                         const nlohmann::ordered_json& replicates) {
+                         const nlohmann::ordered_json& extra) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const TokenSummary& s = summaries[i];
@@ -188,7 +188,8 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
   doc["config"] = config;
   if (!provenance.is_null()) doc["provenance"] = provenance;
   doc["policies"] = std::move(policies);
-  if (!replicates.is_null()) doc["replicates"] = replicates;
+  if (extra.is_object())
+    for (const auto& [key, value] : extra.items()) doc[key] = value;
   return doc.dump(2) + "\n";
 }
 

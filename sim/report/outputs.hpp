@@ -52,9 +52,10 @@ class TraceWriter {
   TraceColumns c_;
 };
 // `provenance` (Config::provenance(), or null): where the model and the network came from.
+// `extra`: keys added after "policies" (compare's "replicates", a sweep cell's "gain_predictions").
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
                          const std::vector<TokenSummary>& summaries, const nlohmann::json& provenance = nullptr,
-                         const nlohmann::ordered_json& replicates = nullptr);
+                         const nlohmann::ordered_json& extra = nullptr);
 // Token-level figures, one row per policy; later rows show their change against the first.
 std::string balance_table(const std::vector<PolicyRun>& runs, const std::vector<TokenSummary>& summaries);
 // The study's timed figures, one column per policy; with `changes`, later columns show their

@@ -21,9 +21,10 @@
 #include "common/interrupt.hpp"
 #include "common/json_util.hpp"
 #include "eval/pipeline_eval.hpp"
-#include "report/policy_run.hpp"
 #include "eval/simulate.hpp"
+#include "eval/uncertainty.hpp"
 #include "report/outputs.hpp"
+#include "report/policy_run.hpp"
 
 namespace fs = std::filesystem;
 
@@ -94,6 +95,22 @@ bool per_sample_gain(const nlohmann::ordered_json& p, const nlohmann::ordered_js
   return changes_samples_per_step(p[key].get<double>(), first[key].get<double>());
 }
 
+// Each policy's gain prediction at the cell's seed (eval/uncertainty.hpp): its seeds' range is
+// the gain alone, widened by the model's terms (variants and noise-off simulated here).
+nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<int>& dataset,
+                                        const SimulationRun& sim) {
+  std::optional<SimulationRun> quiet;
+  if (sim.runs.size() > 1 && draws_compute_noise(config) && can_simulate_again(config))
+    quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
+  std::vector<std::vector<double>> gains;
+  for (double g : run_gains(sim)) gains.push_back({g});
+  const std::vector<GainPrediction> predicted =
+      gain_predictions(config, dataset, sim, quiet ? &*quiet : nullptr, gains);
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (std::size_t p = 1; p < predicted.size(); ++p) out[sim.runs[p].label] = gain_prediction_json(predicted[p]);
+  return out;
+}
+
 // The worker: simulates one cell and writes its file; its error, if any, goes up the pipe.
 [[noreturn]] void work(const Config& config, const std::vector<int>& dataset, const fs::path& target, int pipe_fd) {
   int code = 0;
@@ -105,7 +122,8 @@ bool per_sample_gain(const nlohmann::ordered_json& p, const nlohmann::ordered_js
     } else {
       const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
       // The config with absolute paths: what the cell's name hashes (grid.cpp), from any folder.
-      write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries));
+      write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries, nullptr,
+                                                 {{"gain_predictions", cell_predictions(config, dataset, sim)}}));
     }
   } catch (const std::exception& e) {
     const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks
@@ -199,9 +217,10 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
         const Config config = cell_config(spec, grid, cell);
         // An abstract pipeline takes no data: its key stays "", an empty dataset.
         const bool abstract = config.parallel && config.parallel->abstract_mode;
-        const std::string key = abstract ? "" : config.resolved.at("data").dump() + " " +
-                                                    std::to_string(config.training.max_length) + " " +
-                                                    std::to_string(config.training.seed);
+        const std::string key = abstract ? ""
+                                         : config.resolved.at("data").dump() + " " +
+                                               std::to_string(config.training.max_length) + " " +
+                                               std::to_string(config.training.seed);
         if (!abstract && !datasets.count(key)) {
           if (datasets.size() >= 16) datasets.clear();  // a swept seed: keep memory bounded
           datasets[key] = config_dataset(config, *make_length_source(config.data, config.training.max_length));
@@ -280,7 +299,7 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
   for (const auto& key : grid.keys) add(csv_field(key));
   add("policy");
   for (const auto& metric : metrics) add(metric);
-  out += ",gain_pct,p95_gain_pct,gain_per\n";
+  out += ",gain_pct,p95_gain_pct,gain_per,gain_lo95,gain_hi95,gain_mostly\n";
   for (std::size_t i = 0; i < grid.cells.size(); ++i) {
     const auto& policies = cells[i]["policies"];
     const auto& first = policies.begin().value();
@@ -295,6 +314,15 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
                 ? gain_field(p[metric], first[metric], per_sample, p["mean_global_batch"], first["mean_global_batch"])
                 : "");
       add(per_sample ? "sample" : "step");
+      const auto& predicted = cells[i].value("gain_predictions", nlohmann::ordered_json::object());
+      if (predicted.contains(label)) {
+        const auto& interval = predicted[label]["prediction_interval"];
+        add(number_field(interval[0]));
+        add(number_field(interval[1]));
+        add(csv_field(predicted[label]["mostly"].get<std::string>()));
+      } else {
+        out += ",,,";
+      }
       out += '\n';
     }
   }
