@@ -314,6 +314,7 @@ Calibration calibrate(const std::vector<Trace>& traces, const CalibrationOptions
   for (std::size_t k = 0; k < logs.size(); ++k)
     sample.rows.push_back({row_group[k].first, group_index[row_group[k].second], logs[k]});
   fit_noise(sample, options, c);
+  c.session = fit_session(traces, c.regimes.knee_tokens);
   for (PhaseModel* m : {&c.forward.model, &c.backward.model}) {
     for (PhaseTime* t : {&m->analytic, &m->roofline.compute})
       t->a_ms *= c.mean_scale, t->beta_ms *= c.mean_scale, t->gamma_ms *= c.mean_scale;

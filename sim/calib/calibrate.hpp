@@ -13,6 +13,7 @@
 
 #include "calib/noise_fit.hpp"
 #include "calib/phase_fit.hpp"
+#include "calib/session_fit.hpp"
 #include "calib/trace_reader.hpp"
 #include "model/perf_model.hpp"
 
@@ -80,6 +81,9 @@ struct Calibration {
   // Two compute regimes where held-out repetitions say so (calib/noise_fit.hpp): the fields
   // above then hold below regimes.knee_tokens, these from it (PerfModel::noise_above).
   NoiseRegimes regimes;
+  // How far the traces, taken as sessions of their own, disagree shape by shape (not fitted
+  // from one trace): the model's session term.
+  SessionFit session;
   double noise_above_sigma = 0, noise_above_shared_sigma = 0;
   std::vector<double> spell_quantiles_above;
   // Too few repeated groups above the knee for a table of their own: the spells below, their

@@ -14,6 +14,7 @@
 #include "common/rng.hpp"
 #include "common/split.hpp"
 #include "common/stats.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim {
 
@@ -65,6 +66,8 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
   m["allreduce_slowdown"] = c.allreduce_slowdown;
   m["fit_quality"] = {{"heldout_mape", std::max(c.forward.heldout_in_use(), c.backward.heldout_in_use())}};
   if (!c.fit_warnings.empty()) m["fit_quality"]["warning"] = fit_warning_text(c);
+  if (c.session.fitted())
+    m["session"] = {{"below_pp", c.session.below_pp}, {"above_pp", c.session.above_pp}, {"source", c.session.source}};
   auto& supported = m["fit_quality"]["supported_forms"] = nlohmann::ordered_json::array();
   for (PhaseForm form : supported_forms(c)) supported.push_back(form_name(form));
   m["noise"] = {{"sigma", c.noise_sigma}, {"shared_sigma", c.noise_shared_sigma}};
@@ -234,6 +237,13 @@ std::string fit_report(const Calibration& c) {
                 c.mean_scale, c.observed_p95_over_p50, c.fitted_p95_over_p50);
   out += line;
   out += regimes_line(c);
+  if (c.session.fitted()) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "  session   a gain moves ±%.2f pp between these profiles' sessions%s: ", c.session.below_pp,
+                  c.regimes.knee_tokens > 0 ? format(" (±%.2f pp from the knee)", c.session.above_pp).c_str() : "");
+    out += line + c.session.source + "\n";
+  }
   if (!c.spell_quantiles.empty()) {
     const auto& q = c.spell_quantiles;
     std::snprintf(line, sizeof line,
