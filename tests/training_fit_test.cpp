@@ -122,3 +122,38 @@ TEST_CASE("--training needs timed steps after step 0") {
   CHECK_THROWS_WITH_AS(fit_training({as_trace(sim, "0")}, known_surface(*config.model)),
                        doctest::Contains("simulated.csv: no step after step 0"), InputError);
 }
+
+TEST_CASE("measured steps keep their regime: a launch-bound run's spikes shrink on compute-bound rank-steps") {
+  // The spiky run's steps, measured below a knee of 5,000 padded tokens, with a profile whose σ
+  // from the knee is a fiftieth of its σ below.
+  Config config = spiky_config("static", "off", 200);
+  const auto dataset = make_length_source(config.data, 256)->dataset(5);
+  Calibration c = known_surface(*config.model);
+  c.regimes.knee_tokens = 5000;
+  c.noise_sigma = 0.1;
+  c.noise_above_sigma = 0.002;
+  const TrainingFit t = fit_training({as_trace(simulate(config, dataset), "4")}, c);
+  CHECK(t.above_share == doctest::Approx(0.0));  // 12 samples a rank of at most 250 tokens: below
+  CHECK(t.steps_scale == doctest::Approx(0.02));
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(spiky_model().dump());
+  add_training(doc, t, {});
+  CHECK(doc["noise"]["steps_regime"] == "below");
+  const PerfModel m = parse_perf_model(nlohmann::json::parse(doc.dump()), "with training");
+  CHECK(m.noise_above.steps_scale == doctest::Approx(0.02));
+
+  // Drawn for rank-steps below the knee, the ×3 spikes stay; from it, they shrink to ×3^0.02.
+  for (const int global_batch : {48, 800}) {  // 12 and 200 samples a rank
+    Config run = config;
+    run.training.global_batch = global_batch;
+    run.model = std::make_shared<PerfModel>(m);
+    const SimulationRun sim = simulate(run, dataset);
+    double largest = 0;
+    for (const RankStep& r : sim.runs[0].rows)
+      largest = std::max(largest, (r.fwd_ms + r.bwd_ms) / (m.compute_ms(r.batch_size, r.max_len)));
+    CAPTURE(global_batch);
+    if (global_batch == 48)
+      CHECK(largest == doctest::Approx(kSpike).epsilon(0.05));
+    else
+      CHECK(largest < 1.05);
+  }
+}

@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/stats.hpp"
+#include "eval/simulate.hpp"
 
 namespace ddpsim {
 
@@ -49,6 +50,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   std::vector<double> extras_measured, extras_predicted, opt;
   std::vector<double> steady;  // ratios of rank-steps that met no new shape
   std::size_t width = 0;
+  long timed = 0, above = 0;  // rank-steps timed, and those from the profile's knee
   std::string files;
   for (const Trace& t : training) {
     files += (files.empty() ? "" : ", ") + t.path;
@@ -73,6 +75,8 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
       if (r.step < 1 || std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms)) continue;
       const double predicted = surface(r);
       if (!(predicted > 0)) continue;
+      ++timed;
+      above += c.regimes.knee_tokens > 0 && regime_tokens(r, c.packed) >= c.regimes.knee_tokens;
       const auto [at, fresh] = step_of.emplace(std::pair(x.run, r.step), steps.size());
       if (fresh) steps.emplace_back();
       Step& s = steps[at->second];
@@ -124,6 +128,10 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
                   double(std::count_if(all.begin(), all.end(), [&](double f) { return f > 1.5 * fit.factor_p50; })) /
                   double(all.size());
   if (!opt.empty()) fit.optimizer_ms = mean(opt);
+  fit.knee_tokens = c.regimes.knee_tokens;
+  fit.above_share = timed ? double(above) / double(timed) : 0;
+  if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
+    fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
   char line[256];
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
   fit.source = line + files;
@@ -145,6 +153,11 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
   if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;
   model["first_use_ms"] = t.first_use_ms;
   model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
+  if (t.knee_tokens > 0) {
+    model["noise"]["steps_regime"] = t.above_share > 0.5 ? "above" : "below";
+    model["noise"]["above"] = {
+        {"tokens", t.knee_tokens}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", t.steps_scale}};
+  }
   model["calibration"]["fit"]["training"] = {
       {"rank_steps", t.rank_steps},
       {"factor", {{"median", t.factor_p50}, {"mean", t.factor_mean}, {"p95", t.factor_p95}, {"p99", t.factor_p99}}},
@@ -174,6 +187,17 @@ std::string training_report(const TrainingFit& t) {
   if (t.optimizer_ms >= 0) {
     std::snprintf(line, sizeof line,
                   "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
+    out += line;
+  }
+  if (t.knee_tokens > 0) {
+    const bool above = t.above_share > 0.5;
+    std::snprintf(
+        line, sizeof line,
+        "            regimes: %.0f%% of the run's rank-steps from the profile's knee (%lld padded tokens), so "
+        "the steps stand for the %s regime; drawn for a rank-step %s the knee, a factor's log is scaled "
+        "by %.4g (the profile's σ %s)\n",
+        100 * t.above_share, t.knee_tokens, above ? "compute-bound" : "launch-bound", above ? "below" : "from",
+        above ? 1 / t.steps_scale : t.steps_scale, above ? "below over σ above" : "above over σ below");
     out += line;
   }
   return out;

@@ -26,6 +26,10 @@ struct TrainingFit {
   double first_use_ms = 0;
   long first_uses = 0;
   double optimizer_ms = -1;  // < 0: the traces time no optimizer
+  // The profile's knee (0: one regime), the share of the run's rank-steps from it, and the σ
+  // ratio of its regimes (above / below) that scales a factor drawn across the knee.
+  long long knee_tokens = 0;
+  double above_share = 0, steps_scale = 1;
   std::string source;        // one line: which traces, how many steps and ranks
 };
 
@@ -37,7 +41,8 @@ inline constexpr long kMinFirstUses = 5;
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c);
 
 // Amends a calibrated model (calibrated_model's document) with the fit: the measured steps in
-// place of the profile's noise, the first-use cost, the optimizer, and the traces' provenance.
+// place of the profile's noise (keeping its knee, across which a factor is scaled), the
+// first-use cost, the optimizer, and the traces' provenance.
 void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std::vector<Trace>& training);
 
 // The report's lines for it.

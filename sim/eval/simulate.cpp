@@ -55,6 +55,8 @@ ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
     regime_[0] = {model->noise_sigma, model->noise_shared_sigma, 1,
                   spells ? model->spell_quantiles : std::vector<double>{}};
     knee_ = model->noise_above.tokens;
+    steps_scale_ = model->noise_above.steps_scale;
+    steps_above_ = model->steps_above;
     if (knee_ > 0)
       regime_[1] = {model->noise_above.sigma, model->noise_above.shared_sigma, 1,
                     spells ? model->noise_above.spells : std::vector<double>{}};

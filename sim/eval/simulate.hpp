@@ -82,6 +82,8 @@ class ComputeNoise {
       const std::size_t width = steps_->front().size();
       if (rank_ % width == 0) drawn_ = step_noise_.below(steps_->size());
       measured_ = (*steps_)[drawn_][rank_ % width];
+      if (knee_ > 0 && steps_scale_ != 1 && (tokens >= knee_) != steps_above_)
+        measured_ = std::exp(std::log(measured_) * (steps_above_ ? 1 / steps_scale_ : steps_scale_));
     }
     ++rank_;
     const Regime& r = regime_[knee_ > 0 && tokens >= knee_ ? 1 : 0];
@@ -103,6 +105,8 @@ class ComputeNoise {
   };
   Regime regime_[2];  // below the knee, and from it
   long long knee_ = 0;
+  double steps_scale_ = 1;  // PerfModel::NoiseAbove::steps_scale
+  bool steps_above_ = false;
   bool has_spells_ = false, spells_shared_;
   const std::vector<std::vector<double>>* steps_;
   std::size_t rank_ = 0, drawn_ = 0;

@@ -75,6 +75,12 @@ PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::st
   a.sigma = non_negative(f, "sigma", 0, 3);
   a.shared_sigma = non_negative(f, "shared_sigma", 0, 3);
   if (f.has("spells")) a.spells = quantile_table(f.raw("spells"), where + ": spells");
+  a.steps_scale = f.get<double>("steps_scale", 1);
+  if (!(a.steps_scale > 0 && a.steps_scale <= 1e3))
+    throw InputError(where +
+                     ": steps_scale must be in (0, 1000] (a measured step's log factor across the knee is "
+                     "scaled by it), got " +
+                     nlohmann::json(a.steps_scale).dump());
   f.reject_unknown();
   return a;
 }
@@ -239,6 +245,10 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     if (n.has("spells")) m.spell_quantiles = quantile_table(n.raw("spells"), origin + ": noise: spells");
     if (n.has("steps")) m.step_factors = step_table(n.raw("steps"), origin + ": noise: steps");
     m.step_factors_source = n.get<std::string>("steps_source", "");
+    const std::string regime = n.get<std::string>("steps_regime", "below");
+    if (regime != "below" && regime != "above")
+      throw InputError(origin + ": noise: steps_regime is \"below\" or \"above\" the knee, got \"" + regime + "\"");
+    m.steps_above = regime == "above";
     if (n.has("above")) m.noise_above = parse_noise_above(n.raw("above"), origin + ": noise: above");
     n.reject_unknown();
   }

@@ -67,7 +67,12 @@ struct PerfModel {
     long long tokens = 0;
     double sigma = 0, shared_sigma = 0;
     std::vector<double> spells;  // as spell_quantiles; empty: none
+    // Measured training steps (step_factors) keep their regime: a factor measured on the other
+    // side of the knee has its log scaled by this (the profile's σ from the knee over σ below;
+    // 1: none), so a launch-bound run's spread is not laid on compute-bound rank-steps.
+    double steps_scale = 1;
   } noise_above;
+  bool steps_above = false;  // step_factors were measured mostly from the knee on
   // Training steps as measured (ddpsim calibrate --training): each step's per-rank factors of
   // compute over the profile's surface, drawn a whole step at a time, so that a step's ranks
   // meet spikes together as they did (spikes of ranks taking turns on one device come in
