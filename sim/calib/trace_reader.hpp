@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,16 @@ struct Trace {
   std::vector<PolicyRun> runs;
   long rows = 0;
 };
+
+// The allreduce ddptrain charged its emulated ranks (metadata "allreduce=modelled: ring alpha-beta
+// over X GB/s, Y us per step, ... (no overlap)"): the network a replay of the trace simulates,
+// as a pcie ring of two links a step without a shared root. Empty for a trace that measured its
+// own allreduce, or records none.
+struct ModelledAllreduce {
+  double link_GBps = 0, step_latency_us = 0;
+  bool overlap = false;
+};
+std::optional<ModelledAllreduce> modelled_allreduce(const Trace& trace);
 
 // `required` lists columns that must exist (step, rank, batch_size, max_len are always required).
 // A trace whose (step, rank) pairs repeat without a policy column is refused: runs are mixed.

@@ -68,8 +68,10 @@ constexpr const char* REPLAY_USAGE = R"(usage: ddpsim replay TRACE.csv --model M
 
 Simulates exactly the per-step, per-rank batches a trace recorded (batch sizes and lengths
 from its rows, not resampled) with the given model on the config's platform (default: the
-embedded default's `pcie`, ring allreduce), and prints the study's table. The world size and
-policies come from the trace. --out DIR writes the predicted steps.csv and summary.json.
+embedded default's `pcie`, ring allreduce; for a trace of ddptrain's emulated ranks, the
+allreduce its metadata records unless CONFIG or --set gives platform keys or training.overlap),
+and prints the study's table. The world size and policies come from the trace. --out DIR
+writes the predicted steps.csv and summary.json.
 What the trace fixes cannot be changed with --set, and is refused rather than ignored:
 training.steps, global_batch, max_length, b_max and micro_batches (each step is replayed
 with the micro-batches it recorded: its micro_batches column, or one per rank without it),
@@ -93,6 +95,52 @@ bool has_first_use_cost(const std::string& model) {
   } catch (const std::exception&) {
     return false;
   }
+}
+
+// Which of the network's keys the user gave — a config file's platform or training.overlap, or
+// a --set under them: the trace's modelled allreduce leaves those alone.
+struct UserNetwork {
+  bool platform = false, overlap = false;
+};
+UserNetwork user_network(const po::variables_map& vm) {
+  UserNetwork own;
+  if (vm.count("set"))
+    for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
+      const std::string key = assignment.substr(0, assignment.find('='));
+      own.platform = own.platform || key == "platform" || key.starts_with("platform.");
+      own.overlap = own.overlap || key == "training.overlap" ||
+                    (key == "training" && assignment.find("\"overlap\"") != std::string::npos);
+    }
+  if (vm.count("config")) {
+    const nlohmann::json file = read_config_json(vm["config"].as<std::string>());
+    own.platform = own.platform || file.contains("platform");
+    own.overlap = own.overlap ||
+                  (file.contains("training") && file["training"].is_object() && file["training"].contains("overlap"));
+  }
+  return own;
+}
+
+// The allreduce ddptrain charged an emulated trace's ranks, as the config's platform (a pcie ring
+// of two links a step, no shared root) and overlap, where the user gave neither; returns what
+// the header says of it ("" when nothing was taken).
+std::string take_trace_network(nlohmann::json& doc, const Trace& trace, const UserNetwork& own) {
+  const std::optional<ModelledAllreduce> ring = modelled_allreduce(trace);
+  if (!ring || (own.platform && own.overlap)) return "";
+  std::string taken;
+  if (!own.platform) {
+    doc["platform"] = {{"topology", "pcie"},
+                       {"link_GBps", ring->link_GBps},
+                       {"latency_us", ring->step_latency_us / 2},
+                       {"host_GBps", 0}};
+    taken = format("a ring at %g GB/s", ring->link_GBps) + format(", %g µs a step", ring->step_latency_us);
+  }
+  if (!own.overlap && doc.contains("training") && doc["training"].is_object()) {
+    doc["training"]["overlap"] = ring->overlap;
+    taken += std::string(taken.empty() ? "" : ", ") + (ring->overlap ? "overlapped" : "no overlap");
+  }
+  return "the trace's modelled allreduce (ddptrain --emulate-ranks charged " + taken + "; " + trace.path +
+         "'s metadata), simulated as a pcie ring without a shared root; platform keys or training.overlap "
+         "given to the command override it";
 }
 
 }  // namespace
@@ -147,6 +195,8 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
     }
   };
   const std::string config_name = vm.count("config") ? vm["config"].as<std::string>() : "the config";
+  const UserNetwork own = user_network(vm);
+  std::string network;
   Config config = load([&](nlohmann::json& doc) {
     if (doc.contains("parallel"))
       throw InputError(config_name +
@@ -194,7 +244,9 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
         doc.value("simulation", nlohmann::json::object()).is_object() &&
         !doc.value("simulation", nlohmann::json::object()).contains("first_use") && has_first_use_cost(model))
       doc["simulation"]["first_use"] = "shared";
+    network = take_trace_network(doc, trace, own);
   });
+  if (!network.empty()) config.platform_source = network;
   if (config.training.world_size != G)
     throw InputError(trace.path + ": the trace has " + std::to_string(G) + " ranks, " +
                      (world_size_set ? "--set training.world_size" : config_name + "'s training.world_size") +

@@ -33,6 +33,8 @@ of the steady-state figures (--warmup auto: until the measured max step time set
 per run and printed; for a policy and baseline one ddptrain run trained in turn, which share
 its start, both from where the later settles), and the figures over every step beside them.
 --out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
+A trace of emulated ranks (ddptrain --emulate-ranks) is replayed on the allreduce its metadata
+records, unless CONFIG or --set gives platform keys or training.overlap.
 Where the model draws compute noise, each predicted gain is printed beside the same replay's
 gain with that noise off, and with its 95% prediction interval: the steps' interval widened by
 what the model does not know (docs/intervals.md).
