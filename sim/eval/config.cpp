@@ -175,10 +175,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
     const auto& given = top.raw("simulation");
-    if (given.contains("first_use") && c.model->first_use_ms <= 0)
+    // A printed config names every default: only a value other than the default is a request.
+    if (given.contains("first_use") && c.simulation.first_use != "own" && c.model->first_use_ms <= 0)
       c.notes.push_back("simulation.first_use has no effect: model " + c.model->name +
                         " has no first-use cost (first_use_ms; ddpsim calibrate --training measures it)");
-    if (given.contains("spells") && c.model->spell_quantiles.empty())
+    if (given.contains("spells") && c.simulation.spells != "own" && c.model->spell_quantiles.empty())
       c.notes.push_back("simulation.spells has no effect: model " + c.model->name +
                         " has no slow spells (noise.spells; ddpsim calibrate measures them)");
   }
@@ -306,7 +307,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"steps", c.training.steps},
                   {"max_length", c.training.max_length},
                   {"seed", c.training.seed},
-                  {"b_max", c.training.b_max},
+                  // "model" stays a request: resolved per rank, it would not read back at another world size
+                  {"b_max", c.training.b_max_from_model ? nlohmann::json("model") : nlohmann::json(c.training.b_max)},
                   {"bucket_mb", c.training.bucket_mb},
                   {"first_bucket_mb", c.training.first_bucket_mb},
                   {"overlap", c.training.overlap},

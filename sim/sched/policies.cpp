@@ -176,7 +176,10 @@ class SortedPolicy final : public Scheduler {
 class TokenBudgetPolicy final : public Scheduler {
  public:
   TokenBudgetPolicy(const StepShape& s, PolicyOptions& options) : shape_(s) {
-    max_tokens_ = options.integer("max_tokens", 512, 1);
+    // Twice max_length by default (512 at 256): every sample fits, and a longer max_length never
+    // leaves the default behind.
+    max_tokens_ = options.integer("max_tokens", static_cast<int>(std::min(2LL * s.max_length, 1000000LL)), 1);
+    options.note_default("max_tokens", "twice max_length");
     K_ = options.integer("buffer", 64, 1, 65536);
     if (max_tokens_ < s.max_length)
       throw InputError("token_budget: max_tokens=" + std::to_string(max_tokens_) + " is below max_length=" +

@@ -21,6 +21,8 @@ class PolicyOptions {
   // The option as an integer in [minimum, maximum] (the maximum keeps memory and time bounded).
   int integer(const std::string& key, int fallback, int minimum, int maximum = 1000000);
   void reject_unknown() const;
+  // Says how an option's default follows the step's shape ("twice max_length"), in values().
+  void note_default(const std::string& key, const std::string& how) { values_[key] += "; default " + how; }
   // Every option read so far at the value in force: the given one (integers normalised) or the default.
   const std::map<std::string, std::string>& in_force() const { return in_force_; }
   // Every option read so far with the values it takes ("exact | enumerate", "integer from 1 to 64").

@@ -63,6 +63,17 @@ printf '{"model": "m.json", "training": {"steps": 3}}' >"$WORK/cfg/c.json"
 (cd "$WORK/cfg" && "$DDPSIM" run c.json --print-config) >"$WORK/elsewhere/printed.json" || fail "print-config failed"
 (cd "$WORK/elsewhere" && "$DDPSIM" run printed.json --policies static >/dev/null) ||
   fail "a printed config does not run from another folder: $(cat "$WORK/elsewhere/printed.json")"
+# A printed config is what the user asked for, and reads back under other sizes: the default's
+# token_budget follows max_length, b_max "model" stays a request (8 ranks printed, 4 read back).
+expect_ok "$DDPSIM" run --set training.max_length=2048 --print-config
+cp "$WORK/out" "$WORK/long.json"
+expect_ok "$DDPSIM" run "$WORK/long.json" --set training.world_size=4 --set training.max_length=2048 --steps 3
+expect_ok "$DDPSIM" run --set model=h100-distilbert --set training.world_size=8 --set training.global_batch=64 \
+  --set 'training.b_max="model"' --print-config
+grep -q '"b_max": "model"' "$WORK/out" || fail "b_max \"model\" is printed resolved: $(grep -A2 b_max "$WORK/out")"
+cp "$WORK/out" "$WORK/capped.json"
+expect_ok "$DDPSIM" run "$WORK/capped.json" --set training.world_size=4 --set training.global_batch=32 \
+  --set training.max_length=2048 --steps 3
 # The LLM example config runs (spec-derived Qwen2-7B, lengths up to 16k, caps from its memory).
 expect_ok "$DDPSIM" compare "$SRC/configs/llm-rollouts.json" --steps 3
 grep -q "qwen2-7b-h200" "$WORK/out" || fail "configs/llm-rollouts.json does not use its model: $(cat "$WORK/out")"
