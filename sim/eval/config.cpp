@@ -172,6 +172,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   c.platform = parse_platform(
       platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), *c.model, c, origin),
       origin + ": platform", c.training.world_size, base_dir);
+  if (c.platform_source.empty())
+    c.platform_source = preset_source(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), c.platform);
   if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
     const auto& given = top.raw("simulation");

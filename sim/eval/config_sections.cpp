@@ -41,7 +41,8 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
     if (!(d.std >= 0 && d.std <= 1e6))
       throw InputError(where + ": std must be from 0 to 1e6 tokens, got " + nlohmann::json(d.std).dump());
     if (d.min > d.max)
-      throw InputError(where + ": min (" + std::to_string(d.min) + ") is more than max (" + std::to_string(d.max) + ")");
+      throw InputError(where + ": min (" + std::to_string(d.min) + ") is more than max (" + std::to_string(d.max) +
+                       ")");
     if (d.mean < d.min || d.mean > d.max)  // the clip would pile most samples onto one length
       throw InputError(where + ": mean " + format("%g", d.mean) + " is outside min " + std::to_string(d.min) +
                        " to max " + std::to_string(d.max) + ": most samples would be clipped to one length");
@@ -150,11 +151,14 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
     }
   s.spells = f.get<std::string>("spells", s.spells);
   if (s.spells != "own" && s.spells != "shared" && s.spells != "off")
-    throw InputError(where + ": spells is \"own\" (the model's slow spells drawn for each rank-step), \"shared\" "
-                     "(once per step for all ranks) or \"off\", got \"" + s.spells + "\"");
+    throw InputError(where +
+                     ": spells is \"own\" (the model's slow spells drawn for each rank-step), \"shared\" "
+                     "(once per step for all ranks) or \"off\", got \"" +
+                     s.spells + "\"");
   s.first_use = f.get<std::string>("first_use", s.first_use);
   if (s.first_use != "own" && s.first_use != "shared" && s.first_use != "off")
-    throw InputError(where + ": first_use is \"own\" (the model's first-use cost of a shape, once per rank), "
+    throw InputError(where +
+                     ": first_use is \"own\" (the model's first-use cost of a shape, once per rank), "
                      "\"shared\" (once for all ranks: one process, as ddptrain --emulate-ranks) or \"off\", got \"" +
                      s.first_use + "\"");
   s.rank_speed = f.get<std::vector<double>>("rank_speed", {});
@@ -215,11 +219,27 @@ nlohmann::json platform_with_model(nlohmann::json platform, const PerfModel& mod
       platform[key] = value;
       taken += (taken.empty() ? "" : ", ") + key;
     }
-  c.platform_source = taken.empty() ? "the config's, which sets every figure of " + model.name +
-                                          "'s calibrated network itself"
-                                    : taken + " from model " + model.name + " (" + model.platform_source + ")" +
-                                          (config_sets_some ? "; the rest from the config" : "");
+  c.platform_source = taken.empty()
+                          ? "the config's, which sets every figure of " + model.name + "'s calibrated network itself"
+                          : taken + " from model " + model.name + " (" + model.platform_source + ")" +
+                                (config_sets_some ? "; the rest from the config" : "");
   return platform;
+}
+
+std::string preset_source(const nlohmann::json& given, const PlatformConfig& platform) {
+  if (platform.topology == "xml") return "the platform file " + platform.file + ", which the config names";
+  std::string own, preset;
+  const nlohmann::json figures = platform.to_json();  // items() of a temporary would dangle
+  for (const auto& [key, value] : figures.items()) {
+    if (key == "topology") continue;
+    std::string& into = given.is_object() && given.contains(key) ? own : preset;
+    into += (into.empty() ? "" : ", ") + key;
+  }
+  if (preset.empty()) return "the config's: every figure given";
+  return (own.empty() ? "" : "the config's " + own + "; ") + "the " + platform.topology + " preset's nominal " +
+         preset +
+         " (an assumption, not a measurement: give measured figures, or calibrate an allreduce profile into the "
+         "model)";
 }
 
 }  // namespace ddpsim::config_detail

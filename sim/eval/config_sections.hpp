@@ -18,6 +18,10 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
 TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where);
 PolicySpec parse_policy(const nlohmann::json& item, const std::string& where);
 SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& where, int G);
+// Where a platform's figures came from when no model's network is beneath it: those the config
+// gives, and those a topology's preset fills in (nominal figures: an assumption, said so).
+std::string preset_source(const nlohmann::json& given, const PlatformConfig& platform);
+
 nlohmann::json platform_with_model(nlohmann::json platform, const PerfModel& model, Config& c,
                                    const std::string& origin);
 

@@ -11,7 +11,7 @@ grep -q "from: the trace's modelled allreduce (ddptrain --emulate-ranks charged 
   "$WORK/out" || fail "the header does not say the network is the trace's: $(grep 'from:' "$WORK/out")"
 sed -n '/^steady state/,$p' "$WORK/out" >"$WORK/taken"
 expect_ok "$DDPSIM" validate "${args[@]}" "${flags[@]}"
-grep -q "from: the config and its --set" "$WORK/out" || fail "flags given, yet the header names another source"
+grep -q "from: the config.s: every figure given" "$WORK/out" || fail "flags given, yet the header names another source: $(grep from: "$WORK/out")"
 sed -n '/^steady state/,$p' "$WORK/out" >"$WORK/flagged"
 diff "$WORK/taken" "$WORK/flagged" >/dev/null || fail "the trace's network and the same flags give different validations"
 
