@@ -4,7 +4,9 @@ does; ddpsim calibrate fits comm_slowdown from them as from ddptrain's. The same
 interference=False, or on one rank, has none. This CPU's timings are shared with other work: the
 factors are checked against calibrate's own range only, not against a value."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 import tempfile
@@ -113,6 +115,22 @@ class Interference(unittest.TestCase):
             self.assertNotIn("interference", text)
             with self.assertRaisesRegex(ddpsim.UsageError, "interference_batch: 0 is not a batch size"):
                 profile(model, optimizer, full_batch, loss_of, path, batches=[1], lengths=[8], interference_batch=0)
+
+    def test_progress_by_default(self):
+        """A profile says how far it has come on stderr unless told to be silent."""
+        with tempfile.TemporaryDirectory() as out:
+            model = common.small_transformer()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            path = os.path.join(out, "profile.csv")
+            for kwargs, lines in (({}, 2), ({"log": None}, 0)):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    profile(model, optimizer, full_batch, loss_of, path, batches=[1, 2], lengths=[8], reps=1,
+                            warmup=0, **kwargs)
+                progress = [line for line in err.getvalue().splitlines() if line.startswith("profile: ")]
+                self.assertEqual(len(progress), lines, err.getvalue())
+                if lines:
+                    self.assertRegex(progress[-1], r"\(2/2\), \d+ s, about 0 s left$")
 
 
 if __name__ == "__main__":

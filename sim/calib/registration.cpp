@@ -9,6 +9,7 @@
 #include "common/input_file.hpp"
 #include "common/json_util.hpp"
 #include "model/perf_model.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim {
 
@@ -222,7 +223,7 @@ std::string set_report(const nlohmann::ordered_json& score) {
   std::snprintf(line, sizeof line, "  %s (baseline): mean %.2f ms registered, %.2f measured (%+.1f%%)\n",
                 b["policy"].get<std::string>().c_str(), b["registered_mean_ms"].get<double>(),
                 b["measured_mean_ms"].get<double>(),
-                100 * (b["registered_mean_ms"].get<double>() / b["measured_mean_ms"].get<double>() - 1));
+                shown(100 * (b["registered_mean_ms"].get<double>() / b["measured_mean_ms"].get<double>() - 1), 1));
   out += line;
   for (const auto& [label, p] : score["policies"].items()) {
     const auto seeds = p["registered_seeds_interval"], pi = p["registered_prediction_interval"],
@@ -236,9 +237,10 @@ std::string set_report(const nlohmann::ordered_json& score) {
     std::snprintf(line, sizeof line,
                   "  %s: gain registered %+.2f%% (seeds [%+.2f, %+.2f]; prediction [%+.1f, %+.1f]), measured %+.2f%% "
                   "[%+.2f, %+.2f], %+.2f pp: %s\n",
-                  label.c_str(), p["registered_gain_pct"].get<double>(), seeds[0].get<double>(), seeds[1].get<double>(),
-                  pi[0].get<double>(), pi[1].get<double>(), p["measured_gain_pct"].get<double>(), ci[0].get<double>(),
-                  ci[1].get<double>(), p["gain_error_pp"].get<double>(), verdict.c_str());
+                  label.c_str(), shown(p["registered_gain_pct"].get<double>(), 2), shown(seeds[0].get<double>(), 2),
+                  shown(seeds[1].get<double>(), 2), shown(pi[0].get<double>(), 1), shown(pi[1].get<double>(), 1),
+                  shown(p["measured_gain_pct"].get<double>(), 2), shown(ci[0].get<double>(), 2),
+                  shown(ci[1].get<double>(), 2), shown(p["gain_error_pp"].get<double>(), 2), verdict.c_str());
     out += line;
   }
   return out;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/stats.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim {
 
@@ -25,9 +26,9 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
   auto row = [&](const PolicyValidation& p, const std::string& label) {
     char mean_text[64], p95_text[64], sps[64];
     std::snprintf(mean_text, sizeof mean_text, "%.2f -> %.2f (%+.1f%%)", p.measured_mean_ms, p.predicted_mean_ms,
-                  p.mean_error_pct);
+                  shown(p.mean_error_pct, 1));
     std::snprintf(p95_text, sizeof p95_text, "%.2f -> %.2f (%+.1f%%)", p.measured_p95_ms, p.predicted_p95_ms,
-                  p.p95_error_pct);
+                  shown(p.p95_error_pct, 1));
     std::snprintf(sps, sizeof sps, "%.1f -> %.1f", p.measured_samples_per_s, p.predicted_samples_per_s);
     std::snprintf(line, sizeof line, "%-28s %6d %6d %22s %22s %20s %10.2f %12.3f\n", label.c_str(), p.first_step,
                   p.steps, mean_text, p95_text, sps, p.step_mape_pct, p.step_p95_abs_error_ms);
@@ -51,17 +52,17 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
                                                                 : "the prediction lies outside the measured interval";
     char quiet[64] = "";
     if (!std::isnan(set.predicted_quiet_gain_pct[i]))
-      std::snprintf(quiet, sizeof quiet, ", noise off %+.2f%%", set.predicted_quiet_gain_pct[i]);
-    std::snprintf(line, sizeof line,
-                  "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
-                  "(%+.2f .. %+.2f%s), %+.2f pp; %s\n",
-                  policies[i].policy.c_str(),
-                  !set.gain_restricted[i] ? ""
-                  : set.gain_end_cut[i]
-                      ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
-                      : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
-                  measured_gain[i], m.low, m.high, predicted_gain[i], p.low, p.high, quiet,
-                  predicted_gain[i] - measured_gain[i], verdict.c_str());
+      std::snprintf(quiet, sizeof quiet, ", noise off %+.2f%%", shown(set.predicted_quiet_gain_pct[i], 2));
+    std::snprintf(
+        line, sizeof line,
+        "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
+        "(%+.2f .. %+.2f%s), %+.2f pp; %s\n",
+        policies[i].policy.c_str(),
+        !set.gain_restricted[i] ? ""
+        : set.gain_end_cut[i]   ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
+                                : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
+        shown(measured_gain[i], 2), shown(m.low, 2), shown(m.high, 2), shown(predicted_gain[i], 2), shown(p.low, 2),
+        shown(p.high, 2), quiet, shown(predicted_gain[i] - measured_gain[i], 2), verdict.c_str());
     out += line;
     if (i < set.predicted_gain_pi.size()) {
       const GainPrediction& g = set.predicted_gain_pi[i];

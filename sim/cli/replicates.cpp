@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/stats.hpp"
+#include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
 namespace ddpsim::cli {
@@ -33,7 +34,7 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
   const std::vector<double> on = run_gains(noisy, &per_sample), off = run_gains(quiet);
   for (std::size_t p = 1; p < noisy.runs.size(); ++p) {
     std::snprintf(line, sizeof line, "  %-*s %+7.2f%%, noise off %+7.2f%%%s\n", width, noisy.runs[p].label.c_str(),
-                  on[p], off[p], per_sample[p] ? " per sample" : "");
+                  shown(on[p], 2), shown(off[p], 2), per_sample[p] ? " per sample" : "");
     out += line;
   }
   return {std::move(quiet), out};
@@ -111,7 +112,8 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
       gain_predictions(config, config_dataset(config, source), first, first_quiet, gains);
   const auto cell = [](const std::vector<double>& x, const char* format) {
     char text[96];
-    std::snprintf(text, sizeof text, format, mean(x), percentile(x, 2.5), percentile(x, 97.5));
+    std::snprintf(text, sizeof text, format, shown(mean(x), 2), shown(percentile(x, 2.5), 2),
+                  shown(percentile(x, 97.5), 2));
     return std::string(text);
   };
   char line[480];

@@ -7,6 +7,7 @@
 
 #include "common/stats.hpp"
 #include "eval/simulate.hpp"
+#include "report/outputs.hpp"
 
 namespace ddpsim {
 
@@ -43,7 +44,7 @@ bool compute_bound(const PerfModel& m, const TokenSummary& s) {
 
 std::string signed_pct(double v, int digits) {
   char text[32];
-  std::snprintf(text, sizeof text, "%+.*f", digits, v == 0 ? 0.0 : v);  // never "-0.00"
+  std::snprintf(text, sizeof text, "%+.*f", digits, shown(v, digits));  // never "-0.00"
   return text;
 }
 

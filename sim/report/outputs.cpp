@@ -202,7 +202,7 @@ std::string balance_table(const std::vector<PolicyRun>& runs, const std::vector<
   // A value, and for every policy after the first its change against the first.
   auto compared = [&](double v, double base, bool first) {
     std::string text = format("%.1f", v);
-    if (!first && base != 0) text += " (" + format("%+.1f", 100.0 * (v - base) / base) + "%)";
+    if (!first && base != 0) text += " (" + format("%+.1f", shown(100.0 * (v - base) / base, 1)) + "%)";
     return cell(text, 17);
   };
   std::string out = std::string(name_width, ' ');
@@ -263,7 +263,7 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
     for (std::size_t r = 0; r < shown.size(); ++r) {
       const double v = summaries[i].*shown[r].field, base = summaries[0].*shown[r].field;
       std::string text = format(shown[r].spec, v);
-      if (changes && i > 0 && base != 0) text += " (" + format("%+.1f", 100.0 * (v - base) / base) + "%)";
+      if (changes && i > 0 && base != 0) text += " (" + format("%+.1f", ddpsim::shown(100.0 * (v - base) / base, 1)) + "%)";
       cells[r + 1].push_back(text);
     }
   }

@@ -3,6 +3,8 @@
 // summary.json ("The summary" there; keys not modelled are null).
 #pragma once
 
+#include <cmath>
+
 #include <filesystem>
 #include <memory>
 #include <ostream>
@@ -64,6 +66,13 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
 
 // One number through a printf spec ("%.4f"), for outputs and messages.
 std::string format(const char* spec, double value);
+// `v` as a table shows it to `digits` decimals, without the sign of a value that rounds to zero
+// ("-0.00" reads as a loss where there is none).
+inline double shown(double v, int digits) {
+  double scale = 1;
+  for (int i = 0; i < digits; ++i) scale *= 10;
+  return std::abs(v) * scale < 0.5 ? 0.0 : v;
+}
 // A CSV field, quoted as RFC 4180 says when it holds a comma, quote or line break.
 std::string csv_field(const std::string& text);
 

@@ -18,7 +18,9 @@ import json
 import os
 import random
 import statistics
+import sys
 import tempfile
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -178,6 +180,12 @@ class Profiler:
                                  seed=self.seed, device=self.device, first_step=first_step, log=self.log)
 
 
+def _progress(line: str) -> None:
+    """profile()'s default log: each point's line on stderr, from rank 0 only."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0:
+        print(line, file=sys.stderr, flush=True)
+
+
 def profile(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -196,14 +204,19 @@ def profile(
     model_name: str = "",
     interference: bool = True,
     interference_batch: Optional[int] = None,
-    log: Callable[[str], None] = lambda line: None,
+    log: Optional[Callable[[str], None]] = _progress,
 ) -> None:
     """Times training steps of ``loss_fn(model, make_batch(b, L))`` (forward, backward,
     ``optimizer.step()`` and ``zero_grad()``) at every (b, L) and writes ``path`` (rank 0).
 
     ``model`` may be DDP-wrapped; every rank of the default group must call this together. With
     several ranks, the allreduce is timed too, and (``interference``, the default) backward
-    beside it both ways at ``interference_batch`` (see :class:`Profiler`)."""
+    beside it both ways at ``interference_batch`` (see :class:`Profiler`).
+
+    Each point's progress goes to ``log``: by default a line on stderr from rank 0 with the time
+    taken and left; ``log=None`` is silent."""
+    if log is None:
+        log = lambda line: None  # noqa: E731
     p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, reps=reps,
                  warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
                  model_name=model_name, interference=interference, interference_batch=interference_batch, log=log)
@@ -211,12 +224,15 @@ def profile(
     random.Random(seed).shuffle(points)
     warmups = 0
     model.train()
+    start = time.monotonic()
     for n, (b, L) in enumerate(points):
         batch = make_batch(b, L)
         warmups += _settle(lambda: p.time(b, L, batch, record=False), warmup, max_warmup, p.agree)
         for _ in range(reps):
             p.time(b, L, batch, record=True)
-        log(f"profile: b={b} L={L} ({n + 1}/{len(points)})")
+        spent = time.monotonic() - start
+        left = spent / (n + 1) * (len(points) - n - 1)
+        log(f"profile: b={b} L={L} ({n + 1}/{len(points)}), {spent:.0f} s, about {left:.0f} s left")
     p.close(f"warmup {'auto' if warmup is None else warmup} ({warmups} runs in all), repetitions {reps}, "
             f"{len(points)} points in a seeded random order")
 
