@@ -16,6 +16,7 @@ packages=(
   clang libclang-rt-14-dev                   # libFuzzer harnesses of the parsers (scripts/fuzz.sh)
   slurmctld slurmd slurm-client munge        # real Slurm for sweep arrays (scripts/slurm_sweep.sh) and its test
   python3-matplotlib                         # figures (plots/)
+  chromium                                   # a real headless browser for the one-page reports' test
   pybind11-dev python3-dev python3-torch     # the Python package (python/): bindings, and its tests on real torch
 )
 

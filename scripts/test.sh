@@ -16,7 +16,13 @@ for variant in release asan; do
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "== $variant: ctest"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" | tee "$dir/ctest.txt"
+  # A skipped test names its reason in its output: say each one here, where the run ends.
+  sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$dir/ctest.txt" | while read -r name; do
+    reason=$(awk -v t="$name" '$0 ~ "^[0-9]+/[0-9]+ Test: " t "$" { f = 1 } f && /skip/ { print; exit }
+                              /<end of output>/ { f = 0 }' "$dir/Testing/Temporary/LastTest.log")
+    echo "== $variant: skipped $name: ${reason:-it printed no reason}"
+  done
 done
 
 # The GPU machine's build (no SimGrid) must configure, with the trainer's tests and none of ddpsim's.
