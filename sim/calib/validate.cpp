@@ -281,6 +281,11 @@ void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline,
 
 // Both traces are checked before either is simulated: an error is cheaper, and clearer, then.
 void check_baseline(const Trace& measured, const Trace& baseline) {
+  const auto b = baseline.metadata.find("global_batch"), m = measured.metadata.find("global_batch");
+  if (b != baseline.metadata.end() && m != measured.metadata.end() && b->second != m->second)
+    throw InputError(baseline.path + ": global_batch=" + b->second + ", " + measured.path + " global_batch=" +
+                     m->second + ": a gain compares runs of one global batch (step times of other batches differ "
+                     "for that alone)");
   if (baseline.runs.size() != 1)
     throw InputError(baseline.path + ": a baseline trace holds one policy, this one " +
                      std::to_string(baseline.runs.size()));

@@ -85,7 +85,17 @@ int main(int argc, char** argv) {
     std::cerr << "ddpsim: missing command (" << verb_names() << "; see ddpsim --help)\n";
     return 2;
   }
-  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+  const bool help = !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help");
+  // `ddpsim help COMMAND` is that command's --help; anything else after --help or --version is a mistake.
+  if (help && argc == 3)
+    for (const auto& [name, run] : VERBS)
+      if (!std::strcmp(argv[2], name)) return flushed(name, run({"--help"}));
+  if ((help || !std::strcmp(argv[1], "--version")) && argc > 2) {
+    std::cerr << "ddpsim: " << argv[1] << " takes nothing after it, got \"" << argv[2]
+              << "\" (commands: " << verb_names() << "; a command's help: ddpsim COMMAND --help)\n";
+    return 2;
+  }
+  if (help) {
     std::cout << USAGE;
     return flushed("--help", 0);
   }

@@ -267,6 +267,56 @@ void add_replay_options(po::options_description& visible, po::options_descriptio
   positional.add("config", 1);
 }
 
+namespace {
+
+// The --training runs, each checked to be a run of the profiled setting: not given twice, not a
+// profile nor a byte copy of one, of the profile's device, model and attention mode, and all of
+// one world size (the steps are drawn whole, a world at a time).
+std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<Trace>& traces,
+                                 std::set<std::filesystem::path>& named) {
+  std::vector<Trace> training;
+  if (!vm.count("training")) return training;
+  const auto meta = [](const Trace& t, const char* key) {
+    const auto it = t.metadata.find(key);
+    return it == t.metadata.end() ? std::string() : it->second;
+  };
+  const Trace& profile = traces.front();
+  for (const auto& path : vm["training"].as<std::vector<std::string>>()) {
+    std::error_code ec;
+    if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
+      throw UsageError(path +
+                       ": given twice (a training trace fits the spread, not the surface: name it once, "
+                       "after --training)");
+    training.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
+    const Trace& run = training.back();
+    for (const Trace& t : traces)
+      if (t.hash == run.hash)
+        throw InputError(path + " holds the same bytes as the profile " + t.path +
+                         ": --training takes a run of the setting, kept out of the surface");
+    if (meta(run, "policy") == "profile" || run.metadata.count("profile"))
+      throw InputError(path +
+                       ": a profile (policy=profile), not a training run: --training takes the steps of "
+                       "a run of the setting (ddptrain --policy ...), whose spread the profile cannot show");
+    for (const char* key : {"device", "model"})
+      if (const std::string mine = meta(run, key), theirs = meta(profile, key);
+          !mine.empty() && !theirs.empty() && mine != theirs)
+        throw InputError(path + ": " + key + "=" + mine + ", and the profile " + profile.path + " has " + key + "=" +
+                         theirs + ": its steps' spread is another setting's");
+    if (run.runs.front().packed != profile.runs.front().packed)
+      throw InputError(path + ": " + (run.runs.front().packed ? "packed" : "padded") + " sequences, and the profile " +
+                       profile.path + " measured " + (profile.runs.front().packed ? "packed" : "padded") +
+                       " ones: a run's spread is read against a surface of its own attention mode");
+    if (const int G = run.runs.front().G, first = training.front().runs.front().G; G != first)
+      throw InputError(path + ": " + std::to_string(G) + " ranks, and " + training.front().path + " " +
+                       std::to_string(first) +
+                       ": the measured steps are drawn a whole world at a time, so the "
+                       "training runs share one world size");
+  }
+  return training;
+}
+
+}  // namespace
+
 int calibrate(const Args& args) {
   po::options_description visible("options"), hidden;
   visible.add_options()("out", po::value<std::string>()->required(), "the model JSON to write")(
@@ -334,30 +384,7 @@ int calibrate(const Args& args) {
   std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // before the fit, which takes a while on large traces
-  std::vector<Trace> training;
-  if (vm.count("training"))
-    for (const auto& path : vm["training"].as<std::vector<std::string>>()) {
-      std::error_code ec;
-      if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
-        throw UsageError(path +
-                         ": given twice (a training trace fits the spread, not the surface: name it once, "
-                         "after --training)");
-      training.push_back(read_trace(path, {"fwd_ms", "bwd_ms"}));
-      const Trace& run = training.back();
-      const auto meta = [](const Trace& t, const char* key) {
-        const auto it = t.metadata.find(key);
-        return it == t.metadata.end() ? std::string() : it->second;
-      };
-      if (meta(run, "policy") == "profile" || run.metadata.count("profile"))
-        throw InputError(path +
-                         ": a profile (policy=profile), not a training run: --training takes the steps of "
-                         "a run of the setting (ddptrain --policy ...), whose spread the profile cannot show");
-      for (const char* key : {"device", "model"})
-        if (const std::string mine = meta(run, key), profile = meta(traces.front(), key);
-            !mine.empty() && !profile.empty() && mine != profile)
-          throw InputError(path + ": " + key + "=" + mine + ", and the profile " + traces.front().path + " has " + key +
-                           "=" + profile + ": its steps' spread is another setting's");
-    }
+  const std::vector<Trace> training = read_training(vm, traces, named);
   const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");

@@ -11,4 +11,8 @@ expect_exit 2 'unknown command "simulate"' "$DDPSIM" simulate
 expect_exit 2 "unrecognised option|unrecognized option" "$DDPSIM" balance --bogus
 expect_exit 2 "expected key=value" "$DDPSIM" balance --set training.steps
 expect_exit 2 "vocab.*required|required.*vocab" "$DDPSIM" lengths x.tsv --out h.json
+# Nothing follows --version or --help but a command to explain (issue 47 probe).
+expect_exit 2 "--version takes nothing after it, got \"bogus\"" "$DDPSIM" --version bogus
+expect_ok "$DDPSIM" help validate
+grep -q "^usage: ddpsim validate" "$WORK/out" || fail "ddpsim help validate is not validate's help"
 finish

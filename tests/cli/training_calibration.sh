@@ -39,9 +39,19 @@ expect_exit 1 "profile-fp32/steps.csv: a profile \(policy=profile\), not a train
 expect_exit 1 "static/steps.csv: device=cpu, and the profile .*profile-bf16/steps.csv has device=NVIDIA H100" \
   "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" \
   --training "$SRC/traces/cpu/2ranks/static/steps.csv" --out "$WORK/p.json"
+# ... nor a byte copy of the profile under another name, runs of two world sizes, or packed runs
+# for a padded profile (issue 47 probe).
+cp "$h100/profile-bf16/steps.csv" "$WORK/same.csv"
+expect_exit 1 "same.csv holds the same bytes as the profile" "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" \
+  --base "$h100/layout.json" --training "$WORK/same.csv" --out "$WORK/p.json"
+expect_exit 1 "nccl-1rank/steps.csv: 1 ranks, and .*bf16/static/steps.csv 4: .* share one world size" "$DDPSIM" \
+  calibrate "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" --training "$h100/bf16/static/steps.csv" \
+  "$h100/nccl-1rank/steps.csv" --out "$WORK/p.json"
 expect_exit 2 "--training: expected the training runs' trace files after it, got --out" "$DDPSIM" calibrate \
   "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" --training --out "$WORK/p.json"
 [[ -e $WORK/p.json ]] && fail "a refused calibration left its model behind"
+expect_exit 1 "global_batch=48, .*large.* global_batch=256: a gain compares runs of one global batch" "$DDPSIM" validate \
+  --measured "$(ls "$h100"/large/*/steps.csv | head -1)" --baseline "$h100/emulated4/static/steps.csv" --model "$WORK/bf16.json"
 expect_exit 1 "first_use is \"own\"" "$DDPSIM" validate --measured "$h100/bf16/static/steps.csv" --model "$WORK/bf16.json" \
   --set simulation.first_use=maybe
 finish
