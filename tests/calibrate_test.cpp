@@ -279,7 +279,8 @@ TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simula
   nlohmann::json plain = default_config_json();
   plain["model"] = dir / "known.json";
   std::ofstream(dir / "known.json") << known_model(0).dump();
-  CHECK(parse_config(plain, "test", "").platform_source.empty());  // a model without a network leaves the config's
+  // A model without a network leaves the config's, and the preset's nominal figures are named as such.
+  CHECK(parse_config(plain, "test", "").platform_source.find("the pcie preset's nominal") != std::string::npos);
   // A model's own platform figures are checked, and blamed on the model.
   nlohmann::json broken = nlohmann::json::parse(model.dump());
   broken["platform"]["link_GBps"] = -1;

@@ -281,11 +281,6 @@ void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline,
 
 // Both traces are checked before either is simulated: an error is cheaper, and clearer, then.
 void check_baseline(const Trace& measured, const Trace& baseline) {
-  const auto b = baseline.metadata.find("global_batch"), m = measured.metadata.find("global_batch");
-  if (b != baseline.metadata.end() && m != measured.metadata.end() && b->second != m->second)
-    throw InputError(baseline.path + ": global_batch=" + b->second + ", " + measured.path + " global_batch=" +
-                     m->second + ": a gain compares runs of one global batch (step times of other batches differ "
-                     "for that alone)");
   if (baseline.runs.size() != 1)
     throw InputError(baseline.path + ": a baseline trace holds one policy, this one " +
                      std::to_string(baseline.runs.size()));
@@ -293,6 +288,11 @@ void check_baseline(const Trace& measured, const Trace& baseline) {
     if (run.G != baseline.runs[0].G)
       throw InputError(baseline.path + ": " + std::to_string(baseline.runs[0].G) + " ranks, " + measured.path + " " +
                        std::to_string(run.G) + ": a gain compares runs of one world size");
+  const auto b = baseline.metadata.find("global_batch"), m = measured.metadata.find("global_batch");
+  if (b != baseline.metadata.end() && m != measured.metadata.end() && b->second != m->second)
+    throw InputError(baseline.path + ": global_batch=" + b->second + ", " + measured.path + " global_batch=" +
+                     m->second + ": a gain compares runs of one global batch (step times of other batches differ "
+                     "for that alone)");
   const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
   for (const auto& run : measured.runs)
     if (const auto [first, end] = step_numbers(run); std::max(first, base_first) >= std::min(end, base_end))
