@@ -20,6 +20,11 @@ check_page() {
   read -r got total <<<"$shown"
   [[ -n $got && $got == "$total" && $got -ge $min ]] ||
     fail "$page: the browser shows ${got:-no} of ${total:-?} figures, expected all and at least $min"
+  # Every table fits a 1,280 px window: none scrolls sideways.
+  local scrolling
+  scrolling=$(browser --window-size=1280,1000 --virtual-time-budget=5000 --dump-dom "file://$page" |
+    sed -n 's/.*data-tables-scrolling="\([0-9]*\)".*/\1/p')
+  [[ $scrolling == 0 ]] || fail "$page: ${scrolling:-?} table(s) scroll sideways at 1,280 px"
   browser --window-size=1200,1600 --screenshot="$WORK/shot.png" "file://$page" >/dev/null
   "$PY" - "$WORK/shot.png" <<'PYEOF' || fail "$page: the screenshot is blank or missing"
 import sys
@@ -42,12 +47,19 @@ grep -q '&quot;global_batch&quot;: 48' "$WORK/run/report.html" || fail "the run'
 expect_ok "$DDPSIM" sweep "$SRC/configs/sweep-study.json" --out "$WORK/sweep" --jobs 2
 expect_ok "$PY" "$SRC/plots/report.py" "$WORK/sweep" --out "$WORK/sweep.html"
 check_page "$WORK/sweep.html" 1
+grep -q 'training.world_size=4, training.global_batch=128' "$WORK/sweep.html" ||
+  fail "the sweep page names its cells by hash, not by their swept values"
 
 # A committed validation: its model path is relative to the repository, where validate ran.
 (cd "$SRC" && "$PY" plots/report.py traces/cpu/validation/2ranks/kk --out "$WORK/val/report.html") \
   >"$WORK/out" 2>"$WORK/err" || fail "report.py of a validation: $(cat "$WORK/err")"
 check_page "$WORK/val/report.html" 4
 grep -q 'calibration' "$WORK/val/report.html" || fail "the validation's page lacks the model's provenance"
+grep -q '<title>Validation: kk against cpu-distilbert-small-2ranks.json' "$WORK/val/report.html" ||
+  fail "the validation's title does not name the run and the model"
+grep -Eq '<ul class=verdict><li>kk: gain measured .*: the (prediction lies|measured gain cannot)' "$WORK/val/report.html" ||
+  fail "the validation's page does not open with its verdict"
+grep -q 'Phases, mean ms per rank-step' "$WORK/val/report.html" || fail "the validation's page lacks the phase table"
 
 mkdir "$WORK/empty"
 expect_exit 1 "holds none of summary.json" "$PY" "$SRC/plots/report.py" "$WORK/empty"
