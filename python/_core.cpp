@@ -82,8 +82,8 @@ struct Plan {
 class Stream {
  public:
   Stream(std::vector<int> lengths, int world_size, int global_batch, const std::string& policy,
-            std::optional<std::vector<int>> b_max, std::uint64_t seed, std::optional<int> max_length,
-            int micro_batches, const std::string& micro_batching, const std::string& perf_model)
+         std::optional<std::vector<int>> b_max, std::uint64_t seed, std::optional<int> max_length, int micro_batches,
+         const std::string& micro_batching, const std::string& perf_model)
       : lengths_(std::move(lengths)) {
     if (lengths_.empty()) throw InputError("lengths: empty dataset (no samples)");
     int longest = 0;
@@ -104,7 +104,8 @@ class Stream {
     shape_.micro_batching = micro_batching;
     shape_.seed = seed;
     if (!perf_model.empty())
-      shape_.time_cost = std::make_shared<ModelTimeCost>(std::make_shared<const PerfModel>(load_perf_model(perf_model)));
+      shape_.time_cost =
+          std::make_shared<ModelTimeCost>(std::make_shared<const PerfModel>(load_perf_model(perf_model)));
     const PolicySpec spec = parse_policy_spec(policy);
     label_ = spec.label();
     policy_ = make_scheduler(spec, shape_);
@@ -169,8 +170,8 @@ RankStep to_row(const py::dict& d) {
   r.batch_size = integer<int>(d, "batch_size");
   r.max_len = integer<int>(d, "max_len");
   r.real_tokens = integer<std::int64_t>(d, "real_tokens");
-  r.padded_tokens = d.contains("padded_tokens") ? integer<std::int64_t>(d, "padded_tokens")
-                                                : std::int64_t{r.batch_size} * r.max_len;
+  r.padded_tokens =
+      d.contains("padded_tokens") ? integer<std::int64_t>(d, "padded_tokens") : std::int64_t{r.batch_size} * r.max_len;
   r.global_batch = integer<int>(d, "global_batch");
   r.loss_weight = d.contains("loss_weight") ? d["loss_weight"].cast<double>() : 1.0;
   r.fwd_ms = number(d, "fwd_ms");
@@ -206,9 +207,28 @@ void write_trace(const std::string& path, const Metadata& metadata, const std::v
 }
 
 std::vector<int> synthetic(const std::string& histogram, std::int64_t samples, int max_length, std::uint64_t seed) {
-  const auto hist = histogram == "sst2" ? sst2_train_histogram()
-                                        : histogram_from_json(read_json_file(histogram), histogram);
+  const auto hist =
+      histogram == "sst2" ? sst2_train_histogram() : histogram_from_json(read_json_file(histogram), histogram);
   return synthetic_lengths(hist, samples, max_length, seed);
+}
+
+}  // namespace
+
+namespace {
+
+// A policy string as the command line checks it: a known name, known options, values in range.
+// Built once on a shape every policy accepts (one rank of one sample of one token; the built-in
+// RTX 3090 model for cost=model), so what depends on a run's own shape is left to the run.
+PolicySpec checked_policy(const std::string& text) {
+  PolicySpec spec = parse_policy_spec(text);
+  StepShape any;
+  any.G = 1;
+  any.B = 1;
+  any.max_length = 1;
+  any.time_cost =
+      std::make_shared<ModelTimeCost>(std::make_shared<const PerfModel>(load_perf_model("rtx3090-distilbert")));
+  (void)make_scheduler(spec, any);
+  return spec;
 }
 
 }  // namespace
@@ -224,7 +244,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("options", &PolicySpec::options)
       .def_property_readonly("label", &PolicySpec::label)
       .def("__repr__", [](const PolicySpec& s) { return "PolicySpec('" + s.label() + "')"; });
-  m.def("parse_policy", [](const std::string& text) { return parse_policy_spec(text); }, py::arg("text"));
+  m.def("parse_policy", &checked_policy, py::arg("text"));
+  // A trace's policy label in the canonical form, for names the scheduler library does not have
+  // (a profile, a user's own sampler): the syntax checked, not the name.
+  m.def(
+      "policy_label", [](const std::string& text) { return parse_policy_spec(text).label(); }, py::arg("text"));
   m.def("policy_names", &policy_names);
 
   py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
@@ -236,7 +260,8 @@ PYBIND11_MODULE(_core, m) {
       .def("indices", &Plan::indices, py::arg("rank"))
       .def("lengths", &Plan::lengths, py::arg("rank"))
       .def("micro_sizes", &Plan::micro_sizes, py::arg("rank"))
-      .def("loss_weight", [](const Plan& p, int g) { return p.plan.loss_weights[p.rank(g)]; }, py::arg("rank"))
+      .def(
+          "loss_weight", [](const Plan& p, int g) { return p.plan.loss_weights[p.rank(g)]; }, py::arg("rank"))
       .def("row", &Plan::row, py::arg("rank"));
 
   py::class_<Stream>(m, "Scheduler")

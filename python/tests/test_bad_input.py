@@ -60,6 +60,15 @@ class BadInput(unittest.TestCase):
             ddpsim.parse_policy("minmax:buffer")
         self.assertIn('option "buffer" must look like key=value', str(e.exception))
         self.assertIn('unknown option "bufer"', message(policy="minmax:bufer=8"))
+        # parse_policy checks a policy as the command line does (issue 47 probe).
+        for text, says in (("minmx", 'unknown policy "minmx"'), ("MINMAX", 'unknown policy "MINMAX"'),
+                           ("minmax:cost=banana", "banana"), ("minmax:buffer=-3", "buffer"),
+                           ("static ", "static")):
+            with self.assertRaises(ddpsim.InputError, msg=text) as e:
+                ddpsim.parse_policy(text)
+            self.assertIn(says, str(e.exception))
+        self.assertEqual(ddpsim.parse_policy("minmax:cost=model").label, "minmax:cost=model")
+        self.assertEqual(ddpsim.parse_policy("token_budget:max_tokens=300").label, "token_budget:max_tokens=300")
 
     def test_rank_out_of_range(self):
         for rank in (4, -1):

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 import ddpsim
+from ddpsim._core import policy_label
 
 _PHASES = ("fwd", "bwd", "opt")
 
@@ -102,7 +103,7 @@ class StepTracer:
         if os.path.isdir(path):
             raise ddpsim.UsageError(f"{path}: is a folder; give the trace file to write (e.g. {path}/steps.csv)")
         self.path = path
-        self.policy = ddpsim.parse_policy(policy).label
+        self.policy = policy_label(policy)
         self.global_batch = global_batch
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.group = group
