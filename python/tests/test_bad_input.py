@@ -70,6 +70,23 @@ class BadInput(unittest.TestCase):
         self.assertEqual(ddpsim.parse_policy("minmax:cost=model").label, "minmax:cost=model")
         self.assertEqual(ddpsim.parse_policy("token_budget:max_tokens=300").label, "token_budget:max_tokens=300")
 
+    def test_sampler_arguments(self):
+        """Each argument of the wrong kind is named with what it takes (issue 47 probe), never
+        rounded: a fractional length, a string world size, a float seed, no policy, a negative start."""
+        cases = (({"lengths": LENGTHS[:5] + [20.5] + LENGTHS[6:]}, "lengths[5]: expected an integer, got 20.5"),
+                 ({"world_size": "2"}, "world_size: expected an integer, got '2'"),
+                 ({"seed": 0.5}, "seed: expected an integer, got 0.5"),
+                 ({"policy": None}, "policy: expected a policy string"),
+                 ({"start_step": -1}, "start_step: expected an integer of at least 0, got -1"),
+                 ({"lengths": LENGTHS[:3] + [float("nan")] + LENGTHS[4:]}, "lengths[3]: expected an integer"),
+                 ({"lengths": LENGTHS[:3] + [None] + LENGTHS[4:]}, "lengths[3]: expected an integer, got None"))
+        for change, says in cases:
+            args = {"lengths": LENGTHS, "world_size": 4, "rank": 0, "global_batch": 16, "policy": "kk"}
+            args.update(change)
+            with self.assertRaises(ddpsim.InputError, msg=str(change)) as e:
+                BalancedBatchSampler(args.pop("lengths"), **args)
+            self.assertIn(says, str(e.exception))
+
     def test_rank_out_of_range(self):
         for rank in (4, -1):
             with self.assertRaises(ddpsim.InputError) as e:

@@ -7,7 +7,8 @@ G·b_g/B_t that makes DDP's averaged gradient the global batch's mean gradient.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence
+import operator
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -25,6 +26,20 @@ def scale_loss(mean_loss: torch.Tensor, weight: float, share: float = 1.0) -> to
     global batch's mean loss, however unevenly the policy split the batch.
     """
     return mean_loss * (weight * share)
+
+
+def _integer(name: str, value: Any, minimum: Optional[int] = None) -> int:
+    """``value`` as an int (a Python or NumPy integer; not a float, a bool or a string), at least
+    ``minimum``: a fractional length or a string world size is a mistake to name, not to round."""
+    if isinstance(value, bool):
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise InputError(f"{name}: expected an integer, got {value!r} ({type(value).__name__})") from None
+    if minimum is not None and number < minimum:
+        raise InputError(f"{name}: expected an integer of at least {minimum}, got {number}")
+    return number
 
 
 def _world(world_size: Optional[int], rank: Optional[int]) -> tuple[int, int]:
@@ -64,15 +79,22 @@ class BalancedBatchSampler(Sampler):
         perf_model: str = "",
         start_step: int = 0,
     ):
+        world_size = None if world_size is None else _integer("world_size", world_size, 1)
+        rank = None if rank is None else _integer("rank", rank)
         self.world_size, self.rank = _world(world_size, rank)
-        self.lengths = [int(n) for n in lengths]
-        self.global_batch = global_batch
+        self.lengths = [_integer(f"lengths[{i}]", n, 1) for i, n in enumerate(lengths)]
+        self.global_batch = global_batch = _integer("global_batch", global_batch, 1)
+        if not isinstance(policy, str):
+            raise InputError(f"policy: expected a policy string such as 'minmax', got {policy!r}")
+        seed = _integer("seed", seed, 0)
+        micro_batches = _integer("micro_batches", micro_batches, 1)
+        start_step = _integer("start_step", start_step, 0)
         self._options = dict(
             world_size=self.world_size,
             global_batch=global_batch,
             policy=policy,
-            b_max=None if b_max is None else [int(b) for b in b_max],
-            max_length=max_length,
+            b_max=None if b_max is None else [_integer(f"b_max[{i}]", b, 1) for i, b in enumerate(b_max)],
+            max_length=None if max_length is None else _integer("max_length", max_length, 1),
             micro_batches=micro_batches,
             micro_batching=micro_batching,
             perf_model=perf_model,
@@ -97,8 +119,8 @@ class BalancedBatchSampler(Sampler):
 
     def set_epoch(self, epoch: int, start_step: int = 0) -> None:
         """Moves to epoch ``epoch`` (another order, decided by seed+epoch); iteration starts at ``start_step``."""
-        self.epoch = epoch
-        self.start_step = start_step
+        self.epoch = _integer("epoch", epoch, 0)
+        self.start_step = _integer("start_step", start_step, 0)
 
     def _plan(self) -> None:
         if self._planned_epoch == self.epoch:
