@@ -1,6 +1,8 @@
 """Bad input: a Python exception (ddpsim.InputError or UsageError, both ValueErrors) carrying the
 library's message, the one the ddpsim command line prints for the same setting."""
 
+import os
+import tempfile
 import unittest
 
 import common
@@ -86,6 +88,38 @@ class BadInput(unittest.TestCase):
             with self.assertRaises(ddpsim.InputError, msg=str(change)) as e:
                 BalancedBatchSampler(args.pop("lengths"), **args)
             self.assertIn(says, str(e.exception))
+
+    def test_tracer_misuse(self):
+        """A StepTracer used out of order, or told something that would break its trace, says so
+        (issue 47 probe) and writes nothing."""
+        from ddpsim.torch import StepTracer
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "steps.csv")
+            tracer = StepTracer(path, world_size=1, rank=0)
+            with self.assertRaisesRegex(ddpsim.UsageError, "steps do not nest"):
+                with tracer.step(batch_size=2, max_len=8):
+                    with tracer.step(batch_size=2, max_len=8):
+                        pass
+            with tracer.step(batch_size=2, max_len=8) as s:
+                pass
+            with self.assertRaisesRegex(ddpsim.UsageError, "its step has ended"):
+                with s.phase("fwd"):
+                    pass
+            with self.assertRaisesRegex(ddpsim.InputError, "batch_size is an integer of at least 0, got -1"):
+                with tracer.step(batch_size=-1, max_len=8):
+                    pass
+            tracer.close()
+            with self.assertRaisesRegex(ddpsim.UsageError, "the tracer is closed"):
+                with tracer.step(batch_size=2, max_len=8):
+                    pass
+            with self.assertRaisesRegex(ddpsim.InputError, "no line break"):
+                StepTracer(path, world_size=1, rank=0, metadata={"note": "two\nlines"})
+            with self.assertRaisesRegex(ddpsim.InputError, "metadata world_size=4, but the trace's ranks number 1"):
+                StepTracer(path, world_size=1, rank=0, metadata={"world_size": 4})
+            empty = os.path.join(out, "empty.csv")
+            with self.assertRaisesRegex(ddpsim.UsageError, "no step was traced"):
+                StepTracer(empty, world_size=1, rank=0).close()
+            self.assertFalse(os.path.exists(empty))
 
     def test_rank_out_of_range(self):
         for rank in (4, -1):

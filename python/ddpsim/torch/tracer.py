@@ -11,6 +11,7 @@ place: a run stopped early leaves no trace rather than a half-written one.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import time
 from typing import Any, Optional
@@ -44,6 +45,17 @@ class _Clock:
         return (b - a) * 1e3
 
 
+def _count(name: str, value: Any, minimum: int) -> int:
+    """A batch's count as an int of at least ``minimum`` (a Python or NumPy integer)."""
+    try:
+        number = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
+        raise ddpsim.InputError(f"step: {name} is an integer of at least {minimum}, got {value!r}")
+    return number
+
+
 class TracedStep:
     """One step of one rank: the phases, the loss, and the batch's shape (see StepTracer.step)."""
 
@@ -54,16 +66,25 @@ class TracedStep:
         self.phases: list[tuple[str, Any, Any, Any]] = []  # (name, start, end, last bucket mark or None)
         self.start = self.end = None
         self.peak_mem_mib: Optional[float] = None
+        self._open_phase: Optional[str] = None
 
     @contextlib.contextmanager
     def phase(self, name: str):
         """Times a phase: "fwd", "bwd" (DDP's wait split off) or "opt"; each may recur (micro-batches)."""
         if name not in _PHASES:
             raise ValueError(f'phase "{name}": expected one of {", ".join(_PHASES)}')
+        if self.end is not None:
+            raise ddpsim.UsageError(f'phase "{name}": its step has ended; time phases inside `with tracer.step(...)`')
+        if self._open_phase:
+            raise ddpsim.UsageError(f'phase "{name}" inside phase "{self._open_phase}": phases do not nest')
+        self._open_phase = name
         clock = self._tracer._clock
         self._tracer._last_bucket = None
         start = clock.mark()
-        yield
+        try:
+            yield
+        finally:
+            self._open_phase = None
         end = clock.mark()
         self.phases.append((name, start, end, self._tracer._last_bucket if name == "bwd" else None))
 
@@ -112,7 +133,15 @@ class StepTracer:
         self._last_bucket: Any = None
         self._hooked = False
         self._closed = False
+        self._open_step = False
         given = {str(k): str(v) for k, v in (metadata or {}).items()}  # a given key replaces the default's value
+        for key, value in given.items():
+            if not key or any(c in key for c in "=\n\r#") or any(c in value for c in "\n\r"):
+                raise ddpsim.InputError(f"metadata {key!r}: {value!r}: a trace's metadata line is one line of "
+                                        "key=value (no line break anywhere, no '=' or '#' in the key)")
+        if "world_size" in given and given["world_size"] != str(self.world_size):
+            raise ddpsim.InputError(f"metadata world_size={given['world_size']}, but the trace's ranks number "
+                                    f"{self.world_size} (the process group's, or world_size=): leave it out")
         self._meta = [(k, given.pop(k, v)) for k, v in self._metadata(model, data, seed, precision, distributed)]
         self._meta += list(given.items())
 
@@ -172,6 +201,11 @@ class StepTracer:
     ):
         """One training step of this rank: time its phases inside with ``s.phase(...)`` and set
         ``s.loss``. The shape is this rank's batch (``**sampler.shape(step)`` gives all of it)."""
+        if self._closed:
+            raise ddpsim.UsageError("step: the tracer is closed (its trace is written); trace later steps with a new one")
+        if self._open_step:
+            raise ddpsim.UsageError("step inside a step: steps do not nest (end the last `with tracer.step(...)` first)")
+        batch_size, max_len = _count("batch_size", batch_size, 0), _count("max_len", max_len, 1)
         shape = dict(batch_size=int(batch_size), max_len=int(max_len),
                      real_tokens=int(real_tokens if real_tokens is not None else batch_size * max_len),
                      padded_tokens=int(padded_tokens if padded_tokens is not None else batch_size * max_len),
@@ -180,7 +214,11 @@ class StepTracer:
         if self._clock.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
         s.start = self._clock.mark()
-        yield s
+        self._open_step = True
+        try:
+            yield s
+        finally:
+            self._open_step = False
         s.end = self._clock.mark()
         if self._clock.cuda:
             s.peak_mem_mib = torch.cuda.max_memory_allocated(self.device) / 2**20
@@ -213,6 +251,9 @@ class StepTracer:
             return
         self._closed = True
         mine = self.rows()
+        if not mine:
+            raise ddpsim.UsageError(f"close: no step was traced, so {self.path} would hold no row; wrap each "
+                                    "training step in `with tracer.step(...)`")
         if self.world_size > 1:
             gathered: list = [None] * self.world_size
             dist.all_gather_object(gathered, mine, group=self.group)
