@@ -10,6 +10,7 @@ import common
 common.need_torch()
 
 import ddpsim  # noqa: E402
+import torch  # noqa: E402
 from ddpsim.torch import BalancedBatchSampler  # noqa: E402
 
 LENGTHS = ddpsim.synthetic_lengths("sst2", 400, 64, 0)
@@ -120,6 +121,29 @@ class BadInput(unittest.TestCase):
             with self.assertRaisesRegex(ddpsim.UsageError, "no step was traced"):
                 StepTracer(empty, world_size=1, rank=0).close()
             self.assertFalse(os.path.exists(empty))
+
+    def test_profile_arguments(self):
+        """profile() names a wrong argument before it times anything (issue 47 probe)."""
+        from ddpsim.torch import profile, write_layout
+        model = common.small_transformer()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "profile.csv")
+            for change, says in (({"batches": [1, 2, 2]}, "batches: 2 given twice"),
+                                 ({"warmup": -1}, "warmup: expected an integer of at least 0, got -1"),
+                                 ({"max_warmup": 0}, "max_warmup: expected an integer of at least 1, got 0"),
+                                 ({"reps": 2.5}, "reps: expected an integer of at least 1, got 2.5"),
+                                 ({"batches": [1.5]}, r"batches\[0\]: expected an integer of at least 1, got 1.5")):
+                args = {"batches": [1, 2], "lengths": [8], "reps": 1, "log": None}
+                args.update(change)
+                with self.assertRaisesRegex(ddpsim.UsageError, says, msg=str(change)):
+                    profile(model, optimizer, common.full_batch, common.loss_of, path, **args)
+            with self.assertRaisesRegex(ddpsim.UsageError, "model: None"):
+                profile(None, optimizer, common.full_batch, common.loss_of, path, batches=[1], lengths=[8])
+            self.assertFalse(os.path.exists(path))
+            with self.assertRaisesRegex(ddpsim.UsageError, "is a folder"):
+                write_layout(model, out)
+            self.assertEqual([f for f in os.listdir(out) if f.endswith(".tmp")], [])
 
     def test_rank_out_of_range(self):
         for rank in (4, -1):

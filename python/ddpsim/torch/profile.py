@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import random
 import statistics
@@ -65,8 +66,21 @@ class Profiler:
     def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches, lengths, reps=5, warmup=None,
                  max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name="", interference=True,
                  interference_batch=None, log=lambda line: None):
-        if reps < 1:
-            raise ddpsim.UsageError("reps must be at least 1")
+        for name, thing in (("model", model), ("optimizer", optimizer), ("make_batch", make_batch),
+                            ("loss_fn", loss_fn)):
+            if thing is None:
+                raise ddpsim.UsageError(f"{name}: None; profile() times steps of a model, its optimizer, a "
+                                        "make_batch(b, L) and a loss_fn(model, batch)")
+        reps = _whole("reps", reps, 1)
+        max_warmup = _whole("max_warmup", max_warmup, 1)
+        if warmup is not None:
+            warmup = _whole("warmup", warmup, 0)
+        batches = [_whole(f"batches[{i}]", b, 1) for i, b in enumerate(batches)]
+        lengths = [_whole(f"lengths[{i}]", L, 0) for i, L in enumerate(lengths)]
+        for name, values in (("batches", batches), ("lengths", lengths)):
+            if len(set(values)) != len(values):
+                twice = sorted({v for v in values if values.count(v) > 1})
+                raise ddpsim.UsageError(f"{name}: {', '.join(map(str, twice))} given twice (each point is timed once)")
         if any(L < 2 for L in lengths):
             raise ddpsim.UsageError(f"lengths: {min(lengths)} is under 2 (a [CLS] and a [SEP] token)")
         if any(b < 1 for b in batches):
@@ -237,6 +251,17 @@ def profile(
             f"{len(points)} points in a seeded random order")
 
 
+def _whole(name: str, value: Any, minimum: int) -> int:
+    """An int argument (a Python or NumPy integer, not a float or a bool) of at least ``minimum``."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
+        raise ddpsim.UsageError(f"{name}: expected an integer of at least {minimum}, got {value!r}")
+    return number
+
+
 def _ddp_bucket_bytes(model: torch.nn.Module) -> list[int]:
     """The sizes of DDP's gradient buckets, one per bucket (empty for a model DDP does not wrap)."""
     logging_data = getattr(model, "_get_ddp_logging_data", None)
@@ -282,8 +307,14 @@ def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> Non
                      "no timings: a base for ddpsim calibrate",
            "forward_ms": {"a": 0, "beta": 0, "gamma": 0}, "backward_ms": {"a": 0, "beta": 0, "gamma": 0},
            "gradient_bytes_per_param": 4, "layers": layers}
+    if os.path.isdir(path):
+        raise ddpsim.UsageError(f"{path}: is a folder; give the layout file to write (e.g. {path}/layout.json)")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as out:
         json.dump(doc, out, indent=2)
-    os.replace(out.name, path)
+    try:
+        os.replace(out.name, path)
+    except OSError:
+        os.unlink(out.name)  # no half-written layout left behind
+        raise
