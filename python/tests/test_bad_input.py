@@ -89,6 +89,11 @@ class BadInput(unittest.TestCase):
             with self.assertRaises(ddpsim.InputError, msg=str(change)) as e:
                 BalancedBatchSampler(args.pop("lengths"), **args)
             self.assertIn(says, str(e.exception))
+        sampler = BalancedBatchSampler(LENGTHS, world_size=4, rank=0, global_batch=16, policy="kk")
+        steps = sampler.steps_per_epoch()
+        for read in (sampler.loss_weight, sampler.micro_sizes, sampler.shape):
+            with self.assertRaisesRegex(ddpsim.InputError, f"step {steps}: epoch 0 has {steps} steps"):
+                read(steps)
 
     def test_tracer_misuse(self):
         """A StepTracer used out of order, or told something that would break its trace, says so

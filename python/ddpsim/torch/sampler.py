@@ -160,21 +160,27 @@ class BalancedBatchSampler(Sampler):
         self._plan()
         return len(self._batches)
 
+    def _step(self, step: Any) -> int:
+        """``step`` checked against the epoch's plan: a step past it names the epoch's length."""
+        self._plan()
+        number = _integer("step", step, 0)
+        if number >= len(self._batches):
+            raise InputError(f"step {number}: epoch {self.epoch} has {len(self._batches)} steps (0 to "
+                             f"{len(self._batches) - 1}); set_epoch() moves to the next")
+        return number
+
     def loss_weight(self, step: int) -> float:
         """G·b_g/B_t of this rank at ``step`` of the current epoch (counted from its start)."""
-        self._plan()
-        return self._weights[step]
+        return self._weights[self._step(step)]
 
     def micro_sizes(self, step: int) -> list[int]:
         """This rank's micro-batch sizes at ``step``, in order (one entry without accumulation)."""
-        self._plan()
-        return self._micro[step]
+        return self._micro[self._step(step)]
 
     def shape(self, step: int) -> dict:
         """This rank's trace columns at ``step``: batch_size, max_len, real_tokens, padded_tokens,
         global_batch, loss_weight, micro (what :class:`StepTracer` records)."""
-        self._plan()
-        return dict(self._rows[step])
+        return dict(self._rows[self._step(step)])
 
     def scale_loss(self, mean_loss: torch.Tensor, step: int, micro: Optional[int] = None) -> torch.Tensor:
         """``mean_loss`` (of the whole batch, or of micro-batch ``micro``) scaled for DDP; see :func:`scale_loss`."""
