@@ -256,8 +256,11 @@ def main():
     out = args.out or os.path.join(args.folder, "report.html")
     if os.path.isdir(out):
         common.fail(f"{out}: is a folder, expected an HTML file name")
-    text = page(args.folder, kind_of(args.folder))
+    # A folder name that is not UTF-8 shows with U+FFFD where its bytes were, rather than failing
+    # to encode half-way through the page.
+    text = page(args.folder, kind_of(args.folder)).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     folder = os.path.dirname(out) or "."
+    temp = None
     try:
         os.makedirs(folder, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix="report.tmp.", dir=folder)
@@ -266,6 +269,8 @@ def main():
         os.chmod(temp, 0o644)
         os.replace(temp, out)
     except OSError as e:
+        if temp and os.path.exists(temp):
+            os.unlink(temp)  # nothing partial left behind
         common.fail(f"{e.filename or out}: {e.strerror}")
     print(f"wrote {out}")
 

@@ -61,6 +61,13 @@ grep -Eq '<ul class=verdict><li>kk: gain measured .*: the (prediction lies|measu
   fail "the validation's page does not open with its verdict"
 grep -q 'Phases, mean ms per rank-step' "$WORK/val/report.html" || fail "the validation's page lacks the phase table"
 
+# A folder whose name is not UTF-8 gets its page (issue 47 probe), and no temporary file is left.
+odd=$(printf '%s/val\xffdir' "$WORK")
+mkdir "$odd" && cp "$SRC"/traces/cpu/validation/2ranks/kk/validation.* "$odd/"
+"$PY" "$SRC/plots/report.py" "$odd" >"$WORK/out" 2>"$WORK/err" || fail "report.py on a non-UTF-8 folder name: $(cat "$WORK/err")"
+[[ -s $odd/report.html ]] || fail "no page for a folder whose name is not UTF-8"
+[[ -z $(find "$WORK" -name 'report.tmp.*') ]] || fail "a temporary page was left behind"
+
 mkdir "$WORK/empty"
 expect_exit 1 "holds none of summary.json" "$PY" "$SRC/plots/report.py" "$WORK/empty"
 [[ ! -e $WORK/empty/report.html ]] || fail "a failed report left a page"
