@@ -196,6 +196,10 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
   const char* world = std::getenv("WORLD_SIZE");
   if (!world && !std::getenv("RANK") && std::getenv("SLURM_PROCID")) world = std::getenv("SLURM_NTASKS");
   const bool several_ranks = (given(vm, "nproc-per-node") && nproc > 1) || (world && std::atoi(world) > 1);
+  // Both say how many ranks there are: --nproc-per-node wins (it spawns them here); say so.
+  if (given(vm, "nproc-per-node") && std::getenv("SLURM_NTASKS") && std::string(std::getenv("SLURM_NTASKS")) != "1")
+    std::cerr << "note: --nproc-per-node " << nproc << " starts this node's ranks itself; Slurm's SLURM_NTASKS="
+              << std::getenv("SLURM_NTASKS") << " (srun's tasks) is not used (leave --nproc-per-node out under srun)\n";
   if (!c.profiling && !alongside)
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
                                "profile-max-warmup", "profile-reps"})

@@ -169,6 +169,11 @@ for policy in verl verl:max_token_len=512; do
   expect_exit 2 "--micro-batches 4: --policy $policy forms its own micro-batches .* leave --micro-batches out" "$DDPTRAIN" \
     "${tinyrun[@]}" --policy "$policy" --micro-batches 4
 done
+# --nproc-per-node beside Slurm's task count: the one used is named (issue 47 probe).
+SLURM_NTASKS=4 "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --nproc-per-node 2 --profile-reps 3 \
+  --out "$WORK/both" >/dev/null 2>"$WORK/err"
+grep -q "note: --nproc-per-node 2 starts this node's ranks itself; Slurm's SLURM_NTASKS=4" "$WORK/err" ||
+  fail "--nproc-per-node beside SLURM_NTASKS passed without a note: $(cat "$WORK/err")"
 # --bmax bounds a profile's grid; the policy a profile never runs does not refuse it.
 expect_ok "$DDPTRAIN" --synthetic-lengths sst2 --model tiny --profile --bmax 2 --profile-batches 1,2 \
   --profile-lengths 8,16 --profile-reps 1 --profile-warmup 0 --out "$WORK/prof-bmax"
