@@ -6,11 +6,12 @@ steps ``ddptrain`` trains on. ``ddpsim.torch`` builds a PyTorch batch sampler, a
 and a profiler on it (and is the only part that imports torch).
 """
 
+import operator as _operator
+
 from ddpsim._core import (
     InputError,
     Plan,
     PolicySpec,
-    Scheduler,
     UsageError,
     parse_policy,
     policy_names,
@@ -18,6 +19,54 @@ from ddpsim._core import (
     trace_columns,
     write_trace,
 )
+from ddpsim._core import Scheduler as _Scheduler
+
+# Each argument's kind, for the message that names a wrong one (pybind11's own lists every overload).
+_KINDS = {"world_size": "int", "global_batch": "int", "seed": "int", "micro_batches": "int", "max_length": "int?",
+          "b_max": "ints?", "policy": "str", "micro_batching": "str", "perf_model": "str"}
+
+
+def _wrong_argument(lengths, kwargs) -> str:
+    """What is wrong with Scheduler's arguments, named: a keyword it does not take, or a value of
+    another kind than the keyword takes."""
+    def whole(v):
+        if isinstance(v, bool):
+            return False
+        try:
+            _operator.index(v)
+            return True
+        except TypeError:
+            return False
+
+    for key, value in kwargs.items():
+        kind = _KINDS.get(key)
+        if kind is None:
+            return f"{key}: not an argument of Scheduler (it takes lengths, {', '.join(_KINDS)})"
+        if value is None and kind.endswith("?"):
+            continue
+        if kind.startswith("int") and not whole(value):
+            return f"{key}: expected an integer, got {value!r} ({type(value).__name__})"
+        if kind.startswith("ints") and not (isinstance(value, (list, tuple)) and all(whole(v) for v in value)):
+            return f"{key}: expected a list of integers (one cap per rank), got {value!r}"
+        if kind == "str" and not isinstance(value, str):
+            return f"{key}: expected a string, got {value!r} ({type(value).__name__})"
+    for i, n in enumerate(lengths if isinstance(lengths, (list, tuple)) else []):
+        if not whole(n):
+            return f"lengths[{i}]: expected an integer number of tokens, got {n!r}"
+    return "lengths: expected a list of integer sample lengths"
+
+
+class Scheduler(_Scheduler):
+    __doc__ = _Scheduler.__doc__
+
+    def __init__(self, lengths, **kwargs):
+        try:
+            super().__init__(lengths, **kwargs)
+        except TypeError as e:
+            if "incompatible constructor arguments" not in str(e):
+                raise
+            raise InputError(_wrong_argument(lengths, kwargs)) from None
+
 
 __all__ = [
     "InputError",

@@ -41,8 +41,8 @@ class BadInput(unittest.TestCase):
         self.assertEqual(message(lengths=[]), "lengths: empty dataset (no samples)")
         self.assertIn("max_length 16 is shorter than the longest sample", message(max_length=16))
         self.assertIn("fewer than global batch B=16", message(lengths=LENGTHS[:10]))
-        with self.assertRaises(TypeError):  # not a length at all: pybind11's own refusal
-            ddpsim.Scheduler(["x"], world_size=1, global_batch=1)
+        with self.assertRaisesRegex(ddpsim.InputError, r"lengths\[0\]: expected an integer number of tokens, got 'x'"):
+            ddpsim.Scheduler(["x"], world_size=1, global_batch=1)  # not a length at all, named
 
     def test_batch_smaller_than_world(self):
         text = message(global_batch=2)
@@ -94,6 +94,20 @@ class BadInput(unittest.TestCase):
         for read in (sampler.loss_weight, sampler.micro_sizes, sampler.shape):
             with self.assertRaisesRegex(ddpsim.InputError, f"step {steps}: epoch 0 has {steps} steps"):
                 read(steps)
+
+    def test_scheduler_argument_kinds(self):
+        """A wrong kind of argument is named, not answered with pybind11's list of overloads."""
+        for change, says in (({"world_size": "2"}, "world_size: expected an integer, got '2' (str)"),
+                             ({"seed": 0.5}, "seed: expected an integer, got 0.5"),
+                             ({"policy": None}, "policy: expected a string, got None"),
+                             ({"wrld_size": 2}, "wrld_size: not an argument of Scheduler")):
+            args = {"world_size": 4, "global_batch": 16}
+            args.update(change)
+            with self.assertRaises(ddpsim.InputError, msg=str(change)) as e:
+                ddpsim.Scheduler(LENGTHS, **args)
+            self.assertIn(says, str(e.exception))
+            self.assertNotIn("Invoked with", str(e.exception))
+        self.assertEqual(ddpsim.Scheduler(LENGTHS, world_size=4, global_batch=16).next().world_size, 4)
 
     def test_tracer_misuse(self):
         """A StepTracer used out of order, or told something that would break its trace, says so
