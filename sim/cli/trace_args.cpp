@@ -72,10 +72,9 @@ std::string take_trace_network(nlohmann::json& doc, const Trace& trace, const Us
          "given to the command override it";
 }
 
-}  // namespace
-
-Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
-  const int G = trace.runs.front().G;
+// Refuses each --set that replay would ignore or cannot honour (what the trace fixes, the model
+// --model gives, measured decision times); returns whether it sets training.world_size.
+bool check_replay_sets(const po::variables_map& vm, const Trace& trace) {
   bool world_size_set = false;
   if (vm.count("set"))
     for (const auto& assignment : vm["set"].as<std::vector<std::string>>()) {
@@ -105,6 +104,14 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
                          "validate make none (the trace's batches are replayed): give sched_ms in ms");
       if (key == "training.world_size") world_size_set = true;
     }
+  return world_size_set;
+}
+
+}  // namespace
+
+Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
+  const int G = trace.runs.front().G;
+  const bool world_size_set = check_replay_sets(vm, trace);
   int longest = 2;
   long steps = 1;  // stragglers are checked against the trace's step numbers
   for (const auto& run : trace.runs)
