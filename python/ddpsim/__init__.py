@@ -26,17 +26,22 @@ _KINDS = {"world_size": "int", "global_batch": "int", "seed": "int", "micro_batc
           "b_max": "ints?", "policy": "str", "micro_batching": "str", "perf_model": "str"}
 
 
+def _as_int(value):
+    """``value`` as an int where it is one (a Python or NumPy integer; not a bool, a float or a
+    string), else None: the one test every argument check of the package shares."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return _operator.index(value)
+    except TypeError:
+        return None
+
+
 def _wrong_argument(lengths, kwargs) -> str:
     """What is wrong with Scheduler's arguments, named: a keyword it does not take, or a value of
     another kind than the keyword takes."""
     def whole(v):
-        if isinstance(v, bool):
-            return False
-        try:
-            _operator.index(v)
-            return True
-        except TypeError:
-            return False
+        return _as_int(v) is not None
 
     for key, value in kwargs.items():
         kind = _KINDS.get(key)

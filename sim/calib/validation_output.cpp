@@ -78,11 +78,6 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
   return out;
 }
 
-// A value printed to one decimal without a sign left on what rounds to zero ("-0.0").
-double tidy(double v) {
-  return std::abs(v) < 0.05 ? 0.0 : v;
-}
-
 // The phases' table: which of them a mean error comes from.
 std::string phases_table(const ValidationSet& set, bool has_baseline) {
   std::vector<const PolicyValidation*> rows;
@@ -109,8 +104,8 @@ std::string phases_table(const ValidationSet& set, bool has_baseline) {
       const auto f = std::find_if(p->phases.begin(), p->phases.end(), [&](auto& x) { return x.phase == name; });
       char text[64] = "-";
       if (f != p->phases.end())
-        std::snprintf(text, sizeof text, "%.1f -> %.1f (%+.1f%s)", tidy(f->measured_ms), tidy(f->predicted_ms),
-                      tidy(f->error()), f->relative ? "%" : " ms");
+        std::snprintf(text, sizeof text, "%.1f -> %.1f (%+.1f%s)", shown(f->measured_ms, 1), shown(f->predicted_ms, 1),
+                      shown(f->error(), 1), f->relative ? "%" : " ms");
       std::snprintf(cell, sizeof cell, " %24s", text);
       out += cell;
     }

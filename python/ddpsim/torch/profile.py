@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import operator
 import os
 import random
 import statistics
@@ -253,10 +252,7 @@ def profile(
 
 def _whole(name: str, value: Any, minimum: int) -> int:
     """An int argument (a Python or NumPy integer, not a float or a bool) of at least ``minimum``."""
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
+    number = ddpsim._as_int(value)
     if number is None or number < minimum:
         raise ddpsim.UsageError(f"{name}: expected an integer of at least {minimum}, got {value!r}")
     return number

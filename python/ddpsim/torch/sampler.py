@@ -7,14 +7,13 @@ G·b_g/B_t that makes DDP's averaged gradient the global batch's mean gradient.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Iterator, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from ddpsim import InputError, Scheduler
+from ddpsim import InputError, Scheduler, _as_int
 
 
 def scale_loss(mean_loss: torch.Tensor, weight: float, share: float = 1.0) -> torch.Tensor:
@@ -31,12 +30,10 @@ def scale_loss(mean_loss: torch.Tensor, weight: float, share: float = 1.0) -> to
 def _integer(name: str, value: Any, minimum: Optional[int] = None) -> int:
     """``value`` as an int (a Python or NumPy integer; not a float, a bool or a string), at least
     ``minimum``: a fractional length or a string world size is a mistake to name, not to round."""
-    if isinstance(value, bool):
-        raise InputError(f"{name}: expected an integer, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise InputError(f"{name}: expected an integer, got {value!r} ({type(value).__name__})") from None
+    number = _as_int(value)
+    if number is None:
+        kind = "" if isinstance(value, bool) else f" ({type(value).__name__})"
+        raise InputError(f"{name}: expected an integer, got {value!r}{kind}")
     if minimum is not None and number < minimum:
         raise InputError(f"{name}: expected an integer of at least {minimum}, got {number}")
     return number

@@ -11,7 +11,6 @@ place: a run stopped early leaves no trace rather than a half-written one.
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
 import time
 from typing import Any, Optional
@@ -47,10 +46,7 @@ class _Clock:
 
 def _count(name: str, value: Any, minimum: int) -> int:
     """A batch's count as an int of at least ``minimum`` (a Python or NumPy integer)."""
-    try:
-        number = operator.index(value) if not isinstance(value, bool) else None
-    except TypeError:
-        number = None
+    number = ddpsim._as_int(value)
     if number is None or number < minimum:
         raise ddpsim.InputError(f"step: {name} is an integer of at least {minimum}, got {value!r}")
     return number
