@@ -25,6 +25,26 @@ TEST_CASE("derived parameter counts equal the published ones") {
   CHECK(shipped("gpt2").params() == 124'439'808);                    // LM head tied to wte
   CHECK(shipped("llama-3-8b").params() == 8'030'261'248);
   CHECK(shipped("qwen2-7b").params() == 7'615'616'512);
+  CHECK(shipped("mistral-7b-v0.1").params() == 7'241'732'096);
+  // Qwen3: the Hugging Face safetensors totals, q/k norms included (0.44 B and 6.95 B without embeddings).
+  CHECK(shipped("qwen3-0.6b").params() == 596'049'920);
+  CHECK(shipped("qwen3-8b").params() == 8'190'735'360);
+}
+
+TEST_CASE("Qwen3 normalises each head's queries and keys; a shipped config leaves no key unread") {
+  const TransformerSpec qwen3 = shipped("qwen3-0.6b");
+  CHECK(qwen3.tensors[4].name == "model.layers.0.self_attn.o_proj.weight");
+  CHECK(qwen3.tensors[5].name == "model.layers.0.self_attn.q_norm.weight");
+  CHECK(qwen3.tensors[5].rows == 128);
+  CHECK(qwen3.tensors[6].name == "model.layers.0.self_attn.k_norm.weight");
+  CHECK(qwen3.tensors[1].cols == 1024);  // no q bias: Qwen3 drops Qwen2's
+  CHECK(qwen3.tensors[2].name == "model.layers.0.self_attn.k_proj.weight");
+  CHECK(qwen3.windowed_layers == 0);  // use_sliding_window false: the window is dormant
+  for (const char* name : {"distilbert-base-uncased", "bert-base-uncased", "gpt2", "llama-3-8b", "qwen2-7b",
+                           "qwen3-0.6b", "qwen3-8b", "mistral-7b-v0.1"}) {
+    CAPTURE(name);
+    CHECK(shipped(name).unread_keys.empty());
+  }
 }
 
 TEST_CASE("the layout is in registration order, with grouped-query attention and untied heads") {
@@ -49,7 +69,7 @@ TEST_CASE("a spec file is a performance model: times from the peak, memory from 
   CHECK(m.total_params() == 8'030'261'248);
   CHECK(m.gpu == "NVIDIA H100 SXM5 80GB");
   CHECK(m.source.rfind("derived from specs", 0) == 0);
-  CHECK(m.bytes_per_param == 2);
+  CHECK(m.bytes_per_param == 4);  // bf16 compute, fp32 gradients: autocast DDP
   const TransformerSpec llama = shipped("llama-3-8b");
   const double flops = 989.4e12 * 0.4;
   CHECK(

@@ -172,6 +172,7 @@ class Trainer {
   void plan_next(ddpsim::StepPlan& plan);
   double lr_at(int step) const;
   std::vector<std::pair<std::string, std::string>> metadata() const;
+  std::string grad_dtype_name() const;
   std::string policy_label() const { return ddpsim::parse_policy_spec(opt_.policy).label(); }
   // "POLICY: " before each log line of an interleaved run, which logs every policy's lines.
   std::string log_prefix() const { return opt_.interleaved.empty() ? "" : policy_label() + ": "; }
@@ -207,10 +208,10 @@ class Trainer {
   double emulated_allreduce_ms_ = 0;
   std::vector<ddpsim::RankStep> rows_;
   std::vector<double> decision_us_;
-  std::vector<std::pair<int, double>> accuracy_;  // (step, dev accuracy)
+  std::vector<std::pair<int, double>> accuracy_;   // (step, dev accuracy)
   torch::Tensor rng_;                              // this run's dropout generator state between steps
   std::chrono::steady_clock::time_point started_;  // the first advance(), for progress lines
-  struct Alongside {  // --profile-alongside's grid and what it has timed
+  struct Alongside {                               // --profile-alongside's grid and what it has timed
     ProfileOptions options;
     std::vector<std::pair<int, int>> points;
     int timed = 0;

@@ -37,6 +37,7 @@ void Trainer::write_outputs() {
                            {"policy", policy_label()},
                            {"model", opt_.model_size},
                            {"precision", precision_name(opt_.precision)},
+                           {"grad_dtype", grad_dtype_name()},
                            {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
                            {"lr", opt_.lr},
                            {"bucket_mb", opt_.bucket_mb},
@@ -131,8 +132,8 @@ std::string Trainer::training_identity() const {
   const auto number = [](double v) { return nlohmann::json(v).dump(); };  // shortest exact text
   const std::string dropout = opt_.dropout < 0 ? "the model's" : number(opt_.dropout);
   return "--lr " + number(opt_.lr) + ", --weight-decay " + number(opt_.weight_decay) + ", --warmup " +
-         number(opt_.warmup) + ", --clip-norm " + number(opt_.clip_norm) + ", --dropout " + dropout +
-         ", --precision " + precision_name(opt_.precision) + ", --micro-batches " + std::to_string(opt_.micro_batches) +
+         number(opt_.warmup) + ", --clip-norm " + number(opt_.clip_norm) + ", --dropout " + dropout + ", --precision " +
+         precision_name(opt_.precision) + ", --micro-batches " + std::to_string(opt_.micro_batches) +
          // Said only where it pads, so that checkpoints from before the option still resume.
          (opt_.pad_to_multiple_of > 1 ? ", --pad-to-multiple-of " + std::to_string(opt_.pad_to_multiple_of) : "");
 }
@@ -180,10 +181,10 @@ void Trainer::load_checkpoint(const std::string& path) {
     throw ddpsim::InputError(path + ": saved with data " + data.toStringRef() + ", this run has " + data_identity() +
                              "; resume with the same --data or --synthetic-lengths, --synthetic-samples and "
                              "--max-length");
-  if (c10::IValue training; archive.try_read("training", training) && training.isString() &&
-                             training.toStringRef() != training_identity())
-    throw ddpsim::InputError(path + ": saved with " + training.toStringRef() + ", this run has " +
-                             training_identity() + "; resume with the same options");
+  if (c10::IValue training;
+      archive.try_read("training", training) && training.isString() && training.toStringRef() != training_identity())
+    throw ddpsim::InputError(path + ": saved with " + training.toStringRef() + ", this run has " + training_identity() +
+                             "; resume with the same options");
   // The caps steer the policy: a resume under other caps (a probe can find another) would replay
   // a different sample stream.
   torch::Tensor saved_caps;
@@ -209,8 +210,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   try {
     set_rng_state(device_, rng[rank_]);
   } catch (const c10::Error& e) {  // a CPU generator's state offered to CUDA's, or the reverse
-    throw ddpsim::InputError(path + ": its dropout generator state does not fit this device's generator (saved "
-                             "on another kind of device?): " + e.what_without_backtrace());
+    throw ddpsim::InputError(path +
+                             ": its dropout generator state does not fit this device's generator (saved "
+                             "on another kind of device?): " +
+                             e.what_without_backtrace());
   }
   const int target = static_cast<int>(scalar("step"));
   if (target >= opt_.steps)
@@ -221,6 +224,12 @@ void Trainer::load_checkpoint(const std::string& path) {
   decision_us_.clear();
   step_ = target;
   log_ << "resumed from " << path << " at step " << step_ << "\n";
+}
+
+// The dtype DDP's buckets hold, its parameters' (fp32 under autocast), as ddpsim names it.
+std::string Trainer::grad_dtype_name() const {
+  const auto type = model_->parameters().front().scalar_type();
+  return type == torch::kFloat ? "fp32" : type == torch::kBFloat16 ? "bf16" : type == torch::kHalf ? "fp16" : "other";
 }
 
 // The trace's metadata lines: what a reader needs to know how the steps were run.
@@ -238,6 +247,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                                         {"attention", "padded"},
                                                         {"attention_kernel", attention_kind()},
                                                         {"precision", precision_name(opt_.precision)},
+                                                        {"grad_dtype", grad_dtype_name()},
                                                         {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
                                                         {"seed", std::to_string(opt_.seed)},
                                                         {"policy", opt_.profiling ? "profile" : policy_label()},

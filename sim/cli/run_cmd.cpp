@@ -291,7 +291,8 @@ int simulate_verb(const Args& args, bool compare) {
             << "\n  platform: " << config.platform.to_json().dump()
             << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source)
             << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
-            << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode\n";
+            << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode"
+            << "\n  gradients: " << config.gradients() << "\n";
   // A rank's share of the batch at the data's longest length: where the model's measured
   // range ends before that, say so, since the prediction is then the model's extrapolation.
   const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());

@@ -107,6 +107,16 @@ bool check_replay_sets(const po::variables_map& vm, const Trace& trace) {
   return world_size_set;
 }
 
+// What the trace says its gradients were, where it says (ddptrain and the tracer record it).
+std::string recorded_gradients(const Config& config, const Trace& trace) {
+  const auto recorded = trace.metadata.find("grad_dtype");
+  if (recorded == trace.metadata.end()) return "";
+  const int bytes = recorded->second == "fp32" ? 4 : recorded->second == "bf16" || recorded->second == "fp16" ? 2 : 0;
+  if (bytes == config.model->bytes_per_param) return "; the trace recorded " + recorded->second;
+  return "; the trace recorded " + recorded->second + ", which --set training.grad_dtype=" + recorded->second +
+         " would replay";
+}
+
 }  // namespace
 
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
@@ -225,14 +235,14 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
   return e;
 }
 
-std::string platform_line(const Config& config) {
+std::string platform_line(const Config& config, const Trace& trace) {
   return "model source: " + config.model->source +
          (config.model->fit_warning.empty() ? "" : "\nwarning: this model " + config.model->fit_warning) +
          "\nplatform: " + config.platform.to_json().dump() + "\n  from: " +
          (config.platform_source.empty() ? std::string("the config and its --set (or their defaults); the model "
                                                        "carries none")
                                          : config.platform_source) +
-         "\n";
+         "\ngradients: " + config.gradients() + recorded_gradients(config, trace) + "\n";
 }
 
 }  // namespace ddpsim::cli

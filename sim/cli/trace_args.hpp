@@ -29,7 +29,8 @@ struct Extrapolation {
 Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const Trace*> traces);
 
 // Where the model's figures and the network's came from: a prediction is only as good as them,
-// and a model calibrated with an allreduce profile brings its own network.
-std::string platform_line(const Config& config);
+// and a model calibrated with an allreduce profile brings its own network; then the gradients
+// in force, beside the dtype the trace recorded where it did.
+std::string platform_line(const Config& config, const Trace& trace);
 
 }  // namespace ddpsim::cli

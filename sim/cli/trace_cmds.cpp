@@ -255,7 +255,7 @@ int replay(const Args& args) {
   std::cout << "ddpsim replay: " << trace.path << " (" << trace.runs.size() << " polic"
             << (trace.runs.size() == 1 ? "y" : "ies") << ", " << trace.runs.front().G << " ranks) with "
             << config.model->origin << "\n"
-            << platform_line(config) << "\n"
+            << platform_line(config, trace) << "\n"
             << extrapolation(*config.model, {&trace}).note
             << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
   if (vm.count("out")) {

@@ -137,7 +137,7 @@ int validate(const Args& given) {
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
-            << platform_line(config) << "\n"
+            << platform_line(config, measured) << "\n"
             << beyond.note << validation_report(v);
   nlohmann::ordered_json scored;
   if (registration) {

@@ -24,9 +24,18 @@ nlohmann::json Config::provenance() const {
   if (!model->step_factors_source.empty()) p["model_noise_from"] = model->step_factors_source;
   if (model->first_use_ms > 0) p["model_first_use_ms"] = model->first_use_ms;
   if (!model->fit_warning.empty()) p["model_fit_warning"] = model->fit_warning;
+  p["gradients"] = gradients();
   p["platform"] = platform.to_json();
   p["platform_source"] = platform_source.empty() ? "the config and its --set (or their defaults)" : platform_source;
   return p;
+}
+
+std::string Config::gradients() const {
+  const int bytes = model->bytes_per_param;
+  std::string dtype = training.grad_dtype;
+  if (dtype == "model") dtype = bytes == 4 ? "fp32" : bytes == 2 ? "16-bit" : std::to_string(bytes) + "-byte";
+  return dtype + " (" + std::to_string(bytes) + " B a parameter; " +
+         (training.grad_dtype == "model" ? "the model's" : "training.grad_dtype") + ")";
 }
 
 StepShape Config::shape() const {
@@ -165,6 +174,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   } catch (const InputError& e) {
     throw InputError(origin + ": model: " + e.what());
   }
+  if (c.training.grad_dtype != "model") {  // every reader (buckets, allreduce, pipeline state) sees it
+    auto m = std::make_shared<PerfModel>(*c.model);
+    m->bytes_per_param = c.training.grad_dtype == "fp32" ? 4 : 2;
+    c.model = std::move(m);
+  }
   if (c.model->position_table > 0 && c.training.max_length > c.model->position_table)
     throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
                      std::to_string(c.model->position_table) + " positions of " + c.model->name +
@@ -266,6 +280,14 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
+  // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
+  if (const AttentionWindow& w = c.model->attention_window;
+      c.training.attention == "packed" && w.any() && c.training.max_length > w.tokens)
+    throw InputError(origin + ": training.attention \"packed\" with model " + c.model->origin +
+                     "'s sliding window of " + std::to_string(w.tokens) +
+                     " tokens: packed sequences longer than the window are not modelled " + "(training.max_length is " +
+                     std::to_string(c.training.max_length) +
+                     "; at most the window packs exactly, or pad the sequences)");
   if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work
     try {
       stage_partition(c);
@@ -315,7 +337,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"first_bucket_mb", c.training.first_bucket_mb},
                   {"overlap", c.training.overlap},
                   {"micro_batches", c.training.micro_batches},
-                  {"attention", c.training.attention}}},
+                  {"attention", c.training.attention},
+                  {"grad_dtype", c.training.grad_dtype}}},
                 {"policies", policies},
                 {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};

@@ -46,6 +46,9 @@ struct TrainingConfig {
   int micro_batches = 1;             // gradient accumulation: micro-batches per rank and step
   int pad_to_multiple_of = 1;        // each batch padded up to a multiple of this (ddptrain's option)
   std::string attention = "padded";  // padded (b × L_max) | packed (remove-padding: Σ s, Σ s²)
+  // The gradients' dtype in the buckets and the allreduce: "model" (its gradient_bytes_per_param:
+  // fp32 for a spec-derived model, as autocast DDP keeps them), or fp32 | bf16 | fp16.
+  std::string grad_dtype = "model";
 };
 
 // Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).
@@ -97,6 +100,9 @@ struct Config {
   // calibrated from which traces, or derived, and from what), its training steps' source, the
   // platform in force and its source — for summary.json: every prediction says so.
   nlohmann::json provenance() const;
+  // The gradients in the buckets and the allreduce, and who said so: "fp32 (4 B a parameter;
+  // the model's)" or "bf16 (2 B a parameter; training.grad_dtype)".
+  std::string gradients() const;
   // `resolved` with every file path absolute: what --print-config writes, valid input from any
   // folder (summary.json keeps the paths as given, so that outputs do not depend on the machine).
   nlohmann::json printable() const;

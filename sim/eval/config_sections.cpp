@@ -71,6 +71,11 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
+  t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
+  if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
+    throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +
+                     "or \"fp16\" (the gradients' dtype in the buckets and the allreduce), got \"" + t.grad_dtype +
+                     "\"");
   t.pad_to_multiple_of = f.get_in<int>("pad_to_multiple_of", t.pad_to_multiple_of, 1, t.max_length);
   if (t.pad_to_multiple_of > 1 && t.attention == "packed")
     throw InputError(where + ": pad_to_multiple_of " + std::to_string(t.pad_to_multiple_of) +

@@ -181,6 +181,18 @@ PhaseModel parse_phase(const nlohmann::json& doc, const std::string& where) {
   return p;
 }
 
+// A window of `tokens` keys in a `share` of the attention; the phases' analytic and roofline
+// forms take it (a measured grid holds its own).
+void set_window(PerfModel& m, const nlohmann::json& doc, const std::string& where) {
+  JsonFields w(doc, where);
+  if (!w.has("tokens") || !w.has("share"))
+    throw InputError(where + ": expected {\"tokens\": keys a token attends to, \"share\": windowed layers / layers}");
+  m.attention_window.tokens = w.require_in<long long>("tokens", 1, 100'000'000);
+  m.attention_window.share = non_negative(w, "share", 0, 1);
+  w.reject_unknown();
+  for (PhaseModel* p : {&m.forward, &m.backward}) p->analytic.window = p->roofline.compute.window = m.attention_window;
+}
+
 }  // namespace
 
 double quantile_table_mean(std::span<const double> q) {
@@ -261,6 +273,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     mem.reject_unknown();
   }
   m.bytes_per_param = f.get_in<int>("gradient_bytes_per_param", 4, 1, 16);
+  if (f.has("attention_window")) set_window(m, f.raw("attention_window"), origin + ": attention_window");
   const auto& layers = f.raw("layers");
   if (!layers.is_array() || layers.empty())
     throw InputError(origin + ": layers must be a non-empty array of {name, params, bwd_fraction}");

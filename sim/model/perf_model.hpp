@@ -102,7 +102,11 @@ struct PerfModel {
   double fwd_ms(int b, int L) const { return forward.at(b, L); }
   double bwd_ms(int b, int L) const { return backward.at(b, L); }
   double compute_ms(int b, int L) const { return fwd_ms(b, L) + bwd_ms(b, L); }
-  double peak_mem_mib(int b, int L) const { return mem_m0_mib + mem_mu_mib * b * L + mem_nu_mib * double(b) * L * L; }
+  // Sliding-window attention of a spec-derived model: its phases' and memory's L² terms follow it.
+  AttentionWindow attention_window;
+  double peak_mem_mib(int b, int L) const {
+    return mem_m0_mib + mem_mu_mib * b * L + mem_nu_mib * double(b) * attention_window.pairs(L);
+  }
   // Packed sequences: Σ s tokens and Σ s² attention pairs, the analytic form's coefficients
   // (a measured grid has no packed form; the config refuses packed attention with one).
   double fwd_packed_ms(double tokens, double pairs) const { return forward.packed(tokens, pairs); }

@@ -13,11 +13,27 @@
 
 namespace ddpsim {
 
+// Sliding-window attention (Mistral, Qwen2/3): in a share of the layers each token attends to
+// at most `tokens` keys, so a sequence of L > tokens costs L² − (L − tokens)² of its L² pairs
+// there. The default attends fully.
+struct AttentionWindow {
+  long long tokens = 0;  // 0: no window
+  double share = 0;      // of the attention FLOPs and stored scores: windowed layers / layers
+  bool any() const { return tokens > 0 && share > 0; }
+  double pairs(int L) const {
+    const double over = any() && L > tokens ? double(L - tokens) : 0.0;
+    return double(L) * L - share * over * over;
+  }
+};
+
 // t(b, L) = a + β·b·L + γ·b·L², in ms: per micro-batch, per token, per attention pair. Packed
 // sequences (no padding) cost the same per token and per pair: a + β·Σ s + γ·Σ s².
 struct PhaseTime {
+  PhaseTime() = default;
+  PhaseTime(double a, double beta, double gamma) : a_ms(a), beta_ms(beta), gamma_ms(gamma) {}
   double a_ms = 0, beta_ms = 0, gamma_ms = 0;
-  double at(int b, int L) const { return a_ms + beta_ms * b * L + gamma_ms * double(b) * L * L; }
+  AttentionWindow window;  // L² becomes window.pairs(L)
+  double at(int b, int L) const { return a_ms + beta_ms * b * L + gamma_ms * double(b) * window.pairs(L); }
   double packed(double tokens, double pairs) const { return a_ms + beta_ms * tokens + gamma_ms * pairs; }
 };
 

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 import ddpsim
 from ddpsim.torch.interference import bucket_bytes, interference_rows
-from ddpsim.torch.tracer import StepTracer, _Clock
+from ddpsim.torch.tracer import StepTracer, _Clock, grad_dtype
 
 DEFAULT_BYTES = (64 << 10, 1 << 20, 4 << 20, 16 << 20)
 
@@ -302,7 +302,7 @@ def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> Non
            "source": f"parameter layout of the PyTorch model {type(module).__name__} (ddpsim.torch.write_layout); "
                      "no timings: a base for ddpsim calibrate",
            "forward_ms": {"a": 0, "beta": 0, "gamma": 0}, "backward_ms": {"a": 0, "beta": 0, "gamma": 0},
-           "gradient_bytes_per_param": 4, "layers": layers}
+           "gradient_bytes_per_param": 2 if grad_dtype(module) in ("bf16", "fp16") else 4, "layers": layers}
     if os.path.isdir(path):
         raise ddpsim.UsageError(f"{path}: is a folder; give the layout file to write (e.g. {path}/layout.json)")
     folder = os.path.dirname(os.path.abspath(path))

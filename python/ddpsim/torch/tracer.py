@@ -85,6 +85,14 @@ class TracedStep:
         self.phases.append((name, start, end, self._tracer._last_bucket if name == "bwd" else None))
 
 
+def grad_dtype(model: torch.nn.Module) -> str:
+    """The dtype DDP's buckets hold: that of the trained parameters (fp32 under autocast), as
+    ddpsim names it ("" for a model without trained parameters)."""
+    names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+    trained = [p for p in model.parameters() if p.requires_grad]
+    return names.get(trained[0].dtype, str(trained[0].dtype)) if trained else ""
+
+
 class StepTracer:
     """Records every rank's steps and writes the trace ``ddpsim calibrate/replay/validate`` read.
 
@@ -181,6 +189,9 @@ class StepTracer:
 
         ddp_model.register_comm_hook(state, marking)
         self._hooked = True
+        dtype = grad_dtype(ddp_model)
+        if dtype and not any(key == "grad_dtype" for key, _ in self._meta):  # DDP reduces gradients in this dtype
+            self._meta.append(("grad_dtype", dtype))
 
     @contextlib.contextmanager
     def step(
