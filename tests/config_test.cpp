@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "eval/config.hpp"
+#include "eval/simulate.hpp"
 
 using namespace ddpsim;
 
@@ -96,4 +97,20 @@ TEST_CASE("--set overrides nested keys with JSON values or strings") {
   CHECK(c.training.b_max == std::vector<int>{20, 20, 20, 20});
   CHECK_THROWS_AS(apply_override(doc, "training.steps"), UsageError);
   CHECK_THROWS_AS(apply_override(doc, "training..steps=3"), UsageError);
+}
+
+TEST_CASE("training.grad_dtype sets the gradients' bytes in the buckets and says who chose them") {
+  const Config model = parse(R"({"model": "h100-distilbert"})");
+  CHECK(model.model->bytes_per_param == 4);
+  CHECK(model.gradients() == "fp32 (4 B a parameter; the model's)");
+  const Config bf16 = parse(R"({"model": "h100-distilbert", "training": {"grad_dtype": "bf16"}})");
+  CHECK(bf16.model->bytes_per_param == 2);
+  CHECK(bf16.gradients() == "bf16 (2 B a parameter; training.grad_dtype)");
+  CHECK(bf16.provenance()["gradients"] == bf16.gradients());
+  CHECK(bf16.resolved["training"]["grad_dtype"] == "bf16");
+  // Half the bytes a parameter: DDP's 25 MiB cap then holds twice the parameters, so fewer buckets.
+  CHECK(config_buckets(bf16).size() < config_buckets(model).size());
+  fails(R"({"training": {"grad_dtype": "int8"}})",
+        "c.json: training: grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" or "
+        "\"fp16\" (the gradients' dtype in the buckets and the allreduce), got \"int8\"");
 }

@@ -273,6 +273,7 @@ TEST_CASE("--pad-to-multiple-of pads every batch to a multiple of N (capped at -
       return text;
     };
     CHECK(header(padded_out / "steps.csv").find("# pad_to_multiple_of=8\n") != std::string::npos);
+    CHECK(header(padded_out / "steps.csv").find("# grad_dtype=fp32\n") != std::string::npos);  // fp32 parameters
     CHECK(header(plain_out / "steps.csv").find("pad_to_multiple_of") == std::string::npos);
   }
   for (const int bad : {0, 21}) {

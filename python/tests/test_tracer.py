@@ -122,8 +122,11 @@ class TracerRoundTrip(unittest.TestCase):
             with open(traces["minmax"]) as f:
                 rows = [line for line in f if not line.startswith("#")]
             self.assertEqual(len(rows), 1 + STEPS * G)
-            common.run([ddpsim_cli, "replay", traces["minmax"], "--model", os.path.join(out, "model.json"),
+            with open(traces["minmax"]) as f:  # DDP reduces the fp32 parameters' gradients
+                self.assertIn("# grad_dtype=fp32\n", f.read())
+            replayed = common.run([ddpsim_cli, "replay", traces["minmax"], "--model", os.path.join(out, "model.json"),
                         "--out", os.path.join(out, "replayed")])
+            self.assertIn("gradients: fp32 (4 B a parameter; the model's); the trace recorded fp32\n", replayed)
             with open(os.path.join(out, "replayed", "steps.csv")) as f:  # every traced step, predicted
                 self.assertEqual(sum(1 for line in f if not line.startswith("#")), 1 + STEPS * G)
             # The profile of the runs' own minutes, as ddptrain --profile-alongside takes it: the one
