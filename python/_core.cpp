@@ -233,6 +233,10 @@ PolicySpec checked_policy(const std::string& text) {
 
 }  // namespace
 
+#ifdef DDPSIM_WITH_SIMULATOR
+void bind_simulator(py::module_& m);  // simulator.cpp
+#endif
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ddpsim's batch scheduler library (the policies of ddpsim and ddptrain)";
   // The library's two kinds of refusal, with its messages; both are ValueErrors.
@@ -287,4 +291,7 @@ PYBIND11_MODULE(_core, m) {
         "The lengths of ddptrain --synthetic-lengths HISTOGRAM --synthetic-samples N --max-length L --seed S");
   m.def("write_trace", &write_trace, py::arg("path"), py::arg("metadata"), py::arg("runs"));
   m.def("trace_columns", &trace_columns);
+#ifdef DDPSIM_WITH_SIMULATOR
+  bind_simulator(m);
+#endif
 }

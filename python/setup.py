@@ -1,6 +1,6 @@
 """The extension module ddpsim._core, built by the project's CMake (the repository above this
-folder) with only the scheduler libraries: no SimGrid, no LibTorch, no tests. DDPSIM_JOBS sets
-the build's parallelism (default 2)."""
+folder) with the scheduler libraries and the simulator (SimGrid), without LibTorch or tests.
+DDPSIM_JOBS sets the build's parallelism (default 2)."""
 
 import os
 import shutil
@@ -17,7 +17,7 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         build = os.path.abspath(os.path.join(self.build_temp, "cmake"))
         subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                               "-DDDPSIM_BUILD_SIM=OFF", "-DDDPSIM_BUILD_TRAINER=OFF", "-DDDPSIM_BUILD_TESTS=OFF",
+                               "-DDDPSIM_BUILD_SIM=ON", "-DDDPSIM_BUILD_TRAINER=OFF", "-DDDPSIM_BUILD_TESTS=OFF",
                                f"-DPython3_EXECUTABLE={sys.executable}"])
         subprocess.check_call(["cmake", "--build", build, "--target", "ddpsim_core", "-j",
                                os.environ.get("DDPSIM_JOBS", "2")])

@@ -15,7 +15,8 @@ packages=(
   libeigen3-dev                              # least squares for ddpsim calibrate
   clang libclang-rt-14-dev                   # libFuzzer harnesses of the parsers (scripts/fuzz.sh)
   slurmctld slurmd slurm-client munge        # real Slurm for sweep arrays (scripts/slurm_sweep.sh) and its test
-  python3-matplotlib                         # figures (plots/)
+  python3-matplotlib                         # figures (plots/, ddpsim.plots)
+  python3-pandas                             # results as DataFrames (ddpsim.run(...).to_pandas())
   chromium                                   # a real headless browser for the one-page reports' test
   pybind11-dev python3-dev python3-torch     # the Python package (python/): bindings, and its tests on real torch
 )

@@ -1,9 +1,10 @@
-"""ddpsim's batch policies from Python.
+"""ddpsim's batch policies and its simulator from Python.
 
 The same C++ library as the ``ddpsim`` simulator and the ``ddptrain`` trainer: for the same
 lengths, world size, global batch, policy, caps and seed, :class:`Scheduler` plans exactly the
 steps ``ddptrain`` trains on. ``ddpsim.torch`` builds a PyTorch batch sampler, a step tracer
-and a profiler on it (and is the only part that imports torch).
+and a profiler on it (and is the only part that imports torch). :func:`run` and :func:`compare`
+simulate a config's policies as the ``ddpsim`` command does, in this process (ddpsim.simulator).
 """
 
 import operator as _operator
@@ -19,6 +20,7 @@ from ddpsim._core import (
     trace_columns,
     write_trace,
 )
+from ddpsim import _core as _core_module
 from ddpsim._core import Scheduler as _Scheduler
 
 # Each argument's kind, for the message that names a wrong one (pybind11's own lists every overload).
@@ -73,6 +75,11 @@ class Scheduler(_Scheduler):
             raise InputError(_wrong_argument(lengths, kwargs)) from None
 
 
+if hasattr(_core_module, "run_verb"):  # built with the simulator (not a trainer-only build)
+    from ddpsim.simulator import Frames, Result, compare, run
+
+    __version__ = _core_module.version  # as `ddpsim --version` names this build
+
 __all__ = [
     "InputError",
     "Plan",
@@ -84,4 +91,8 @@ __all__ = [
     "synthetic_lengths",
     "trace_columns",
     "write_trace",
+    "run",
+    "compare",
+    "Result",
+    "Frames",
 ]

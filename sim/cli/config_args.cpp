@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/error.hpp"
+#include "common/json_util.hpp"
 #include "common/split.hpp"
 
 namespace ddpsim::cli {
@@ -42,14 +43,19 @@ void add_config_options(po::options_description& visible, po::options_descriptio
       "policies", po::value<std::string>(), "comma-separated policies replacing the config's")(
       "steps", po::value<int>(), "steps per policy (same as --set training.steps=N)")(
       "print-config", "print the resolved config as JSON and exit");
-  hidden.add_options()("config", po::value<std::string>());
+  // config-json: a config given as a document (the Python package's dicts), its paths taken
+  // from the current folder; the command line names files instead.
+  hidden.add_options()("config", po::value<std::string>())("config-json", po::value<std::string>());
   positional.add("config", 1);
 }
 
 Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust) {
   const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
-  const std::string origin = path.empty() ? "embedded default config" : path;
-  nlohmann::json doc = read_config_json(path);
+  const bool given = vm.count("config-json");
+  if (given && !path.empty()) throw UsageError("a config is a file or a document, not both (" + path + ")");
+  const std::string origin = given ? "config dict" : path.empty() ? "embedded default config" : path;
+  nlohmann::json doc = given ? parse_json(vm["config-json"].as<std::string>(), origin) : read_config_json(path);
+  if (given && !doc.is_object()) throw InputError(origin + ": expected an object of config sections");
   const nlohmann::json as_read = doc;
   std::string changes;  // the command line's own changes, to name them when they are at fault
   if (vm.count("set"))

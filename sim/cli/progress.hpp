@@ -7,9 +7,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace ddpsim::cli {
+
+// Where a host program (the Python package) follows long work instead of a terminal's bar: when
+// set, every update goes to it; an exception it throws stops the work.
+using ProgressHook = std::function<void(const std::string& what, long done, long total)>;
+inline ProgressHook& progress_hook() {
+  static ProgressHook hook;
+  return hook;
+}
 
 class Progress {
  public:
@@ -23,6 +32,7 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void operator()(long done, long total) {
+    if (const ProgressHook& hook = progress_hook()) hook(what_, done, total);
     if (!terminal_) return;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (elapsed < 2.0) return;

@@ -242,6 +242,8 @@ int simulate_verb(const Args& args, bool compare) {
   if (vm.count("register")) {
     const std::string file = vm["register"].as<std::string>();
     if (!compare) throw UsageError("--register writes a prediction of gains: use ddpsim compare");
+    if (vm.count("config-json"))  // a registration names its config file, which a later validate reads
+      throw UsageError("--register " + file + " records the config file it predicts from: write the config to a file");
     if (replicates < 2)
       throw UsageError("--register " + file +
                        " registers each gain with its prediction interval, which needs the seeds' range: add "

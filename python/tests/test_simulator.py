@@ -1,0 +1,144 @@
+"""ddpsim.run and ddpsim.compare against the binary: the same files byte for byte (the default
+config, a micro-batched run, a pipeline job), the same refusals, progress and a clean stop."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+import common
+import ddpsim
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def measured_apart(files):
+    """The files less the scheduler's measured decision times (wall-clock, as in two runs of the
+    binary): every other byte is the simulation's."""
+    return {name: "".join(line for line in text.splitlines(keepends=True) if "_sched_us" not in line)
+            for name, text in files.items()}
+
+
+def binary(verb, args):
+    """The binary's files for `ddpsim VERB ARGS --out DIR`, by name."""
+    with tempfile.TemporaryDirectory() as out:
+        common.run([common.tool("ddpsim"), verb, *args, "--out", out])
+        files = {}
+        for name in sorted(os.listdir(out)):
+            with open(os.path.join(out, name), encoding="utf-8") as f:
+                files[name] = f.read()
+        return measured_apart(files)
+
+
+def refusal(verb, args):
+    """The binary's message for a refused command, without its "ddpsim VERB: " prefix."""
+    done = subprocess.run([common.tool("ddpsim"), verb, *args], capture_output=True, text=True)
+    assert done.returncode in (1, 2), done
+    return done.stderr.strip().split(": ", 1)[1]
+
+
+class SameAsTheBinary(unittest.TestCase):
+    def test_default_config(self):
+        result = ddpsim.compare(steps=40, policies="static,minmax,sorted", progress=False)
+        self.assertEqual(measured_apart(result.files), binary("compare", ["--steps", "40", "--policies", "static,minmax,sorted"]))
+        self.assertEqual(result.policies, ["static", "minmax", "sorted"])
+        self.assertIn("max step time, mean (ms)", result.table())
+        self.assertEqual(result.provenance["model"], "built-in rtx3090-distilbert")
+        frames = result.to_pandas()
+        self.assertEqual(len(frames.steps), 3 * 40 * 4)  # policies × steps × ranks
+        self.assertEqual(list(frames.policies["policy"]), result.policies)
+        first = frames.policies["mean_max_step_ms"][0]
+        self.assertAlmostEqual(result.gain("sorted"), 100 * (frames.policies["mean_max_step_ms"][2] - first) / first)
+
+    def test_micro_batches_and_overrides(self):
+        overrides = {"training.micro_batches": 2, "training.world_size": 2, "model": "h100-distilbert"}
+        result = ddpsim.run(steps=20, progress=False, **overrides)
+        args = ["--steps", "20"] + [a for k, v in overrides.items() for a in ("--set", f"{k}={v}")]
+        self.assertEqual(measured_apart(result.files), binary("run", args))
+        self.assertIn("micro_batches", result.to_pandas().steps.columns)
+
+    def test_pipeline_job(self):
+        config = os.path.join(SOURCE, "configs", "pipeline-study.json")
+        result = ddpsim.run(config, progress=False)
+        self.assertEqual(measured_apart(result.files), binary("run", [config]))
+        self.assertEqual(sorted(result.files), ["pipeline_steps.csv", "summary.json"])
+
+    def test_a_dict_config_is_a_file_config(self):
+        config = {"training": {"world_size": 2, "global_batch": 16, "steps": 30}, "policies": ["static", "kk"]}
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "c.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            from_file = ddpsim.compare(path, progress=False)
+        from_dict = ddpsim.compare(config, progress=False)
+        self.assertEqual(measured_apart(from_dict.files)["steps.csv"].replace("config dict", path),
+                         measured_apart(from_file.files)["steps.csv"])
+        self.assertTrue(from_dict.report.startswith("ddpsim compare: config dict\n"))
+
+    def test_replicates_carry_the_intervals(self):
+        result = ddpsim.compare(steps=20, policies=["static", "minmax"], replicates=3, progress=False)
+        gain = result.summary["replicates"]["policies"]["minmax"]["gain"]
+        self.assertEqual(result.summary["replicates"]["seeds"], [0, 2])
+        self.assertLess(gain["prediction_interval"][0], gain["gain_pct"])
+        self.assertLess(gain["gain_pct"], gain["prediction_interval"][1])
+
+
+class Refusals(unittest.TestCase):
+    def check(self, verb, args, call):
+        expected = refusal(verb, args)
+        with self.assertRaises((ddpsim.InputError, ddpsim.UsageError)) as caught:
+            call()
+        self.assertIn(str(caught.exception), expected)
+
+    def test_bad_overrides_and_configs(self):
+        self.check("run", ["--set", "training.world_size=0"], lambda: ddpsim.run(**{"training.world_size": 0}))
+        self.check("run", ["--set", "training.grad_dtype=int8"], lambda: ddpsim.run(**{"training.grad_dtype": "int8"}))
+        self.check("compare", ["--policies", "static,minmx"], lambda: ddpsim.compare(policies="static,minmx"))
+        self.check("run", ["--steps", "0"], lambda: ddpsim.run(steps=0))
+        with self.assertRaisesRegex(ddpsim.InputError, r"^config dict: training: key \"steps\""):
+            ddpsim.run({"training": {"steps": -1}})
+        with self.assertRaisesRegex(ddpsim.UsageError, "config: expected a file path, a dict or None"):
+            ddpsim.run(42)
+        with self.assertRaisesRegex(ddpsim.InputError, "missing.json"):
+            ddpsim.run("missing.json")
+
+
+class ProgressAndStop(unittest.TestCase):
+    def test_every_call_is_a_fresh_simulator(self):
+        first, second = (ddpsim.compare(steps=30, progress=False).files for _ in range(2))
+        self.assertEqual(measured_apart(first), measured_apart(second))
+
+    def test_progress_is_heard_and_an_exception_stops_the_work(self):
+        heard = []
+        ddpsim.run(steps=400, policies="static", progress=lambda what, done, total: heard.append((what, done, total)))
+        self.assertTrue(heard)
+        self.assertEqual(heard[-1][1], heard[-1][2])  # the end is always reported
+
+        def stop(what, done, total):
+            raise KeyboardInterrupt
+
+        before = set(os.listdir(tempfile.gettempdir()))
+        with self.assertRaises(KeyboardInterrupt):
+            ddpsim.run(steps=400, policies="static", progress=stop)
+        left = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("ddpsim-")}
+        self.assertEqual(left, set())  # nothing half-written left behind
+        self.assertEqual(len(ddpsim.run(steps=5, progress=False).files), 2)  # and the next run is whole
+
+    def test_notes_become_warnings(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = ddpsim.run(steps=5, progress=False, **{"simulation.first_use": "shared"})
+        self.assertTrue(any("first_use has no effect" in str(w.message) for w in caught), result.notes)
+
+
+class Version(unittest.TestCase):
+    def test_version_is_the_binary_s(self):
+        out = common.run([common.tool("ddpsim"), "--version"]).strip()
+        self.assertEqual(out, "ddpsim " + ddpsim.__version__)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if unittest.main(exit=False, verbosity=2).result.wasSuccessful() else 1)
