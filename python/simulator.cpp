@@ -20,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "common/error.hpp"
+#include "common/interrupt.hpp"
 #include "ddpsim_version.hpp"
 
 namespace py = pybind11;
@@ -45,6 +46,7 @@ std::string read_all(std::FILE* f) {
                             std::FILE* refusal, int progress_fd) {
   ::dup2(::fileno(out), 1);
   ::dup2(::fileno(err), 2);
+  ddpsim::install_interrupt_handler("ddpsim");  // Ctrl-C stops a sweep as it stops the binary's
   auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   ddpsim::cli::progress_hook() = [&](const std::string& what, long done, long total) {
     const auto now = std::chrono::steady_clock::now();
@@ -104,9 +106,18 @@ py::tuple run_verb(const std::string& verb, const std::vector<std::string>& args
   }
   ::close(pipe_fds[1]);
   std::string pending;
+  // Ctrl-C (or a failing callback) stops the child as Ctrl-C stops the binary, so that a sweep
+  // records its finished cells; one that has not ended after 10 s is killed.
   const auto stop = [&] {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    ::kill(child, SIGINT);
+    for (int waited = 0; ::waitpid(child, nullptr, WNOHANG) == 0; ++waited) {
+      if (waited == 100) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, nullptr, 0);
+        break;
+      }
+      ::usleep(100'000);
+    }
     ::close(pipe_fds[0]);
   };
   try {
@@ -133,6 +144,12 @@ py::tuple run_verb(const std::string& verb, const std::vector<std::string>& args
   ::close(pipe_fds[0]);
   int status = 0;
   ::waitpid(child, &status, 0);
+  // A terminal's Ctrl-C reaches the child too, which may end before this process hears it.
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   const std::string refusal = read_all(files.refusal);
   if (!refusal.empty()) {

@@ -76,7 +76,7 @@ class Scheduler(_Scheduler):
 
 
 if hasattr(_core_module, "run_verb"):  # built with the simulator (not a trainer-only build)
-    from ddpsim.simulator import Frames, Result, compare, run
+    from ddpsim.simulator import Frames, Outputs, Result, SweepResult, Validation, calibrate, compare, run, sweep, validate
 
     __version__ = _core_module.version  # as `ddpsim --version` names this build
 
@@ -93,6 +93,12 @@ __all__ = [
     "write_trace",
     "run",
     "compare",
+    "sweep",
+    "validate",
+    "calibrate",
     "Result",
+    "SweepResult",
+    "Validation",
+    "Outputs",
     "Frames",
 ]

@@ -21,6 +21,9 @@ from typing import Any, Callable, Optional, Union
 
 from ddpsim import _core
 
+__all__ = ["run", "compare", "sweep", "validate", "calibrate", "Result", "SweepResult", "Validation", "Outputs",
+           "Frames"]
+
 ConfigLike = Union[None, str, os.PathLike, dict]
 Progress = Callable[[str, int, int], None]
 
@@ -34,16 +37,43 @@ class Frames:
     policies: Any
 
 
-class Result:
-    """What a simulation printed and wrote: ``summary`` (summary.json as a dict), ``provenance``
-    (where the model's and the platform's figures came from), ``report`` (the printed report),
-    ``notes`` (what it said on standard error) and ``files`` (each output file's text, by name)."""
+class Outputs:
+    """What a verb printed and wrote: ``report`` (the printed report), ``notes`` (what it said on
+    standard error, also raised as warnings) and ``files`` (each output file's text, by name)."""
 
     def __init__(self, verb: str, report: str, notes: list, files: dict):
         self.verb = verb
         self.report = report
         self.notes = notes
         self.files = files
+
+    def write(self, folder: str) -> None:
+        """Writes the output files as ``--out FOLDER`` does."""
+        os.makedirs(folder, exist_ok=True)
+        for name, text in self.files.items():
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as out:
+                out.write(text)
+
+    def _frame(self, name: str):
+        import pandas
+
+        return pandas.read_csv(io.StringIO(self.files[name]), comment="#")
+
+    def __repr__(self) -> str:
+        return f"<ddpsim {self.verb}: {', '.join(self.files)}>"
+
+    def _repr_html_(self) -> str:  # a notebook shows the report
+        import html
+
+        return f"<pre>{html.escape(self.report)}</pre>"
+
+
+class Result(Outputs):
+    """A simulation's outputs: ``summary`` (summary.json as a dict) and ``provenance`` (where the
+    model's and the platform's figures came from) besides the report, notes and files."""
+
+    def __init__(self, verb: str, report: str, notes: list, files: dict):
+        super().__init__(verb, report, notes, files)
         self.summary = json.loads(files["summary.json"])
         self.provenance = self.summary.get("provenance", {})
 
@@ -68,16 +98,8 @@ class Result:
         """The result as DataFrames (pandas is imported here, and only here)."""
         import pandas
 
-        name = "steps.csv" if "steps.csv" in self.files else "pipeline_steps.csv"
-        steps = pandas.read_csv(io.StringIO(self.files[name]), comment="#")
+        steps = self._frame("steps.csv" if "steps.csv" in self.files else "pipeline_steps.csv")
         return Frames(steps=steps, policies=pandas.DataFrame(self._policy_rows()))
-
-    def write(self, folder: str) -> None:
-        """Writes the output files as ``--out FOLDER`` does."""
-        os.makedirs(folder, exist_ok=True)
-        for name, text in self.files.items():
-            with open(os.path.join(folder, name), "w", encoding="utf-8") as out:
-                out.write(text)
 
     def _policy_rows(self) -> list:
         policies = self.summary.get("policies", [])
@@ -88,10 +110,39 @@ class Result:
     def __repr__(self) -> str:
         return f"<ddpsim {self.verb} result: {', '.join(self.policies)}>"
 
-    def _repr_html_(self) -> str:  # a notebook shows the report
-        import html
 
-        return f"<pre>{html.escape(self.table())}</pre>"
+class SweepResult(Outputs):
+    """A sweep's ``results.csv`` as ``rows`` (one dict per cell and policy, numbers as floats
+    where they are numbers) and ``to_pandas()``; ``folder`` holds its cells when one was given."""
+
+    def __init__(self, report: str, notes: list, files: dict, folder: Optional[str]):
+        super().__init__("sweep", report, notes, files)
+        self.folder = folder
+        import csv
+
+        def value(text: str):
+            try:
+                return float(text)
+            except ValueError:
+                return text
+
+        self.rows = [{k: value(v) for k, v in row.items()}
+                     for row in csv.DictReader(io.StringIO(files["results.csv"]))]
+
+    def to_pandas(self):
+        return self._frame("results.csv")
+
+
+class Validation(Outputs):
+    """validate's outputs: ``validation`` (validation.json as a dict) and ``to_pandas()`` of
+    validation.csv (one row per policy and figure)."""
+
+    def __init__(self, report: str, notes: list, files: dict):
+        super().__init__("validate", report, notes, files)
+        self.validation = json.loads(files["validation.json"])
+
+    def to_pandas(self):
+        return self._frame("validation.csv")
 
 
 def _tqdm_progress() -> Optional[Progress]:
@@ -134,25 +185,54 @@ def _arguments(config: ConfigLike, policies, steps, replicates, overrides: dict)
     return args
 
 
-def _simulate(verb: str, config: ConfigLike, policies, steps, replicates: int, progress, overrides: dict) -> Result:
+def _progress(progress):
     if progress is None and sys.stderr is not None and (sys.stderr.isatty() or "ipykernel" in sys.modules):
-        progress = _tqdm_progress()
-    elif progress is False:
-        progress = None
-    with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:
-        args = _arguments(config, policies, steps, replicates, overrides) + ["--out", folder]
-        code, report, errors = _core.run_verb(verb, args, progress)
-        if code != 0:  # the verbs throw their refusals: a code is a failure they printed
-            raise _core.InputError(errors.strip() or f"ddpsim {verb} exited with {code}")
-        files = {}
-        for name in sorted(os.listdir(folder)):
+        return _tqdm_progress()
+    return None if progress is False else progress
+
+
+def _files(folder: str) -> dict:
+    files = {}
+    for name in sorted(os.listdir(folder)):
+        if os.path.isfile(os.path.join(folder, name)):
             with open(os.path.join(folder, name), encoding="utf-8") as f:
                 files[name] = f.read()
+    return files
+
+
+def _verb(verb: str, args: list, progress) -> tuple:
+    """Runs the verb; returns its report (less the "wrote" line) and its notes, warned."""
+    code, report, errors = _core.run_verb(verb, args, _progress(progress))
+    if code != 0:  # the verbs throw their refusals: a code is a failure they printed
+        raise _core.InputError(errors.strip() or f"ddpsim {verb} exited with {code}")
     notes = [line for line in errors.splitlines() if line.strip()]
     for note in notes:
-        warnings.warn(note, stacklevel=3)
-    report = "".join(line for line in report.splitlines(keepends=True) if not line.startswith("wrote "))
-    return Result(verb, report, notes, files)
+        warnings.warn(note, stacklevel=4)
+    return "".join(line for line in report.splitlines(keepends=True) if not line.startswith("wrote ")), notes
+
+
+def _options(options: dict) -> list:
+    """Keyword arguments as the command line's options: ``folds=3`` is ``--folds 3``, a list
+    repeats its values after one option, True is a bare flag."""
+    args = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, (list, tuple)):
+            args += [flag, *map(os.fspath, value)]
+        else:
+            args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return args
+
+
+def _simulate(verb: str, config: ConfigLike, policies, steps, replicates: int, progress, overrides: dict) -> Result:
+    with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:
+        args = _arguments(config, policies, steps, replicates, overrides) + ["--out", folder]
+        report, notes = _verb(verb, args, progress)
+        return Result(verb, report, notes, _files(folder))
 
 
 def run(config: ConfigLike = None, *, policies=None, steps: Optional[int] = None, replicates: int = 1,
@@ -172,3 +252,60 @@ def compare(config: ConfigLike = None, *, policies=None, steps: Optional[int] = 
             progress: Union[None, bool, Progress] = None, **overrides) -> Result:
     """``ddpsim compare``: as :func:`run`, each policy's report beside the first's with the change."""
     return _simulate("compare", config, policies, steps, replicates, progress, overrides)
+
+
+def sweep(spec: Union[str, os.PathLike, dict], out: Optional[str] = None, *, jobs: Optional[int] = None,
+          progress: Union[None, bool, Progress] = None) -> SweepResult:
+    """``ddpsim sweep SPEC --out OUT``: every cell of the grid in worker processes (``jobs``;
+    default: the usable cores). ``spec`` is a sweep file or a dict of one; a dict's relative
+    "base" is taken from the current folder, and other paths in it should be absolute. With
+    ``out``, the cells are kept there and a later call with the same ``out`` resumes where an
+    interrupted one (Ctrl-C) stopped, as the binary's rerun does; without it, a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="ddpsim-") as scratch:
+        if isinstance(spec, dict):
+            spec = dict(spec)
+            if isinstance(spec.get("base"), (str, os.PathLike)):
+                spec["base"] = os.path.abspath(spec["base"])
+            path = os.path.join(scratch, "sweep-spec.json")
+            with open(path, "w") as f:
+                json.dump(spec, f)
+        elif isinstance(spec, (str, os.PathLike)):
+            path = os.fspath(spec)
+        else:
+            raise _core.UsageError(f"spec: expected a sweep file's path or a dict, got {type(spec).__name__}")
+        folder = os.fspath(out) if out is not None else os.path.join(scratch, "sweep")
+        report, notes = _verb("sweep", [path, "--out", folder] + _options({"jobs": jobs}), progress)
+        return SweepResult(report, notes, _files(folder), folder if out is not None else None)
+
+
+def validate(measured: str, model: str, baseline: Optional[str] = None, config: Optional[str] = None, *,
+             progress: Union[None, bool, Progress] = None, **options) -> Validation:
+    """``ddpsim validate``: the model's predictions for the measured trace (and its gain over
+    ``baseline``) against what was measured. ``options`` are validate's own (``warmup=20``,
+    ``registered="prediction.json"``); ``set={"platform.link_GBps": 10}`` gives --set's."""
+    sets = options.pop("set", {}) or {}
+    args = ([config] if config else []) + _options({"measured": measured, "model": model, "baseline": baseline,
+                                                    **options})
+    for key, value in sets.items():
+        args += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:
+        report, notes = _verb("validate", args + ["--out", folder], progress)
+        return Validation(report, notes, _files(folder))
+
+
+def calibrate(profiles, out: Optional[str] = None, *, progress: Union[None, bool, Progress] = None,
+              **options) -> Outputs:
+    """``ddpsim calibrate PROFILE... --out OUT``: a performance model fitted to profiled traces;
+    ``options`` are calibrate's own (``base="layout.json"``, ``training=["run.csv"]``,
+    ``form="roofline"``, ``gpu="..."``). Returns the outputs, the model as ``.model`` (a dict);
+    with ``out``, the model file is written there too."""
+    profiles = [profiles] if isinstance(profiles, (str, os.PathLike)) else list(profiles)
+    with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:
+        target = os.path.join(folder, "model.json")
+        report, notes = _verb("calibrate", [*map(os.fspath, profiles), "--out", target] + _options(options), progress)
+        outputs = Outputs("calibrate", report, notes, _files(folder))
+    outputs.model = json.loads(outputs.files["model.json"])
+    if out is not None:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(outputs.files["model.json"])
+    return outputs

@@ -86,6 +86,64 @@ class SameAsTheBinary(unittest.TestCase):
         self.assertLess(gain["gain_pct"], gain["prediction_interval"][1])
 
 
+class TheOtherVerbs(unittest.TestCase):
+    SPEC = {"set": {"training.steps": 20}, "axes": {"training.world_size": [2, 4], "training.global_batch": [16, 32]},
+            "policies": ["static", "minmax"]}
+
+    def test_sweep_as_the_binary(self):
+        result = ddpsim.sweep(self.SPEC, progress=False)
+        self.assertEqual(len(result.rows), 4 * 2)  # cells × policies
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "sweep.json")
+            with open(path, "w") as f:
+                json.dump(self.SPEC, f)
+            out = os.path.join(folder, "out")
+            common.run([common.tool("ddpsim"), "sweep", path, "--out", out])
+            with open(os.path.join(out, "results.csv")) as f:
+                self.assertEqual(result.files["results.csv"], f.read())
+        self.assertIn("gain_pct", result.to_pandas().columns)
+
+    def test_an_interrupted_sweep_resumes(self):
+        def stop_after_one(what, done, total):
+            if what == "sweeping" and done >= 1:
+                raise KeyboardInterrupt
+
+        with tempfile.TemporaryDirectory() as folder:
+            out = os.path.join(folder, "out")
+            spec = dict(self.SPEC, set={"training.steps": 800})
+            spec["axes"] = {"training.world_size": [2, 4], "training.global_batch": [16, 32, 64, 96]}
+            with self.assertRaises(KeyboardInterrupt):
+                ddpsim.sweep(spec, out, jobs=1, progress=stop_after_one)
+            kept = len(os.listdir(os.path.join(out, "cells")))
+            self.assertLess(kept, 8)
+            resumed = ddpsim.sweep(spec, out, jobs=1, progress=False)
+            self.assertIn(f"{kept} already done", resumed.report)
+            self.assertEqual(resumed.files["results.csv"], ddpsim.sweep(spec, progress=False).files["results.csv"])
+
+    def test_validate_and_calibrate_as_the_binary(self):
+        runs = os.path.join(SOURCE, "traces", "cpu", "prereg2", "runs")
+        model = os.path.join(SOURCE, "traces", "cpu", "prereg", "model-1core.json")
+        sets = {"platform.link_GBps": 10, "platform.latency_us": 5, "platform.host_GBps": 0}
+        measured, baseline = (os.path.join(runs, p, "steps.csv") for p in ("minmax-cost-tokens", "static"))
+        v = ddpsim.validate(measured, model, baseline=baseline, set=sets, progress=False)
+        args = ["--measured", measured, "--model", model, "--baseline", baseline]
+        for key, value in sets.items():
+            args += ["--set", f"{key}={value}"]
+        self.assertEqual(measured_apart(v.files), binary("validate", args))
+        self.assertIn("measured_gain_pct", json.dumps(v.validation))
+        profile = os.path.join(SOURCE, "traces", "cpu", "prereg", "profile-1core", "steps.csv")
+        layout = os.path.join(SOURCE, "traces", "cpu", "experiments", "fresh", "layout.json")
+        with tempfile.TemporaryDirectory() as folder:
+            fitted = ddpsim.calibrate(profile, os.path.join(folder, "m.json"), base=layout, folds=3, progress=False)
+            common.run([common.tool("ddpsim"), "calibrate", profile, "--base", layout, "--folds", "3", "--out",
+                        os.path.join(folder, "b.json")])
+            with open(os.path.join(folder, "m.json")) as m, open(os.path.join(folder, "b.json")) as b:
+                self.assertEqual(m.read(), b.read())
+        self.assertIn("forward_ms", fitted.model)
+        with self.assertRaisesRegex(ddpsim.InputError, "no-such.csv"):
+            ddpsim.calibrate("no-such.csv")
+
+
 class Refusals(unittest.TestCase):
     def check(self, verb, args, call):
         expected = refusal(verb, args)
