@@ -148,6 +148,8 @@ TEST_CASE("bad specs name the file and what is missing") {
   llama["num_attention_heads"] = 32;
   llama["num_hidden_layers"] = 1.5;
   fails(llama, spec, "key \"num_hidden_layers\" is 1.5: expected an integer from 1 to 100000000");
+  llama["num_hidden_layers"] = "32";
+  fails(llama, spec, "key \"num_hidden_layers\" is string: expected an integer from 1 to 100000000");
 }
 
 TEST_CASE("issue 36: huge or mistyped Hugging Face sizes are named by the key written, never by a derived figure") {

@@ -14,7 +14,6 @@ from ddpsim._core import (
     Plan,
     PolicySpec,
     UsageError,
-    parse_policy,
     policy_names,
     synthetic_lengths,
     trace_columns,
@@ -22,6 +21,7 @@ from ddpsim._core import (
 )
 from ddpsim import _core as _core_module
 from ddpsim._core import Scheduler as _Scheduler
+from ddpsim._core import parse_policy as _parse_policy
 
 # Each argument's kind, for the message that names a wrong one (pybind11's own lists every overload).
 _KINDS = {"world_size": "int", "global_batch": "int", "seed": "int", "micro_batches": "int", "max_length": "int?",
@@ -39,11 +39,17 @@ def _as_int(value):
         return None
 
 
+_C_INT = (-(2**31), 2**31 - 1)
+_RANGES = {"seed": (0, 2**64 - 1), "lengths": (1, 2**31 - 1)}  # what the library's C++ types hold
+
+
 def _wrong_argument(lengths, kwargs) -> str:
     """What is wrong with Scheduler's arguments, named: a keyword it does not take, or a value of
-    another kind than the keyword takes."""
-    def whole(v):
-        return _as_int(v) is not None
+    another kind, or past the range the library's integers hold."""
+    def fits(v, key):
+        n = _as_int(v)
+        lo, hi = _RANGES.get(key, _C_INT)
+        return n is not None and lo <= n <= hi
 
     for key, value in kwargs.items():
         kind = _KINDS.get(key)
@@ -51,16 +57,29 @@ def _wrong_argument(lengths, kwargs) -> str:
             return f"{key}: not an argument of Scheduler (it takes lengths, {', '.join(_KINDS)})"
         if value is None and kind.endswith("?"):
             continue
-        if kind.startswith("int") and not whole(value):
-            return f"{key}: expected an integer, got {value!r} ({type(value).__name__})"
-        if kind.startswith("ints") and not (isinstance(value, (list, tuple)) and all(whole(v) for v in value)):
-            return f"{key}: expected a list of integers (one cap per rank), got {value!r}"
+        lo, hi = _RANGES.get(key, _C_INT)
+        if kind.startswith("ints"):
+            if not (isinstance(value, (list, tuple)) and all(fits(v, key) for v in value)):
+                return f"{key}: expected a list of integers from {lo} to {hi} (one cap per rank), got {value!r}"
+        elif kind.startswith("int") and not fits(value, key):
+            return f"{key}: expected an integer from {lo} to {hi}, got {value!r} ({type(value).__name__})"
         if kind == "str" and not isinstance(value, str):
             return f"{key}: expected a string, got {value!r} ({type(value).__name__})"
-    for i, n in enumerate(lengths if isinstance(lengths, (list, tuple)) else []):
-        if not whole(n):
-            return f"lengths[{i}]: expected an integer number of tokens, got {n!r}"
+    if not isinstance(lengths, (list, tuple)):
+        return f"lengths: expected a list of integer sample lengths, got {type(lengths).__name__}"
+    lo, hi = _RANGES["lengths"]
+    for i, n in enumerate(lengths):
+        if not fits(n, "lengths"):
+            return f"lengths[{i}]: expected an integer number of tokens from {lo} to {hi}, got {n!r}"
     return "lengths: expected a list of integer sample lengths"
+
+
+def parse_policy(text):
+    """The policy ``text`` names ("minmax:cost=tokens"), checked as the command line checks it."""
+    if not isinstance(text, str):
+        raise InputError(f"policy: expected a string such as 'minmax:cost=tokens', got {text!r} "
+                         f"({type(text).__name__})")
+    return _parse_policy(text)
 
 
 class Scheduler(_Scheduler):

@@ -41,7 +41,7 @@ class BadInput(unittest.TestCase):
         self.assertEqual(message(lengths=[]), "lengths: empty dataset (no samples)")
         self.assertIn("max_length 16 is shorter than the longest sample", message(max_length=16))
         self.assertIn("fewer than global batch B=16", message(lengths=LENGTHS[:10]))
-        with self.assertRaisesRegex(ddpsim.InputError, r"lengths\[0\]: expected an integer number of tokens, got 'x'"):
+        with self.assertRaisesRegex(ddpsim.InputError, r"lengths\[0\]: expected an integer number of tokens from 1 to 2147483647, got 'x'"):
             ddpsim.Scheduler(["x"], world_size=1, global_batch=1)  # not a length at all, named
 
     def test_batch_smaller_than_world(self):
@@ -97,8 +97,12 @@ class BadInput(unittest.TestCase):
 
     def test_scheduler_argument_kinds(self):
         """A wrong kind of argument is named, not answered with pybind11's list of overloads."""
-        for change, says in (({"world_size": "2"}, "world_size: expected an integer, got '2' (str)"),
-                             ({"seed": 0.5}, "seed: expected an integer, got 0.5"),
+        for change, says in (({"world_size": "2"}, "world_size: expected an integer from -2147483648 to 2147483647, "
+                                               "got '2' (str)"),
+                             ({"seed": 0.5}, "seed: expected an integer from 0 to 18446744073709551615, got 0.5"),
+                             ({"seed": 2**64}, "seed: expected an integer from 0 to 18446744073709551615"),
+                             ({"seed": 2**64, "b_max": [4, 4, 4, 4]}, "seed: expected an integer from 0"),
+                             ({"global_batch": 2**40}, "global_batch: expected an integer from -2147483648"),
                              ({"policy": None}, "policy: expected a string, got None"),
                              ({"wrld_size": 2}, "wrld_size: not an argument of Scheduler")):
             args = {"world_size": 4, "global_batch": 16}
@@ -177,6 +181,75 @@ class BadInput(unittest.TestCase):
     def test_errors_are_value_errors(self):
         self.assertTrue(issubclass(ddpsim.InputError, ValueError))
         self.assertTrue(issubclass(ddpsim.UsageError, ValueError))
+
+
+class SecondProbe(unittest.TestCase):
+    """What a probe of the hardened surfaces still found (issue 47): each refused by name."""
+
+    def test_scheduler_sampler_and_policy(self):
+        with self.assertRaisesRegex(ddpsim.InputError, r"lengths\[0\]: expected an integer number of tokens from 1"):
+            ddpsim.Scheduler([2**31], world_size=1, global_batch=1)
+        with self.assertRaisesRegex(ddpsim.InputError, "policy: expected a string such as 'minmax:cost=tokens', got None"):
+            ddpsim.parse_policy(None)
+        with self.assertRaisesRegex(ddpsim.InputError, r"lengths: expected a list of integers \(one per sample\), got 5"):
+            BalancedBatchSampler(5, world_size=1, rank=0, global_batch=4)
+        with self.assertRaisesRegex(ddpsim.InputError, r"b_max: expected a list of integers \(one cap per rank\)"):
+            BalancedBatchSampler(LENGTHS, world_size=1, rank=0, global_batch=4, b_max=4)
+        sampler = BalancedBatchSampler(LENGTHS, world_size=2, rank=0, global_batch=8)
+        with self.assertRaisesRegex(ddpsim.InputError, "micro 5: step 0 has 1 micro-batch"):
+            sampler.scale_loss(torch.tensor(1.0), 0, micro=5)
+        late = BalancedBatchSampler(LENGTHS, world_size=2, rank=0, global_batch=8, start_step=10**6)
+        with self.assertRaisesRegex(ddpsim.InputError, "start_step 1000000: epoch 0 has 49 steps"):
+            len(late)
+
+    def test_tracer_values(self):
+        from ddpsim.torch import StepTracer
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "steps.csv")
+            tracer = StepTracer(path, world_size=1, rank=0)
+            with self.assertRaisesRegex(ddpsim.UsageError, "no step was traced"):
+                tracer.close()
+            for shape, says in (({"real_tokens": -5}, "real_tokens is an integer of at least 0, got -5"),
+                                ({"real_tokens": 100, "padded_tokens": 10}, "expected real ≤ padded ≤ batch_size"),
+                                ({"loss_weight": float("nan")}, "loss_weight: expected a finite number ≥ 0, got nan"),
+                                ({"loss_weight": "x"}, "loss_weight: expected a finite number ≥ 0, got 'x'"),
+                                ({"global_batch": -1}, "global_batch is an integer of at least 1, got -1"),
+                                ({"real_token": 5}, "real_token: not a column of the step")):
+                with self.assertRaises((ddpsim.InputError, ddpsim.UsageError), msg=str(shape)) as e:
+                    with tracer.step(batch_size=2, max_len=10, **shape):
+                        pass
+                self.assertIn(says, str(e.exception))
+            with tracer.step(batch_size=2, max_len=10, step=0, rank=0):  # a failed close left it open
+                pass
+            tracer.close()
+            self.assertTrue(os.path.exists(path))
+            for args, says in (({"world_size": 7, "rank": 0}, "world_size 7: close() gathers every rank's rows"),
+                               ({"world_size": "2"}, "world_size is an integer of at least 1, got '2'"),
+                               ({"rank": 1.0}, "rank is an integer of at least 0, got 1.0"),
+                               ({"metadata": ["a"]}, "metadata: expected a dict")):
+                with self.assertRaises((ddpsim.InputError, ddpsim.UsageError), msg=str(args)) as e:
+                    StepTracer(os.path.join(out, "other.csv"), **args)
+                self.assertIn(says, str(e.exception))
+
+    def test_profile_and_layout(self):
+        from ddpsim.torch import profile, write_layout
+        model = common.small_transformer()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "profile.csv")
+            common_args = dict(make_batch=lambda b, L: None, loss_fn=lambda m, x: None, path=path, lengths=[8])
+            for args, says in (({"batches": [1], "seed": "x"}, "seed: expected an integer of at least 0, got 'x'"),
+                               ({"batches": [1], "interference_batch": 2.5}, "interference_batch: expected an integer"),
+                               ({"batches": 4}, "batches: expected a list of integers")):
+                with self.assertRaisesRegex(ddpsim.UsageError, says):
+                    profile(model, optimizer, **common_args, **args)
+            with self.assertRaisesRegex(ddpsim.UsageError, "model: it has no parameters"):
+                profile(torch.nn.ReLU(), optimizer, batches=[1], **common_args)
+            with self.assertRaisesRegex(ddpsim.UsageError, "model: expected a torch.nn.Module, got NoneType"):
+                write_layout(None, os.path.join(out, "layout.json"))
+            with self.assertRaisesRegex(ddpsim.UsageError, "model ReLU: no trained parameters"):
+                write_layout(torch.nn.ReLU(), os.path.join(out, "layout.json"))
+            self.assertEqual(os.listdir(out), [])
 
 
 if __name__ == "__main__":

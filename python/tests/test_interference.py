@@ -113,7 +113,7 @@ class Interference(unittest.TestCase):
             self.assertEqual({r["policy"] for r in rows}, {"profile"})
             self.assertNotIn("concurrent_allreduce_bytes", text)
             self.assertNotIn("interference", text)
-            with self.assertRaisesRegex(ddpsim.UsageError, "interference_batch: 0 is not a batch size"):
+            with self.assertRaisesRegex(ddpsim.UsageError, "interference_batch: expected an integer of at least 1, got 0"):
                 profile(model, optimizer, full_batch, loss_of, path, batches=[1], lengths=[8], interference_batch=0)
 
     def test_progress_by_default(self):

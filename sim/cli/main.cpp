@@ -1,5 +1,6 @@
 // ddpsim: evaluates per-step batch schedulers for synchronous data-parallel training offline.
 // Dispatches to a verb; every error ends as one line on stderr and exit 1 (input) or 2 (usage).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -87,9 +88,18 @@ int main(int argc, char** argv) {
   }
   const bool help = !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help");
   // `ddpsim help COMMAND` is that command's --help; anything else after --help or --version is a mistake.
-  if (help && argc == 3)
+  if (help && argc >= 3) {
     for (const auto& [name, run] : VERBS)
-      if (!std::strcmp(argv[2], name)) return flushed(name, run({"--help"}));
+      if (!std::strcmp(argv[2], name) && argc == 3) return flushed(name, run({"--help"}));
+    const bool known = std::any_of(std::begin(VERBS), std::end(VERBS),
+                                   [&](const auto& verb) { return !std::strcmp(argv[2], verb.first); });
+    if (!known)
+      std::cerr << "ddpsim: help: unknown command \"" << argv[2] << "\" (commands: " << verb_names() << ")\n";
+    else
+      std::cerr << "ddpsim: help " << argv[2] << " takes nothing after it, got \"" << argv[3]
+                << "\" (the command's options: ddpsim " << argv[2] << " --help)\n";
+    return 2;
+  }
   if ((help || !std::strcmp(argv[1], "--version")) && argc > 2) {
     std::cerr << "ddpsim: " << argv[1] << " takes nothing after it, got \"" << argv[2]
               << "\" (commands: " << verb_names() << "; a command's help: ddpsim COMMAND --help)\n";

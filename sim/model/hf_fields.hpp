@@ -60,8 +60,9 @@ class HfFields {
  private:
   long long in_range(const char* key, long long lo) const {
     const std::string range = "from " + std::to_string(lo) + " to " + std::to_string(limit(key));
-    if (config_[key].is_number_float())  // else convert() states the whole int64 range
+    if (config_[key].is_number_float())
       throw InputError(where(key) + " is " + config_[key].dump() + ": expected an integer " + range);
+    if (!config_[key].is_number_integer()) throw wrong_type(config_[key], where(key), "an integer " + range);
     const auto v = convert<long long>(config_[key], where(key));
     if (v < lo || v > limit(key)) throw InputError(where(key) + " must be " + range + ", got " + std::to_string(v));
     return v;

@@ -13,6 +13,8 @@ expect_exit 2 "expected key=value" "$DDPSIM" balance --set training.steps
 expect_exit 2 "vocab.*required|required.*vocab" "$DDPSIM" lengths x.tsv --out h.json
 # Nothing follows --version or --help but a command to explain (issue 47 probe).
 expect_exit 2 "--version takes nothing after it, got \"bogus\"" "$DDPSIM" --version bogus
+expect_exit 2 "help: unknown command \"bogus\" .commands: run, compare" "$DDPSIM" help bogus
+expect_exit 2 "help run takes nothing after it, got \"extra\"" "$DDPSIM" help run extra
 expect_ok "$DDPSIM" help validate
 grep -q "^usage: ddpsim validate" "$WORK/out" || fail "ddpsim help validate is not validate's help"
 finish

@@ -74,8 +74,17 @@ class Profiler:
         max_warmup = _whole("max_warmup", max_warmup, 1)
         if warmup is not None:
             warmup = _whole("warmup", warmup, 0)
+        for name, values in (("batches", batches), ("lengths", lengths)):
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise ddpsim.UsageError(f"{name}: expected a list of integers (the grid's {name}), got {values!r}")
         batches = [_whole(f"batches[{i}]", b, 1) for i, b in enumerate(batches)]
         lengths = [_whole(f"lengths[{i}]", L, 0) for i, L in enumerate(lengths)]
+        seed = _whole("seed", seed, 0)
+        if interference_batch is not None:
+            interference_batch = _whole("interference_batch", interference_batch, 1)
+        if device is None and not any(True for _ in model.parameters()):
+            raise ddpsim.UsageError("model: it has no parameters, so there is nothing to train or to take the device "
+                                    "from (profile a model with parameters)")
         for name, values in (("batches", batches), ("lengths", lengths)):
             if len(set(values)) != len(values):
                 twice = sorted({v for v in values if values.count(v) > 1})
@@ -86,8 +95,6 @@ class Profiler:
             raise ddpsim.UsageError(f"batches: {min(batches)} is not a batch size (≥ 1)")
         if not batches or not lengths:
             raise ddpsim.UsageError("batches and lengths: the grid needs at least one of each")
-        if interference_batch is not None and interference_batch < 1:
-            raise ddpsim.UsageError(f"interference_batch: {interference_batch} is not a batch size (≥ 1)")
         self.model, self.optimizer, self.make_batch, self.loss_fn = model, optimizer, make_batch, loss_fn
         self.path, self.reps, self.warmup, self.max_warmup, self.seed = path, reps, warmup, max_warmup, seed
         self.allreduce_bytes, self.log = allreduce_bytes, log
@@ -293,7 +300,12 @@ def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> Non
     --base``: one layer per parameter tensor in registration order (DDP's bucket order), each
     with its share of backward work (an embedding's elements / 25: its gradient is a scatter of
     rows, not a matrix product), as ``ddptrain --write-layout`` writes it for DistilBERT."""
+    if not isinstance(model, torch.nn.Module):
+        raise ddpsim.UsageError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     module = model.module if hasattr(model, "module") else model
+    if not any(p.requires_grad for p in module.parameters()):
+        raise ddpsim.UsageError(f"model {type(module).__name__}: no trained parameters, so no gradient for DDP to "
+                                "bucket: a layout needs at least one")
     embedding = {id(p) for m in module.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
     layers = [{"name": n, "params": p.numel(),
                "bwd_fraction": p.numel() / 25.0 if id(p) in embedding else float(p.numel())}

@@ -39,6 +39,13 @@ def _integer(name: str, value: Any, minimum: Optional[int] = None) -> int:
     return number
 
 
+def _sequence(name: str, value: Any, what: str = "one per sample") -> Sequence:
+    """``value`` where it is a sequence of items (a list, a tuple, an array), else a message."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__getitem__"):
+        raise InputError(f"{name}: expected a list of integers ({what}), got {value!r} ({type(value).__name__})")
+    return value
+
+
 def _world(world_size: Optional[int], rank: Optional[int]) -> tuple[int, int]:
     if world_size is None or rank is None:
         if not (dist.is_available() and dist.is_initialized()):
@@ -79,7 +86,7 @@ class BalancedBatchSampler(Sampler):
         world_size = None if world_size is None else _integer("world_size", world_size, 1)
         rank = None if rank is None else _integer("rank", rank)
         self.world_size, self.rank = _world(world_size, rank)
-        self.lengths = [_integer(f"lengths[{i}]", n, 1) for i, n in enumerate(lengths)]
+        self.lengths = [_integer(f"lengths[{i}]", n, 1) for i, n in enumerate(_sequence("lengths", lengths))]
         self.global_batch = global_batch = _integer("global_batch", global_batch, 1)
         if not isinstance(policy, str):
             raise InputError(f"policy: expected a policy string such as 'minmax', got {policy!r}")
@@ -90,7 +97,8 @@ class BalancedBatchSampler(Sampler):
             world_size=self.world_size,
             global_batch=global_batch,
             policy=policy,
-            b_max=None if b_max is None else [_integer(f"b_max[{i}]", b, 1) for i, b in enumerate(b_max)],
+            b_max=None if b_max is None else [_integer(f"b_max[{i}]", b, 1)
+                                              for i, b in enumerate(_sequence("b_max", b_max, "one cap per rank"))],
             max_length=None if max_length is None else _integer("max_length", max_length, 1),
             micro_batches=micro_batches,
             micro_batching=micro_batching,
@@ -145,10 +153,18 @@ class BalancedBatchSampler(Sampler):
 
     def __len__(self) -> int:
         self._plan()
-        return len(self._batches) - min(self.start_step, len(self._batches))
+        self._check_start()
+        return len(self._batches) - self.start_step
+
+    def _check_start(self) -> None:
+        """A start past the epoch's steps would iterate nothing, in silence: said instead."""
+        if self.start_step > len(self._batches):
+            raise InputError(f"start_step {self.start_step}: epoch {self.epoch} has {len(self._batches)} steps "
+                             f"(start at 0 to {len(self._batches)})")
 
     def __iter__(self) -> Iterator[list[int]]:
         self._plan()
+        self._check_start()
         for step in range(self.start_step, len(self._batches)):
             yield self._batches[step]
 
@@ -166,23 +182,32 @@ class BalancedBatchSampler(Sampler):
                              f"{len(self._batches) - 1}); set_epoch() moves to the next")
         return number
 
+    def _planned(self, attr: str, step: Any):
+        """The plan's entry at ``step``, planned first (the list is the plan's, not an earlier one)."""
+        number = self._step(step)
+        return getattr(self, attr)[number]
+
     def loss_weight(self, step: int) -> float:
         """G·b_g/B_t of this rank at ``step`` of the current epoch (counted from its start)."""
-        return self._weights[self._step(step)]
+        return self._planned("_weights", step)
 
     def micro_sizes(self, step: int) -> list[int]:
         """This rank's micro-batch sizes at ``step``, in order (one entry without accumulation)."""
-        return self._micro[self._step(step)]
+        return self._planned("_micro", step)
 
     def shape(self, step: int) -> dict:
         """This rank's trace columns at ``step``: batch_size, max_len, real_tokens, padded_tokens,
         global_batch, loss_weight, micro (what :class:`StepTracer` records)."""
-        return dict(self._rows[self._step(step)])
+        return dict(self._planned("_rows", step))
 
     def scale_loss(self, mean_loss: torch.Tensor, step: int, micro: Optional[int] = None) -> torch.Tensor:
         """``mean_loss`` (of the whole batch, or of micro-batch ``micro``) scaled for DDP; see :func:`scale_loss`."""
         share = 1.0
         if micro is not None:
             sizes = self.micro_sizes(step)
-            share = sizes[micro] / max(1, sum(sizes))
+            index = _as_int(micro)
+            if index is None or not 0 <= index < len(sizes):
+                raise InputError(f"micro {micro!r}: step {step} has {len(sizes)} micro-batch(es) on rank {self.rank} "
+                                 f"(0 to {len(sizes) - 1})")
+            share = sizes[index] / max(1, sum(sizes))
         return scale_loss(mean_loss, self.loss_weight(step), share)

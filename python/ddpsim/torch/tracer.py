@@ -11,6 +11,7 @@ place: a run stopped early leaves no trace rather than a half-written one.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from typing import Any, Optional
@@ -45,10 +46,10 @@ class _Clock:
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
-    """A batch's count as an int of at least ``minimum`` (a Python or NumPy integer)."""
+    """A count as an int of at least ``minimum`` (a Python or NumPy integer, not a float or a bool)."""
     number = ddpsim._as_int(value)
     if number is None or number < minimum:
-        raise ddpsim.InputError(f"step: {name} is an integer of at least {minimum}, got {value!r}")
+        raise ddpsim.InputError(f"{name} is an integer of at least {minimum}, got {value!r}")
     return number
 
 
@@ -93,6 +94,27 @@ def grad_dtype(model: torch.nn.Module) -> str:
     return names.get(trained[0].dtype, str(trained[0].dtype)) if trained else ""
 
 
+def _shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_weight, micro) -> dict:
+    """A step's shape, each value checked as ddpsim's trace reader will check it, now rather than
+    at close() (where one bad value would lose every step)."""
+    batch_size, max_len = _count("batch_size", batch_size, 0), _count("max_len", max_len, 1)
+    full = batch_size * max_len
+    real = full if real_tokens is None else _count("real_tokens", real_tokens, 0)
+    padded = full if padded_tokens is None else _count("padded_tokens", padded_tokens, 0)
+    if not real <= padded <= full:
+        raise ddpsim.InputError(f"real_tokens {real}, padded_tokens {padded}: expected real ≤ padded ≤ batch_size × "
+                                f"max_len = {full}")
+    if global_batch is not None:
+        global_batch = _count("global_batch", global_batch, 1)
+    if loss_weight is not None:
+        if isinstance(loss_weight, bool) or not isinstance(loss_weight, (int, float)) or \
+                not math.isfinite(loss_weight) or loss_weight < 0:
+            raise ddpsim.InputError(f"loss_weight: expected a finite number ≥ 0, got {loss_weight!r}")
+        loss_weight = float(loss_weight)
+    return dict(batch_size=batch_size, max_len=max_len, real_tokens=real, padded_tokens=padded,
+                global_batch=global_batch, loss_weight=loss_weight, micro=micro)
+
+
 class StepTracer:
     """Records every rank's steps and writes the trace ``ddpsim calibrate/replay/validate`` read.
 
@@ -119,8 +141,18 @@ class StepTracer:
         group: Any = None,
     ):
         distributed = dist.is_available() and dist.is_initialized()
-        self.world_size = world_size if world_size is not None else (dist.get_world_size(group) if distributed else 1)
-        self.rank = rank if rank is not None else (dist.get_rank(group) if distributed else 0)
+        group_size = dist.get_world_size(group) if distributed else 1
+        self.world_size = group_size if world_size is None else _count("world_size", world_size, 1)
+        self.rank = (dist.get_rank(group) if distributed else 0) if rank is None else _count("rank", rank, 0)
+        if self.world_size != group_size and (distributed or self.world_size > 1):  # close() gathers over the group
+            raise ddpsim.UsageError(
+                f"world_size {self.world_size}: close() gathers every rank's rows over the process group, which has "
+                f"{group_size} rank(s){'' if distributed else ' (torch.distributed is not initialised)'}: leave "
+                "world_size out, or initialise the process group first")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ddpsim.InputError(f"metadata: expected a dict of key: value lines, got {type(metadata).__name__}")
+        if global_batch is not None:
+            global_batch = _count("global_batch", global_batch, 1)
         if not 0 <= self.rank < self.world_size:
             raise ddpsim.InputError(
                 f"rank {self.rank} is out of range: world size G={self.world_size} (ranks 0 to {self.world_size - 1})"
@@ -204,19 +236,20 @@ class StepTracer:
         global_batch: Optional[int] = None,
         loss_weight: Optional[float] = None,
         micro: Optional[list] = None,
-        **_ignored,
+        **given,
     ):
         """One training step of this rank: time its phases inside with ``s.phase(...)`` and set
-        ``s.loss``. The shape is this rank's batch (``**sampler.shape(step)`` gives all of it)."""
+        ``s.loss``. The shape is this rank's batch (``**sampler.shape(step)`` gives all of it;
+        its step and rank the tracer numbers itself)."""
+        unknown = sorted(set(given) - {"step", "rank"})
+        if unknown:
+            raise ddpsim.UsageError(f"step: {', '.join(unknown)}: not a column of the step (batch_size, max_len, "
+                                    "real_tokens, padded_tokens, global_batch, loss_weight, micro)")
         if self._closed:
             raise ddpsim.UsageError("step: the tracer is closed (its trace is written); trace later steps with a new one")
         if self._open_step:
             raise ddpsim.UsageError("step inside a step: steps do not nest (end the last `with tracer.step(...)` first)")
-        batch_size, max_len = _count("batch_size", batch_size, 0), _count("max_len", max_len, 1)
-        shape = dict(batch_size=int(batch_size), max_len=int(max_len),
-                     real_tokens=int(real_tokens if real_tokens is not None else batch_size * max_len),
-                     padded_tokens=int(padded_tokens if padded_tokens is not None else batch_size * max_len),
-                     global_batch=global_batch, loss_weight=loss_weight, micro=micro)
+        shape = _shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_weight, micro)
         s = TracedStep(self, shape)
         if self._clock.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -256,11 +289,11 @@ class StepTracer:
         """Gathers every rank's rows (a collective: every rank calls it) and writes the trace (rank 0)."""
         if self._closed:
             return
-        self._closed = True
         mine = self.rows()
-        if not mine:
+        if not mine:  # the tracer stays open: steps may still come
             raise ddpsim.UsageError(f"close: no step was traced, so {self.path} would hold no row; wrap each "
                                     "training step in `with tracer.step(...)`")
+        self._closed = True
         if self.world_size > 1:
             gathered: list = [None] * self.world_size
             dist.all_gather_object(gathered, mine, group=self.group)
