@@ -69,13 +69,17 @@ def _use_system_python():
 _use_system_python()
 
 
+KEEP_BACKEND = False  # ddpsim.plots draws for a notebook, whose backend is the user's
+
+
 def pyplot():
     """matplotlib.pyplot on the file-only Agg backend (no display needed)."""
     if not _has_matplotlib():
         fail(f"needs matplotlib, which {sys.executable} cannot import: apt-get install python3-matplotlib "
              f"(Debian's python3), or pip install matplotlib (this python3)")
     import matplotlib
-    matplotlib.use("Agg")
+    if not KEEP_BACKEND:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
 

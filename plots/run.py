@@ -129,35 +129,20 @@ def draw_per_step(ax, traces, policies, column, reduce, ylabel, smooth):
     common.legend_outside(ax)
 
 
-def main():
-    parser = common.make_parser(__doc__)
-    parser.add_argument("traces", nargs="+", metavar="DIR_OR_STEPS_CSV",
-                        help="a run or trace folder holding steps.csv, or the CSV itself")
-    parser.add_argument("--out", metavar="FOLDER", help="where the figures go (default: the trace's folder)")
-    parser.add_argument("--policies", metavar="a,b,...", help="a subset of the policies, in legend order")
-    parser.add_argument("--smooth", type=int, default=20, metavar="N",
-                        help="draw per-step lines as the moving mean of N steps (default 20)")
-    parser.add_argument("--raw", action="store_true", help="draw every step's value as it is (no smoothing)")
-    args = parser.parse_args()
-    if args.smooth < 1:
-        parser.error("--smooth must be at least 1")
-    if args.raw:
-        args.smooth = 1
-    paths = [steps_csv(t) for t in args.traces]
-    out = common.output_folder(parser, args.out, [os.path.dirname(p) or "." for p in paths])
-
+def figures(paths, wanted=None, smooth=20):
+    """{file name: figure} of the traces at `paths` (ddpsim.plots.steps draws a result with it)."""
     traces = read_traces(paths)
-    policies = choose_policies(traces, args.policies, paths)
+    policies = choose_policies(traces, wanted, paths)
     have = {c: usable(traces, policies, c) for c in DRAWN}
     setup = common.setup_title(common.metadata(paths[0]))
     plt = common.pyplot()
-    figures = {}
+    figs = {}
     if have["step_ms"]:
         fig, ax = plt.subplots(figsize=(8, 3.5))
-        draw_per_step(ax, traces, policies, "step_ms", max, "max step time over ranks (ms)", args.smooth)
+        draw_per_step(ax, traces, policies, "step_ms", max, "max step time over ranks (ms)", smooth)
         ax.set_xlabel("step", fontsize=8)
         common.title(fig, "Step time: the slowest rank, per step", setup)
-        figures["step_time.png"] = fig
+        figs["step_time.png"] = fig
 
         fig, ax = plt.subplots(figsize=(8, 3.5))
         drawn = []
@@ -176,32 +161,52 @@ def main():
         ax.grid(alpha=0.3)
         common.legend_outside(ax)
         common.title(fig, "Distribution of the per-step step time", setup)
-        figures["step_time_cdf.png"] = fig
+        figs["step_time_cdf.png"] = fig
     if have["padded_tokens"]:
         fig, ax = plt.subplots(figsize=(8, 3.5))
         draw_per_step(ax, traces, policies, "padded_tokens", statistics.pstdev,
-                      "std of padded tokens\nacross ranks (tokens)", args.smooth)
+                      "std of padded tokens\nacross ranks (tokens)", smooth)
         ax.set_xlabel("step", fontsize=8)
         common.title(fig, "Padding imbalance across ranks, per step", setup)
-        figures["padded_tokens_std.png"] = fig
+        figs["padded_tokens_std.png"] = fig
     panels = [(column, label) for column, label in (("compute_ms", "std of compute (ms)"),
                                                     ("peak_mem_mib", "std of peak memory (MiB)")) if have[column]]
     if panels:
         fig, axes = plt.subplots(len(panels), 1, figsize=(8, 5 if len(panels) == 2 else 3.5),
                                  sharex=True, squeeze=False)
         for ax, (column, label) in zip(axes[:, 0], panels):
-            draw_per_step(ax, traces, policies, column, statistics.pstdev, label, args.smooth)
+            draw_per_step(ax, traces, policies, column, statistics.pstdev, label, smooth)
         for ax in axes[1:, 0]:
             ax.get_legend().remove()
         axes[-1, 0].set_xlabel("step", fontsize=8)
         common.title(fig, "Imbalance across ranks, per step", setup)
-        figures["std.png"] = fig
-    if not figures:
+        figs["std.png"] = fig
+    if not figs:
         common.fail(f"{paths[0]}: nothing to draw: step_ms, fwd_ms + bwd_ms, padded_tokens and peak_mem_mib "
                     "are empty")
-    for fig in figures.values():
+    for fig in figs.values():
         fig.tight_layout()
-    common.save_figures(out, figures)
+    return figs
+
+
+def main():
+    parser = common.make_parser(__doc__)
+    parser.add_argument("traces", nargs="+", metavar="DIR_OR_STEPS_CSV",
+                        help="a run or trace folder holding steps.csv, or the CSV itself")
+    parser.add_argument("--out", metavar="FOLDER", help="where the figures go (default: the trace's folder)")
+    parser.add_argument("--policies", metavar="a,b,...", help="a subset of the policies, in legend order")
+    parser.add_argument("--smooth", type=int, default=20, metavar="N",
+                        help="draw per-step lines as the moving mean of N steps (default 20)")
+    parser.add_argument("--raw", action="store_true", help="draw every step's value as it is (no smoothing)")
+    args = parser.parse_args()
+    if args.smooth < 1:
+        parser.error("--smooth must be at least 1")
+    if args.raw:
+        args.smooth = 1
+    paths = [steps_csv(t) for t in args.traces]
+    out = common.output_folder(parser, args.out, [os.path.dirname(p) or "." for p in paths])
+
+    common.save_figures(out, figures(paths, args.policies, args.smooth))
 
 
 if __name__ == "__main__":

@@ -199,6 +199,35 @@ def gains_figure(plt, gains):
     return fig
 
 
+def figures(dirs, all_steps=False):
+    """{file name: figure} of the validation folders `dirs` (ddpsim.plots.validation draws a result with it)."""
+    policies, gains = {}, {}
+    model = model_name(os.path.join(dirs[0], "validation.json"))
+    for folder in dirs:
+        read_steps(os.path.join(folder, "validation.csv"), policies)
+        read_gains(os.path.join(folder, "validation.json"), gains, all_steps)
+    chosen = {policy: [p for p in points if all_steps or p[4]] for policy, points in policies.items()}
+    chosen = {policy: points for policy, points in chosen.items() if points}
+    if not chosen:
+        common.fail(f"{dirs[0]}/validation.csv: no steady step (try --all-steps)")
+    plt = common.pyplot()
+    figs = {"steps.png": steps_figure(plt, policies, all_steps),
+               "scatter.png": scatter_figure(plt, chosen),
+               "error_hist.png": error_figure(plt, chosen)}
+    setup = f"model {model}" if model else ""
+    common.title(figs["steps.png"], "Max step time, measured and predicted", setup)
+    common.title(figs["scatter.png"], "Predicted against measured, per step", setup)
+    common.title(figs["error_hist.png"], "Per-step error of the prediction", setup)
+    if gains:
+        figs["gains.png"] = gains_figure(plt, gains)
+        common.title(figs["gains.png"], "Gain over the baseline, measured and predicted", setup)
+    else:
+        common.note("validation.json has no gains (validate ran without --baseline): gains.png is skipped")
+    for fig in figs.values():
+        fig.tight_layout()
+    return figs
+
+
 def main():
     parser = common.make_parser(__doc__)
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="a folder written by ddpsim validate --out")
@@ -207,31 +236,7 @@ def main():
     args = parser.parse_args()
     out = common.output_folder(parser, args.out, args.dirs)
 
-    policies, gains = {}, {}
-    model = model_name(os.path.join(args.dirs[0], "validation.json"))
-    for folder in args.dirs:
-        read_steps(os.path.join(folder, "validation.csv"), policies)
-        read_gains(os.path.join(folder, "validation.json"), gains, args.all_steps)
-    chosen = {policy: [p for p in points if args.all_steps or p[4]] for policy, points in policies.items()}
-    chosen = {policy: points for policy, points in chosen.items() if points}
-    if not chosen:
-        common.fail(f"{args.dirs[0]}/validation.csv: no steady step (try --all-steps)")
-    plt = common.pyplot()
-    figures = {"steps.png": steps_figure(plt, policies, args.all_steps),
-               "scatter.png": scatter_figure(plt, chosen),
-               "error_hist.png": error_figure(plt, chosen)}
-    setup = f"model {model}" if model else ""
-    common.title(figures["steps.png"], "Max step time, measured and predicted", setup)
-    common.title(figures["scatter.png"], "Predicted against measured, per step", setup)
-    common.title(figures["error_hist.png"], "Per-step error of the prediction", setup)
-    if gains:
-        figures["gains.png"] = gains_figure(plt, gains)
-        common.title(figures["gains.png"], "Gain over the baseline, measured and predicted", setup)
-    else:
-        common.note("validation.json has no gains (validate ran without --baseline): gains.png is skipped")
-    for fig in figures.values():
-        fig.tight_layout()
-    common.save_figures(out, figures)
+    common.save_figures(out, figures(args.dirs, args.all_steps))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ class CMakeBuild(build_ext):
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copy(os.path.join(build, "python", "ddpsim", os.path.basename(target)), target)
+        # ddpsim.plots draws with the plots/ scripts: they ship inside the package.
+        shutil.copytree(os.path.join(ROOT, "plots"), os.path.join(os.path.dirname(target), "_plots"),
+                        ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
 
 
 setup(ext_modules=[Extension("ddpsim._core", sources=[])], cmdclass={"build_ext": CMakeBuild})

@@ -17,6 +17,7 @@ packages=(
   slurmctld slurmd slurm-client munge        # real Slurm for sweep arrays (scripts/slurm_sweep.sh) and its test
   python3-matplotlib                         # figures (plots/, ddpsim.plots)
   python3-pandas                             # results as DataFrames (ddpsim.run(...).to_pandas())
+  python3-nbclient python3-ipykernel         # executes docs/notebooks/*.ipynb headless in the tests
   chromium                                   # a real headless browser for the one-page reports' test
   pybind11-dev python3-dev python3-torch     # the Python package (python/): bindings, and its tests on real torch
 )

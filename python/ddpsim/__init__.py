@@ -97,6 +97,8 @@ class Scheduler(_Scheduler):
 if hasattr(_core_module, "run_verb"):  # built with the simulator (not a trainer-only build)
     from ddpsim.simulator import Frames, Outputs, Result, SweepResult, Validation, calibrate, compare, run, sweep, validate
 
+    from ddpsim import plots
+
     __version__ = _core_module.version  # as `ddpsim --version` names this build
 
 __all__ = [

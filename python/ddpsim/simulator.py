@@ -3,7 +3,7 @@
 and return what they print and write — the same bytes — as a :class:`Result`.
 
     r = ddpsim.compare({"training": {"world_size": 8}}, policies="static,minmax", steps=200)
-    r.gain("minmax")                 # -12.3: its mean max step against the first policy, in %
+    r.gain("minmax")                 # 12.3: the % of the first policy's mean max step it saves
     frames = r.to_pandas()           # frames.steps (rank-steps), frames.policies (one row each)
     print(r.table())                 # the command line's report
 """
@@ -87,12 +87,13 @@ class Result(Outputs):
         return "".join(line for line in self.report.splitlines(keepends=True) if not line.startswith("simulated "))
 
     def gain(self, policy: str, figure: str = "mean_max_step_ms") -> float:
-        """``policy``'s change of ``figure`` against the first policy, in % (negative: faster)."""
+        """The share of the first policy's ``figure`` that ``policy`` saves, in % (positive:
+        faster), as compare's and sweep's gains are stated."""
         rows = {p["policy"]: p for p in self._policy_rows()}
         if policy not in rows:
             raise _core.UsageError(f"policy {policy!r}: not in this result ({', '.join(rows)})")
         base, this = self._policy_rows()[0][figure], rows[policy][figure]
-        return 100.0 * (this - base) / base
+        return 100.0 * (1 - this / base)
 
     def to_pandas(self) -> Frames:
         """The result as DataFrames (pandas is imported here, and only here)."""
