@@ -14,6 +14,7 @@
 #include "common/json_util.hpp"
 #include "data/lengths.hpp"
 #include "data/sampler.hpp"
+#include "model/hf_model.hpp"
 #include "model/perf_model.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
@@ -290,6 +291,17 @@ PYBIND11_MODULE(_core, m) {
         py::arg("max_length") = 128, py::arg("seed") = 0,
         "The lengths of ddptrain --synthetic-lengths HISTOGRAM --synthetic-samples N --max-length L --seed S");
   m.def("write_trace", &write_trace, py::arg("path"), py::arg("metadata"), py::arg("runs"));
+  // The parameter tensors ddpsim's spec derivation reads from a Hugging Face config, in DDP's
+  // registration order: what a PyTorch model built from the same config must hold.
+  m.def(
+      "hf_layout",
+      [](const std::string& path) {
+        std::vector<std::pair<std::string, long long>> layout;
+        for (const TensorSpec& t : transformer_from_hf_config(read_json_file(path), path).tensors)
+          layout.emplace_back(t.name, t.numel());
+        return layout;
+      },
+      py::arg("path"));
   m.def("trace_columns", &trace_columns);
 #ifdef DDPSIM_WITH_SIMULATOR
   bind_simulator(m);

@@ -1,0 +1,121 @@
+"""The plain-PyTorch decoder of ddpsim.torch.decoder: its parameters are those ddpsim's spec
+derivation reads from the same Hugging Face config (names, sizes, registration order, so DDP's
+buckets match), for every shipped decoder config; a tiny one trains over 2 Gloo ranks with the
+sampler and the tracer, its trace replays, and profile() profiles it."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+import common
+
+common.need_torch()
+
+import torch  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import ddpsim  # noqa: E402
+from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout  # noqa: E402
+from ddpsim.torch.decoder import decoder_from_config  # noqa: E402
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 2, "vocab_size": 500,
+        "tie_word_embeddings": True}
+LENGTHS = ddpsim.synthetic_lengths("sst2", 2000, 64, 0)
+
+
+def batch(lengths, indices):
+    """Token ids (a sample's ids fixed by its index) padded to the longest, and the padding mask."""
+    L = max(lengths[i] for i in indices)
+    ids = torch.zeros(len(indices), L, dtype=torch.long)
+    mask = torch.zeros(len(indices), L, dtype=torch.bool)
+    for row, i in enumerate(indices):
+        n = lengths[i]
+        ids[row, :n] = torch.randint(1, TINY["vocab_size"], (n,), generator=torch.Generator().manual_seed(i))
+        mask[row, :n] = True
+    return ids, mask
+
+
+def train_worker(rank, world_size, out):
+    torch.manual_seed(0)
+    model = DDP(decoder_from_config(TINY))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sampler = BalancedBatchSampler(LENGTHS, world_size=world_size, rank=rank, global_batch=8, policy="minmax",
+                                   max_length=64)
+    with StepTracer(os.path.join(out, "steps.csv"), policy=sampler.policy, global_batch=8, model="tiny-qwen3") as t:
+        t.attach(model)
+        for step, indices in enumerate(sampler):
+            if step == 12:
+                break
+            ids, mask = batch(LENGTHS, indices)
+            with t.step(**sampler.shape(step)) as s:
+                with s.phase("fwd"):
+                    loss = _loss(model, ids, mask)
+                with s.phase("bwd"):
+                    sampler.scale_loss(loss, step).backward()
+                with s.phase("opt"):
+                    optimizer.step()
+                    optimizer.zero_grad()
+                s.loss = loss
+
+
+def _loss(model, ids, mask):
+    """The causal LM loss through DDP's forward (so that DDP sees every parameter used)."""
+    logits = model(ids)[:, :-1].float()
+    targets = ids[:, 1:].masked_fill(~mask[:, 1:], -100)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                             ignore_index=-100)
+
+
+class Decoder(unittest.TestCase):
+    def test_parameters_are_the_spec_derivation_s(self):
+        for name in ("llama-3-8b", "qwen2-7b", "mistral-7b-v0.1", "qwen3-0.6b", "qwen3-8b"):
+            path = os.path.join(SOURCE, "models", "hf", name + ".json")
+            model = decoder_from_config(path, device="meta")  # billions of parameters, no memory
+            mine = [(n, p.numel()) for n, p in model.named_parameters()]
+            self.assertEqual(mine, [tuple(t) for t in ddpsim._core.hf_layout(path)], name)
+
+    def test_the_loss_falls_and_a_window_masks(self):
+        torch.manual_seed(0)
+        model = decoder_from_config(TINY)
+        ids, mask = batch(LENGTHS, list(range(8)))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        first = model.loss(ids, mask).item()
+        for _ in range(20):
+            model.loss(ids, mask).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        self.assertLess(model.loss(ids, mask).item(), first)
+        # A window of 4 over 2 layers: position 10 sees back to position 4 at most, so changing the
+        # first token leaves it alone; with full attention it does not.
+        changed = ids.clone()
+        changed[:, 0] = (ids[:, 0] + 1) % TINY["vocab_size"]
+        for window, reaches in ((4, False), (None, True)):
+            torch.manual_seed(0)
+            m = decoder_from_config(dict(TINY, model_type="mistral", sliding_window=window))
+            with torch.no_grad():
+                moved = not torch.allclose(m(ids)[:, 10], m(changed)[:, 10])
+            self.assertEqual(moved, reaches, f"sliding_window {window}")
+        with self.assertRaisesRegex(ddpsim.InputError, "model_type 'bert': the decoder is built for"):
+            decoder_from_config({"model_type": "bert"})
+
+    def test_trains_over_gloo_with_the_tracer_and_profiles(self):
+        with tempfile.TemporaryDirectory() as out:
+            common.spawn(train_worker, 2, out)
+            common.run([common.tool("ddpsim"), "replay", os.path.join(out, "steps.csv"), "--model",
+                        "rtx3090-distilbert"])
+            model = decoder_from_config(TINY)
+            write_layout(model, os.path.join(out, "layout.json"), name="tiny-qwen3")
+            profile(model, torch.optim.AdamW(model.parameters(), lr=1e-3),
+                    lambda b, L: batch([L] * b, list(range(b))), lambda m, x: m.loss(*x),
+                    os.path.join(out, "profile.csv"), batches=[1, 4], lengths=[16, 64], reps=2, warmup=1)
+            report = common.run([common.tool("ddpsim"), "calibrate", os.path.join(out, "profile.csv"), "--base",
+                                 os.path.join(out, "layout.json"), "--folds", "2", "--out",
+                                 os.path.join(out, "model.json")])
+            self.assertIn("held-out MAPE", report)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if unittest.main(exit=False, verbosity=2).result.wasSuccessful() else 1)
