@@ -15,6 +15,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "eval/pipeline_eval.hpp"
+#include "eval/sharding.hpp"
 #include "eval/simulate.hpp"
 #include "report/outputs.hpp"
 
@@ -166,14 +167,33 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   return 0;
 }
 
+// How the ranks meet: DDP's buckets, or FSDP's units.
+std::string data_parallel_line(const Config& config, std::size_t buckets) {
+  if (config.training.data_parallel == "fsdp")
+    return "data parallel: fsdp (full sharding), " + std::to_string(shard_units(*config.model).size()) +
+           " units (a root and a unit per block), ring all-gather and reduce-scatter, " + config.simulation.mode +
+           " mode";
+  return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
+         (config.training.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+}
+
 // The memory model predicts an out-of-memory the simulator itself would not notice.
 void warn_over_capacity(const Config& config, const SimulationRun& sim, const char* verb) {
   const PerfModel& m = *config.model;
+  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.data_parallel == "fsdp") {
+    std::fprintf(stderr,
+                 "ddpsim %s: warning: %s's fixed memory under FSDP alone (its shard of weights, gradients and "
+                 "optimizer state, and two gathered units: %.0f MiB) passes its capacity of %.0f MiB: no batch fits "
+                 "a rank, and the times assume memory allowed (more ranks shard it thinner)\n",
+                 verb, m.name.c_str(), m.mem_m0_mib, m.mem_capacity_mib);
+    return;
+  }
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib) {
     std::fprintf(stderr,
                  "ddpsim %s: warning: %s's fixed memory alone (weights, gradients, optimizer state: %.0f MiB) "
                  "passes its capacity of %.0f MiB: no batch fits a rank under plain DDP, and the times assume "
-                 "memory allowed (sharding is for that: a parallel section with data_parallel zero2)\n",
+                 "memory allowed (sharding is for that: training.data_parallel \"fsdp\", or a parallel section with "
+                 "data_parallel zero2)\n",
                  verb, m.name.c_str(), m.mem_m0_mib, m.mem_capacity_mib);
     return;
   }
@@ -291,10 +311,8 @@ int simulate_verb(const Args& args, bool compare) {
             << config.model->origin << ")\n  model source: " << config.model->source
             << (config.model->fit_warning.empty() ? "" : "\n  warning: this model " + config.model->fit_warning)
             << "\n  platform: " << config.platform.to_json().dump()
-            << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source)
-            << "\n  allreduce: " << config.simulation.algorithm << ", " << buckets.size() << " buckets, overlap "
-            << (config.training.overlap ? "on" : "off") << ", " << config.simulation.mode << " mode"
-            << "\n  gradients: " << config.gradients() << "\n";
+            << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source) << "\n  "
+            << data_parallel_line(config, buckets.size()) << "\n  gradients: " << config.gradients() << "\n";
   // A rank's share of the batch at the data's longest length: where the model's measured
   // range ends before that, say so, since the prediction is then the model's extrapolation.
   const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());

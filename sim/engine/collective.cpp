@@ -110,6 +110,10 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
     std::vector<int> all(static_cast<std::size_t>(G));
     for (int g = 0; g < G; ++g) all[static_cast<std::size_t>(g)] = g;
     append_ring_phases(plan.phases, {all}, 2.0 * (G - 1) / G, 2 * (G - 1));
+  } else if (algorithm == "allgather") {  // FSDP's ring all-gather (and reduce-scatter): (G−1)/G·S in G−1 steps
+    std::vector<int> all(static_cast<std::size_t>(G));
+    for (int g = 0; g < G; ++g) all[static_cast<std::size_t>(g)] = g;
+    append_ring_phases(plan.phases, {all}, double(G - 1) / G, G - 1);
   } else if (algorithm == "tree") {
     const int depth = G > 1 ? static_cast<int>(std::floor(std::log2(G))) : 0;
     Phase up, down;

@@ -53,8 +53,20 @@ struct PolicyTimes {
   std::vector<Span> spans;         // only steps in the timeline range
 };
 
+// A unit FSDP shards and gathers whole (a transformer block, or the root: the parameters of no
+// block): its parameters' bytes and its share of forward and backward compute.
+struct ShardUnit {
+  double bytes = 0;
+  double share = 0;
+  bool root = false;  // gathered once a step and kept through backward, as FSDP keeps its root
+};
+
 struct EngineSetup {
   int G = 4;
+  // "ddp": bucketed allreduce (below); "fsdp": full sharding over `units` (fast mode only): each
+  // unit all-gathered before its forward and its backward, reduce-scattered after its backward.
+  std::string sharding = "ddp";
+  std::vector<ShardUnit> units;
   PlatformConfig platform;
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;
@@ -86,10 +98,15 @@ class FastEngine {
   // the steps done since its last call, now and then.
   void advance(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress = {});
   const std::map<double, double>& allreduce_ms() const { return allreduce_ms_; }
+  // FSDP: the time of one ring all-gather (and of one reduce-scatter, which moves the same
+  // bytes over the same flows) of each unit's bytes, on an idle platform.
+  const std::map<double, double>& gather_ms() const { return gather_ms_; }
 
  private:
+  void advance_sharded(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress);
+
   EngineSetup s_;
-  std::map<double, double> allreduce_ms_;
+  std::map<double, double> allreduce_ms_, gather_ms_;
   std::vector<double> prev_end_;
   int step_ = 0;
 };
@@ -115,7 +132,8 @@ EngineResult simulate_full(const EngineSetup& setup, const StepBlocks& blocks,
 EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,
                             const std::function<void(long, long)>& progress = {});
 
-// Time of one allreduce of each size on an idle platform, all ranks starting together.
+// Time of one allreduce of each size on an idle platform, all ranks starting together (of the
+// setup's algorithm: "allgather" times FSDP's ring all-gather instead).
 std::map<double, double> measure_allreduce_ms(const EngineSetup& setup, const std::vector<double>& sizes);
 
 }  // namespace ddpsim

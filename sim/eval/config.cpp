@@ -12,6 +12,7 @@
 #include "engine/collective.hpp"
 #include "eval/config_sections.hpp"
 #include "eval/pipeline_eval.hpp"
+#include "eval/sharding.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
@@ -179,6 +180,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     m->bytes_per_param = c.training.grad_dtype == "fp32" ? 4 : 2;
     c.model = std::move(m);
   }
+  if (c.training.data_parallel == "fsdp") {  // a rank's fixed memory is then its shard and two gathered units
+    auto m = std::make_shared<PerfModel>(*c.model);
+    m->mem_m0_mib += sharded_memory_offset_mib(c);
+    c.model = std::move(m);
+  }
   if (c.model->position_table > 0 && c.training.max_length > c.model->position_table)
     throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
                      std::to_string(c.model->position_table) + " positions of " + c.model->name +
@@ -280,6 +286,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
+  if (c.training.data_parallel == "fsdp") check_sharded(c, origin);
   // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
   if (const AttentionWindow& w = c.model->attention_window;
       c.training.attention == "packed" && w.any() && c.training.max_length > w.tokens)
@@ -338,7 +345,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                   {"overlap", c.training.overlap},
                   {"micro_batches", c.training.micro_batches},
                   {"attention", c.training.attention},
-                  {"grad_dtype", c.training.grad_dtype}}},
+                  {"grad_dtype", c.training.grad_dtype},
+                  {"data_parallel", c.training.data_parallel}}},
                 {"policies", policies},
                 {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};

@@ -49,6 +49,9 @@ struct TrainingConfig {
   // The gradients' dtype in the buckets and the allreduce: "model" (its gradient_bytes_per_param:
   // fp32 for a spec-derived model, as autocast DDP keeps them), or fp32 | bf16 | fp16.
   std::string grad_dtype = "model";
+  // ddp: DDP's bucketed allreduce; fsdp: full sharding (ZeRO-3), one unit per transformer block
+  // of the model's layout (docs/sharding.md).
+  std::string data_parallel = "ddp";
 };
 
 // Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).

@@ -71,6 +71,10 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
+  t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
+  if (t.data_parallel != "ddp" && t.data_parallel != "fsdp")
+    throw InputError(where + ": data_parallel is \"ddp\" (bucketed allreduce) or \"fsdp\" (full sharding: a "
+                     "gather per unit and a reduce-scatter), got \"" + t.data_parallel + "\"");
   t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
   if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
     throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/rng.hpp"
+#include "eval/sharding.hpp"
 
 namespace ddpsim {
 
@@ -165,6 +166,8 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.platform = config.platform;
   setup.algorithm = config.simulation.algorithm;
   setup.buckets = config_buckets(config);
+  setup.sharding = config.training.data_parallel;
+  if (setup.sharding == "fsdp") setup.units = shard_units(*config.model);
   setup.overlap = config.training.overlap;
   setup.comm_slowdown = config.model->comm_slowdown;
   setup.allreduce_slowdown = config.model->allreduce_slowdown;

@@ -1,0 +1,28 @@
+// Sharded data parallelism (training.data_parallel "fsdp"): the units FSDP wraps, read from the
+// model's parameter layout, the memory a rank holds once the state is sharded, and what a
+// sharded config cannot take yet (docs/sharding.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/step_sim.hpp"
+#include "eval/config.hpp"
+
+namespace ddpsim {
+
+// One unit per transformer block ("layers.N.", "layer.N.", "h.N." in a parameter's name), in
+// the order the blocks come, after a root unit of every other parameter (embeddings, final
+// norm, heads): FSDP's auto-wrap policy per block. Bytes at the gradient dtype's size (the
+// parameters FSDP gathers are in it); shares of compute by backward fraction.
+std::vector<ShardUnit> shard_units(const PerfModel& model);
+
+// What full sharding changes in a rank's peak memory, in MiB: weights, gradients and AdamW
+// state (16 B a parameter, fp32 or mixed precision alike) held 1/G each, plus the two largest
+// units gathered at once (the one computing and the one prefetched).
+double sharded_memory_offset_mib(const Config& config);
+
+// Refuses what a sharded config cannot take yet, naming the key.
+void check_sharded(const Config& config, const std::string& origin);
+
+}  // namespace ddpsim
