@@ -220,12 +220,13 @@ def _options(options: dict) -> list:
         if value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")
+        text = lambda v: os.fspath(v) if isinstance(v, os.PathLike) else str(v)  # noqa: E731
         if value is True:
             args.append(flag)
         elif isinstance(value, (list, tuple)):
-            args += [flag, *map(os.fspath, value)]
+            args += [flag, *map(text, value)]
         else:
-            args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+            args += [flag, text(value)]
     return args
 
 
