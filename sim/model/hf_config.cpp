@@ -20,9 +20,11 @@ constexpr double MAX_DERIVED_PARAMS = 5e11;
 
 std::vector<std::string> HfFields::unread() const {
   std::vector<std::string> keys;
-  for (const auto& [key, value] : config_.items())
+  for (const auto& item : config_.items()) {
+    const std::string& key = item.key();
     if (!read_.contains(key) && !std::ranges::any_of(hf_ignored_keys(), [&](const auto& k) { return k.key == key; }))
       keys.push_back(key);
+  }
   return keys;
 }
 
