@@ -302,6 +302,27 @@ PYBIND11_MODULE(_core, m) {
         return layout;
       },
       py::arg("path"));
+  // A performance model's forward and backward times at each (b, L) — a built-in name, a model
+  // file or a spec a model is derived from — with its source and its parameter tensors'
+  // count: what a per-shape prediction registers before its run.
+  m.def(
+      "model_times",
+      [](const std::string& model, const std::vector<std::pair<int, int>>& shapes) {
+        const PerfModel m = load_perf_model(model);
+        py::list times;
+        for (const auto& [b, L] : shapes) {
+          if (b < 1 || L < 1)
+            throw InputError("shape (" + std::to_string(b) + ", " + std::to_string(L) +
+                             "): a batch and a length of at least 1");
+          times.append(py::make_tuple(m.fwd_ms(b, L), m.bwd_ms(b, L)));
+        }
+        py::dict out;
+        out["source"] = m.source;
+        out["tensors"] = m.layers.size();
+        out["times"] = times;
+        return out;
+      },
+      py::arg("model"), py::arg("shapes"));
   m.def("trace_columns", &trace_columns);
 #ifdef DDPSIM_WITH_SIMULATOR
   bind_simulator(m);

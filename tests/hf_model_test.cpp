@@ -29,6 +29,9 @@ TEST_CASE("derived parameter counts equal the published ones") {
   // Qwen3: the Hugging Face safetensors totals, q/k norms included (0.44 B and 6.95 B without embeddings).
   CHECK(shipped("qwen3-0.6b").params() == 596'049'920);
   CHECK(shipped("qwen3-8b").params() == 8'190'735'360);
+  // The decoders of the fourth GPU campaign: SmolLM-135M and Llama-3.2-1B, heads tied.
+  CHECK(shipped("smollm-135m").params() == 134'515'008);
+  CHECK(shipped("llama-3.2-1b").params() == 1'235'814'400);
 }
 
 TEST_CASE("Qwen3 normalises each head's queries and keys; a shipped config leaves no key unread") {
@@ -41,7 +44,7 @@ TEST_CASE("Qwen3 normalises each head's queries and keys; a shipped config leave
   CHECK(qwen3.tensors[2].name == "model.layers.0.self_attn.k_proj.weight");
   CHECK(qwen3.windowed_layers == 0);  // use_sliding_window false: the window is dormant
   for (const char* name : {"distilbert-base-uncased", "bert-base-uncased", "gpt2", "llama-3-8b", "qwen2-7b",
-                           "qwen3-0.6b", "qwen3-8b", "mistral-7b-v0.1"}) {
+                           "qwen3-0.6b", "qwen3-8b", "mistral-7b-v0.1", "smollm-135m", "llama-3.2-1b"}) {
     CAPTURE(name);
     CHECK(shipped(name).unread_keys.empty());
   }

@@ -71,7 +71,8 @@ def _loss(model, ids, mask):
 
 class Decoder(unittest.TestCase):
     def test_parameters_are_the_spec_derivation_s(self):
-        for name in ("llama-3-8b", "qwen2-7b", "mistral-7b-v0.1", "qwen3-0.6b", "qwen3-8b"):
+        for name in ("llama-3-8b", "qwen2-7b", "mistral-7b-v0.1", "qwen3-0.6b", "qwen3-8b", "smollm-135m",
+                     "llama-3.2-1b"):
             path = os.path.join(SOURCE, "models", "hf", name + ".json")
             model = decoder_from_config(path, device="meta")  # billions of parameters, no memory
             mine = [(n, p.numel()) for n, p in model.named_parameters()]
