@@ -78,6 +78,23 @@ class Decoder(unittest.TestCase):
             mine = [(n, p.numel()) for n, p in model.named_parameters()]
             self.assertEqual(mine, [tuple(t) for t in ddpsim._core.hf_layout(path)], name)
 
+    def test_the_registered_shapes_are_what_this_build_derives(self):
+        import json
+        folder = os.path.join(SOURCE, "traces", "gpu4", "registered")
+        with open(os.path.join(folder, "decoder-shapes.json")) as f:
+            registered = json.load(f)
+        for p in registered["predictions"]:
+            shapes = [(r["b"], r["L"]) for r in p["shapes"]]
+            now = ddpsim._core.model_times(os.path.join(folder, p["spec"]), shapes)
+            self.assertEqual(now["tensors"], p["tensors"])
+            for r, (fwd, bwd) in zip(p["shapes"], now["times"]):
+                self.assertAlmostEqual(r["fwd_ms"], fwd, places=9)
+                self.assertAlmostEqual(r["bwd_ms"], bwd, places=9)
+                self.assertLess(r["fwd_ms_interval"][0], fwd)
+                self.assertLess(fwd, r["fwd_ms_interval"][1])
+        with self.assertRaisesRegex(ddpsim.InputError, r"shape \(0, 8\): a batch and a length of at least 1"):
+            ddpsim._core.model_times("h100-distilbert", [(0, 8)])
+
     def test_the_loss_falls_and_a_window_masks(self):
         torch.manual_seed(0)
         model = decoder_from_config(TINY)
