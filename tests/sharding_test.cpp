@@ -120,6 +120,11 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
   refused({{"simulation", {{"mode", "full"}}}}, "simulation.mode \"full\" simulates DDP's buckets only");
   refused({{"training", {{"micro_batches", 2}}}}, "with training.micro_batches 2");
   refused({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
+  const Config noted =
+      parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"overlap", false}}}}, "c.json", "");
+  REQUIRE(noted.notes.size() == 1);
+  CHECK(noted.notes[0].find("have no effect under training.data_parallel \"fsdp\"") != std::string::npos);
+  CHECK(parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}}}}, "c.json", "").notes.empty());
   CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", {{"data_parallel", "zero3"}}}}, "c.json", ""),
                        doctest::Contains("data_parallel is \"ddp\" (bucketed allreduce) or \"fsdp\""), InputError);
 }

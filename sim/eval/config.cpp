@@ -213,7 +213,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
-  if (c.training.data_parallel == "fsdp") check_sharded(c, origin);
+  if (c.training.data_parallel == "fsdp") {
+    check_sharded(c, origin);
+    // A printed config names every default: only a value other than DDP's default is a request.
+    const TrainingConfig ddp;
+    if (!c.training.overlap || c.training.bucket_mb != ddp.bucket_mb ||
+        c.training.first_bucket_mb != ddp.first_bucket_mb)
+      c.notes.push_back(
+          "training.overlap, bucket_mb and first_bucket_mb have no effect under training.data_parallel "
+          "\"fsdp\": its units, not DDP's buckets, set the collectives, which always overlap compute");
+  }
   // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
   if (const AttentionWindow& w = c.model->attention_window;
       c.training.attention == "packed" && w.any() && c.training.max_length > w.tokens)
