@@ -114,3 +114,17 @@ def full_batch(b, L):
 
     ids = torch.randint(1, 1000, (b, L), generator=torch.Generator().manual_seed(b * 1000 + L))
     return ids, torch.ones(b, L, dtype=torch.bool), torch.zeros(b, dtype=torch.long)
+
+
+def traced_step(tracer, sampler, step, optimizer, loss_fn):
+    """One training step under the tracer, as a user writes it: forward, the loss scaled for
+    DDP and backward, the optimizer, each its phase, the step's shape from the sampler."""
+    with tracer.step(**sampler.shape(step)) as s:
+        with s.phase("fwd"):
+            loss = loss_fn()
+        with s.phase("bwd"):
+            sampler.scale_loss(loss, step).backward()
+        with s.phase("opt"):
+            optimizer.step()
+            optimizer.zero_grad()
+        s.loss = loss

@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import ddpsim  # noqa: E402
 from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout  # noqa: E402
-from ddpsim.torch.decoder import decoder_from_config  # noqa: E402
+from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -50,23 +50,7 @@ def train_worker(rank, world_size, out):
             if step == 12:
                 break
             ids, mask = batch(LENGTHS, indices)
-            with t.step(**sampler.shape(step)) as s:
-                with s.phase("fwd"):
-                    loss = _loss(model, ids, mask)
-                with s.phase("bwd"):
-                    sampler.scale_loss(loss, step).backward()
-                with s.phase("opt"):
-                    optimizer.step()
-                    optimizer.zero_grad()
-                s.loss = loss
-
-
-def _loss(model, ids, mask):
-    """The causal LM loss through DDP's forward (so that DDP sees every parameter used)."""
-    logits = model(ids)[:, :-1].float()
-    targets = ids[:, 1:].masked_fill(~mask[:, 1:], -100)
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                             ignore_index=-100)
+            common.traced_step(t, sampler, step, optimizer, lambda: causal_lm_loss(model(ids), ids, mask))
 
 
 class Decoder(unittest.TestCase):

@@ -63,15 +63,7 @@ def train_worker(rank, world_size, out):
         for model, optimizer, sampler, batches, tracer in runs:
             indices = next(batches)
             batch = common.collate(LENGTHS, indices)  # loading, as a DataLoader does it, before the step
-            with tracer.step(**sampler.shape(step)) as s:
-                with s.phase("fwd"):
-                    loss = loss_of(model, batch)
-                with s.phase("bwd"):
-                    sampler.scale_loss(loss, step).backward()
-                with s.phase("opt"):
-                    optimizer.step()
-                    optimizer.zero_grad()
-                s.loss = loss
+            common.traced_step(tracer, sampler, step, optimizer, lambda: loss_of(model, batch))
         alongside.step()
     for *_, tracer in runs:
         tracer.close()

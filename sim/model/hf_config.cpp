@@ -173,14 +173,7 @@ static void gpt2(const HfFields& f, TransformerSpec& s, Layout& t) {
     t.linear(l + "mlp.c_proj", d, ff, true);
   }
   t.norm(p + "ln_f", d, true);
-  if (s.head == "causal LM") {
-    if (f.flag("tie_word_embeddings", true))
-      s.tied_head = s.vocab * d;
-    else
-      t.linear("lm_head", s.vocab, d, false);
-  } else if (s.head == "sequence classification") {
-    t.add("score.weight", label_count(f), d, true);
-  }
+  decoder_head(f, s, t, d, /*tie_default=*/true);
 }
 
 // FLOPs per token and per token pair, once the tensors are known; refuses a model too large to hold.

@@ -73,13 +73,17 @@ void decoder_layout(const HfFields& f, TransformerSpec& s, Layout& t) {
     t.norm(l + "post_attention_layernorm", h, false);
   }
   t.norm("model.norm", h, false);
+  decoder_head(f, s, t, h, /*tie_default=*/false);
+}
+
+void decoder_head(const HfFields& f, TransformerSpec& s, Layout& t, long long hidden, bool tie_default) {
   if (s.head == "causal LM") {
-    if (f.flag("tie_word_embeddings", false))
-      s.tied_head = s.vocab * h;
+    if (f.flag("tie_word_embeddings", tie_default))
+      s.tied_head = s.vocab * hidden;
     else
-      t.linear("lm_head", s.vocab, h, false);
+      t.linear("lm_head", s.vocab, hidden, false);
   } else if (s.head == "sequence classification") {
-    t.add("score.weight", label_count(f), h, true);
+    t.add("score.weight", label_count(f), hidden, true);
   }
 }
 

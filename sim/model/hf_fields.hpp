@@ -98,6 +98,9 @@ class Layout {
 long long sizes(const HfFields& f, TransformerSpec& s, const char* hidden, const char* layers, const char* heads);
 // Labels of a sequence-classification head: id2label's size, num_labels, or 2.
 long long label_count(const HfFields& f);
+// The head after a decoder's last norm: a causal LM's (tied to the embeddings, or untied, as
+// `tie_default` says when the config does not) or a sequence classifier's score.
+void decoder_head(const HfFields& f, TransformerSpec& s, Layout& t, long long hidden, bool tie_default);
 // llama, mistral, qwen2, qwen3: grouped-query attention, SwiGLU, RMSNorm, sliding windows.
 void decoder_layout(const HfFields& f, TransformerSpec& s, Layout& t);
 

@@ -152,9 +152,15 @@ class DecoderForCausalLM(nn.Module):
 
     def loss(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy over the real tokens (``mask`` true) of a padded batch."""
-        logits = self(ids)[:, :-1].float()
-        targets = ids[:, 1:].masked_fill(~mask[:, 1:], -100)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+        return causal_lm_loss(self(ids), ids, mask)
+
+
+def causal_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of ``logits`` over the real tokens of ``ids``: for a model
+    wrapped in DDP, whose forward (not ``loss``) must run for DDP to see every parameter used."""
+    logits = logits[:, :-1].float()
+    targets = ids[:, 1:].masked_fill(~mask[:, 1:], -100)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
 def _normalised(config: dict, origin: str) -> dict:
