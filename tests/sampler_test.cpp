@@ -70,6 +70,31 @@ TEST_CASE("the same seed gives the same stream, another seed another") {
   CHECK(differs);
 }
 
+TEST_CASE("samplers share a permutation only over the same lengths, G and seed") {
+  auto lengths = iota_lengths(60);
+  const auto stream = [&](int G, std::uint64_t seed) {
+    DistributedSampler sampler(lengths, G, seed);
+    std::vector<std::pair<std::int64_t, int>> out;
+    for (int i = 0; i < 30; ++i) {
+      const Sample s = sampler.next(0);
+      out.emplace_back(s.index, s.len);
+    }
+    return out;
+  };
+  DistributedSampler::prepare(lengths, 2, 5);
+  const auto first = stream(2, 5);
+  CHECK(first == stream(2, 5));
+  CHECK(first != stream(3, 5));
+  // The same buffer with other contents, as a freed and reallocated dataset may be: its lengths
+  // are read afresh, never the cached ones.
+  for (int& len : lengths) len += 1000;
+  const auto edited = stream(2, 5);
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    CHECK(edited[i].first == first[i].first);
+    CHECK(edited[i].second == first[i].second + 1000);
+  }
+}
+
 TEST_CASE("a dataset smaller than G is a clear error") {
   const auto lengths = iota_lengths(3);
   CHECK_THROWS_WITH_AS(DistributedSampler(lengths, 4, 0), doctest::Contains("smaller than G=4"), InputError);

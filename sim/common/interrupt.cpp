@@ -102,8 +102,11 @@ void forget_worker(int slot) {
 }
 
 void become_worker() {
-  for (auto& worker : workers) worker.store(0);
-  for (auto& slot : slots) slot.state.store(FREE);
+  // Written only where set: each page written would be copied from the parent.
+  for (auto& worker : workers)
+    if (worker.load() != 0) worker.store(0);
+  for (auto& slot : slots)
+    if (slot.state.load() != FREE) slot.state.store(FREE);
   silent = true;
 }
 

@@ -1,6 +1,8 @@
 #include "data/sampler.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <mutex>
 #include <numeric>
 #include <string>
 
@@ -20,29 +22,67 @@ DistributedSampler::DistributedSampler(std::span<const int> lengths, int G, std:
                      " samples is smaller than G=" + std::to_string(G) + " ranks");
 }
 
-const std::vector<DistributedSampler::Slot>& DistributedSampler::permutation(std::int32_t epoch) {
-  auto it = permutations_.find(epoch);
-  if (it != permutations_.end()) return it->second;
-  const std::int32_t oldest =
-      std::min_element(cursors_.begin(), cursors_.end(), [](auto& a, auto& b) { return a.epoch < b.epoch; })->epoch;
-  permutations_.erase(permutations_.begin(), permutations_.lower_bound(oldest));
+// Epochs' shards shared by the samplers of a process: a run's policies, its noise-off replay and
+// a sweep's cells draw the same permutation, which costs more than a small cell's simulation.
+DistributedSampler::Shards DistributedSampler::shuffled(std::span<const int> lengths, int G, std::uint64_t seed,
+                                                        std::int64_t shard_size) {
+  struct Entry {
+    std::vector<int> lengths;  // a copy: a freed and reallocated dataset may reuse the address
+    std::uint64_t seed;
+    int G;
+    Shards shards;
+  };
+  static std::mutex mutex;
+  static std::deque<Entry> cache;  // newest last; a few entries, a few epochs' worth of memory
+  {
+    const std::lock_guard lock(mutex);
+    for (const Entry& e : cache)
+      if (e.seed == seed && e.G == G && std::ranges::equal(e.lengths, lengths)) return e.shards;
+  }
   // 32-bit indices: the same permutation in half the bytes, which the shuffle's swaps hit at random.
-  std::vector<std::int32_t> order(lengths_.size());
+  std::vector<std::int32_t> order(lengths.size());
   std::iota(order.begin(), order.end(), 0);
-  Rng rng(seed_ + static_cast<std::uint64_t>(epoch));
+  Rng rng(seed);
   rng.shuffle(std::span<std::int32_t>(order));
   // A transpose (rank g's samples sit G apart in `order`), in tiles that stay in cache.
   constexpr std::int64_t TILE = 64;
-  std::vector<Slot> shards(static_cast<std::size_t>(shard_size_ * G_));
-  for (std::int64_t p0 = 0; p0 < shard_size_; p0 += TILE)
-    for (std::int64_t g0 = 0; g0 < G_; g0 += TILE)
-      for (std::int64_t position = p0; position < std::min(p0 + TILE, shard_size_); ++position)
-        for (std::int64_t g = g0; g < std::min<std::int64_t>(g0 + TILE, G_); ++g) {
-          const std::int32_t index = order[static_cast<std::size_t>(position * G_ + g)];
-          shards[static_cast<std::size_t>(g * shard_size_ + position)] = {index,
-                                                                         lengths_[static_cast<std::size_t>(index)]};
+  auto shards = std::make_shared<std::vector<Slot>>(static_cast<std::size_t>(shard_size * G));
+  for (std::int64_t p0 = 0; p0 < shard_size; p0 += TILE)
+    for (std::int64_t g0 = 0; g0 < G; g0 += TILE)
+      for (std::int64_t position = p0; position < std::min(p0 + TILE, shard_size); ++position)
+        for (std::int64_t g = g0; g < std::min<std::int64_t>(g0 + TILE, G); ++g) {
+          const std::int32_t index = order[static_cast<std::size_t>(position * G + g)];
+          (*shards)[static_cast<std::size_t>(g * shard_size + position)] = {index,
+                                                                            lengths[static_cast<std::size_t>(index)]};
         }
-  return permutations_.emplace(epoch, std::move(shards)).first->second;
+  const std::lock_guard lock(mutex);
+  constexpr std::size_t ENTRIES = 8, BYTES = std::size_t{64} << 20;
+  const auto footprint = [](const Entry& e) {
+    return e.lengths.size() * sizeof(int) + e.shards->size() * sizeof(Slot);
+  };
+  cache.push_back({{lengths.begin(), lengths.end()}, seed, G, shards});
+  std::size_t bytes = 0;
+  for (const Entry& e : cache) bytes += footprint(e);
+  while (cache.size() > 1 && (cache.size() > ENTRIES || bytes > BYTES)) {
+    bytes -= footprint(cache.front());
+    cache.pop_front();
+  }
+  return shards;
+}
+
+void DistributedSampler::prepare(std::span<const int> lengths, int G, std::uint64_t seed) {
+  const DistributedSampler sampler(lengths, G, seed);  // its checks
+  shuffled(lengths, G, seed, sampler.shard_size_);
+}
+
+const std::vector<DistributedSampler::Slot>& DistributedSampler::permutation(std::int32_t epoch) {
+  auto it = permutations_.find(epoch);
+  if (it != permutations_.end()) return *it->second;
+  const std::int32_t oldest =
+      std::min_element(cursors_.begin(), cursors_.end(), [](auto& a, auto& b) { return a.epoch < b.epoch; })->epoch;
+  permutations_.erase(permutations_.begin(), permutations_.lower_bound(oldest));
+  return *permutations_.emplace(epoch, shuffled(lengths_, G_, seed_ + static_cast<std::uint64_t>(epoch), shard_size_))
+              .first->second;
 }
 
 Sample DistributedSampler::next(int rank) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,9 @@ class DistributedSampler {
   DistributedSampler(std::span<const int> lengths, int G, std::uint64_t seed);
 
   Sample next(int rank);
+  // Computes epoch 0's shards into this process's cache, which every sampler over the same
+  // lengths, G and seed reads: a sweep warms it before forking the cells that share them.
+  static void prepare(std::span<const int> lengths, int G, std::uint64_t seed);
   int ranks() const { return G_; }
   // Samples handed to rank g so far, over all epochs.
   std::int64_t drawn(int rank) const;
@@ -36,7 +40,9 @@ class DistributedSampler {
     std::int32_t index;
     std::int32_t len;
   };
+  using Shards = std::shared_ptr<const std::vector<Slot>>;
   const std::vector<Slot>& permutation(std::int32_t epoch);
+  static Shards shuffled(std::span<const int> lengths, int G, std::uint64_t seed, std::int64_t shard_size);
 
   std::span<const int> lengths_;
   int G_;
@@ -49,7 +55,7 @@ class DistributedSampler {
   std::vector<Cursor> cursors_;
   // Epoch → its shards one after the other (shard g at [g·shard_size, (g+1)·shard_size)), so a
   // rank reads its own samples in order; computed once, dropped when no rank needs it.
-  std::map<std::int32_t, std::vector<Slot>> permutations_;
+  std::map<std::int32_t, Shards> permutations_;
 };
 
 // Each rank's next samples in arrival order: the sampler feeds the back, schedulers take

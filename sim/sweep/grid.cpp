@@ -105,7 +105,8 @@ SweepSpec read_sweep(const std::string& path) {
     if (!set.is_object()) throw wrong_type(set, path + ": key \"set\"", "an object of config keys and values");
     for (const auto& [key, value] : set.items()) {
       if (is_label(key))
-        throw InputError(path + ": set: \"" + key + "\" is a label, a results.csv column that names swept values: "
+        throw InputError(path + ": set: \"" + key +
+                         "\" is a label, a results.csv column that names swept values: "
                          "put it in axes or zip beside the key it names");
       set_value(s.base, key, value, path + ": set");
       fixed.push_back(key);
@@ -210,7 +211,8 @@ Config cell_config(const SweepSpec& spec, const SweepGrid& grid, const SweepCell
   // A sweep's results.csv is the same bytes on every run; a decision time read off this
   // machine's clock is not.
   if (config.simulation.sched_measured)
-    throw InputError(origin + ": simulation.sched_ms \"measured\" times each decision on this machine's clock, so "
+    throw InputError(origin +
+                     ": simulation.sched_ms \"measured\" times each decision on this machine's clock, so "
                      "two runs of the sweep would write different results: give sched_ms in ms (ddpsim run "
                      "takes \"measured\")");
   return config;
@@ -237,6 +239,12 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
     // Named by its content, with every file path absolute: the same cell from any working
     // folder, so that a sweep resumes, reruns and merges its shards wherever it is started.
     cell.hash = fnv1a64_hex(config.printable().dump());
+    if (!config.parallel) {
+      cell.dataset_key =
+          fnv1a64_hex(config.resolved.at("data").dump() + " " + std::to_string(config.training.max_length) + " " +
+                      std::to_string(config.training.seed));
+      cell.world_size = config.training.world_size;
+    }
     // A pipeline's abstract mode reports time units, its model mode ms: one results.csv, one unit.
     const bool abstract = config.parallel && config.parallel->abstract_mode;
     if (i == 0) first_abstract = abstract;

@@ -41,6 +41,11 @@ struct SweepCell {
   std::size_t index = 0;
   std::string hash;                    // fnv1a64 of the resolved config
   std::vector<nlohmann::json> values;  // one per swept key
+  // The dataset its worker may share with the cells before it: a hash of the data source,
+  // max_length and seed, and the world size its permutation is sharded over; "" for a
+  // pipeline job (and a grid read back from sweep.json), whose worker builds what it reads.
+  std::string dataset_key;
+  int world_size = 0;
 };
 
 struct SweepGrid {

@@ -1,5 +1,6 @@
 #include "sweep/run.hpp"
 
+#include <malloc.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "common/atomic_file.hpp"
@@ -20,6 +22,7 @@
 #include "common/input_file.hpp"
 #include "common/interrupt.hpp"
 #include "common/json_util.hpp"
+#include "data/sampler.hpp"
 #include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
@@ -111,27 +114,69 @@ nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<
   return out;
 }
 
-// The worker: simulates one cell and writes its file; its error, if any, goes up the pipe.
-[[noreturn]] void work(const Config& config, const std::vector<int>& dataset, const fs::path& target, int pipe_fd) {
+// The worker: simulates one cell and writes its file; its error, if any, goes up the pipe. Its
+// config is built here, not in the parent, whose every page written after a fork is a copy.
+[[noreturn]] void work(const SweepSpec& spec, const SweepGrid& grid, const SweepCell& cell,
+                       const std::vector<int>* shared, const fs::path& target, int pipe_fd) {
   int code = 0;
-  try {
-    if (config.parallel) {
-      auto summary = pipeline_summary(config, simulate_parallel(config));
-      summary["config"] = config.printable();  // as below: what the cell's name hashes
-      write_file_atomically(target, summary.dump(2) + "\n");
-    } else {
-      const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
-      // The config with absolute paths: what the cell's name hashes (grid.cpp), from any folder.
-      write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries, nullptr,
-                                                 {{"gain_predictions", cell_predictions(config, dataset, sim)}}));
+  // On a thread of its own, which allocates from an arena of its own: the main arena's free
+  // chunks are the parent's pages, which every allocation walking them would copy (on a 10,000-
+  // cell sweep, half a cell's CPU went to such copy-on-write faults).
+  std::thread([&] {
+    try {
+      const Config config = cell_config(spec, grid, cell);
+      if (config.parallel) {
+        auto summary = pipeline_summary(config, simulate_parallel(config));
+        summary["config"] = config.printable();  // as below: what the cell's name hashes
+        write_file_atomically(target, summary.dump(2) + "\n");
+      } else {
+        std::vector<int> own;
+        if (!shared) own = config_dataset(config, *make_length_source(config.data, config.training.max_length));
+        const std::vector<int>& dataset = shared ? *shared : own;
+        const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
+        // The config with absolute paths: what the cell's name hashes (grid.cpp), from any folder.
+        write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries, nullptr,
+                                                   {{"gain_predictions", cell_predictions(config, dataset, sim)}}));
+      }
+    } catch (const std::exception& e) {
+      const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks
+      [[maybe_unused]] const auto written = ::write(pipe_fd, what.data(), what.size());
+      code = 1;
     }
-  } catch (const std::exception& e) {
-    const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks
-    [[maybe_unused]] const auto written = ::write(pipe_fd, what.data(), what.size());
-    code = 1;
-  }
+  }).join();
   ::_exit(code);  // no atexit handlers, no flushing of buffers inherited from the parent
 }
+
+// Datasets and their first permutations, built once in the parent and shared with the workers
+// (copy-on-write after fork): a TSV source tokenizes its file once for the whole sweep, and the
+// cells of a seed shuffle it once, not once per cell.
+class SharedDatasets {
+ public:
+  const std::vector<int>* get(const SweepSpec& spec, const SweepGrid& grid, const SweepCell& cell) {
+    if (cell.dataset_key.empty()) return nullptr;
+    auto it = datasets_.find(cell.dataset_key);
+    if (it == datasets_.end()) {
+      if (datasets_.size() >= 16) {  // a swept seed: keep memory bounded
+        datasets_.clear();
+        prepared_.clear();
+      }
+      const Config config = cell_config(spec, grid, cell);
+      it = datasets_
+               .emplace(cell.dataset_key,
+                        config_dataset(config, *make_length_source(config.data, config.training.max_length)))
+               .first;
+      seeds_[cell.dataset_key] = config.training.seed;
+    }
+    if (prepared_.emplace(cell.dataset_key, cell.world_size).second)
+      DistributedSampler::prepare(it->second, cell.world_size, seeds_[cell.dataset_key]);
+    return &it->second;
+  }
+
+ private:
+  std::map<std::string, std::vector<int>> datasets_;
+  std::map<std::string, std::uint64_t> seeds_;
+  std::set<std::pair<std::string, int>> prepared_;
+};
 
 std::string read_all(int fd) {
   std::string text;
@@ -205,26 +250,24 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
     int slot;  // among the workers a signal stops
   };
   std::map<pid_t, Worker> running;
-  // Datasets are built once here and shared with the workers (copy-on-write after fork): a TSV
-  // source tokenizes its file once for the whole sweep, not once per cell.
-  std::map<std::string, std::vector<int>> datasets;
+  // What checking the grid freed goes back to the system: a fork copies the page table of every
+  // page this process holds, once per cell.
+  ::malloc_trim(0);
+  SharedDatasets datasets;
+  // Cells that share a dataset run one after the other, whatever the axes' order.
+  std::vector<std::size_t> order(todo);
+  std::map<std::string, std::size_t> first_seen;
+  std::vector<std::size_t> group(grid.cells.size());
+  for (const std::size_t i : todo)
+    group[i] = first_seen.emplace(grid.cells[i].dataset_key, first_seen.size()).first->second;
+  std::ranges::stable_sort(order, {}, [&](std::size_t i) { return group[i]; });
   std::string failure;
   std::size_t next = 0, done = 0;
   while (true) {
     while (failure.empty() && next < todo.size() && running.size() < static_cast<std::size_t>(jobs)) {
-      const SweepCell& cell = grid.cells[todo[next++]];
+      const SweepCell& cell = grid.cells[order[next++]];
       try {
-        const Config config = cell_config(spec, grid, cell);
-        // An abstract pipeline takes no data: its key stays "", an empty dataset.
-        const bool abstract = config.parallel && config.parallel->abstract_mode;
-        const std::string key = abstract ? ""
-                                         : config.resolved.at("data").dump() + " " +
-                                               std::to_string(config.training.max_length) + " " +
-                                               std::to_string(config.training.seed);
-        if (!abstract && !datasets.count(key)) {
-          if (datasets.size() >= 16) datasets.clear();  // a swept seed: keep memory bounded
-          datasets[key] = config_dataset(config, *make_length_source(config.data, config.training.max_length));
-        }
+        const std::vector<int>* dataset = datasets.get(spec, grid, cell);
         int fds[2];
         if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
         std::cout.flush();
@@ -240,7 +283,7 @@ CellRunStats run_cells(const SweepSpec& spec, const SweepGrid& grid, const std::
           become_worker();
           ::sigprocmask(SIG_SETMASK, &previous, nullptr);
           ::close(fds[0]);
-          work(config, datasets[key], cells_dir / (cell.hash + ".json"), fds[1]);
+          work(spec, grid, cell, dataset, cells_dir / (cell.hash + ".json"), fds[1]);
         }
         const int fork_errno = errno;
         if (pid > 0) running[pid] = {cell.index, fds[0], remember_worker(pid)};
