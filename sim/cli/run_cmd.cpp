@@ -167,25 +167,34 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   return 0;
 }
 
-// How the ranks meet: DDP's buckets, or FSDP's units.
+// How the ranks meet: DDP's buckets, or FSDP's units (inside groups, under HSDP).
 std::string data_parallel_line(const Config& config, std::size_t buckets) {
-  if (config.training.data_parallel == "fsdp")
-    return "data parallel: fsdp (full sharding), " + std::to_string(shard_units(*config.model).size()) +
-           " units (a root and a unit per block), ring all-gather and reduce-scatter, " + config.simulation.mode +
-           " mode";
-  return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
-         (config.training.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+  const TrainingConfig& t = config.training;
+  if (!t.sharded())
+    return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
+           (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+  const std::string units =
+      std::to_string(shard_units(*config.model).size()) + " units (a root and a unit per block), " +
+      (t.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward");
+  if (t.data_parallel == "fsdp")
+    return "data parallel: fsdp (full sharding), " + units + ", ring all-gather and reduce-scatter, " +
+           config.simulation.mode + " mode";
+  return "data parallel: hybrid (full sharding inside " + std::to_string(t.world_size / t.shard_group) + " groups of " +
+         std::to_string(t.shard_group) + " ranks, replicated across them), " + units +
+         ", ring all-gather and reduce-scatter in a group, ring allreduce of each shard across groups, " +
+         config.simulation.mode + " mode";
 }
 
 // The memory model predicts an out-of-memory the simulator itself would not notice.
 void warn_over_capacity(const Config& config, const SimulationRun& sim, const char* verb) {
   const PerfModel& m = *config.model;
-  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.data_parallel == "fsdp") {
+  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.sharded()) {
     std::fprintf(stderr,
-                 "ddpsim %s: warning: %s's fixed memory under FSDP alone (its shard of weights, gradients and "
-                 "optimizer state, and two gathered units: %.0f MiB) passes its capacity of %.0f MiB: no batch fits "
-                 "a rank, and the times assume memory allowed (more ranks shard it thinner)\n",
-                 verb, m.name.c_str(), m.mem_m0_mib, m.mem_capacity_mib);
+                 "ddpsim %s: warning: %s's fixed memory under %s alone (its shard of weights, gradients and "
+                 "optimizer state, and the units gathered: %.0f MiB) passes its capacity of %.0f MiB: no batch fits "
+                 "a rank, and the times assume memory allowed (more ranks a shard group shard it thinner)\n",
+                 verb, m.name.c_str(), config.training.data_parallel == "fsdp" ? "FSDP" : "HSDP", m.mem_m0_mib,
+                 m.mem_capacity_mib);
     return;
   }
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib) {

@@ -103,17 +103,26 @@ std::vector<std::size_t> one_group_per_kind(const std::vector<Flow>& flows,
 
 }  // namespace
 
-CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank) {
+CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank, int group) {
   const int G = static_cast<int>(node_of_rank.size());
   CollectivePlan plan{algorithm, {}};
   if (algorithm == "ring") {
     std::vector<int> all(static_cast<std::size_t>(G));
     for (int g = 0; g < G; ++g) all[static_cast<std::size_t>(g)] = g;
     append_ring_phases(plan.phases, {all}, 2.0 * (G - 1) / G, 2 * (G - 1));
-  } else if (algorithm == "allgather") {  // FSDP's ring all-gather (and reduce-scatter): (G−1)/G·S in G−1 steps
-    std::vector<int> all(static_cast<std::size_t>(G));
-    for (int g = 0; g < G; ++g) all[static_cast<std::size_t>(g)] = g;
-    append_ring_phases(plan.phases, {all}, double(G - 1) / G, G - 1);
+  } else if (algorithm == "allgather" || algorithm == "replicas") {
+    const int S = group > 0 ? group : G, R = G / S;
+    if (S * R != G)
+      throw InputError("a shard group of " + std::to_string(S) + " ranks does not divide " + std::to_string(G));
+    std::vector<std::vector<int>> groups(static_cast<std::size_t>(R)), replicas(static_cast<std::size_t>(S));
+    for (int g = 0; g < G; ++g) {
+      groups[static_cast<std::size_t>(g / S)].push_back(g);
+      replicas[static_cast<std::size_t>(g % S)].push_back(g);
+    }
+    if (algorithm == "allgather")
+      append_ring_phases(plan.phases, groups, double(S - 1) / S, S - 1);
+    else
+      append_ring_phases(plan.phases, replicas, 2.0 * (R - 1) / R, 2 * (R - 1));
   } else if (algorithm == "tree") {
     const int depth = G > 1 ? static_cast<int>(std::floor(std::log2(G))) : 0;
     Phase up, down;

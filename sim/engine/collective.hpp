@@ -38,7 +38,12 @@ const std::vector<std::string>& allreduce_algorithms();
 // reduce-scatter inside each node, ring allreduce of the S/M shards across nodes (one ring
 // per local GPU index, concurrently), ring all-gather inside each node; ranks of one node
 // are consecutive. Throws InputError for an unknown name or uneven nodes.
-CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank);
+//
+// Sharded data parallelism's, with `group` ranks a shard group (consecutive; 0: all G):
+// allgather: a ring all-gather inside each group at once, (S−1)/S of S in S−1 steps (a
+// reduce-scatter moves the same); replicas: a ring allreduce of a group's shard across the
+// groups, one ring per position in the group (HSDP's), 2(R−1)/R of its size in 2(R−1) steps.
+CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank, int group = 0);
 
 // A plan bound to hosts: flows host to host and per-phase latencies resolved once.
 //

@@ -25,7 +25,7 @@ struct Stage {
   std::unique_ptr<CollectiveRunner> runner;
 
   explicit Stage(const EngineSetup& s) {
-    const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, s.G));
+    const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, s.G), s.shard_group);
     hosts = build_platform(s.platform, s.G, plan.pairs());
     // A user's XML platform may give its links bandwidth profiles over time: every flow runs there.
     runner = std::make_unique<CollectiveRunner>(plan, hosts, s.platform.topology != "xml");

@@ -90,12 +90,16 @@ FastEngine::FastEngine(const EngineSetup& setup) : s_(setup) {
   std::vector<double> sizes;
   for (const Bucket& b : s_.buckets) sizes.push_back(b.bytes);
   allreduce_ms_ = measure_allreduce_ms(s_, sizes);
-  if (s_.sharding != "fsdp") return;
-  EngineSetup gather = s_;
-  gather.algorithm = "allgather";
-  std::vector<double> units;
+  if (s_.sharding == "ddp") return;
+  EngineSetup sharded = s_;
+  sharded.algorithm = "allgather";
+  std::vector<double> units, shards;
   for (const ShardUnit& u : s_.units) units.push_back(u.bytes);
-  gather_ms_ = measure_allreduce_ms(gather, units);
+  gather_ms_ = measure_allreduce_ms(sharded, units);
+  if (s_.shard_group <= 0 || s_.shard_group == s_.G) return;
+  sharded.algorithm = "replicas";
+  for (const ShardUnit& u : s_.units) shards.push_back(u.bytes / s_.shard_group);
+  replica_ms_ = measure_allreduce_ms(sharded, shards);
 }
 
 void FastEngine::start_policy() {
@@ -107,7 +111,7 @@ void FastEngine::start_policy() {
 // nothing else shares the links during a collective, which holds because buckets are
 // reduced one after another; what it drops is the per-rank skew inside one collective.
 void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::function<void(int)>& progress) {
-  if (s_.sharding == "fsdp") return advance_sharded(pw, out, progress);
+  if (s_.sharding != "ddp") return advance_sharded(pw, out, progress);
   const EngineSetup& s = s_;
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);

@@ -64,9 +64,13 @@ struct ShardUnit {
 struct EngineSetup {
   int G = 4;
   // "ddp": bucketed allreduce (below); "fsdp": full sharding over `units` (fast mode only): each
-  // unit all-gathered before its forward and its backward, reduce-scattered after its backward.
+  // unit all-gathered before its forward and its backward, reduce-scattered after its backward;
+  // "hybrid": the same inside groups of `shard_group` consecutive ranks, each unit's gradient
+  // shard then allreduced across the groups.
   std::string sharding = "ddp";
   std::vector<ShardUnit> units;
+  int shard_group = 0;                // 0: all G
+  bool reshard_after_forward = true;  // false: a unit stays gathered from its forward to its backward
   PlatformConfig platform;
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;
@@ -101,12 +105,14 @@ class FastEngine {
   // FSDP: the time of one ring all-gather (and of one reduce-scatter, which moves the same
   // bytes over the same flows) of each unit's bytes, on an idle platform.
   const std::map<double, double>& gather_ms() const { return gather_ms_; }
+  // hybrid: the time of one allreduce of each unit's shard across the groups.
+  const std::map<double, double>& replica_ms() const { return replica_ms_; }
 
  private:
   void advance_sharded(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress);
 
   EngineSetup s_;
-  std::map<double, double> allreduce_ms_, gather_ms_;
+  std::map<double, double> allreduce_ms_, gather_ms_, replica_ms_;
   std::vector<double> prev_end_;
   int step_ = 0;
 };

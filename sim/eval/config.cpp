@@ -107,11 +107,6 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     m->bytes_per_param = c.training.grad_dtype == "fp32" ? 4 : 2;
     c.model = std::move(m);
   }
-  if (c.training.data_parallel == "fsdp") {  // a rank's fixed memory is then its shard and two gathered units
-    auto m = std::make_shared<PerfModel>(*c.model);
-    m->mem_m0_mib += sharded_memory_offset_mib(c);
-    c.model = std::move(m);
-  }
   if (c.model->position_table > 0 && c.training.max_length > c.model->position_table)
     throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
                      std::to_string(c.model->position_table) + " positions of " + c.model->name +
@@ -121,6 +116,12 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       origin + ": platform", c.training.world_size, base_dir);
   if (c.platform_source.empty())
     c.platform_source = preset_source(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), c.platform);
+  if (c.training.sharded()) {  // a rank's fixed memory is then its shard and the units gathered
+    resolve_shard_group(c, origin);
+    auto m = std::make_shared<PerfModel>(*c.model);
+    m->mem_m0_mib += sharded_memory_offset_mib(c);
+    c.model = std::move(m);
+  }
   if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
     const auto& given = top.raw("simulation");
@@ -213,15 +214,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
-  if (c.training.data_parallel == "fsdp") {
+  if (c.training.sharded()) {
     check_sharded(c, origin);
     // A printed config names every default: only a value other than DDP's default is a request.
     const TrainingConfig ddp;
     if (!c.training.overlap || c.training.bucket_mb != ddp.bucket_mb ||
         c.training.first_bucket_mb != ddp.first_bucket_mb)
       c.notes.push_back(
-          "training.overlap, bucket_mb and first_bucket_mb have no effect under training.data_parallel "
-          "\"fsdp\": its units, not DDP's buckets, set the collectives, which always overlap compute");
+          "training.overlap, bucket_mb and first_bucket_mb have no effect under training.data_parallel \"" +
+          c.training.data_parallel +
+          "\": its units, not DDP's buckets, set the collectives, which always overlap compute");
   }
   // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
   if (const AttentionWindow& w = c.model->attention_window;
@@ -287,6 +289,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                 {"model", model},  // a name or a path: what this function reads back
                 {"platform", c.platform.to_json()}};
   if (c.training.pad_to_multiple_of > 1) c.resolved["training"]["pad_to_multiple_of"] = c.training.pad_to_multiple_of;
+  if (c.training.data_parallel == "hybrid") c.resolved["training"]["shard_group"] = c.training.shard_group;
+  if (c.training.sharded()) c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : c.simulation.stragglers)
     stragglers.push_back({{"rank", s.rank}, {"factor", s.factor}, {"from_step", s.from_step}, {"to_step", s.to_step}});

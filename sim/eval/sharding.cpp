@@ -1,9 +1,11 @@
 #include "eval/sharding.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <regex>
 
 #include "common/error.hpp"
+#include "engine/platform.hpp"
 
 namespace ddpsim {
 
@@ -29,21 +31,39 @@ std::vector<ShardUnit> shard_units(const PerfModel& model) {
   return units;
 }
 
+void resolve_shard_group(Config& c, const std::string& origin) {
+  TrainingConfig& t = c.training;
+  if (t.data_parallel == "fsdp") {
+    t.shard_group = t.world_size;
+    return;
+  }
+  if (t.shard_group == 0) {
+    const std::vector<int> nodes = node_of_ranks(c.platform, t.world_size);
+    t.shard_group = static_cast<int>(std::count(nodes.begin(), nodes.end(), nodes.front()));
+  }
+  if (t.world_size % t.shard_group != 0)
+    throw InputError(origin + ": training.shard_group " + std::to_string(t.shard_group) + " does not divide " +
+                     "training.world_size " + std::to_string(t.world_size) +
+                     ": hybrid sharding replicates whole groups of shard_group ranks (give a divisor)");
+}
+
 double sharded_memory_offset_mib(const Config& config) {
   constexpr double MiB = 1024.0 * 1024.0;
   const PerfModel& m = *config.model;
-  const double state = double(m.total_params()) * 16 / MiB, G = config.training.world_size;
+  const double state = double(m.total_params()) * 16 / MiB, S = config.training.shard_group;
   std::vector<double> bytes;
   for (const ShardUnit& u : shard_units(m)) bytes.push_back(u.bytes);
   std::sort(bytes.rbegin(), bytes.rend());
-  const double gathered = (bytes[0] + (bytes.size() > 1 ? bytes[1] : 0.0)) / MiB;
+  const double gathered = config.training.reshard_after_forward
+                              ? (bytes[0] + (bytes.size() > 1 ? bytes[1] : 0.0)) / MiB
+                              : std::accumulate(bytes.begin(), bytes.end(), 0.0) / MiB;
   // A calibrated model's m0 may hold less than the whole state (it measured what it measured):
   // never below the sharded state itself.
-  return std::max(state / G - m.mem_m0_mib, state / G - state) + gathered;
+  return std::max(state / S - m.mem_m0_mib, state / S - state) + gathered;
 }
 
 void check_sharded(const Config& c, const std::string& origin) {
-  const std::string why = origin + ": training.data_parallel \"fsdp\" ";
+  const std::string why = origin + ": training.data_parallel \"" + c.training.data_parallel + "\" ";
   if (c.parallel)
     throw InputError(why +
                      "shards a data-parallel step; a pipeline job's parallel section has its own "

@@ -1,6 +1,6 @@
-// Sharded data parallelism (training.data_parallel "fsdp"): the units FSDP wraps, read from the
-// model's parameter layout, the memory a rank holds once the state is sharded, and what a
-// sharded config cannot take yet (docs/sharding.md).
+// Sharded data parallelism (training.data_parallel "fsdp" or "hybrid"): the units FSDP wraps,
+// read from the model's parameter layout, the memory a rank holds once the state is sharded,
+// and what a sharded config cannot take yet (docs/sharding.md).
 #pragma once
 
 #include <string>
@@ -17,9 +17,14 @@ namespace ddpsim {
 // parameters FSDP gathers are in it); shares of compute by backward fraction.
 std::vector<ShardUnit> shard_units(const PerfModel& model);
 
-// What full sharding changes in a rank's peak memory, in MiB: weights, gradients and AdamW
-// state (16 B a parameter, fp32 or mixed precision alike) held 1/G each, plus the two largest
-// units gathered at once (the one computing and the one prefetched).
+// Sets training.shard_group: G under fsdp, a node's GPUs by default under hybrid; refuses a
+// group that does not divide the world size, naming the key.
+void resolve_shard_group(Config& config, const std::string& origin);
+
+// What sharding changes in a rank's peak memory, in MiB: weights, gradients and AdamW state
+// (16 B a parameter, fp32 or mixed precision alike) held 1/shard_group each, plus the units
+// gathered at once: the two largest (the one computing and the one prefetched), or every unit
+// where reshard_after_forward is off (each stays gathered from its forward to its backward).
 double sharded_memory_offset_mib(const Config& config);
 
 // Refuses what a sharded config cannot take yet, naming the key.

@@ -167,7 +167,11 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.algorithm = config.simulation.algorithm;
   setup.buckets = config_buckets(config);
   setup.sharding = config.training.data_parallel;
-  if (setup.sharding == "fsdp") setup.units = shard_units(*config.model);
+  if (config.training.sharded()) {
+    setup.units = shard_units(*config.model);
+    setup.shard_group = config.training.shard_group;
+    setup.reshard_after_forward = config.training.reshard_after_forward;
+  }
   setup.overlap = config.training.overlap;
   setup.comm_slowdown = config.model->comm_slowdown;
   setup.allreduce_slowdown = config.model->allreduce_slowdown;

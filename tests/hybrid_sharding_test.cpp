@@ -1,0 +1,164 @@
+// HSDP (full sharding inside groups, replicated across them) and reshard_after_forward in the
+// fast step engine, against hand-computed steps: the groups' gathers and the allreduce across
+// them take the rings' alpha-beta times; one group is FSDP exactly; a communication-bound step
+// is its group's stream plus the last allreduce across groups; without resharding the backward
+// gathers go; memory per rank is ZeRO-3's 16Ψ/S plus what stays gathered; the keys' refusals.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "eval/config.hpp"
+#include "eval/sharding.hpp"
+#include "model/perf_model.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+constexpr double GBps = 24, LATENCY_US = 5;
+
+// G ranks on pcie without a shared root, groups of S; a root unit of 100 MB and 3 blocks of 50 MB.
+EngineSetup hybrid_setup(int G, int S) {
+  EngineSetup s;
+  s.G = G;
+  s.platform.topology = "pcie";
+  s.platform.link_GBps = GBps;
+  s.platform.latency_us = LATENCY_US;
+  s.platform.host_GBps = 0;
+  s.sharding = S == G ? "fsdp" : "hybrid";
+  s.shard_group = S;
+  s.units.push_back({100e6, 0.1, true});
+  for (int b = 0; b < 3; ++b) s.units.push_back({50e6, 0.3, false});
+  return s;
+}
+
+// Alpha-beta rings over routes of two links: an all-gather inside a group of S, and an
+// allreduce across R groups.
+double gather_ms(int S, double bytes) {
+  return ((S - 1) * 2 * LATENCY_US * 1e-6 + double(S - 1) / S * bytes / (GBps * 1e9)) * 1e3;
+}
+double replica_ms(int R, double bytes) {
+  return (2 * (R - 1) * 2 * LATENCY_US * 1e-6 + 2.0 * (R - 1) / R * bytes / (GBps * 1e9)) * 1e3;
+}
+
+std::vector<RankTiming> one_step(const EngineSetup& s, const std::vector<RankWork>& ranks) {
+  FastEngine engine(s);
+  engine.start_policy();
+  PolicyWork work;
+  work.steps = 1;
+  work.work = ranks;
+  PolicyTimes out;
+  engine.advance(work, out);
+  return out.timing;
+}
+
+const RankWork TINY{0, 1e-6, 1e-6, 0, 0, 0};  // ms: a step all communication
+
+}  // namespace
+
+TEST_CASE("HSDP: groups gather at once in their own rings; shards are allreduced across the groups") {
+  FastEngine engine(hybrid_setup(8, 4));
+  CHECK(engine.gather_ms().at(50e6) == doctest::Approx(gather_ms(4, 50e6)).epsilon(1e-9));
+  CHECK(engine.replica_ms().at(50e6 / 4) == doctest::Approx(replica_ms(2, 50e6 / 4)).epsilon(1e-9));
+  CHECK(engine.replica_ms().at(100e6 / 4) == doctest::Approx(replica_ms(2, 100e6 / 4)).epsilon(1e-9));
+  CHECK(FastEngine(hybrid_setup(8, 8)).replica_ms().empty());  // one group: FSDP, nothing across
+}
+
+TEST_CASE("communication-bound HSDP: the group's stream, then the root's shard allreduced across the groups") {
+  const auto timing = one_step(hybrid_setup(8, 4), std::vector<RankWork>(8, TINY));
+  const double root = gather_ms(4, 100e6), block = gather_ms(4, 50e6);
+  // Each block's allreduce across groups ends before the next reduce-scatter does: only the
+  // root's, the last, is exposed.
+  REQUIRE(replica_ms(2, 50e6 / 4) < 2 * block);
+  const double expected = (root + 3 * block) + 3 * block + (root + 3 * block) + replica_ms(2, 100e6 / 4);
+  for (const RankTiming& t : timing) CHECK(t.step_ms == doctest::Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("a slow rank holds its group at every unit, and the other groups only at the step's end") {
+  const RankWork fast{0, 40, 80, 8, 0, 0}, slow{0, 60, 120, 8, 0, 0};
+  std::vector<RankWork> ranks(8, fast);
+  ranks[0] = slow;
+  // When each rank's backward ends, from the step's spans.
+  const auto backward_ends = [](EngineSetup s, const std::vector<RankWork>& work) {
+    s.timeline_to = 1;
+    FastEngine engine(s);
+    engine.start_policy();
+    PolicyTimes out;
+    engine.advance(PolicyWork{1, false, work}, out);
+    std::vector<double> ends(8);
+    for (const Span& span : out.spans)
+      if (span.name == "backward (units)") ends[static_cast<std::size_t>(span.rank)] = span.start_ms + span.dur_ms;
+    for (const RankTiming& t : out.timing) CHECK(t.step_ms == doctest::Approx(out.timing[0].step_ms));
+    return ends;
+  };
+  const auto hybrid = backward_ends(hybrid_setup(8, 4), ranks), full = backward_ends(hybrid_setup(8, 8), ranks);
+  const auto even = backward_ends(hybrid_setup(8, 4), std::vector<RankWork>(8, fast));
+  CHECK(full[5] == doctest::Approx(full[1]));    // FSDP: every rank held by the slow one at every unit
+  CHECK(hybrid[1] > even[1] + 10);               // HSDP: its group is
+  CHECK(hybrid[5] == doctest::Approx(even[5]));  // and the other group runs as if no rank were slow
+  CHECK(one_step(hybrid_setup(8, 4), ranks)[0].opt_ms == doctest::Approx(2.0));  // a quarter of the state
+  CHECK(one_step(hybrid_setup(8, 8), ranks)[0].opt_ms == doctest::Approx(1.0));  // an eighth
+}
+
+TEST_CASE("one group of every rank is FSDP, step for step") {
+  EngineSetup hybrid = hybrid_setup(4, 4);
+  hybrid.sharding = "hybrid";
+  const RankWork a{0, 40, 80, 8, 0, 0}, b{0, 55, 110, 8, 0, 0};
+  const auto h = one_step(hybrid, {a, b, a, a}), f = one_step(hybrid_setup(4, 4), {a, b, a, a});
+  for (std::size_t g = 0; g < 4; ++g) CHECK(h[g].step_ms == f[g].step_ms);
+}
+
+TEST_CASE("without reshard_after_forward, backward gathers nothing again") {
+  EngineSetup s = hybrid_setup(4, 4);
+  s.reshard_after_forward = false;
+  const auto timing = one_step(s, std::vector<RankWork>(4, TINY));
+  const double root = gather_ms(4, 100e6), block = gather_ms(4, 50e6);
+  CHECK(timing[0].step_ms == doctest::Approx((root + 3 * block) + (root + 3 * block)).epsilon(1e-6));
+}
+
+TEST_CASE("HSDP memory: 16 B a parameter over the shard group, plus what stays gathered") {
+  const PerfModel m = load_perf_model("h100-distilbert");
+  const auto units = shard_units(m);
+  constexpr double MiB = 1024.0 * 1024.0;
+  const double state = 66'955'010.0 * 16 / MiB;
+  double all = 0;
+  for (const ShardUnit& u : units) all += u.bytes / MiB;
+  const auto m0 = [](const nlohmann::json& training) {
+    return parse_config(nlohmann::json{{"model", "h100-distilbert"},
+                                       {"training", training},
+                                       {"platform", {{"topology", "cluster"}, {"gpus_per_node", 4}}}},
+                        "c.json", "")
+        .model->mem_m0_mib;
+  };
+  const Config hybrid = parse_config(nlohmann::json{{"model", "h100-distilbert"},
+                                                    {"training", {{"data_parallel", "hybrid"}, {"world_size", 8}}},
+                                                    {"platform", {{"topology", "cluster"}, {"gpus_per_node", 4}}}},
+                                     "c.json", "");
+  CHECK(hybrid.training.shard_group == 4);  // a node's GPUs by default
+  const double two = (units[0].bytes + units[1].bytes) / MiB;
+  CHECK(m0({{"data_parallel", "hybrid"}, {"world_size", 8}}) ==
+        doctest::Approx(m.mem_m0_mib + std::max(state / 4 - m.mem_m0_mib, state / 4 - state) + two));
+  CHECK(m0({{"data_parallel", "hybrid"}, {"world_size", 8}, {"shard_group", 2}}) ==
+        doctest::Approx(m.mem_m0_mib + std::max(state / 2 - m.mem_m0_mib, state / 2 - state) + two));
+  CHECK(m0({{"data_parallel", "fsdp"}, {"world_size", 8}, {"reshard_after_forward", false}}) ==
+        doctest::Approx(m.mem_m0_mib + std::max(state / 8 - m.mem_m0_mib, state / 8 - state) + all));
+}
+
+TEST_CASE("sharding keys a config cannot take are refused by name") {
+  const auto refused = [](const nlohmann::json& training, const char* says) {
+    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
+                         InputError);
+  };
+  refused({{"data_parallel", "hybrid"}, {"world_size", 6}, {"shard_group", 4}},
+          "training.shard_group 4 does not divide training.world_size 6");
+  refused({{"data_parallel", "fsdp"}, {"shard_group", 2}}, "shard_group sizes data_parallel \"hybrid\"'s groups");
+  refused({{"shard_group", 2}}, "data_parallel \"ddp\" shards nothing");
+  refused({{"reshard_after_forward", false}}, "reshard_after_forward is FSDP's");
+  refused({{"data_parallel", "hybrid"}, {"shard_group", 0}}, "shard_group");
+  CHECK_THROWS_WITH_AS(
+      parse_config(nlohmann::json{{"training", {{"data_parallel", "hybrid"}}}, {"simulation", {{"mode", "full"}}}},
+                   "c.json", ""),
+      doctest::Contains("training.data_parallel \"hybrid\" is simulated in fast mode"), InputError);
+}
