@@ -4,7 +4,7 @@
 usage: plots/sweep.py RESULTS_CSV [--out FOLDER] heatmap --x KEY --y KEY [--facet KEY]
            [--metric COL | --gain POLICY] [--policy P] [--where KEY=VALUE]... [--name FILE]
        plots/sweep.py RESULTS_CSV [--out FOLDER] lines --x KEY [--metric COL] [--policies a,b,...]
-           [--over KEY] [--where KEY=VALUE]... [--logx] [--name FILE]
+           [--by KEY] [--over KEY] [--where KEY=VALUE]... [--logx] [--name FILE]
 
 results.csv holds one row per grid cell and policy: `cell`, one column per swept key (named by
 its dotted config path, e.g. training.world_size), `policy`, then the metrics: those of
@@ -18,14 +18,15 @@ are sorted numerically when all are numbers, else kept in the order they first a
            or with --gain POLICY that policy's gain_pct; one panel per value of --facet, each
            cell annotated with its value, one colour scale for all panels. 350 pixels high,
            max(600, 120 + 240 x panels) wide.
-  lines    the metric against one swept key, one line per policy. 800x350 pixels. With --over
-           KEY (replicates: a swept training.seed), each point is the mean over that key's
-           values, its error bar their 2.5-97.5% range.
+  lines    the metric against one swept key, one line per policy, or with --by KEY one line per
+           value of that swept key (for the one policy --policies names). 800x350 pixels. With
+           --over KEY (replicates: a swept training.seed), each point is the mean over that
+           key's values, its error bar their 2.5-97.5% range.
 
 Every other swept key that takes several values must be fixed with --where KEY=VALUE
 (repeatable); when one is not, the script lists the free keys and their values. The figure is
 written to FOLDER (default: the CSV's folder) as heatmap-METRIC-POLICY.png or
-lines-METRIC-KEY.png, or --name, and its path printed.
+lines-METRIC-KEY.png (lines-METRIC-KEY-by-KEY.png with --by), or --name, and its path printed.
 
 examples:
   plots/sweep.py runs/s/results.csv heatmap --x world_size --y global_batch --facet topology \\
@@ -35,6 +36,8 @@ examples:
   plots/sweep.py runs/s/results.csv lines --x world_size --where global_batch=32 \\
       --where topology=pcie --logx
   plots/sweep.py runs/s/results.csv lines --x global_batch --metric gain_pct --over training.seed
+  plots/sweep.py runs/s/results.csv lines --x world_size --metric gain_pct --policies minmax \\
+      --by data_parallel --over seed --where length_std=600
 """
 import argparse
 import math
@@ -212,21 +215,29 @@ def lines(plt, res, args):
     policies = [res.policy(p.strip()) for p in args.policies.split(",")] if args.policies else res.policies
     fixed = res.where(args.where)
     over = res.key(args.over) if args.over else None
-    if over in (x, *fixed):
-        common.fail(f"{res.path}: --over {over} is also " + ("--x" if over == x else "fixed by --where"))
+    by = res.key(args.by) if args.by else None
+    for flag, key in (("--over", over), ("--by", by)):
+        if key and key in (x, *fixed):
+            common.fail(f"{res.path}: {flag} {key} is also " + ("--x" if key == x else "fixed by --where"))
+    if by and len(policies) != 1:
+        common.fail(f"{res.path}: --by {by} draws a line per value of {by} for one policy: name it with --policies "
+                    f"(one of {', '.join(res.policies)})")
     rows = res.select(fixed, policies)
-    res.check_unique(rows, [x, "policy"] + ([over] if over else []), fixed)
+    res.check_unique(rows, [x, "policy"] + [k for k in (by, over) if k], fixed)
     xs = res.values(x, rows)
     numeric = all(as_number(v) is not None for v in xs)
     if args.logx and not (numeric and all(as_number(v) > 0 for v in xs)):
         common.fail(f"{res.path}: --logx needs positive numbers in {x} (values: {', '.join(xs)})")
     positions = [as_number(v) for v in xs] if numeric else list(range(len(xs)))
 
+    # Each line: its legend label and the rows it draws.
+    series = ([(v, lambda row, v=v: row[by] == v) for v in res.values(by, rows)] if by
+              else [(p, lambda row, p=p: row["policy"] == p) for p in policies])
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    for i, policy in enumerate(policies):
+    for i, (name, selected) in enumerate(series):
         at = {}
         for line, row in rows:
-            if row["policy"] == policy:
+            if selected(row):
                 at.setdefault(row[x], []).append(res.value(line, row, metric))
         ys = [at.get(v, [math.nan]) for v in xs]
         means = [sum(y) / len(y) for y in ys]
@@ -235,9 +246,9 @@ def lines(plt, res, args):
             low = [m - quantile(y, 0.025) for m, y in zip(means, ys)]
             high = [quantile(y, 0.975) - m for m, y in zip(means, ys)]
             ax.errorbar(positions, means, yerr=[low, high], marker="o", markersize=4, linewidth=1.2, capsize=3,
-                        label=policy, color=f"C{i}")
+                        label=name, color=f"C{i}")
         else:
-            ax.plot(positions, means, marker="o", markersize=4, linewidth=1.2, label=policy, color=f"C{i}")
+            ax.plot(positions, means, marker="o", markersize=4, linewidth=1.2, label=name, color=f"C{i}")
     if args.logx:
         ax.set_xscale("log")
         ax.minorticks_off()
@@ -246,13 +257,15 @@ def lines(plt, res, args):
     ax.set_ylabel(common.metric_label(metric, abstract=policies == ["abstract"]), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     title = conditions_text(fixed) if fixed else ""
+    if by:
+        title += ("; " if title else "") + f"{policies[0]}, a line per {by}"
     if over:
         title += ("; " if title else "") + f"mean and 2.5-97.5% over {len(res.values(over, rows))} values of {over}"
     common.title(fig, f"{metric} against {x}: sweep {res.name}", title)
     ax.grid(alpha=0.3)
     common.legend_outside(ax)
     fig.tight_layout()
-    return fig, f"lines-{metric}-{common.file_part(x)}.png"
+    return fig, f"lines-{metric}-{common.file_part(x)}" + (f"-by-{common.file_part(by)}" if by else "") + ".png"
 
 
 def main():
@@ -278,6 +291,7 @@ def main():
                              description=more)
     ln.add_argument("--x", required=True, metavar="KEY", help="the swept key along the x axis")
     ln.add_argument("--policies", metavar="a,b,...", help="a subset of the policies, in legend order")
+    ln.add_argument("--by", metavar="KEY", help="a line per value of this swept key (one policy: --policies P)")
     ln.add_argument("--logx", action="store_true", help="a logarithmic x axis (world sizes, batch sizes)")
     ln.add_argument("--over", metavar="KEY", help="replicates: the mean over this swept key (training.seed) and "
                     "its 2.5-97.5%% range as error bars")

@@ -78,15 +78,16 @@ def validation(result, all_steps: bool = False) -> dict:
 def sweep(result, x: str, *, kind: str = "lines", metric: Optional[str] = None, y: Optional[str] = None,
           facet: Optional[str] = None, policy: Optional[str] = None, gain: Optional[str] = None,
           policies: Optional[list] = None, logx: bool = False, over: Optional[str] = None,
-          where: Optional[dict] = None, name: str = "from Python"):
+          by: Optional[str] = None, where: Optional[dict] = None, name: str = "from Python"):
     """A sweep's figure (plots/sweep.py): ``kind="lines"``, a metric against swept key ``x``, a
-    line per policy (``over="training.seed"``: the mean and range over replicates); or
+    line per policy, or per value of swept key ``by`` for one policy (``policies=[P]``)
+    (``over="training.seed"``: the mean and range over replicates); or
     ``kind="heatmap"``, a metric over ``x`` and ``y`` (panels by ``facet``; ``gain=POLICY``: its
     gain). ``where`` fixes other swept keys ({"training.world_size": 8})."""
     script = _script("sweep")
     if kind not in ("lines", "heatmap"):
         raise _core.UsageError(f"kind: \"lines\" or \"heatmap\", got {kind!r}")
-    args = argparse.Namespace(x=x, y=y, facet=facet, policy=policy, gain=gain, metric=metric, logx=logx, over=over,
+    args = argparse.Namespace(x=x, y=y, facet=facet, policy=policy, gain=gain, metric=metric, logx=logx, over=over, by=by,
                               policies=",".join(policies) if isinstance(policies, (list, tuple)) else policies,
                               where=[f"{k}={v}" for k, v in (where or {}).items()], name=None)
 

@@ -62,6 +62,15 @@ class SameFigures(unittest.TestCase):
             ddpsim.plots.sweep(s, "bogus")
         with self.assertRaisesRegex(ddpsim.UsageError, "kind: \"lines\" or \"heatmap\""):
             ddpsim.plots.sweep(s, "training.world_size", kind="pie")
+        # A line per value of a swept key, for one policy.
+        grid = ddpsim.sweep({"set": {"training.steps": 20}, "policies": ["static", "minmax"],
+                             "axes": {"training.world_size": [2, 4], "training.data_parallel": ["ddp", "zero2"]}},
+                            progress=False)
+        fig = ddpsim.plots.sweep(grid, "training.world_size", metric="gain_pct", policies=["minmax"],
+                                 by="training.data_parallel")
+        self.assertEqual([t.get_text() for t in fig.axes[0].get_legend().get_texts()], ["ddp", "zero2"])
+        with self.assertRaisesRegex(ddpsim.InputError, "--by training.data_parallel draws a line per value"):
+            ddpsim.plots.sweep(grid, "training.world_size", by="training.data_parallel")
 
 
 if __name__ == "__main__":

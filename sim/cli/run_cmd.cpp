@@ -173,6 +173,10 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
   if (!t.sharded())
     return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+  if (t.data_parallel == "zero2")
+    return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) +
+           " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
+           (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
   const std::string units =
       std::to_string(shard_units(*config.model).size()) + " units (a root and a unit per block), " +
       (t.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward");
@@ -191,10 +195,13 @@ void warn_over_capacity(const Config& config, const SimulationRun& sim, const ch
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.sharded()) {
     std::fprintf(stderr,
                  "ddpsim %s: warning: %s's fixed memory under %s alone (its shard of weights, gradients and "
-                 "optimizer state, and the units gathered: %.0f MiB) passes its capacity of %.0f MiB: no batch fits "
+                 "optimizer state, and what it gathers: %.0f MiB) passes its capacity of %.0f MiB: no batch fits "
                  "a rank, and the times assume memory allowed (more ranks a shard group shard it thinner)\n",
-                 verb, m.name.c_str(), config.training.data_parallel == "fsdp" ? "FSDP" : "HSDP", m.mem_m0_mib,
-                 m.mem_capacity_mib);
+                 verb, m.name.c_str(),
+                 config.training.data_parallel == "fsdp"    ? "FSDP"
+                 : config.training.data_parallel == "zero2" ? "ZeRO-2"
+                                                            : "HSDP",
+                 m.mem_m0_mib, m.mem_capacity_mib);
     return;
   }
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib) {

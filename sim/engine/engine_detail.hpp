@@ -44,4 +44,8 @@ inline std::string bucket_name(std::size_t k) {
   return "allreduce bucket " + std::to_string(k);
 }
 
+inline std::string reduce_scatter_name(std::size_t k) {
+  return "reduce-scatter bucket " + std::to_string(k);
+}
+
 }  // namespace ddpsim::engine_detail

@@ -93,6 +93,13 @@ FastEngine::FastEngine(const EngineSetup& setup) : s_(setup) {
   if (s_.sharding == "ddp") return;
   EngineSetup sharded = s_;
   sharded.algorithm = "allgather";
+  if (s_.sharding == "zero2") {  // the buckets' reduce-scatters, and the parameters' all-gather
+    allreduce_ms_ = measure_allreduce_ms(sharded, sizes);
+    double total = 0;
+    for (const Bucket& b : s_.buckets) total += b.bytes;
+    param_gather_ms_ = measure_allreduce_ms(sharded, {total}).at(total);
+    return;
+  }
   std::vector<double> units, shards;
   for (const ShardUnit& u : s_.units) units.push_back(u.bytes);
   gather_ms_ = measure_allreduce_ms(sharded, units);
@@ -110,17 +117,16 @@ void FastEngine::start_policy() {
 // Steps composed from memoised allreduce times. Exact for this engine's model wherever
 // nothing else shares the links during a collective, which holds because buckets are
 // reduced one after another; what it drops is the per-rank skew inside one collective.
+// ZeRO-2 reduce-scatters the buckets instead, steps a G-th of the optimizer, and all-gathers
+// the updated parameters once every rank has stepped its shard.
 void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::function<void(int)>& progress) {
-  if (s_.sharding != "ddp") return advance_sharded(pw, out, progress);
+  if (s_.sharding == "fsdp" || s_.sharding == "hybrid") return advance_sharded(pw, out, progress);
   const EngineSetup& s = s_;
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);
+  const bool zero2 = s.sharding == "zero2";
   std::vector<double>& prev_end = prev_end_;
   std::vector<double> fwd_end(Gs), bwd_end(Gs);
-  // Interference either way; without it, the plain path keeps earlier outputs bit for bit.
-  const bool slowed = s.comm_slowdown != 1, comm_slowed = s.allreduce_slowdown != 1 && s.overlap;
-  constexpr double FOREVER = std::numeric_limits<double>::infinity();
-  std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
   const std::size_t first_row = out.timing.size();
   out.timing.resize(first_row + pw.work.size());
   int reported = 0;
@@ -133,53 +139,32 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
       fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.accum_ms() + w.fwd_ms;
       bwd_end[g] = fwd_end[g] + w.bwd_ms;
     }
-    double end_of_comm = 0;
-    busy.clear();
-    for (std::size_t k = 0; k < s.buckets.size(); ++k) {
-      double ready = 0;
-      for (std::size_t g = 0; g < Gs; ++g) {
-        const double bwd = work(g).bwd_ms;
-        if (!s.overlap)
-          ready = std::max(ready, bwd_end[g]);
-        else if (!slowed)
-          ready = std::max(ready, fwd_end[g] + bwd * s.buckets[k].ready_fraction);
-        else  // earlier buckets' collectives, all known by now, stretch the backward before this one
-          ready = std::max(ready, compute_end(fwd_end[g], bwd * s.buckets[k].ready_fraction, busy, s.comm_slowdown));
-      }
-      const double start = std::max(end_of_comm, ready), duration = allreduce_ms_.at(s.buckets[k].bytes);
-      if (comm_slowed) {
-        // The last rank's backward end were this collective never to end: up to there it
-        // runs beside backward (what happens after it ends does not matter to it).
-        double compute_until = 0;
-        busy.emplace_back(start, FOREVER);
-        for (std::size_t g = 0; g < Gs; ++g)
-          compute_until = std::max(
-              compute_until, slowed ? compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown) : bwd_end[g]);
-        busy.pop_back();
-        end_of_comm = collective_end(start, duration, compute_until, s.allreduce_slowdown);
-      } else {
-        end_of_comm = start + duration;
-      }
-      busy.emplace_back(start, end_of_comm);
+    const double end_of_comm = reduce_buckets(work, fwd_end, bwd_end, t, out);
+    const auto opt_ms = [&](std::size_t g) { return zero2 ? work(g).opt_ms / G : work(g).opt_ms; };
+    double gathered = 0;  // ZeRO-2: the parameters' all-gather, once the last rank has stepped its shard
+    if (zero2) {
+      for (std::size_t g = 0; g < Gs; ++g) gathered = std::max(gathered, end_of_comm + opt_ms(g));
       if (in_timeline(s, t))
-        for (int g = 0; g < G; ++g) out.spans.push_back({t, g, true, bucket_name(k), start, end_of_comm - start});
+        for (int g = 0; g < G; ++g)
+          out.spans.push_back({t, g, true, "all-gather parameters", gathered, param_gather_ms_});
+      gathered += param_gather_ms_;
     }
-    if (slowed && s.overlap)
-      for (std::size_t g = 0; g < Gs; ++g) bwd_end[g] = compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown);
     for (std::size_t g = 0; g < Gs; ++g) {
       const RankWork& w = work(g);
-      const double start = std::max(prev_end[g], sync);
-      const double end = end_of_comm + w.opt_ms;
-      const double bwd_ms = slowed ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
-      out.timing[first_row + at(i, G, static_cast<int>(g))] = {w.accum_fwd_ms + w.fwd_ms, w.accum_bwd_ms + bwd_ms,
-                                                               end_of_comm - bwd_end[g], w.opt_ms, end - prev_end[g]};
+      const double start = std::max(prev_end[g], sync), opt = opt_ms(g);
+      const double end = zero2 ? gathered : end_of_comm + opt;
+      const double bwd_ms = s.comm_slowdown != 1 ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
+      // Waiting: for the buckets' collectives, and under ZeRO-2 for the parameters after its shard's step.
+      const double wait = end_of_comm - bwd_end[g] + (zero2 ? gathered - (end_of_comm + opt) : 0.0);
+      out.timing[first_row + at(i, G, static_cast<int>(g))] = {w.accum_fwd_ms + w.fwd_ms, w.accum_bwd_ms + bwd_ms, wait,
+                                                               opt, end - prev_end[g]};
       if (in_timeline(s, t)) {
         const int r = static_cast<int>(g);
         if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
         if (w.accum_ms() > 0) out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms()});
         out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
         out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
-        out.spans.push_back({t, r, false, "optimizer", end_of_comm, w.opt_ms});
+        out.spans.push_back({t, r, false, zero2 ? "optimizer (shard)" : "optimizer", end_of_comm, opt});
       }
       prev_end[g] = end;
     }
@@ -188,6 +173,55 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
       reported = i + 1;
     }
   }
+}
+
+// The step's bucket collectives, one after another, each once the last rank's backward has its
+// gradients (all of them without overlap); returns when the last ends. With the interference
+// factors, a collective and the backward beside it slow each other, and `bwd_end` moves.
+double FastEngine::reduce_buckets(const std::function<const RankWork&(std::size_t)>& work,
+                                  const std::vector<double>& fwd_end, std::vector<double>& bwd_end, int t,
+                                  PolicyTimes& out) const {
+  const EngineSetup& s = s_;
+  const auto Gs = static_cast<std::size_t>(s.G);
+  // Interference either way; without it, the plain path keeps earlier outputs bit for bit.
+  const bool slowed = s.comm_slowdown != 1, comm_slowed = s.allreduce_slowdown != 1 && s.overlap;
+  constexpr double FOREVER = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
+  double end_of_comm = 0;
+  for (std::size_t k = 0; k < s.buckets.size(); ++k) {
+    double ready = 0;
+    for (std::size_t g = 0; g < Gs; ++g) {
+      const double bwd = work(g).bwd_ms;
+      if (!s.overlap)
+        ready = std::max(ready, bwd_end[g]);
+      else if (!slowed)
+        ready = std::max(ready, fwd_end[g] + bwd * s.buckets[k].ready_fraction);
+      else  // earlier buckets' collectives, all known by now, stretch the backward before this one
+        ready = std::max(ready, compute_end(fwd_end[g], bwd * s.buckets[k].ready_fraction, busy, s.comm_slowdown));
+    }
+    const double start = std::max(end_of_comm, ready), duration = allreduce_ms_.at(s.buckets[k].bytes);
+    if (comm_slowed) {
+      // The last rank's backward end were this collective never to end: up to there it
+      // runs beside backward (what happens after it ends does not matter to it).
+      double compute_until = 0;
+      busy.emplace_back(start, FOREVER);
+      for (std::size_t g = 0; g < Gs; ++g)
+        compute_until = std::max(compute_until,
+                                 slowed ? compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown) : bwd_end[g]);
+      busy.pop_back();
+      end_of_comm = collective_end(start, duration, compute_until, s.allreduce_slowdown);
+    } else {
+      end_of_comm = start + duration;
+    }
+    busy.emplace_back(start, end_of_comm);
+    if (in_timeline(s, t))
+      for (int g = 0; g < s.G; ++g)
+        out.spans.push_back(
+            {t, g, true, s.sharding == "zero2" ? reduce_scatter_name(k) : bucket_name(k), start, end_of_comm - start});
+  }
+  if (slowed && s.overlap)
+    for (std::size_t g = 0; g < Gs; ++g) bwd_end[g] = compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown);
+  return end_of_comm;
 }
 
 EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWork>& policies,

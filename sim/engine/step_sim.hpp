@@ -63,7 +63,9 @@ struct ShardUnit {
 
 struct EngineSetup {
   int G = 4;
-  // "ddp": bucketed allreduce (below); "fsdp": full sharding over `units` (fast mode only): each
+  // "ddp": bucketed allreduce (below); "zero2": the buckets reduce-scattered, a G-th of the
+  // optimizer, the parameters all-gathered after it (fast mode only); "fsdp": full sharding over
+  // `units` (fast mode only): each
   // unit all-gathered before its forward and its backward, reduce-scattered after its backward;
   // "hybrid": the same inside groups of `shard_group` consecutive ranks, each unit's gradient
   // shard then allreduced across the groups.
@@ -110,9 +112,12 @@ class FastEngine {
 
  private:
   void advance_sharded(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress);
+  double reduce_buckets(const std::function<const RankWork&(std::size_t)>& work, const std::vector<double>& fwd_end,
+                        std::vector<double>& bwd_end, int step, PolicyTimes& out) const;
 
   EngineSetup s_;
   std::map<double, double> allreduce_ms_, gather_ms_, replica_ms_;
+  double param_gather_ms_ = 0;  // zero2: all-gathering the updated parameters
   std::vector<double> prev_end_;
   int step_ = 0;
 };

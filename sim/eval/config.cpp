@@ -214,8 +214,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
-  if (c.training.sharded()) {
-    check_sharded(c, origin);
+  if (c.training.sharded()) check_sharded(c, origin);
+  if (c.training.fully_sharded()) {
     // A printed config names every default: only a value other than DDP's default is a request.
     const TrainingConfig ddp;
     if (!c.training.overlap || c.training.bucket_mb != ddp.bucket_mb ||
@@ -290,7 +290,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                 {"platform", c.platform.to_json()}};
   if (c.training.pad_to_multiple_of > 1) c.resolved["training"]["pad_to_multiple_of"] = c.training.pad_to_multiple_of;
   if (c.training.data_parallel == "hybrid") c.resolved["training"]["shard_group"] = c.training.shard_group;
-  if (c.training.sharded()) c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
+  if (c.training.fully_sharded()) c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : c.simulation.stragglers)
     stragglers.push_back({{"rank", s.rank}, {"factor", s.factor}, {"from_step", s.from_step}, {"to_step", s.to_step}});

@@ -49,13 +49,15 @@ struct TrainingConfig {
   // The gradients' dtype in the buckets and the allreduce: "model" (its gradient_bytes_per_param:
   // fp32 for a spec-derived model, as autocast DDP keeps them), or fp32 | bf16 | fp16.
   std::string grad_dtype = "model";
-  // ddp: DDP's bucketed allreduce; fsdp: full sharding (ZeRO-3), one unit per transformer block
-  // of the model's layout; hybrid: full sharding inside groups of shard_group ranks, replicated
-  // across the groups (HSDP) (docs/sharding.md).
+  // ddp: DDP's bucketed allreduce; zero2: its buckets reduce-scattered, the optimizer state
+  // sharded, the parameters all-gathered after the step; fsdp: full sharding (ZeRO-3), one unit
+  // per transformer block of the model's layout; hybrid: full sharding inside groups of
+  // shard_group ranks, replicated across the groups (HSDP) (docs/sharding.md).
   std::string data_parallel = "ddp";
   int shard_group = 0;                // hybrid: ranks a group shards over (0: a node's GPUs); fsdp: G
   bool reshard_after_forward = true;  // fsdp, hybrid: free a unit after its forward, gather it again for backward
-  bool sharded() const { return data_parallel != "ddp"; }
+  bool sharded() const { return data_parallel != "ddp"; }                                      // any state sharded
+  bool fully_sharded() const { return data_parallel == "fsdp" || data_parallel == "hybrid"; }  // FSDP's units
 };
 
 // Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).

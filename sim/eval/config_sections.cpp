@@ -72,23 +72,25 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
   t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
-  if (t.data_parallel != "ddp" && t.data_parallel != "fsdp" && t.data_parallel != "hybrid")
+  if (t.data_parallel != "ddp" && t.data_parallel != "zero2" && t.data_parallel != "fsdp" &&
+      t.data_parallel != "hybrid")
     throw InputError(where +
-                     ": data_parallel is \"ddp\" (bucketed allreduce), \"fsdp\" (full sharding: a gather per unit "
-                     "and a reduce-scatter) or \"hybrid\" (full sharding inside groups of shard_group ranks, "
-                     "replicated across them), got \"" +
+                     ": data_parallel is \"ddp\" (bucketed allreduce), \"zero2\" (buckets reduce-scattered, "
+                     "optimizer state sharded), \"fsdp\" (full sharding: a gather per unit and a reduce-scatter) "
+                     "or \"hybrid\" (full sharding inside groups of shard_group ranks, replicated across them), "
+                     "got \"" +
                      t.data_parallel + "\"");
   t.shard_group = f.get_in<int>("shard_group", t.shard_group, 1, 65536);
   if (doc.contains("shard_group") && t.data_parallel != "hybrid")
     throw InputError(where + ": shard_group sizes data_parallel \"hybrid\"'s groups; data_parallel \"" +
                      t.data_parallel + "\" " +
-                     (t.data_parallel == "fsdp" ? "shards over all the ranks" : "shards nothing") +
+                     (t.data_parallel == "ddp" ? "shards nothing" : "shards over all the ranks") +
                      " (leave it out, or set data_parallel \"hybrid\")");
   t.reshard_after_forward = f.get<bool>("reshard_after_forward", t.reshard_after_forward);
-  if (doc.contains("reshard_after_forward") && t.data_parallel == "ddp")
+  if (doc.contains("reshard_after_forward") && !t.fully_sharded())
     throw InputError(where +
-                     ": reshard_after_forward is FSDP's (data_parallel \"fsdp\" or \"hybrid\"); data_parallel "
-                     "\"ddp\" holds every parameter throughout (leave it out)");
+                     ": reshard_after_forward is FSDP's (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
+                     t.data_parallel + "\" holds every parameter throughout (leave it out)");
   t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
   if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
     throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +

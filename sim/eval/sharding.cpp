@@ -33,7 +33,7 @@ std::vector<ShardUnit> shard_units(const PerfModel& model) {
 
 void resolve_shard_group(Config& c, const std::string& origin) {
   TrainingConfig& t = c.training;
-  if (t.data_parallel == "fsdp") {
+  if (t.data_parallel != "hybrid") {  // zero2 and fsdp shard over every rank
     t.shard_group = t.world_size;
     return;
   }
@@ -51,6 +51,10 @@ double sharded_memory_offset_mib(const Config& config) {
   constexpr double MiB = 1024.0 * 1024.0;
   const PerfModel& m = *config.model;
   const double state = double(m.total_params()) * 16 / MiB, S = config.training.shard_group;
+  if (config.training.data_parallel == "zero2") {  // the weights whole, at the gradient dtype's size; the rest sharded
+    const double weights = double(m.total_params()) * m.bytes_per_param / MiB, held = weights + (state - weights) / S;
+    return std::max(held - m.mem_m0_mib, held - state);
+  }
   std::vector<double> bytes;
   for (const ShardUnit& u : shard_units(m)) bytes.push_back(u.bytes);
   std::sort(bytes.rbegin(), bytes.rend());
@@ -74,8 +78,8 @@ void check_sharded(const Config& c, const std::string& origin) {
                      "simulation.mode \"full\" simulates DDP's buckets only");
   if (c.training.micro_batches > 1)
     throw InputError(why + "with training.micro_batches " + std::to_string(c.training.micro_batches) +
-                     ": gradient accumulation under FSDP (a reduce-scatter per micro-batch, or unsharded gradients "
-                     "kept) is not simulated yet");
+                     ": gradient accumulation under sharding (a reduce-scatter per micro-batch, or unsharded "
+                     "gradients kept) is not simulated yet");
   if (c.simulation.algorithm != "ring")
     throw InputError(why + "gathers and reduce-scatters in rings over the ranks; simulation.algorithm \"" +
                      c.simulation.algorithm + "\" is DDP's allreduce (leave it out)");

@@ -167,7 +167,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.algorithm = config.simulation.algorithm;
   setup.buckets = config_buckets(config);
   setup.sharding = config.training.data_parallel;
-  if (config.training.sharded()) {
+  if (config.training.fully_sharded()) {
     setup.units = shard_units(*config.model);
     setup.shard_group = config.training.shard_group;
     setup.reshard_after_forward = config.training.reshard_after_forward;

@@ -113,6 +113,14 @@ EOF
 expect_ok "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x global_batch --metric gain_pct --over seed
 expect_png "$WORK/seeds/lines-gain_pct-training.global_batch.png" 800x350
 expect_exit 1 "several rows per" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x global_batch
+# A line per value of a swept key, for one policy.
+expect_ok "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x seed --metric mean_max_step_ms --policies minmax \
+  --by global_batch
+expect_png "$WORK/seeds/lines-mean_max_step_ms-training.seed-by-training.global_batch.png" 800x350
+expect_exit 1 "--by training.global_batch draws a line per value of training.global_batch for one policy" \
+  "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x seed --by global_batch
+expect_exit 1 "--by training.global_batch is also --x" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines \
+  --x global_batch --by global_batch --policies minmax --over seed
 expect_exit 1 "--over training.seed is also --x" "$PY" "$plots/sweep.py" "$WORK/seeds/results.csv" lines --x seed \
   --over seed
 # A swept list (quoted, as RFC 4180 says) is a categorical axis.

@@ -1,0 +1,103 @@
+// ZeRO-2 in the fast step engine against hand-computed steps: DDP's buckets reduce-scattered
+// (the ring all-gather's alpha-beta time, half the allreduce's traffic), a G-th of the
+// optimizer, then the parameters all-gathered; memory per ZeRO's stage-2 formula; its keys.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "eval/config.hpp"
+#include "eval/sharding.hpp"
+#include "model/perf_model.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+constexpr double GBps = 24, LATENCY_US = 5;
+
+// 4 ranks on pcie without a shared root; two buckets, ready halfway through backward and at its end.
+EngineSetup setup(const std::string& sharding, bool overlap) {
+  EngineSetup s;
+  s.G = 4;
+  s.platform.topology = "pcie";
+  s.platform.link_GBps = GBps;
+  s.platform.latency_us = LATENCY_US;
+  s.platform.host_GBps = 0;
+  s.sharding = sharding;
+  s.overlap = overlap;
+  s.buckets = {{40e6, 0.5}, {60e6, 1.0}};
+  return s;
+}
+
+// Alpha-beta rings over routes of two links: G−1 steps moving (G−1)/G of S (all-gather,
+// reduce-scatter), or twice that (allreduce).
+double ring_ms(double bytes, int passes) {
+  constexpr int G = 4;
+  return passes * ((G - 1) * 2 * LATENCY_US * 1e-6 + double(G - 1) / G * bytes / (GBps * 1e9)) * 1e3;
+}
+
+RankTiming one_step(const EngineSetup& s, const RankWork& w) {
+  FastEngine engine(s);
+  engine.start_policy();
+  PolicyTimes out;
+  engine.advance(PolicyWork{1, false, std::vector<RankWork>(4, w)}, out);
+  for (const RankTiming& t : out.timing) CHECK(t.step_ms == doctest::Approx(out.timing[0].step_ms));
+  return out.timing[0];
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-2 reduce-scatters DDP's buckets in half an allreduce's time") {
+  const FastEngine ddp(setup("ddp", true)), zero2(setup("zero2", true));
+  CHECK(ddp.allreduce_ms().at(40e6) == doctest::Approx(ring_ms(40e6, 2)).epsilon(1e-9));
+  CHECK(zero2.allreduce_ms().at(40e6) == doctest::Approx(ring_ms(40e6, 1)).epsilon(1e-9));
+  CHECK(zero2.allreduce_ms().at(60e6) == doctest::Approx(ring_ms(60e6, 1)).epsilon(1e-9));
+}
+
+TEST_CASE("without overlap: backward, the reduce-scatters, a quarter of the optimizer, the parameters' gather") {
+  const RankWork w{0, 30, 60, 8, 0, 0};
+  const RankTiming t = one_step(setup("zero2", false), w);
+  const double expected = 30 + 60 + ring_ms(40e6, 1) + ring_ms(60e6, 1) + 8.0 / 4 + ring_ms(100e6, 1);
+  CHECK(t.step_ms == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(t.opt_ms == doctest::Approx(2.0));
+  CHECK(t.comm_wait_ms == doctest::Approx(expected - 30 - 60 - 2));
+  // DDP's step on the same work: the allreduces and the whole optimizer.
+  const RankTiming d = one_step(setup("ddp", false), w);
+  CHECK(d.step_ms == doctest::Approx(30 + 60 + ring_ms(40e6, 2) + ring_ms(60e6, 2) + 8).epsilon(1e-12));
+}
+
+TEST_CASE("with overlap, compute-bound: the first bucket hides behind backward, the last does not") {
+  const RankWork w{0, 300, 600, 8, 0, 0};
+  const RankTiming t = one_step(setup("zero2", true), w);
+  CHECK(t.step_ms == doctest::Approx(300 + 600 + ring_ms(60e6, 1) + 2 + ring_ms(100e6, 1)).epsilon(1e-12));
+}
+
+TEST_CASE("ZeRO-2 memory: the weights whole, gradients and optimizer state over G") {
+  const PerfModel m = load_perf_model("h100-distilbert");
+  constexpr double MiB = 1024.0 * 1024.0;
+  const double psi = 66'955'010.0, state = psi * 16 / MiB, weights = psi * m.bytes_per_param / MiB;
+  const Config c = parse_config(
+      nlohmann::json{{"model", "h100-distilbert"}, {"training", {{"data_parallel", "zero2"}, {"world_size", 8}}}},
+      "c.json", "");
+  // ZeRO's stage 2: 2Ψ + 14Ψ/N in mixed precision, 4Ψ + 12Ψ/N in fp32 (the gradients' size).
+  const double held = weights + (state - weights) / 8;
+  CHECK(c.model->mem_m0_mib == doctest::Approx(m.mem_m0_mib + std::max(held - m.mem_m0_mib, held - state)));
+  CHECK(c.training.shard_group == 8);
+}
+
+TEST_CASE("ZeRO-2's refusals name their keys; DDP's bucket keys are its own") {
+  const auto refused = [](const nlohmann::json& doc, const char* says) {
+    CHECK_THROWS_WITH_AS(parse_config(doc, "c.json", ""), doctest::Contains(says), InputError);
+  };
+  const nlohmann::json zero2 = {{"data_parallel", "zero2"}};
+  refused({{"training", {{"data_parallel", "zero2"}, {"reshard_after_forward", false}}}},
+          "data_parallel \"zero2\" holds every parameter throughout");
+  refused({{"training", {{"data_parallel", "zero2"}, {"shard_group", 2}}}}, "shards over all the ranks");
+  refused({{"training", zero2}, {"simulation", {{"mode", "full"}}}},
+          "training.data_parallel \"zero2\" is simulated in fast mode");
+  refused({{"training", {{"data_parallel", "zero2"}, {"micro_batches", 2}}}}, "with training.micro_batches 2");
+  const Config c =
+      parse_config(nlohmann::json{{"training", {{"data_parallel", "zero2"}, {"overlap", false}}}}, "c.json", "");
+  CHECK(c.notes.empty());  // overlap and buckets set ZeRO-2's reduce-scatters
+}
