@@ -183,7 +183,9 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
   if (t.data_parallel == "fsdp")
     return "data parallel: fsdp (full sharding), " + units + ", ring all-gather and reduce-scatter, " +
            config.simulation.mode + " mode";
-  return "data parallel: hybrid (full sharding inside " + std::to_string(t.world_size / t.shard_group) + " groups of " +
+  const int groups = t.world_size / t.shard_group;
+  return "data parallel: hybrid (full sharding inside " +
+         (groups == 1 ? std::string("one group") : std::to_string(groups) + " groups") + " of " +
          std::to_string(t.shard_group) + " ranks, replicated across them), " + units +
          ", ring all-gather and reduce-scatter in a group, ring allreduce of each shard across groups, " +
          config.simulation.mode + " mode";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,18 +18,28 @@ namespace ddpsim::engine_detail {
 
 namespace sg4 = simgrid::s4u;
 
-// One simulation's world: a configured engine, then the platform, then the collective bound
-// to its hosts (SimGrid needs them in this order).
+// One simulation's world: a configured engine, then the platform, then the collectives bound
+// to its hosts (SimGrid needs them in this order): the setup's algorithm's, or one of each of
+// `algorithms` on the same platform (a user's XML platform loads once per process).
 struct Stage {
   std::unique_ptr<sg4::Engine> engine = make_engine();
   std::vector<sg4::Host*> hosts;
-  std::unique_ptr<CollectiveRunner> runner;
+  std::vector<std::unique_ptr<CollectiveRunner>> runners;
+  const CollectiveRunner* runner = nullptr;  // the first
 
-  explicit Stage(const EngineSetup& s) {
-    const CollectivePlan plan = make_allreduce(s.algorithm, node_of_ranks(s.platform, s.G), s.shard_group);
-    hosts = build_platform(s.platform, s.G, plan.pairs());
+  explicit Stage(const EngineSetup& s, const std::vector<std::string>& algorithms = {}) {
+    const std::vector<int> nodes = node_of_ranks(s.platform, s.G);
+    std::vector<CollectivePlan> plans;
+    for (const std::string& a : algorithms.empty() ? std::vector<std::string>{s.algorithm} : algorithms)
+      plans.push_back(make_allreduce(a, nodes, s.shard_group));
+    std::set<std::pair<int, int>> pairs;
+    for (const CollectivePlan& plan : plans)
+      for (const auto& pair : plan.pairs()) pairs.insert(pair);
+    hosts = build_platform(s.platform, s.G, {pairs.begin(), pairs.end()});
     // A user's XML platform may give its links bandwidth profiles over time: every flow runs there.
-    runner = std::make_unique<CollectiveRunner>(plan, hosts, s.platform.topology != "xml");
+    for (const CollectivePlan& plan : plans)
+      runners.push_back(std::make_unique<CollectiveRunner>(plan, hosts, s.platform.topology != "xml"));
+    runner = runners.front().get();
   }
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <numeric>
 
 #include <simgrid/s4u.hpp>
 
@@ -65,48 +66,65 @@ EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& polic
 
 }  // namespace
 
-std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::vector<double>& sizes) {
-  std::vector<double> distinct(sizes);
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  Stage stage(s);
-  const CollectiveRunner& runner = *stage.runner;
-  std::vector<double> longest(distinct.size(), 0.0);
+std::vector<std::map<double, double>> measure_collectives_ms(const EngineSetup& s,
+                                                             const std::vector<CollectiveRequest>& requests) {
+  std::vector<std::string> algorithms;
+  std::vector<std::vector<double>> distinct;
+  for (const auto& [algorithm, sizes] : requests) {
+    algorithms.push_back(algorithm);
+    auto& d = distinct.emplace_back(sizes);
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+  }
+  Stage stage(s, algorithms);
+  std::vector<std::vector<double>> longest(requests.size());
   sg4::Actor::create("collectives", stage.hosts.front(), [&] {
-    for (std::size_t i = 0; i < distinct.size(); ++i) {
-      const double start = sg4::Engine::get_clock();
-      runner.run(distinct[i]);
-      longest[i] = (sg4::Engine::get_clock() - start) * 1e3;
-    }
+    for (std::size_t r = 0; r < requests.size(); ++r)
+      for (const double size : distinct[r]) {
+        const double start = sg4::Engine::get_clock();
+        stage.runners[r]->run(size);
+        longest[r].push_back((sg4::Engine::get_clock() - start) * 1e3);
+      }
   });
   stage.engine->run();
   reinstall_interrupt_handler();  // SimGrid installs its own while running
-  std::map<double, double> ms;
-  for (std::size_t i = 0; i < distinct.size(); ++i) ms[distinct[i]] = longest[i];
+  std::vector<std::map<double, double>> ms(requests.size());
+  for (std::size_t r = 0; r < requests.size(); ++r)
+    for (std::size_t i = 0; i < distinct[r].size(); ++i) ms[r][distinct[r][i]] = longest[r][i];
   return ms;
 }
 
+std::map<double, double> measure_allreduce_ms(const EngineSetup& s, const std::vector<double>& sizes) {
+  return measure_collectives_ms(s, {{s.algorithm, sizes}}).front();
+}
+
 FastEngine::FastEngine(const EngineSetup& setup) : s_(setup) {
-  std::vector<double> sizes;
-  for (const Bucket& b : s_.buckets) sizes.push_back(b.bytes);
-  allreduce_ms_ = measure_allreduce_ms(s_, sizes);
-  if (s_.sharding == "ddp") return;
-  EngineSetup sharded = s_;
-  sharded.algorithm = "allgather";
-  if (s_.sharding == "zero2") {  // the buckets' reduce-scatters, and the parameters' all-gather
-    allreduce_ms_ = measure_allreduce_ms(sharded, sizes);
-    double total = 0;
-    for (const Bucket& b : s_.buckets) total += b.bytes;
-    param_gather_ms_ = measure_allreduce_ms(sharded, {total}).at(total);
+  std::vector<double> buckets, units, shards;
+  for (const Bucket& b : s_.buckets) buckets.push_back(b.bytes);
+  if (s_.sharding == "ddp") {
+    allreduce_ms_ = measure_allreduce_ms(s_, buckets);
     return;
   }
-  std::vector<double> units, shards;
+  // Every collective of a sharded step on one platform: the buckets' reduce-scatters and the
+  // parameters' all-gather (zero2), or each unit's gather in a group and its shard's allreduce
+  // across groups (fsdp, hybrid).
+  if (s_.sharding == "zero2") {
+    const double total = std::accumulate(buckets.begin(), buckets.end(), 0.0);
+    const auto ms = measure_collectives_ms(s_, {{"allgather", buckets}, {"allgather", {total}}});
+    allreduce_ms_ = ms[0];
+    param_gather_ms_ = ms[1].at(total);
+    return;
+  }
   for (const ShardUnit& u : s_.units) units.push_back(u.bytes);
-  gather_ms_ = measure_allreduce_ms(sharded, units);
-  if (s_.shard_group <= 0 || s_.shard_group == s_.G) return;
-  sharded.algorithm = "replicas";
-  for (const ShardUnit& u : s_.units) shards.push_back(u.bytes / s_.shard_group);
-  replica_ms_ = measure_allreduce_ms(sharded, shards);
+  std::vector<CollectiveRequest> requests = {{"allgather", units}};
+  const bool across = s_.shard_group > 0 && s_.shard_group != s_.G;
+  if (across) {
+    for (const ShardUnit& u : s_.units) shards.push_back(u.bytes / s_.shard_group);
+    requests.push_back({"replicas", shards});
+  }
+  const auto ms = measure_collectives_ms(s_, requests);
+  gather_ms_ = ms[0];
+  if (across) replica_ms_ = ms[1];
 }
 
 void FastEngine::start_policy() {

@@ -147,4 +147,10 @@ EngineResult simulate_steps(const EngineSetup& setup, const std::vector<PolicyWo
 // setup's algorithm: "allgather" times FSDP's ring all-gather instead).
 std::map<double, double> measure_allreduce_ms(const EngineSetup& setup, const std::vector<double>& sizes);
 
+// Several collectives' times on one platform, each request's sizes one after another: a
+// (make_allreduce algorithm, sizes) pair each, its times in the same place of the result.
+using CollectiveRequest = std::pair<std::string, std::vector<double>>;
+std::vector<std::map<double, double>> measure_collectives_ms(const EngineSetup& setup,
+                                                             const std::vector<CollectiveRequest>& requests);
+
 }  // namespace ddpsim
