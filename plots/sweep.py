@@ -219,6 +219,8 @@ def lines(plt, res, args):
     for flag, key in (("--over", over), ("--by", by)):
         if key and key in (x, *fixed):
             common.fail(f"{res.path}: {flag} {key} is also " + ("--x" if key == x else "fixed by --where"))
+    if by and by == over:
+        common.fail(f"{res.path}: --by {by} is also --over (a line per value, or the mean over them: one of the two)")
     if by and len(policies) != 1:
         common.fail(f"{res.path}: --by {by} draws a line per value of {by} for one policy: name it with --policies "
                     f"(one of {', '.join(res.policies)})")

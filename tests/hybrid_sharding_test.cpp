@@ -118,6 +118,21 @@ TEST_CASE("without reshard_after_forward, backward gathers nothing again") {
   CHECK(timing[0].step_ms == doctest::Approx((root + 3 * block) + (root + 3 * block)).epsilon(1e-6));
 }
 
+TEST_CASE("wrap \"root\": the whole model one unit, gathered once and kept through backward") {
+  const Config c = parse_config(
+      nlohmann::json{{"model", "h100-distilbert"}, {"training", {{"data_parallel", "fsdp"}, {"wrap", "root"}}}},
+      "c.json", "");
+  const auto units = shard_units(*c.model, "root");
+  REQUIRE(units.size() == 1);
+  CHECK(units[0].root);
+  CHECK(units[0].share == doctest::Approx(1.0));
+  CHECK(units[0].bytes == doctest::Approx(double(c.model->total_params()) * c.model->bytes_per_param));
+  // A model whose layout names no block cannot be wrapped per layer.
+  PerfModel flat = load_perf_model("h100-distilbert");
+  for (LayerSpec& layer : flat.layers) layer.name = "flat." + std::to_string(&layer - flat.layers.data());
+  CHECK(shard_units(flat).size() == 1);
+}
+
 TEST_CASE("HSDP memory: 16 B a parameter over the shard group, plus what stays gathered") {
   const PerfModel m = load_perf_model("h100-distilbert");
   const auto units = shard_units(m);
@@ -144,6 +159,8 @@ TEST_CASE("HSDP memory: 16 B a parameter over the shard group, plus what stays g
         doctest::Approx(m.mem_m0_mib + std::max(state / 2 - m.mem_m0_mib, state / 2 - state) + two));
   CHECK(m0({{"data_parallel", "fsdp"}, {"world_size", 8}, {"reshard_after_forward", false}}) ==
         doctest::Approx(m.mem_m0_mib + std::max(state / 8 - m.mem_m0_mib, state / 8 - state) + all));
+  // A group of one rank gathers nothing: DDP's memory.
+  CHECK(m0({{"data_parallel", "hybrid"}, {"world_size", 8}, {"shard_group", 1}}) == doctest::Approx(m.mem_m0_mib));
 }
 
 TEST_CASE("sharding keys a config cannot take are refused by name") {
@@ -155,8 +172,20 @@ TEST_CASE("sharding keys a config cannot take are refused by name") {
           "training.shard_group 4 does not divide training.world_size 6");
   refused({{"data_parallel", "fsdp"}, {"shard_group", 2}}, "shard_group sizes data_parallel \"hybrid\"'s groups");
   refused({{"shard_group", 2}}, "data_parallel \"ddp\" shards nothing");
-  refused({{"reshard_after_forward", false}}, "reshard_after_forward is FSDP's");
+  refused({{"reshard_after_forward", false}}, "reshard_after_forward false is FSDP's");
+  refused({{"data_parallel", "zero2"}, {"wrap", "root"}}, "wrap sets FSDP's units");
+  refused({{"data_parallel", "fsdp"}, {"wrap", "blocks"}}, "wrap is \"layer\"");
+  // The defaults are no request under the other kinds: a sweep may set them across kinds.
+  CHECK_NOTHROW(parse_config(
+      nlohmann::json{{"training", {{"reshard_after_forward", true}, {"wrap", "layer"}}}}, "c.json", ""));
   refused({{"data_parallel", "hybrid"}, {"shard_group", 0}}, "shard_group");
+  CHECK_THROWS_WITH_AS(
+      parse_config(nlohmann::json{{"training", {{"data_parallel", "hybrid"}, {"world_size", 4}}},
+                                  {"platform", {{"topology", "xml"},
+                                                {"file", std::string(DDPSIM_SOURCE_DIR) + "/models/pcie-4x-rtx3090.xml"},
+                                                {"hosts", {"gpu0", "gpu1", "gpu2", "gpu3"}}}}},
+                   "c.json", ""),
+      doctest::Contains("on an xml platform: give training.shard_group"), InputError);
   CHECK_THROWS_WITH_AS(
       parse_config(nlohmann::json{{"training", {{"data_parallel", "hybrid"}}}, {"simulation", {{"mode", "full"}}}},
                    "c.json", ""),

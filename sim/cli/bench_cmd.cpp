@@ -33,7 +33,9 @@ x 8 GPUs, ring), 800 steps, full mode (target < 10 s); G=1024 (128 nodes x 8, hi
 200 steps, fast mode (target < 60 s). The frontier cases, minutes each and left out of
 --quick: G=1024, 200 steps, full mode (every collective in SimGrid, target < 60 s); G=16384
 (2048 nodes x 8, hierarchical, log-normal lengths 2..66 over 3M samples, B=262144), 200
-steps, fast mode (target < 60 s).
+steps, fast mode (target < 60 s). Sharded: FSDP of Llama-3.2-1B (spec-derived, a unit per
+layer) at G=1024 (B=4096) and, a frontier case, G=16384 (the log-normal lengths above), 200
+steps, fast mode (target < 60 s each).
 
 Then times `ddpsim sweep` with 2 worker processes over 1,000 cells of the study's setting (six
 policies x 800 steps, fast mode; cells differ by seed), every cell checked, run, written and

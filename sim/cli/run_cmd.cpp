@@ -178,15 +178,17 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
            " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
   const std::string units =
-      std::to_string(shard_units(*config.model).size()) + " units (a root and a unit per block), " +
-      (t.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward");
-  if (t.data_parallel == "fsdp")
-    return "data parallel: fsdp (full sharding), " + units + ", ring all-gather and reduce-scatter, " +
-           config.simulation.mode + " mode";
+      (t.wrap == "root" ? std::string("one unit (the whole model)")
+                        : std::to_string(shard_units(*config.model).size()) + " units (a root and a unit per block)") +
+      ", " + (t.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward");
   const int groups = t.world_size / t.shard_group;
-  return "data parallel: hybrid (full sharding inside " +
-         (groups == 1 ? std::string("one group") : std::to_string(groups) + " groups") + " of " +
-         std::to_string(t.shard_group) + " ranks, replicated across them), " + units +
+  if (t.data_parallel == "fsdp" || groups == 1)
+    return "data parallel: " + t.data_parallel + " (full sharding" +
+           (t.data_parallel == "hybrid" ? " in one group of every rank: fsdp" : "") + "), " + units +
+           ", ring all-gather and reduce-scatter, " + config.simulation.mode + " mode";
+  const auto count = [](int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+  return "data parallel: hybrid (full sharding inside " + count(groups, "group") + " of " +
+         count(t.shard_group, "rank") + ", replicated across them), " + units +
          ", ring all-gather and reduce-scatter in a group, ring allreduce of each shard across groups, " +
          config.simulation.mode + " mode";
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include <sys/resource.h>
@@ -83,6 +85,33 @@ struct SimCase {
   double target_s;
   const char* data;  // the data section as JSON (nullptr: the default config's)
   bool frontier;     // minutes long: left out of --quick
+  const char* data_parallel = "ddp";
+  bool decoder = false;  // Llama-3.2-1B (spec-derived, bf16 on H100 SXM) instead of DistilBERT
+};
+
+// Llama-3.2-1B's Hugging Face config.json (as models/hf/llama-3.2-1b.json), written beside the
+// spec the decoder cases derive their model from: the binary carries no model files.
+constexpr const char* LLAMA_1B_HF = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+  "num_key_value_heads": 8, "head_dim": 64, "hidden_act": "silu", "vocab_size": 128256,
+  "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "tie_word_embeddings": true,
+  "attention_bias": false, "mlp_bias": false, "torch_dtype": "bfloat16"})";
+
+// A temporary folder holding the decoder's spec and config, removed with it.
+struct DecoderFiles {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ddpsim-bench-" + std::to_string(::getpid()));
+  DecoderFiles() {
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "llama-3.2-1b.json") << LLAMA_1B_HF << "\n";
+    std::ofstream(dir / "spec.json") << R"({"hf_config": "llama-3.2-1b.json", "gpu": "h100-sxm", "dtype": "bf16",
+      "efficiency": 0.4, "name": "llama-3.2-1b-h100"})"
+                                     << "\n";
+  }
+  ~DecoderFiles() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  std::string spec() const { return (dir / "spec.json").string(); }
 };
 
 // Runs the case in a child process and returns its wall time, CPU time and peak RSS: wait4()
@@ -138,7 +167,12 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
       {"1024 GPUs, every collective in SimGrid", 1024, 16384, 200, "cluster", "full", "hierarchical", 60.0, nullptr,
        true},
       {"16384 GPUs (2048 nodes x 8)", 16384, 262144, 200, "cluster", "fast", "hierarchical", 60.0, FRONTIER_DATA, true},
+      {"1024 GPUs, FSDP of a 1B decoder per layer", 1024, 4096, 200, "cluster", "fast", "ring", 60.0, nullptr, false,
+       "fsdp", true},
+      {"16384 GPUs, FSDP of a 1B decoder per layer", 16384, 262144, 200, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
+       true, "fsdp", true},
   };
+  const DecoderFiles decoder;
   std::vector<SimBenchResult> results;
   for (const SimCase& c : cases) {
     if (c.frontier && scale < 1.0) continue;
@@ -149,7 +183,8 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
     doc["training"]["steps"] = steps;
     doc["platform"] = {{"topology", c.topology}};
     doc["simulation"] = {{"mode", c.mode}, {"algorithm", c.algorithm}};
-    if (c.G > 4) doc["model"] = "h100-distilbert";
+    if (c.G > 4) doc["model"] = c.decoder ? decoder.spec() : "h100-distilbert";
+    doc["training"]["data_parallel"] = c.data_parallel;
     if (c.data) doc["data"] = nlohmann::json::parse(c.data);
     const Config config = parse_config(doc, std::string("bench case ") + c.name, "");
     progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) + " policies x " +

@@ -224,6 +224,12 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
           "training.overlap, bucket_mb and first_bucket_mb have no effect under training.data_parallel \"" +
           c.training.data_parallel +
           "\": its units, not DDP's buckets, set the collectives, which always overlap compute");
+    if (c.model->comm_slowdown != 1 || c.model->allreduce_slowdown != 1)
+      c.notes.push_back("model " + c.model->name +
+                        "'s comm_slowdown and allreduce_slowdown have no effect under "
+                        "training.data_parallel \"" +
+                        c.training.data_parallel +
+                        "\": the interference of FSDP's collectives with compute is not simulated yet");
   }
   // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
   if (const AttentionWindow& w = c.model->attention_window;
@@ -290,7 +296,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                 {"platform", c.platform.to_json()}};
   if (c.training.pad_to_multiple_of > 1) c.resolved["training"]["pad_to_multiple_of"] = c.training.pad_to_multiple_of;
   if (c.training.data_parallel == "hybrid") c.resolved["training"]["shard_group"] = c.training.shard_group;
-  if (c.training.fully_sharded()) c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
+  if (c.training.fully_sharded()) {
+    c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
+    c.resolved["training"]["wrap"] = c.training.wrap;
+  }
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : c.simulation.stragglers)
     stragglers.push_back({{"rank", s.rank}, {"factor", s.factor}, {"from_step", s.from_step}, {"to_step", s.to_step}});

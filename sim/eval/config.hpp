@@ -56,6 +56,9 @@ struct TrainingConfig {
   std::string data_parallel = "ddp";
   int shard_group = 0;                // hybrid: ranks a group shards over (0: a node's GPUs); fsdp: G
   bool reshard_after_forward = true;  // fsdp, hybrid: free a unit after its forward, gather it again for backward
+  // fsdp, hybrid: "layer", a unit per transformer block (PyTorch's transformer_auto_wrap_policy),
+  // or "root", the whole model one unit (FSDP without an auto-wrap policy).
+  std::string wrap = "layer";
   bool sharded() const { return data_parallel != "ddp"; }                                      // any state sharded
   bool fully_sharded() const { return data_parallel == "fsdp" || data_parallel == "hybrid"; }  // FSDP's units
 };

@@ -87,10 +87,21 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
                      (t.data_parallel == "ddp" ? "shards nothing" : "shards over all the ranks") +
                      " (leave it out, or set data_parallel \"hybrid\")");
   t.reshard_after_forward = f.get<bool>("reshard_after_forward", t.reshard_after_forward);
-  if (doc.contains("reshard_after_forward") && !t.fully_sharded())
+  t.wrap = f.get<std::string>("wrap", t.wrap);
+  if (t.wrap != "layer" && t.wrap != "root")
     throw InputError(where +
-                     ": reshard_after_forward is FSDP's (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
-                     t.data_parallel + "\" holds every parameter throughout (leave it out)");
+                     ": wrap is \"layer\" (a unit per transformer block) or \"root\" (the whole model one "
+                     "unit), got \"" +
+                     t.wrap + "\"");
+  // Under the other kinds, only a value other than the default is a request (a sweep may set
+  // the default across kinds).
+  if (t.wrap != "layer" && !t.fully_sharded())
+    throw InputError(where + ": wrap sets FSDP's units (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
+                     t.data_parallel + "\" has none (leave it out)");
+  if (!t.reshard_after_forward && !t.fully_sharded())
+    throw InputError(
+        where + ": reshard_after_forward false is FSDP's (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
+        t.data_parallel + "\" holds every parameter throughout (leave it out)");
   t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
   if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
     throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +

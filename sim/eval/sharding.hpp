@@ -15,7 +15,8 @@ namespace ddpsim {
 // the order the blocks come, after a root unit of every other parameter (embeddings, final
 // norm, heads): FSDP's auto-wrap policy per block. Bytes at the gradient dtype's size (the
 // parameters FSDP gathers are in it); shares of compute by backward fraction.
-std::vector<ShardUnit> shard_units(const PerfModel& model);
+// wrap "root": one unit of every parameter.
+std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap = "layer");
 
 // Sets training.shard_group: G under fsdp, a node's GPUs by default under hybrid; refuses a
 // group that does not divide the world size, naming the key.

@@ -168,7 +168,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.buckets = config_buckets(config);
   setup.sharding = config.training.data_parallel;
   if (config.training.fully_sharded()) {
-    setup.units = shard_units(*config.model);
+    setup.units = shard_units(*config.model, config.training.wrap);
     setup.shard_group = config.training.shard_group;
     setup.reshard_after_forward = config.training.reshard_after_forward;
   }
