@@ -167,9 +167,9 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
       {"1024 GPUs, every collective in SimGrid", 1024, 16384, 200, "cluster", "full", "hierarchical", 60.0, nullptr,
        true},
       {"16384 GPUs (2048 nodes x 8)", 16384, 262144, 200, "cluster", "fast", "hierarchical", 60.0, FRONTIER_DATA, true},
-      {"1024 GPUs, FSDP of a 1B decoder per layer", 1024, 4096, 200, "cluster", "fast", "ring", 60.0, nullptr, false,
-       "fsdp", true},
-      {"16384 GPUs, FSDP of a 1B decoder per layer", 16384, 262144, 200, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
+      {"1024 GPUs, FSDP, 1B decoder by layer", 1024, 4096, 200, "cluster", "fast", "ring", 60.0, nullptr, false, "fsdp",
+       true},
+      {"16384 GPUs, FSDP, 1B decoder by layer", 16384, 262144, 200, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
        true, "fsdp", true},
   };
   const DecoderFiles decoder;
