@@ -55,15 +55,18 @@ DistributedSampler::Shards DistributedSampler::shuffled(std::span<const int> len
           (*shards)[static_cast<std::size_t>(g * shard_size + position)] = {index,
                                                                             lengths[static_cast<std::size_t>(index)]};
         }
-  const std::lock_guard lock(mutex);
+  // A dataset too large for the bound is never kept: its samplers hold their epochs alone, as
+  // before the cache, and drop them when done.
   constexpr std::size_t ENTRIES = 8, BYTES = std::size_t{64} << 20;
+  if (lengths.size() * (sizeof(int) + sizeof(Slot)) > BYTES) return shards;
+  const std::lock_guard lock(mutex);
   const auto footprint = [](const Entry& e) {
     return e.lengths.size() * sizeof(int) + e.shards->size() * sizeof(Slot);
   };
   cache.push_back({{lengths.begin(), lengths.end()}, seed, G, shards});
   std::size_t bytes = 0;
   for (const Entry& e : cache) bytes += footprint(e);
-  while (cache.size() > 1 && (cache.size() > ENTRIES || bytes > BYTES)) {
+  while (cache.size() > ENTRIES || bytes > BYTES) {
     bytes -= footprint(cache.front());
     cache.pop_front();
   }
