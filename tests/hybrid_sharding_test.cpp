@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "alpha_beta.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
 #include "eval/sharding.hpp"
@@ -17,16 +18,9 @@ using namespace ddpsim;
 
 namespace {
 
-constexpr double GBps = 24, LATENCY_US = 5;
-
-// G ranks on pcie without a shared root, groups of S; a root unit of 100 MB and 3 blocks of 50 MB.
+// G ranks on the α–β platform, groups of S; a root unit of 100 MB and 3 blocks of 50 MB.
 EngineSetup hybrid_setup(int G, int S) {
-  EngineSetup s;
-  s.G = G;
-  s.platform.topology = "pcie";
-  s.platform.link_GBps = GBps;
-  s.platform.latency_us = LATENCY_US;
-  s.platform.host_GBps = 0;
+  EngineSetup s = test::alpha_beta_setup(G);
   s.sharding = S == G ? "fsdp" : "hybrid";
   s.shard_group = S;
   s.units.push_back({100e6, 0.1, true});
@@ -34,25 +28,15 @@ EngineSetup hybrid_setup(int G, int S) {
   return s;
 }
 
-// Alpha-beta rings over routes of two links: an all-gather inside a group of S, and an
-// allreduce across R groups.
+// An all-gather inside a group of S, and an allreduce across R groups.
 double gather_ms(int S, double bytes) {
-  return ((S - 1) * 2 * LATENCY_US * 1e-6 + double(S - 1) / S * bytes / (GBps * 1e9)) * 1e3;
+  return test::ring_ms(S, bytes, 1);
 }
 double replica_ms(int R, double bytes) {
-  return (2 * (R - 1) * 2 * LATENCY_US * 1e-6 + 2.0 * (R - 1) / R * bytes / (GBps * 1e9)) * 1e3;
+  return test::ring_ms(R, bytes, 2);
 }
 
-std::vector<RankTiming> one_step(const EngineSetup& s, const std::vector<RankWork>& ranks) {
-  FastEngine engine(s);
-  engine.start_policy();
-  PolicyWork work;
-  work.steps = 1;
-  work.work = ranks;
-  PolicyTimes out;
-  engine.advance(work, out);
-  return out.timing;
-}
+using test::one_step;
 
 const RankWork TINY{0, 1e-6, 1e-6, 0, 0, 0};  // ms: a step all communication
 
@@ -176,14 +160,15 @@ TEST_CASE("sharding keys a config cannot take are refused by name") {
   refused({{"data_parallel", "zero2"}, {"wrap", "root"}}, "wrap sets FSDP's units");
   refused({{"data_parallel", "fsdp"}, {"wrap", "blocks"}}, "wrap is \"layer\"");
   // The defaults are no request under the other kinds: a sweep may set them across kinds.
-  CHECK_NOTHROW(parse_config(
-      nlohmann::json{{"training", {{"reshard_after_forward", true}, {"wrap", "layer"}}}}, "c.json", ""));
+  CHECK_NOTHROW(
+      parse_config(nlohmann::json{{"training", {{"reshard_after_forward", true}, {"wrap", "layer"}}}}, "c.json", ""));
   refused({{"data_parallel", "hybrid"}, {"shard_group", 0}}, "shard_group");
   CHECK_THROWS_WITH_AS(
       parse_config(nlohmann::json{{"training", {{"data_parallel", "hybrid"}, {"world_size", 4}}},
-                                  {"platform", {{"topology", "xml"},
-                                                {"file", std::string(DDPSIM_SOURCE_DIR) + "/models/pcie-4x-rtx3090.xml"},
-                                                {"hosts", {"gpu0", "gpu1", "gpu2", "gpu3"}}}}},
+                                  {"platform",
+                                   {{"topology", "xml"},
+                                    {"file", std::string(DDPSIM_SOURCE_DIR) + "/models/pcie-4x-rtx3090.xml"},
+                                    {"hosts", {"gpu0", "gpu1", "gpu2", "gpu3"}}}}},
                    "c.json", ""),
       doctest::Contains("on an xml platform: give training.shard_group"), InputError);
   CHECK_THROWS_WITH_AS(

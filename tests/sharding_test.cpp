@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "alpha_beta.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
 #include "eval/sharding.hpp"
@@ -15,38 +16,21 @@ using namespace ddpsim;
 
 namespace {
 
-constexpr double GBps = 24, LATENCY_US = 5;
-
-// G ranks on pcie without a shared root; a root unit of 100 MB and `blocks` of 50 MB, each
-// block with an equal share of compute and the root a tenth.
+// G ranks on the α–β platform; a root unit of 100 MB and `blocks` of 50 MB, each block with an
+// equal share of compute and the root a tenth.
 EngineSetup fsdp_setup(int G, int blocks) {
-  EngineSetup s;
-  s.G = G;
-  s.platform.topology = "pcie";
-  s.platform.link_GBps = GBps;
-  s.platform.latency_us = LATENCY_US;
-  s.platform.host_GBps = 0;
+  EngineSetup s = test::alpha_beta_setup(G);
   s.sharding = "fsdp";
   s.units.push_back({100e6, 0.1, true});
   for (int b = 0; b < blocks; ++b) s.units.push_back({50e6, 0.9 / blocks, false});
   return s;
 }
 
-// The α–β ring all-gather: G−1 steps of one route latency (two links), moving (G−1)/G of S.
 double gather_ms(int G, double bytes) {
-  return ((G - 1) * 2 * LATENCY_US * 1e-6 + double(G - 1) / G * bytes / (GBps * 1e9)) * 1e3;
+  return test::ring_ms(G, bytes, 1);
 }
 
-std::vector<RankTiming> one_step(const EngineSetup& s, const std::vector<RankWork>& ranks) {
-  FastEngine engine(s);
-  engine.start_policy();
-  PolicyWork work;
-  work.steps = 1;
-  work.work = ranks;
-  PolicyTimes out;
-  engine.advance(work, out);
-  return out.timing;
-}
+using test::one_step;
 
 }  // namespace
 

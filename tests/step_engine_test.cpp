@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "alpha_beta.hpp"
 #include "engine/collective.hpp"
 #include "engine/step_sim.hpp"
 
@@ -11,26 +12,19 @@ using namespace ddpsim;
 
 namespace {
 
-constexpr double GBps = 24, LATENCY_US = 5;
 const std::vector<Bucket> BUCKETS = {{4e6, 0.25}, {20e6, 0.6}, {100e6, 1.0}};
 
 EngineSetup pcie_setup(const std::string& mode, bool overlap) {
-  EngineSetup s;
-  s.G = 4;
-  s.platform.topology = "pcie";
-  s.platform.link_GBps = GBps;
-  s.platform.latency_us = LATENCY_US;
-  s.platform.host_GBps = 0;  // no shared root complex: each ring flow has its links to itself
+  EngineSetup s = test::alpha_beta_setup(4);
   s.buckets = BUCKETS;
   s.overlap = overlap;
   s.mode = mode;
   return s;
 }
 
-// The α–β ring: 2(G−1) steps, each one route latency (two links), moving 2(G−1)/G of S.
+// The α–β ring allreduce: 2(G−1) steps, each one route latency (two links), moving 2(G−1)/G of S.
 double ring_ms(int G, double bytes) {
-  const double route_latency_s = 2 * LATENCY_US * 1e-6;
-  return (2.0 * (G - 1) * route_latency_s + 2.0 * (G - 1) / G * bytes / (GBps * 1e9)) * 1e3;
+  return test::ring_ms(G, bytes, 2);
 }
 
 PolicyWork equal_work(int G, int steps, RankWork w) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "alpha_beta.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
 #include "eval/sharding.hpp"
@@ -14,36 +15,25 @@ using namespace ddpsim;
 
 namespace {
 
-constexpr double GBps = 24, LATENCY_US = 5;
-
-// 4 ranks on pcie without a shared root; two buckets, ready halfway through backward and at its end.
+// 4 ranks on the α–β platform; two buckets, ready halfway through backward and at its end.
 EngineSetup setup(const std::string& sharding, bool overlap) {
-  EngineSetup s;
-  s.G = 4;
-  s.platform.topology = "pcie";
-  s.platform.link_GBps = GBps;
-  s.platform.latency_us = LATENCY_US;
-  s.platform.host_GBps = 0;
+  EngineSetup s = test::alpha_beta_setup(4);
   s.sharding = sharding;
   s.overlap = overlap;
   s.buckets = {{40e6, 0.5}, {60e6, 1.0}};
   return s;
 }
 
-// Alpha-beta rings over routes of two links: G−1 steps moving (G−1)/G of S (all-gather,
-// reduce-scatter), or twice that (allreduce).
+// A 4-rank ring: one pass (all-gather, reduce-scatter) or two (allreduce).
 double ring_ms(double bytes, int passes) {
-  constexpr int G = 4;
-  return passes * ((G - 1) * 2 * LATENCY_US * 1e-6 + double(G - 1) / G * bytes / (GBps * 1e9)) * 1e3;
+  return test::ring_ms(4, bytes, passes);
 }
 
+// One step of four ranks alike, which end it together.
 RankTiming one_step(const EngineSetup& s, const RankWork& w) {
-  FastEngine engine(s);
-  engine.start_policy();
-  PolicyTimes out;
-  engine.advance(PolicyWork{1, false, std::vector<RankWork>(4, w)}, out);
-  for (const RankTiming& t : out.timing) CHECK(t.step_ms == doctest::Approx(out.timing[0].step_ms));
-  return out.timing[0];
+  const auto timing = test::one_step(s, std::vector<RankWork>(4, w));
+  for (const RankTiming& t : timing) CHECK(t.step_ms == doctest::Approx(timing[0].step_ms));
+  return timing[0];
 }
 
 }  // namespace
