@@ -163,18 +163,22 @@ class SharedDatasets {
       const Config config = cell_config(spec, grid, cell);
       it = datasets_
                .emplace(cell.dataset_key,
-                        config_dataset(config, *make_length_source(config.data, config.training.max_length)))
+                        Dataset{config_dataset(config, *make_length_source(config.data, config.training.max_length)),
+                                config.training.seed})
                .first;
-      seeds_[cell.dataset_key] = config.training.seed;
     }
+    const Dataset& d = it->second;
     if (prepared_.emplace(cell.dataset_key, cell.world_size).second)
-      DistributedSampler::prepare(it->second, cell.world_size, seeds_[cell.dataset_key]);
-    return &it->second;
+      DistributedSampler::prepare(d.lengths, cell.world_size, d.seed);
+    return &d.lengths;
   }
 
  private:
-  std::map<std::string, std::vector<int>> datasets_;
-  std::map<std::string, std::uint64_t> seeds_;
+  struct Dataset {
+    std::vector<int> lengths;
+    std::uint64_t seed;  // its sampler's
+  };
+  std::map<std::string, Dataset> datasets_;
   std::set<std::pair<std::string, int>> prepared_;
 };
 
