@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -52,10 +53,11 @@ void append_ring_phases(std::vector<Phase>& phases, const std::vector<std::vecto
 // The flows of a phase to simulate: of the groups of flows that share links (a group shares none
 // with another), the first of each kind, where a kind is the group written with its links renamed
 // in order of first use: equal writings are the same sub-network, whose flows max-min sharing
-// gives the same rates. Returns indices into `flows`, in plan order.
-std::vector<std::size_t> one_group_per_kind(const std::vector<Flow>& flows,
-                                            const std::vector<std::vector<sg4::Link*>>& routes,
-                                            const std::vector<double>& route_latency) {
+// gives the same rates. Returns indices into `flows`, in plan order, each with the number of
+// groups of its kind.
+std::vector<std::pair<std::size_t, double>> one_group_per_kind(const std::vector<Flow>& flows,
+                                                               const std::vector<std::vector<sg4::Link*>>& routes,
+                                                               const std::vector<double>& route_latency) {
   const std::size_t n = flows.size();
   std::vector<std::size_t> parent(n);
   std::iota(parent.begin(), parent.end(), std::size_t{0});
@@ -80,12 +82,12 @@ std::vector<std::size_t> one_group_per_kind(const std::vector<Flow>& flows,
     }
     groups[g].push_back(i);
   }
-  std::set<std::vector<double>> kinds;
-  std::vector<std::size_t> chosen;
-  for (const auto& members : groups) {
+  std::map<std::vector<double>, std::size_t> kinds;  // → its first group
+  std::vector<double> copies(groups.size(), 0.0);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
     std::vector<double> kind;
     std::unordered_map<const sg4::Link*, double> renamed;
-    for (const std::size_t i : members) {
+    for (const std::size_t i : groups[g]) {
       kind.insert(kind.end(), {flows[i].fraction, route_latency[i], static_cast<double>(routes[i].size())});
       for (const sg4::Link* link : routes[i]) {
         const auto [it, fresh] = renamed.try_emplace(link, static_cast<double>(renamed.size()));
@@ -95,13 +97,62 @@ std::vector<std::size_t> one_group_per_kind(const std::vector<Flow>& flows,
                       {link->get_bandwidth(), link->get_latency(), static_cast<double>(link->get_sharing_policy())});
       }
     }
-    if (kinds.insert(std::move(kind)).second) chosen.insert(chosen.end(), members.begin(), members.end());
+    copies[kinds.try_emplace(std::move(kind), g).first->second] += 1;
   }
+  std::vector<std::pair<std::size_t, double>> chosen;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (copies[g] > 0)
+      for (const std::size_t i : groups[g]) chosen.emplace_back(i, copies[g]);
   std::sort(chosen.begin(), chosen.end());
   return chosen;
 }
 
+// A hierarchical collective's rings: each node's ranks, and each rail (the ranks of one local
+// index, one per node).
+struct NodeRings {
+  std::vector<std::vector<int>> nodes, rails;
+};
+
+NodeRings node_rings(const std::vector<int>& node_of_rank) {
+  NodeRings r;
+  for (std::size_t g = 0; g < node_of_rank.size(); ++g) {
+    const int n = node_of_rank[g];
+    if (n == static_cast<int>(r.nodes.size())) r.nodes.emplace_back();
+    if (n != static_cast<int>(r.nodes.size()) - 1)
+      throw InputError("hierarchical allreduce: the ranks of a node must be consecutive (rank " + std::to_string(g) +
+                       ")");
+    r.nodes.back().push_back(static_cast<int>(g));
+  }
+  const std::size_t M = r.nodes.front().size();
+  for (const auto& n : r.nodes)
+    if (n.size() != M) throw InputError("hierarchical allreduce: every node needs the same number of GPUs");
+  r.rails.resize(M);
+  for (const auto& n : r.nodes)
+    for (std::size_t i = 0; i < M; ++i) r.rails[i].push_back(n[i]);
+  return r;
+}
+
 }  // namespace
+
+CollectivePlan make_half_allreduce(bool reduce_scatter, const std::string& algorithm,
+                                   const std::vector<int>& node_of_rank) {
+  const int G = static_cast<int>(node_of_rank.size());
+  CollectivePlan plan{algorithm, {}};
+  if (algorithm == "ring") {
+    std::vector<int> all(static_cast<std::size_t>(G));
+    std::iota(all.begin(), all.end(), 0);
+    append_ring_phases(plan.phases, {all}, double(G - 1) / G, G - 1);
+  } else if (algorithm == "hierarchical") {
+    const NodeRings r = node_rings(node_of_rank);
+    const int M = static_cast<int>(r.nodes.front().size()), N = static_cast<int>(r.nodes.size());
+    if (reduce_scatter) append_ring_phases(plan.phases, r.nodes, double(M - 1) / M, M - 1);
+    append_ring_phases(plan.phases, r.rails, double(N - 1) / N / M, N - 1);
+    if (!reduce_scatter) append_ring_phases(plan.phases, r.nodes, double(M - 1) / M, M - 1);
+  } else {
+    throw InputError("a reduce-scatter or all-gather is \"ring\" or \"hierarchical\", got \"" + algorithm + "\"");
+  }
+  return plan;
+}
 
 CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank, int group) {
   const int G = static_cast<int>(node_of_rank.size());
@@ -133,30 +184,28 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
     }
     if (G > 1) plan.phases = {up, down};
   } else if (algorithm == "hierarchical") {
-    std::vector<std::vector<int>> nodes;
-    for (int g = 0; g < G; ++g) {
-      const int n = node_of_rank[static_cast<std::size_t>(g)];
-      if (n == static_cast<int>(nodes.size())) nodes.emplace_back();
-      if (n != static_cast<int>(nodes.size()) - 1)
-        throw InputError("hierarchical allreduce: the ranks of a node must be consecutive (rank " + std::to_string(g) +
-                         ")");
-      nodes.back().push_back(g);
-    }
-    const int M = static_cast<int>(nodes.front().size());
-    for (const auto& n : nodes)
-      if (static_cast<int>(n.size()) != M)
-        throw InputError("hierarchical allreduce: every node needs the same number of GPUs");
-    const int N = static_cast<int>(nodes.size());
-    std::vector<std::vector<int>> rails(static_cast<std::size_t>(M));
-    for (const auto& n : nodes)
-      for (int i = 0; i < M; ++i) rails[static_cast<std::size_t>(i)].push_back(n[static_cast<std::size_t>(i)]);
-    append_ring_phases(plan.phases, nodes, double(M - 1) / M, M - 1);            // reduce-scatter
-    append_ring_phases(plan.phases, rails, 2.0 * (N - 1) / N / M, 2 * (N - 1));  // across nodes
-    append_ring_phases(plan.phases, nodes, double(M - 1) / M, M - 1);            // all-gather
+    const NodeRings r = node_rings(node_of_rank);
+    const int M = static_cast<int>(r.nodes.front().size()), N = static_cast<int>(r.nodes.size());
+    append_ring_phases(plan.phases, r.nodes, double(M - 1) / M, M - 1);            // reduce-scatter
+    append_ring_phases(plan.phases, r.rails, 2.0 * (N - 1) / N / M, 2 * (N - 1));  // across nodes
+    append_ring_phases(plan.phases, r.nodes, double(M - 1) / M, M - 1);            // all-gather
   } else {
     throw InputError("unknown allreduce algorithm \"" + algorithm + "\" (known: ring, tree, hierarchical)");
   }
   return plan;
+}
+
+bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<sg4::Host*>& hosts) {
+  std::unordered_map<const sg4::Link*, std::size_t> plan_of;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    for (const auto& [src, dst] : plans[i].pairs()) {
+      std::vector<sg4::Link*> route;
+      double latency = 0;
+      hosts[static_cast<std::size_t>(src)]->route_to(hosts[static_cast<std::size_t>(dst)], route, &latency);
+      for (const sg4::Link* link : route)
+        if (const auto [it, fresh] = plan_of.try_emplace(link, i); !fresh && it->second != i) return false;
+    }
+  return true;
 }
 
 CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector<sg4::Host*>& hosts, bool symmetric) {
@@ -168,33 +217,37 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
       hosts[static_cast<std::size_t>(phase.flows[i].src)]->route_to(hosts[static_cast<std::size_t>(phase.flows[i].dst)],
                                                                     routes[i], &route_latency[i]);
     const double latency = phase.flows.empty() ? 0.0 : *std::max_element(route_latency.begin(), route_latency.end());
-    extra_latency_s_.push_back((phase.hops - 1) * latency);
-    std::vector<std::size_t> simulated(phase.flows.size());
-    std::iota(simulated.begin(), simulated.end(), std::size_t{0});
-    if (symmetric) simulated = one_group_per_kind(phase.flows, routes, route_latency);
-    auto& flows = flows_.emplace_back();
-    for (const std::size_t i : simulated) {
+    RunPhase& out = phases_.emplace_back();
+    out.plan_flows = phase.flows.size();
+    out.extra_latency_s = (phase.hops - 1) * latency;
+    std::vector<std::pair<std::size_t, double>> simulated;
+    if (symmetric)
+      simulated = one_group_per_kind(phase.flows, routes, route_latency);
+    else
+      for (std::size_t i = 0; i < phase.flows.size(); ++i) simulated.emplace_back(i, 1.0);
+    for (const auto& [i, copies] : simulated) {
       const Flow& f = phase.flows[i];
-      flows.push_back({hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)], f.fraction});
+      out.flows.push_back({hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)], f.src, f.dst,
+                           f.fraction, copies});
     }
   }
 }
 
 std::size_t CollectiveRunner::simulated_flows() const {
   std::size_t n = 0;
-  for (const auto& phase : flows_) n += phase.size();
+  for (const auto& phase : phases_) n += phase.flows.size();
   return n;
 }
 
 void CollectiveRunner::run(double bytes) const {
   std::vector<sg4::CommPtr> comms;
-  for (std::size_t p = 0; p < flows_.size(); ++p) {
+  for (const RunPhase& phase : phases_) {
     comms.clear();
-    for (const HostFlow& f : flows_[p])
+    for (const HostFlow& f : phase.flows)
       comms.push_back(
           sg4::Comm::sendto_async(f.src, f.dst, static_cast<std::uint64_t>(std::llround(f.fraction * bytes))));
     sg4::Comm::wait_all(comms);
-    if (extra_latency_s_[p] > 0) sg4::this_actor::sleep_for(extra_latency_s_[p]);
+    if (phase.extra_latency_s > 0) sg4::this_actor::sleep_for(phase.extra_latency_s);
   }
 }
 

@@ -45,6 +45,17 @@ const std::vector<std::string>& allreduce_algorithms();
 // groups, one ring per position in the group (HSDP's), 2(R−1)/R of its size in 2(R−1) steps.
 CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<int>& node_of_rank, int group = 0);
 
+// ZeRO-2's halves of an allreduce over every rank: the reduce-scatter (or the all-gather), as a
+// ring ((G−1)/G of S in G−1 steps) or hierarchical: a ring inside each node ((M−1)/M of S), and
+// one across the nodes per local index ((N−1)/N of the S/M shard); the all-gather in the
+// opposite order.
+CollectivePlan make_half_allreduce(bool reduce_scatter, const std::string& algorithm,
+                                   const std::vector<int>& node_of_rank);
+
+// Whether no link is on the routes of two of `plans` (a plan's own flows may share links): plans
+// that run at once then meet nothing but their own flows, as CollectiveRunner's reduction needs.
+bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<simgrid::s4u::Host*>& hosts);
+
 // A plan bound to hosts: flows host to host and per-phase latencies resolved once.
 //
 // With `symmetric` set, run() simulates one of each set of identical parts of a phase: the
@@ -66,13 +77,23 @@ class CollectiveRunner {
   std::size_t plan_flows() const { return plan_flows_; }
   std::size_t simulated_flows() const;
 
- private:
+  // A flow run() starts, standing for `copies` flows of the plan (those of its kind, 1 without
+  // `symmetric`): what a caller that starts the flows itself needs to count what moved.
   struct HostFlow {
     simgrid::s4u::Host *src = nullptr, *dst = nullptr;
+    int src_rank = 0, dst_rank = 0;
     double fraction = 0;
+    double copies = 1;
   };
-  std::vector<std::vector<HostFlow>> flows_;  // [phase] one group of each kind, or all flows
-  std::vector<double> extra_latency_s_;       // [phase] (hops − 1) × its longest route latency
+  struct RunPhase {
+    std::vector<HostFlow> flows;  // one group of each kind, or all flows
+    std::size_t plan_flows = 0;
+    double extra_latency_s = 0;  // (hops − 1) × its longest route latency
+  };
+  const std::vector<RunPhase>& phases() const { return phases_; }
+
+ private:
+  std::vector<RunPhase> phases_;
   std::size_t plan_flows_ = 0;
 };
 

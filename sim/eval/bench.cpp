@@ -17,6 +17,7 @@
 #include "common/stats.hpp"
 #include "data/lengths.hpp"
 #include "eval/config.hpp"
+#include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
 #include "report/policy_run.hpp"
 
@@ -86,8 +87,13 @@ struct SimCase {
   const char* data;  // the data section as JSON (nullptr: the default config's)
   bool frontier;     // minutes long: left out of --quick
   const char* data_parallel = "ddp";
-  bool decoder = false;  // Llama-3.2-1B (spec-derived, bf16 on H100 SXM) instead of DistilBERT
+  bool decoder = false;            // Llama-3.2-1B (spec-derived, bf16 on H100 SXM) instead of DistilBERT
+  const char* parallel = nullptr;  // a pipeline job's parallel section as JSON, with one policy
 };
+
+// The pipeline cases' job: 1F1B, ZeRO-2, 16 micro-batches over 4 stages.
+constexpr const char* PIPELINE_4x16 = R"({"stages": 4, "micro_batches": 16, "schedule": "1f1b",
+  "data_parallel": "zero2", "activation_bytes_per_token": 4096})";
 
 // Llama-3.2-1B's Hugging Face config.json (as models/hf/llama-3.2-1b.json), written beside the
 // spec the decoder cases derive their model from: the binary carries no model files.
@@ -128,7 +134,10 @@ SimBenchResult time_in_child(const Config& config) {
       const auto start = std::chrono::steady_clock::now();
       const auto source = make_length_source(config.data, config.training.max_length);
       const std::vector<int> dataset = config_dataset(config, *source);
-      simulate_streamed(config, dataset, {0, 0}, {}, {});  // as `compare` runs it, summaries included
+      if (config.parallel)
+        simulate_parallel(config);
+      else
+        simulate_streamed(config, dataset, {0, 0}, {}, {});  // as `compare` runs it, summaries included
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (::write(fds[1], &wall, sizeof wall) == static_cast<ssize_t>(sizeof wall)) code = 0;
     } catch (const std::exception& e) {
@@ -171,6 +180,10 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
        true},
       {"16384 GPUs, FSDP, 1B decoder by layer", 16384, 262144, 200, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
        true, "fsdp", true},
+      {"1024 GPUs, pipeline 4 x 256, 1B decoder", 1024, 16384, 100, "cluster", "pipeline", "ring", 0, nullptr, false,
+       "ddp", true, PIPELINE_4x16},
+      {"4096 GPUs, pipeline 4 x 1024, 1B decoder", 4096, 65536, 100, "cluster", "pipeline", "ring", 60.0, FRONTIER_DATA,
+       true, "ddp", true, PIPELINE_4x16},
   };
   const DecoderFiles decoder;
   std::vector<SimBenchResult> results;
@@ -185,10 +198,17 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
     doc["simulation"] = {{"mode", c.mode}, {"algorithm", c.algorithm}};
     if (c.G > 4) doc["model"] = c.decoder ? decoder.spec() : "h100-distilbert";
     doc["training"]["data_parallel"] = c.data_parallel;
+    if (c.parallel) {  // its own keys: a pipeline has no DDP mode or buckets
+      doc["parallel"] = nlohmann::json::parse(c.parallel);
+      doc["simulation"].erase("mode");
+      doc["training"].erase("data_parallel");
+      doc["policies"] = {"static"};
+    }
     if (c.data) doc["data"] = nlohmann::json::parse(c.data);
     const Config config = parse_config(doc, std::string("bench case ") + c.name, "");
-    progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) + " policies x " +
-             std::to_string(steps) + " steps, " + c.mode + " mode");
+    progress(std::string(c.name) + ": " + std::to_string(config.policies.size()) +
+             (config.policies.size() == 1 ? " policy x " : " policies x ") + std::to_string(steps) + " steps, " +
+             c.mode + " mode");
     SimBenchResult r = time_in_child(config);
     const double rank_steps = double(config.policies.size()) * steps * c.G;
     r.name = c.name;

@@ -10,6 +10,7 @@
 #include "eval/config_sections.hpp"
 #include "eval/pipeline_eval.hpp"
 #include "eval/sharding.hpp"
+#include "pipeline/sync_plans.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
@@ -148,6 +149,16 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       c.parallel->setup.channels.bytes_per_s = c.platform.link_GBps * 1e9;
       c.parallel->setup.channels.latency_s = c.platform.latency_us * 1e-6;
       c.parallel->setup.channels.fabric = pipeline_fabric(c.platform, c.training.world_size, origin);
+      if (c.simulation.algorithm == "tree")
+        throw InputError(origin +
+                         ": simulation.algorithm \"tree\": a pipeline's syncs are ring or hierarchical "
+                         "collectives (a reduce-scatter under ZeRO-2 has no tree form here)");
+      c.parallel->setup.algorithm = c.simulation.algorithm;
+      try {
+        pipeline::stage_plans(c.parallel->setup);  // a hierarchical sync's nodes
+      } catch (const InputError& e) {
+        throw InputError(origin + ": " + e.what());
+      }
     }
   }
   top.reject_unknown();

@@ -16,13 +16,16 @@ namespace ddpsim::config_detail {
 
 std::vector<UnusedKeys> unused_by_pipeline(bool abstract) {
   std::vector<UnusedKeys> unused = {
-      {"training", {"bucket_mb", "first_bucket_mb", "overlap"},
+      {"training",
+       {"bucket_mb", "first_bucket_mb", "overlap"},
        "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets"},
       {"training", {"micro_batches"}, "its micro-batches per step are parallel.micro_batches"},
-      {"simulation", {"mode", "algorithm", "sched_ms", "spells", "first_use"},
-       "its steps run on SimGrid with ring syncs among each stage's groups and no scheduling time"}};
+      {"simulation",
+       {"mode", "sched_ms", "spells", "first_use"},
+       "its steps always run on SimGrid, with no scheduling time"}};
   if (abstract) {
     const std::string in_units = "in abstract mode the work is given in time units (parallel.abstract)";
+    unused.push_back({"simulation", {"algorithm"}, in_units + " and its syncs are rings"});
     unused.push_back({"", {"data", "model", "platform", "policies"}, in_units});
     unused.push_back({"training", {"global_batch", "max_length", "b_max", "attention"}, in_units});
   }
@@ -46,7 +49,8 @@ void refuse_unused_by_pipeline(const JsonFields& top, const pipeline::ParallelCo
 // flow classes' channels, so pipelines take the built-in topologies only.
 pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const std::string& origin) {
   if (platform.topology == "xml")
-    throw InputError(origin + ": platform.topology \"xml\": pipelines run on the built-in topologies (pcie, "
+    throw InputError(origin +
+                     ": platform.topology \"xml\": pipelines run on the built-in topologies (pcie, "
                      "nvlink, cluster), whose links they copy per flow class");
   pipeline::Fabric fabric;
   if (platform.topology == "pcie") fabric.host_bytes_per_s = platform.host_GBps * 1e9;

@@ -131,7 +131,6 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
   }
   const bool packed = config.training.attention == "packed";
   const double grad_bytes = m.bytes_per_param;
-  const double sync_share = (s.data_parallel == "ddp" ? 2.0 : 1.0) * (D - 1) / D;
   ComputeFactors factors(config, &m);
   std::vector<StepWork> steps;
   for (std::size_t i = 0; i < run.rows.size(); i += static_cast<std::size_t>(D)) {
@@ -168,8 +167,8 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
           g.act_bytes.push_back(empty ? 0 : tokens * p.activation_bytes_per_token);
           if (!empty) max_activation_bytes[st] = std::max(max_activation_bytes[st], act * fraction[st]);
         }
-        g.sync_bytes = params[st] * grad_bytes * sync_share;
-        g.gather_bytes = s.data_parallel == "zero2" ? params[st] * grad_bytes * (D - 1) / D : 0;
+        g.sync_bytes = params[st] * grad_bytes;
+        g.gather_bytes = s.data_parallel == "zero2" ? params[st] * grad_bytes : 0;
         g.opt_s = m.optimizer_ms * fraction[st] * f * 1e-3 / (s.data_parallel == "zero2" ? D : 1);
       }
     }

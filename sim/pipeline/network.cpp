@@ -1,6 +1,7 @@
 #include "pipeline/network.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
@@ -142,6 +143,74 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
 
 sg4::Host* Network::host(int gpu) const {
   return endpoint_[static_cast<std::size_t>(gpu)][0];
+}
+
+std::vector<sg4::Host*> Network::hosts(FlowClass flow_class) const {
+  std::vector<sg4::Host*> out;
+  for (const auto& ends : endpoint_) out.push_back(ends[static_cast<std::size_t>(flow_class)]);
+  return out;
+}
+
+void Network::collective(const CollectiveRunner& runner, FlowClass flow_class, double bytes,
+                         std::vector<double>& phase_end) {
+  const int c = static_cast<int>(flow_class);
+  FlowStats& s = stats_[static_cast<std::size_t>(c)];
+  phase_end.clear();
+  std::vector<sg4::CommPtr> comms;
+  std::vector<std::list<Active>::iterator> mine;
+  for (const auto& phase : runner.phases()) {
+    const double start = sg4::Engine::get_clock();
+    if (recording_) sample();
+    comms.clear();
+    mine.clear();
+    for (const auto& f : phase.flows) {
+      const double flow_bytes = std::round(f.fraction * bytes);
+      comms.push_back(sg4::Comm::sendto_init(f.src, f.dst)->set_payload_size(static_cast<uint64_t>(flow_bytes)));
+      mine.push_back(active_.insert(active_.end(), {comms.back(), c, flow_bytes, f.copies}));
+      comms.back()->start();
+    }
+    auto arrived = [&](std::size_t i) {
+      s.bytes += mine[i]->bytes * mine[i]->copies;
+      active_.erase(mine[i]);
+    };
+    // Recording samples every flow's end (the shares change there); otherwise waiting for all
+    // at once spares the search for each one that ended.
+    if (recording_) {
+      std::vector<sg4::CommPtr> left = comms;
+      while (!left.empty()) {
+        const auto done = static_cast<std::size_t>(sg4::Comm::wait_any(left));
+        arrived(static_cast<std::size_t>(std::find(comms.begin(), comms.end(), left[done]) - comms.begin()));
+        left.erase(left.begin() + static_cast<std::ptrdiff_t>(done));
+        sample();
+      }
+    } else {
+      sg4::Comm::wait_all(comms);
+      for (std::size_t i = 0; i < comms.size(); ++i) arrived(i);
+    }
+    if (phase.extra_latency_s > 0) sg4::this_actor::sleep_for(phase.extra_latency_s);
+    const double end = sg4::Engine::get_clock();
+    s.transfers += static_cast<long>(phase.plan_flows);
+    s.transfer_s += static_cast<double>(phase.plan_flows) * (end - start);
+    phase_end.push_back(end);
+  }
+}
+
+sg4::CommPtr Network::start(int src, int dst, FlowClass flow_class, double bytes) {
+  const int c = static_cast<int>(flow_class);
+  if (!routes_.count({src, dst, c}))
+    throw std::logic_error("pipeline network: no route for flow " + std::to_string(src) + "→" + std::to_string(dst));
+  auto comm = sg4::Comm::sendto_init(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)],
+                                     endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(c)])
+                  ->set_payload_size(static_cast<uint64_t>(bytes));
+  comm->start();
+  return comm;
+}
+
+void Network::arrived(const sg4::Comm& comm, FlowClass flow_class, double bytes) {
+  FlowStats& s = stats_[static_cast<std::size_t>(flow_class)];
+  s.bytes += bytes;
+  s.transfers += 1;
+  s.transfer_s += comm.get_finish_time() - comm.get_start_time();
 }
 
 void Network::transfer(int src, int dst, FlowClass flow_class, double bytes) {

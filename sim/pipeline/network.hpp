@@ -33,6 +33,8 @@
 
 #include <simgrid/forward.h>
 
+#include "engine/collective.hpp"
+
 namespace ddpsim::pipeline {
 
 enum class FlowClass { fwd_prop = 0, bwd_prop = 1, grad_sync = 2 };
@@ -45,12 +47,12 @@ constexpr double MAX_WEIGHT_RATIO = 1e3;
 
 // The platform's shape, in model mode; empty in abstract mode (every GPU on one node).
 struct Fabric {
-  std::vector<int> node;         // each GPU's node; empty: all on one
-  double nic_bytes_per_s = 0;    // each GPU's NIC, per direction (needed with several nodes)
-  double nic_latency_s = 0;      // per NIC link
-  int nodes_per_leaf = 0;        // nodes under one leaf switch; 0: one switch joins every NIC
-  double leaf_bytes_per_s = 0;   // each leaf's uplink to the spine, per direction
-  double host_bytes_per_s = 0;   // the PCIe root complex every copy inside a node crosses; 0: none
+  std::vector<int> node;        // each GPU's node; empty: all on one
+  double nic_bytes_per_s = 0;   // each GPU's NIC, per direction (needed with several nodes)
+  double nic_latency_s = 0;     // per NIC link
+  int nodes_per_leaf = 0;       // nodes under one leaf switch; 0: one switch joins every NIC
+  double leaf_bytes_per_s = 0;  // each leaf's uplink to the spine, per direction
+  double host_bytes_per_s = 0;  // the PCIe root complex every copy inside a node crosses; 0: none
 };
 
 struct ChannelConfig {
@@ -79,9 +81,20 @@ class Network {
   Network& operator=(const Network&) = delete;
 
   simgrid::s4u::Host* host(int gpu) const;
+  // Every GPU's endpoint for a class's flows, by GPU: what a CollectiveRunner runs between.
+  std::vector<simgrid::s4u::Host*> hosts(FlowClass flow_class) const;
   // Moves `bytes` from `src` to `dst` as a flow of `flow_class`; returns, in the calling
   // actor, once they have arrived.
   void transfer(int src, int dst, FlowClass flow_class, double bytes);
+  // The same flow, started here and waited for by whoever needs its bytes (then counted with
+  // `arrived`): no actor per flow, which would map and protect a stack of its own. Unsampled:
+  // while recording, use transfer().
+  simgrid::s4u::CommPtr start(int src, int dst, FlowClass flow_class, double bytes);
+  void arrived(const simgrid::s4u::Comm& comm, FlowClass flow_class, double bytes);
+  // One collective of `bytes` on `flow_class`'s endpoints, phase after phase, each phase's flows
+  // at once; a flow standing for several alike ones counts as all of them. Returns when
+  // the last phase ends, with each phase's end time in `phase_end`.
+  void collective(const CollectiveRunner& runner, FlowClass flow_class, double bytes, std::vector<double>& phase_end);
   const std::array<FlowStats, FLOW_CLASSES>& stats() const { return stats_; }
 
   // Link-utilisation series: while on, every flow start and end (the only moments the shares
@@ -99,6 +112,7 @@ class Network {
     simgrid::s4u::CommPtr comm;
     int flow_class = 0;
     double bytes = 0;
+    double copies = 1;  // alike flows it stands for
   };
   void sample();
 

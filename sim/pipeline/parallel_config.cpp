@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "pipeline/partition.hpp"
+#include "pipeline/sync_plans.hpp"
 #include "report/outputs.hpp"
 
 namespace ddpsim::pipeline {
@@ -42,7 +43,8 @@ ChannelConfig parse_channels(const nlohmann::json& doc, const std::string& where
                      c.model + "\"");
   c.receiver_limit = f.get<bool>("receiver_limit", c.receiver_limit);
   if (c.model == "separate" && f.has("receiver_limit"))
-    throw InputError(where + ": receiver_limit contends a GPU's incoming link among the classes, but model "
+    throw InputError(where +
+                     ": receiver_limit contends a GPU's incoming link among the classes, but model "
                      "\"separate\" gives each class its own: set model \"shared\", or leave it out");
   if (f.has("weights")) {
     JsonFields w(f.raw("weights"), where + ": weights");
@@ -160,14 +162,6 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
   }
   f.reject_unknown();
   check_setup(s, where);
-  // Bounded by what finishes: each flow costs tens of µs to simulate, and rings over D groups
-  // make G × (D − 1) of them per sync (about 25 s a step at the bound on a 2-core machine).
-  if (s.transfers_per_step() > MAX_PIPELINE_TRANSFERS)
-    throw InputError(where + ": a step of this job simulates " + std::to_string(s.transfers_per_step()) +
-                     " transfers (" + std::to_string(s.groups) + " data-parallel groups make rings of " +
-                     std::to_string(s.groups - 1) + " rounds on each of the " + std::to_string(world_size) +
-                     " GPUs), at most " + std::to_string(MAX_PIPELINE_TRANSFERS) +
-                     ": more stages, fewer GPUs, or fewer syncs (sync_every)");
   return p;
 }
 
@@ -210,8 +204,13 @@ StepWork abstract_step(const PipelineSetup& s, const AbstractWork& w) {
   gpu.fwd_s.assign(M, w.forward);
   gpu.bwd_s.assign(M, w.backward);
   gpu.act_bytes.assign(M, w.transfer * ABSTRACT_BYTES_PER_UNIT);
-  gpu.sync_bytes = w.sync * ABSTRACT_BYTES_PER_UNIT;
-  gpu.gather_bytes = w.gather * ABSTRACT_BYTES_PER_UNIT;
+  // `sync` and `gather` are what a GPU sends in one, so a ring of D peers moves these sizes.
+  if (s.groups > 1) {
+    const std::vector<StagePlans> plans = stage_plans(s);
+    gpu.sync_bytes = w.sync * ABSTRACT_BYTES_PER_UNIT / sent_per_byte(plans.front().sync);
+    if (s.data_parallel == "zero2")
+      gpu.gather_bytes = w.gather * ABSTRACT_BYTES_PER_UNIT / sent_per_byte(plans.front().gather);
+  }
   gpu.opt_s = w.optimizer;
   return StepWork(static_cast<std::size_t>(s.gpus()), gpu);
 }

@@ -41,6 +41,5 @@ constexpr double ABSTRACT_BYTES_PER_UNIT = 1e9;
 // The largest pipeline jobs simulated (parse_parallel says why).
 constexpr int MAX_PIPELINE_GPUS = 4096;
 constexpr long MAX_PIPELINE_PASSES = 1L << 18;  // GPUs × micro-batches
-constexpr long MAX_PIPELINE_TRANSFERS = 1L << 20;  // flows a step (PipelineSetup::transfers_per_step)
 
 }  // namespace ddpsim::pipeline

@@ -1,6 +1,9 @@
 #include "pipeline/pipeline_sim.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
 
 #include <simgrid/s4u.hpp>
 
@@ -9,6 +12,7 @@
 #include "engine/interference.hpp"
 #include "engine/simgrid_engine.hpp"
 #include "pipeline/schedule.hpp"
+#include "pipeline/sync_plans.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -20,20 +24,15 @@ int PipelineSetup::syncs_per_step() const {
   return (micro_batches + every - 1) / every;
 }
 
-long PipelineSetup::transfers_per_step() const {
-  const long G = gpus(), rounds = groups - 1;
-  const long sends = 2 * long{groups} * (stages - 1) * micro_batches;  // activations on, their gradients back
-  const long sync = long{syncs_per_step()} * G * rounds * (data_parallel == "ddp" ? 2 : 1);
-  const long gather = data_parallel == "zero2" ? G * rounds : 0;
-  return sends + sync + gather;
-}
-
 void check_setup(const PipelineSetup& s, const std::string& where) {
   auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
   if (std::find(schedule_names().begin(), schedule_names().end(), s.schedule) == schedule_names().end())
     fail("schedule is \"gpipe\" or \"1f1b\", got \"" + s.schedule + "\"");
   if (s.data_parallel != "ddp" && s.data_parallel != "zero2")
     fail("data_parallel is \"ddp\" or \"zero2\", got \"" + s.data_parallel + "\"");
+  if (s.algorithm != "ring" && s.algorithm != "hierarchical")
+    fail("a pipeline's syncs run \"ring\" or \"hierarchical\" collectives (simulation.algorithm), got \"" +
+         s.algorithm + "\"");
   if (s.schedule == "1f1b" && s.micro_batches < s.stages)
     fail("1f1b needs at least as many micro-batches as stages (micro_batches " + std::to_string(s.micro_batches) +
          " < stages " + std::to_string(s.stages) + "): with fewer, its warm-up never reaches the last stage");
@@ -50,21 +49,35 @@ namespace {
 class Run {
  public:
   Run(const PipelineSetup& s, const std::vector<StepWork>& steps, std::pair<int, int> record)
-      : s_(s), steps_(steps), G_(s.gpus()), network_(s.channels, G_, flows(s)), interference_(G_) {
+      : s_(s),
+        steps_(steps),
+        G_(s.gpus()),
+        plans_(stage_plans(s)),
+        network_(s.channels, G_, flows(s, plans_)),
+        interference_(G_) {
     result_.recording.from = std::max(0, record.first);
     result_.recording.to = std::min(static_cast<int>(steps.size()), record.second);
     barrier_ = sg4::Barrier::create(static_cast<unsigned>(G_));
     for (int g = 0; g < G_; ++g) {
       auto& gpu = gpus_.emplace_back();
-      for (int m = 0; m < s.micro_batches; ++m) {
-        gpu.activations.push_back(sg4::Semaphore::create(0));
-        gpu.gradients.push_back(sg4::Semaphore::create(0));
+      gpu.activations.resize(static_cast<std::size_t>(s.micro_batches));
+      gpu.gradients.resize(static_cast<std::size_t>(s.micro_batches));
+      for (auto* inbox : {&gpu.activations, &gpu.gradients})
+        for (Inbox& in : *inbox) in.posted = sg4::Semaphore::create(0);
+      gpu.synced = sg4::Semaphore::create(0);
+      gpu.gathered = sg4::Semaphore::create(0);
+    }
+    const std::vector<sg4::Host*> hosts = network_.hosts(FlowClass::grad_sync);
+    const bool reduce = alike_groups_exact(s, plans_, hosts);
+    for (const StagePlans& plans : plans_) {
+      auto& stage = stages_.emplace_back();
+      stage.sync = std::make_unique<CollectiveRunner>(plans.sync, hosts, reduce);
+      stage.gather = std::make_unique<CollectiveRunner>(plans.gather, hosts, reduce);
+      stage.go = sg4::Semaphore::create(0);
+      for (const CollectiveRunner* runner : {stage.sync.get(), stage.gather.get()}) {
+        result_.sync_flows_planned += runner->plan_flows();
+        result_.sync_flows_simulated += runner->simulated_flows();
       }
-      gpu.sync_queue = sg4::Semaphore::create(0);
-      gpu.sync_done = sg4::Semaphore::create(0);
-      gpu.ring_in = sg4::Semaphore::create(0);
-      gpu.ring_go = sg4::Semaphore::create(0);
-      gpu.ring_sent = sg4::Semaphore::create(0);
     }
     result_.steps.resize(steps.size());
     for (auto& step : result_.steps) step.gpus.resize(static_cast<std::size_t>(G_));
@@ -73,13 +86,12 @@ class Run {
   }
 
   PipelineResult run(sg4::Engine& engine) {
-    for (int g = 0; g < G_; ++g) {
+    for (int g = 0; g < G_; ++g)
       sg4::Actor::create("compute" + std::to_string(g), network_.host(g), [this, g] { compute_actor(g); });
-      if (s_.syncs_per_step() > 0)
-        sg4::Actor::create("sync" + std::to_string(g), network_.host(g), [this, g] { sync_actor(g); });
-      if (s_.groups > 1)
-        sg4::Actor::create("ring" + std::to_string(g), network_.host(g), [this, g] { ring_sender(g); })->daemonize();
-    }
+    for (int stage = 0; stage < static_cast<int>(stages_.size()); ++stage)
+      sg4::Actor::create("collectives" + std::to_string(stage), network_.host(stage), [this, stage] {
+        collective_actor(stage);
+      })->daemonize();
     engine.run();
     reinstall_interrupt_handler();  // SimGrid installs its own while running
     if (result_.recording.to == static_cast<int>(steps_.size()) && result_.recording.from < result_.recording.to)
@@ -94,31 +106,42 @@ class Run {
   }
 
  private:
-  // One round of a ring, handed to the GPU's ring sender.
-  struct RingRound {
-    std::size_t step = 0;
-    const char* name = "";
-    int next = 0;
+  // Where a micro-batch's activations (or their gradients) come in: the flow, once started.
+  struct Inbox {
+    sg4::SemaphorePtr posted;
+    sg4::CommPtr flow;  // null once waited for, or when sent from an actor (recorded steps)
     double bytes = 0;
   };
   struct Gpu {
-    std::vector<sg4::SemaphorePtr> activations, gradients;  // per micro-batch: arrived
-    sg4::SemaphorePtr sync_queue, sync_done, ring_in;
-    sg4::SemaphorePtr ring_go, ring_sent;  // a round for the ring sender; its bytes are out
-    RingRound round;
+    std::vector<Inbox> activations, gradients;  // per micro-batch
+    sg4::SemaphorePtr synced, gathered;         // a sync (or the all-gather) it joined has ended
+    long joins = 0;                             // collectives it has joined in the run
+  };
+  // A collective the last peer to join asks of its stage's collectives' actor.
+  struct Request {
+    std::size_t step = 0;
+    bool gather = false;
+    double bytes = 0;
+  };
+  struct Stage {
+    std::unique_ptr<CollectiveRunner> sync, gather;
+    std::map<long, int> joined;  // by collective (each GPU's count of joins): peers in it
+    std::deque<Request> ready;   // collectives every peer has joined, in order
+    sg4::SemaphorePtr go;
   };
 
   // Every (src, dst, class) the run sends on.
-  static std::vector<std::array<int, 3>> flows(const PipelineSetup& s) {
+  static std::vector<std::array<int, 3>> flows(const PipelineSetup& s, const std::vector<StagePlans>& plans) {
     std::vector<std::array<int, 3>> out;
     for (int d = 0; d < s.groups; ++d)
       for (int st = 0; st < s.stages; ++st) {
         const int g = d * s.stages + st;
         if (st + 1 < s.stages) out.push_back({g, g + 1, static_cast<int>(FlowClass::fwd_prop)});
         if (st > 0) out.push_back({g, g - 1, static_cast<int>(FlowClass::bwd_prop)});
-        if (s.groups > 1)
-          out.push_back({g, ((d + 1) % s.groups) * s.stages + st, static_cast<int>(FlowClass::grad_sync)});
       }
+    for (const StagePlans& p : plans)
+      for (const CollectivePlan* plan : {&p.sync, &p.gather})
+        for (const auto& [src, dst] : plan->pairs()) out.push_back({src, dst, static_cast<int>(FlowClass::grad_sync)});
     return out;
   }
 
@@ -127,64 +150,81 @@ class Run {
   bool recorded(std::size_t step) const {
     return static_cast<int>(step) >= result_.recording.from && static_cast<int>(step) < result_.recording.to;
   }
-  // A box of the timeline, from `start` (absolute) to now.
-  void span(std::size_t step, int g, int lane, std::string name, int micro, int peer, double start) {
+  // A box of the timeline, from `start` to `end` (absolute; default now).
+  void span(std::size_t step, int g, int lane, std::string name, int micro, int peer, double start, double end = -1) {
     if (recorded(step))
       result_.recording.spans.push_back({static_cast<int>(step), g, lane, std::move(name), micro, peer, start - origin_,
-                                         sg4::Engine::get_clock() - start});
-  }
-  void transfer(std::size_t step, int src, int dst, FlowClass c, double bytes, const char* name, int micro) {
-    const double start = sg4::Engine::get_clock();
-    network_.transfer(src, dst, c, bytes);
-    span(step, src, 1 + static_cast<int>(c), name, micro, dst, start);
+                                         (end < 0 ? sg4::Engine::get_clock() : end) - start});
   }
 
-  // Sends from an actor of its own, so the sender's compute goes on; `arrived` is released
-  // once the bytes are there.
-  void send(std::size_t step, int micro, int src, int dst, FlowClass c, double bytes,
-            const sg4::SemaphorePtr& arrived) {
-    sg4::Actor::create("send", network_.host(src), [this, step, micro, src, dst, c, bytes, arrived] {
-      transfer(step, src, dst, c, bytes, c == FlowClass::fwd_prop ? "activations" : "gradients", micro);
-      arrived->release();
+  // Starts a send, so the sender's compute goes on. A recorded step's sends run from an actor
+  // of their own, so that the network samples each one's end as it happens.
+  void send(std::size_t step, int micro, int src, int dst, FlowClass c, double bytes, Inbox& to) {
+    if (!recorded(step)) {
+      to.flow = network_.start(src, dst, c, bytes);
+      to.bytes = bytes;
+      to.posted->release();
+      return;
+    }
+    sg4::Actor::create("send", network_.host(src), [this, step, micro, src, dst, c, bytes, &to] {
+      const double start = sg4::Engine::get_clock();
+      network_.transfer(src, dst, c, bytes);
+      span(step, src, 1 + static_cast<int>(c), c == FlowClass::fwd_prop ? "activations" : "gradients", micro, dst,
+           start);
+      to.posted->release();
     });
   }
 
-  // One ring over the stage's data-parallel peers: each round, every peer sends its share to
-  // the next and waits for the previous one's.
-  void ring(std::size_t step, const char* name, int g, double bytes, int rounds) {
-    const int stage = g % s_.stages, group = g / s_.stages;
-    const int next = ((group + 1) % s_.groups) * s_.stages + stage;
-    for (int r = 0; r < rounds; ++r) {
-      gpu(g).round = {step, name, next, bytes / rounds};
-      gpu(g).ring_go->release();
-      gpu(g).ring_in->acquire();
-      gpu(g).ring_sent->acquire();
-    }
+  // Returns once the bytes sent to `from` are there.
+  void receive(Inbox& from, FlowClass c) {
+    from.posted->acquire();
+    if (!from.flow) return;
+    from.flow->wait();
+    network_.arrived(*from.flow, c, from.bytes);
+    from.flow = nullptr;
   }
 
-  // Sends the rounds of GPU g's rings while g waits for its predecessor's. One actor for the
-  // whole run: an actor per round (G × data-parallel groups a step) made a 1,024-GPU step
-  // spend most of its time creating and freeing actor stacks.
-  void ring_sender(int g) {
+  // GPU g joins its stage's next collective and goes on; `synced` (`gathered`) is released once
+  // it has ended. A collective moves only once every peer is in it (each ring step needs the
+  // previous peer's), as DDP's do; a GPU computes slower from joining a sync until it ends.
+  void join(int g, std::size_t step, bool gather, double bytes) {
+    Stage& stage = stages_[static_cast<std::size_t>(g % s_.stages)];
+    if (!gather) interference_.communicating(g, +1);
+    const long collective = gpu(g).joins++;
+    if (++stage.joined[collective] < s_.groups) return;
+    stage.joined.erase(collective);  // every peer joined it after its earlier ones: they are ready
+    stage.ready.push_back({step, gather, bytes});
+    stage.go->release();
+  }
+
+  // Runs a stage's collectives as their last peer joins them, one at a time.
+  void collective_actor(int index) {
+    Stage& stage = stages_[static_cast<std::size_t>(index)];
+    const StagePlans& plans = plans_[static_cast<std::size_t>(index)];
+    std::vector<double> phase_end;
     for (;;) {
-      gpu(g).ring_go->acquire();
-      const RingRound r = gpu(g).round;
-      transfer(r.step, g, r.next, FlowClass::grad_sync, r.bytes, r.name, -1);
-      gpu(r.next).ring_in->release();
-      gpu(g).ring_sent->release();
-    }
-  }
-
-  void sync_actor(int g) {
-    const int rounds = (s_.data_parallel == "ddp" ? 2 : 1) * (s_.groups - 1);
-    for (std::size_t t = 0; t < steps_.size(); ++t)
-      for (int k = 0; k < s_.syncs_per_step(); ++k) {
-        gpu(g).sync_queue->acquire();
-        interference_.communicating(g, +1);
-        ring(t, "sync", g, steps_[t][static_cast<std::size_t>(g)].sync_bytes, rounds);
-        interference_.communicating(g, -1);
-        gpu(g).sync_done->release();
+      stage.go->acquire();
+      const Request r = stage.ready.front();
+      stage.ready.pop_front();
+      double start = sg4::Engine::get_clock();
+      network_.collective(r.gather ? *stage.gather : *stage.sync, FlowClass::grad_sync, r.bytes, phase_end);
+      const auto& phases = (r.gather ? plans.gather : plans.sync).phases;
+      for (std::size_t p = 0; p < phases.size(); ++p) {
+        for (const Flow& f : phases[p].flows)
+          span(r.step, f.src, 1 + static_cast<int>(FlowClass::grad_sync), r.gather ? "gather" : "sync", -1, f.dst,
+               start, phase_end[p]);
+        start = phase_end[p];
       }
+      for (int d = 0; d < s_.groups; ++d) {
+        const int g = d * s_.stages + index;
+        if (r.gather) {
+          gpu(g).gathered->release();
+        } else {
+          interference_.communicating(g, -1);
+          gpu(g).synced->release();
+        }
+      }
+    }
   }
 
   void compute_actor(int g) {
@@ -213,22 +253,24 @@ class Run {
       for (const Op& op : ops) {
         const auto m = static_cast<std::size_t>(op.micro);
         if (op.forward) {
-          if (stage > 0) gpu(g).activations[m]->acquire();
+          if (stage > 0) receive(gpu(g).activations[m], FlowClass::fwd_prop);
           busy("forward", op.micro, w.fwd_s[m], s_.fwd_impact);
           if (stage + 1 < s_.stages)
             send(t, op.micro, g, g + 1, FlowClass::fwd_prop, w.act_bytes[m], gpu(g + 1).activations[m]);
         } else {
-          if (stage + 1 < s_.stages) gpu(g).gradients[m]->acquire();
+          if (stage + 1 < s_.stages) receive(gpu(g).gradients[m], FlowClass::bwd_prop);
           busy("backward", op.micro, w.bwd_s[m], s_.bwd_impact);
           if (stage > 0) send(t, op.micro, g, g - 1, FlowClass::bwd_prop, w.act_bytes[m], gpu(g - 1).gradients[m]);
           ++backwards;
-          if (syncs > 0 && (backwards % every == 0 || backwards == s_.micro_batches)) gpu(g).sync_queue->release();
+          if (syncs > 0 && (backwards % every == 0 || backwards == s_.micro_batches)) join(g, t, false, w.sync_bytes);
         }
       }
-      for (int k = 0; k < syncs; ++k) gpu(g).sync_done->acquire();
+      for (int k = 0; k < syncs; ++k) gpu(g).synced->acquire();
       busy("optimizer", -1, w.opt_s, 0);
-      if (s_.data_parallel == "zero2" && s_.groups > 1 && w.gather_bytes > 0)
-        ring(t, "gather", g, w.gather_bytes, s_.groups - 1);
+      if (s_.data_parallel == "zero2" && s_.groups > 1 && w.gather_bytes > 0) {
+        join(g, t, true, w.gather_bytes);
+        gpu(g).gathered->acquire();
+      }
       out.end_s = sg4::Engine::get_clock() - origin;
     }
   }
@@ -236,11 +278,13 @@ class Run {
   const PipelineSetup& s_;
   const std::vector<StepWork>& steps_;
   const int G_;
+  const std::vector<StagePlans> plans_;
   Network network_;
   Interference interference_;
   sg4::BarrierPtr barrier_;
   double origin_ = 0;  // the recorded steps' start
   std::vector<Gpu> gpus_;
+  std::vector<Stage> stages_;
   PipelineResult result_;
 };
 

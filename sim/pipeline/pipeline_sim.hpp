@@ -3,9 +3,10 @@
 // the schedule's order (schedule.hpp); a forward waits for the previous stage's activations,
 // a backward for the next stage's activation gradients, and both send theirs on as SimGrid
 // flows (network.hpp). Every `sync_every` backward passes, a stage's D peers sync gradients
-// in a ring on their grad_sync flows, one sync at a time per GPU, while compute goes on at
-// 1/(1 + impact) of its speed. The step ends when every sync is done, the optimizer has run
-// and (ZeRO-2) the updated parameter shards are all-gathered; steps start together.
+// in a collective on their grad_sync flows, one sync at a time per GPU, started once every
+// peer has joined (as DDP's); compute goes on beside it at 1/(1 + impact) of its speed. The
+// step ends when every sync is done, the optimizer has run and (ZeRO-2) the updated parameter
+// shards are all-gathered; steps start together.
 #pragma once
 
 #include <array>
@@ -21,26 +22,28 @@ struct PipelineSetup {
   int stages = 4, groups = 1;
   std::string schedule = "1f1b";  // gpipe | 1f1b
   int micro_batches = 8;
-  // ddp: a sync is a ring allreduce (2(D−1) rounds); zero2: a ring reduce-scatter (D−1
-  // rounds), and the parameters are all-gathered after the optimizer.
+  // ddp: a sync is an allreduce; zero2: a reduce-scatter, and the parameters are all-gathered
+  // after the optimizer. Each over a stage's D peers, by `algorithm` (engine/collective.hpp):
+  // ring, or hierarchical (rings inside nodes and across them).
   std::string data_parallel = "zero2";
+  std::string algorithm = "ring";
+  // Where the syncs' links carry nothing else (separate channels) and no two stages' syncs share
+  // a link, simulate one group of each kind of alike flows (CollectiveRunner's reduction).
+  bool reduce_flows = true;
   int sync_every = 0;  // backward passes between syncs; 0: one sync after the last
   ChannelConfig channels;
   double fwd_impact = 0, bwd_impact = 0;  // compute slowdown while a sync runs on the GPU
 
   int gpus() const { return stages * groups; }
   int syncs_per_step() const;
-  // The flows one step simulates: the micro-batches' sends between stages and every round of
-  // the rings. What a step costs to simulate grows with this (tens of µs a flow).
-  long transfers_per_step() const;
 };
 
 // One GPU's work in one step: seconds and bytes.
 struct GpuWork {
   std::vector<double> fwd_s, bwd_s;  // per micro-batch
   std::vector<double> act_bytes;     // per micro-batch: activations sent on (and their gradients back)
-  double sync_bytes = 0;             // each GPU sends this much in one sync, over all its rounds
-  double gather_bytes = 0;           // zero2: sent in the all-gather after the optimizer
+  double sync_bytes = 0;             // a sync's size: the stage's gradient bytes it reduces
+  double gather_bytes = 0;           // zero2: the stage's parameter bytes all-gathered after the optimizer
   double opt_s = 0;
 };
 
@@ -78,6 +81,9 @@ struct PipelineResult {
   std::array<FlowStats, FLOW_CLASSES> flows{};
   double total_s = 0;
   std::vector<int> max_in_flight;  // per stage: micro-batches whose activations it holds at once
+  // Flows of one run of every stage's collectives: in their plans, and those simulated (fewer
+  // where alike groups are reduced to one).
+  std::size_t sync_flows_planned = 0, sync_flows_simulated = 0;
 };
 
 // Checks the setup's shape; throws InputError naming `where` and the key.
