@@ -171,8 +171,4 @@ TEST_CASE("sharding keys a config cannot take are refused by name") {
                                     {"hosts", {"gpu0", "gpu1", "gpu2", "gpu3"}}}}},
                    "c.json", ""),
       doctest::Contains("on an xml platform: give training.shard_group"), InputError);
-  CHECK_THROWS_WITH_AS(
-      parse_config(nlohmann::json{{"training", {{"data_parallel", "hybrid"}}}, {"simulation", {{"mode", "full"}}}},
-                   "c.json", ""),
-      doctest::Contains("training.data_parallel \"hybrid\" is simulated in fast mode"), InputError);
 }

@@ -101,7 +101,8 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
     doc.merge_patch(extra);
     CHECK_THROWS_WITH_AS(parse_config(doc, "c.json", ""), doctest::Contains(says), InputError);
   };
-  refused({{"simulation", {{"mode", "full"}}}}, "simulation.mode \"full\" simulates DDP's buckets only");
+  refused({{"training", {{"data_parallel", "zero2"}}}, {"simulation", {{"mode", "full"}}}},
+          "simulation.mode \"full\" takes ddp, fsdp and hybrid");
   refused({{"training", {{"micro_batches", 2}}}}, "with training.micro_batches 2");
   refused({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
   const Config noted =

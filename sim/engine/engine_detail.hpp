@@ -43,6 +43,10 @@ struct Stage {
   }
 };
 
+// Full mode for `fsdp` and `hybrid` (sharded_full.cpp): simulate_full hands them on.
+EngineResult simulate_full_sharded(const EngineSetup& setup, const StepBlocks& blocks,
+                                   const std::function<void(long, long)>& progress);
+
 inline std::size_t at(int step, int G, int g) {
   return static_cast<std::size_t>(step) * G + g;
 }

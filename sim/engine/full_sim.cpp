@@ -21,6 +21,7 @@ using namespace engine_detail;
 // rank's bucket is ready and ends at the same time on every rank.
 EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
                            const std::function<void(long, long)>& progress) {
+  if (s.sharding == "fsdp" || s.sharding == "hybrid") return simulate_full_sharded(s, source, progress);
   Stage stage(s);
   const auto& hosts = stage.hosts;
   const CollectiveRunner& runner = *stage.runner;

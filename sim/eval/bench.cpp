@@ -178,6 +178,8 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
       {"16384 GPUs (2048 nodes x 8)", 16384, 262144, 200, "cluster", "fast", "hierarchical", 60.0, FRONTIER_DATA, true},
       {"1024 GPUs, FSDP, 1B decoder by layer", 1024, 4096, 200, "cluster", "fast", "ring", 60.0, nullptr, false, "fsdp",
        true},
+      {"1024 GPUs, FSDP, every collective in SimGrid", 1024, 4096, 200, "cluster", "full", "ring", 60.0, nullptr, false,
+       "fsdp", true},
       {"16384 GPUs, FSDP, 1B decoder by layer", 16384, 262144, 200, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
        true, "fsdp", true},
       {"1024 GPUs, pipeline 4 x 256, 1B decoder", 1024, 16384, 100, "cluster", "pipeline", "ring", 0, nullptr, false,

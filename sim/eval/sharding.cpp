@@ -84,10 +84,10 @@ void check_sharded(const Config& c, const std::string& origin) {
     throw InputError(why +
                      "shards a data-parallel step; a pipeline job's parallel section has its own "
                      "data_parallel (ddp, zero2): leave one of them out");
-  if (c.simulation.mode != "fast")
+  if (c.simulation.mode != "fast" && !c.training.fully_sharded())
     throw InputError(why +
                      "is simulated in fast mode so far (collectives timed once in SimGrid, then composed): "
-                     "simulation.mode \"full\" simulates DDP's buckets only");
+                     "simulation.mode \"full\" takes ddp, fsdp and hybrid");
   if (c.training.micro_batches > 1)
     throw InputError(why + "with training.micro_batches " + std::to_string(c.training.micro_batches) +
                      ": gradient accumulation under sharding (a reduce-scatter per micro-batch, or unsharded "

@@ -1,0 +1,110 @@
+// Full mode under FSDP and HSDP: every collective through SimGrid where its group's stream
+// reaches it. Where nothing shares a collective's links (one group; groups inside nodes with the
+// replicas between them) it gives fast mode's steps; where the groups' gathers and the replicas'
+// allreduces cross the same NICs they slow each other, which fast mode cannot see.
+#include <doctest/doctest.h>
+
+#include "alpha_beta.hpp"
+#include "common/error.hpp"
+#include "eval/config.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+// A root unit of 100 MB and 3 blocks of 50 MB, groups of S.
+EngineSetup sharded(EngineSetup s, int S) {
+  s.sharding = S == s.G ? "fsdp" : "hybrid";
+  s.shard_group = S;
+  s.units.push_back({100e6, 0.1, true});
+  for (int b = 0; b < 3; ++b) s.units.push_back({50e6, 0.3, false});
+  return s;
+}
+
+EngineSetup cluster(int G) {
+  EngineSetup s;
+  s.G = G;
+  s.platform.topology = "cluster";
+  s.platform.gpus_per_node = 8;
+  s.platform.nodes_per_leaf = 2;
+  return s;
+}
+
+// Three steps of uneven ranks (ms, compute `scale` times the default), the second policy's ranks
+// starting together.
+std::vector<PolicyWork> work(int G, double scale) {
+  std::vector<PolicyWork> policies(2);
+  for (std::size_t p = 0; p < 2; ++p) {
+    policies[p].steps = 3;
+    policies[p].synchronized = p == 1;
+    for (int t = 0; t < 3; ++t)
+      for (int g = 0; g < G; ++g) {
+        const double f = 1 + 0.37 * ((g * 7 + t * 3) % 5);
+        policies[p].work.push_back({0.05 * static_cast<double>(p), 2 * f * scale, 4 * f * scale, 1.5, 0, 0});
+      }
+  }
+  return policies;
+}
+
+std::vector<PolicyTimes> run(EngineSetup s, const std::string& mode, double scale = 1) {
+  s.mode = mode;
+  return simulate_steps(s, work(s.G, scale)).policies;
+}
+
+void check_same(const std::vector<PolicyTimes>& a, const std::vector<PolicyTimes>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t p = 0; p < a.size(); ++p) {
+    REQUIRE(a[p].timing.size() == b[p].timing.size());
+    for (std::size_t i = 0; i < a[p].timing.size(); ++i) {
+      CAPTURE(p);
+      CAPTURE(i);
+      CHECK(a[p].timing[i].step_ms == doctest::Approx(b[p].timing[i].step_ms).epsilon(1e-9));
+      CHECK(a[p].timing[i].comm_wait_ms == doctest::Approx(b[p].timing[i].comm_wait_ms).epsilon(1e-9));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("FSDP in full mode gives fast mode's steps: one stream, nothing beside it") {
+  check_same(run(sharded(test::alpha_beta_setup(8), 8), "full"), run(sharded(test::alpha_beta_setup(8), 8), "fast"));
+  check_same(run(sharded(cluster(32), 32), "full"), run(sharded(cluster(32), 32), "fast"));
+}
+
+TEST_CASE("HSDP in full mode: groups inside nodes and replicas between them share no link, as fast mode has it") {
+  check_same(run(sharded(cluster(32), 8), "full"), run(sharded(cluster(32), 8), "fast"));
+}
+
+TEST_CASE("HSDP in full mode: groups across nodes share the NICs with the replicas' allreduces") {
+  // Communication-bound, so that a group's stream goes on with its next gather while the
+  // replicas reduce the unit before, over the NICs the gather's ring crosses too.
+  EngineSetup s = sharded(cluster(32), 16);
+  s.timeline_to = 1;
+  auto replica_ms = [](const PolicyTimes& times, const std::string& unit) {
+    for (const Span& span : times.spans)
+      if (span.rank == 0 && span.name == "allreduce across groups unit " + unit) return span.dur_ms;
+    return 0.0;
+  };
+  s.mode = "fast";
+  const auto fast = simulate_steps(s, work(32, 0.01)).policies;
+  s.mode = "full";
+  const auto full = simulate_steps(s, work(32, 0.01)).policies;
+  CHECK(replica_ms(full[0], "3") > 1.5 * replica_ms(fast[0], "3"));  // beside the gather of unit 1
+  CHECK(replica_ms(full[0], "0") == doctest::Approx(replica_ms(fast[0], "0")).epsilon(1e-9));  // alone, the last
+  for (std::size_t p = 0; p < full.size(); ++p)
+    for (std::size_t i = 0; i < full[p].timing.size(); ++i)
+      CHECK(full[p].timing[i].step_ms >= fast[p].timing[i].step_ms * (1 - 1e-9));
+}
+
+TEST_CASE("full mode takes fsdp and hybrid, and refuses zero2 by its key") {
+  const auto config = [](const char* data_parallel) {
+    return parse_config(
+        nlohmann::json{{"training", {{"data_parallel", data_parallel}}}, {"simulation", {{"mode", "full"}}}}, "c.json",
+        "");
+  };
+  CHECK(config("fsdp").simulation.mode == "full");
+  CHECK(config("hybrid").simulation.mode == "full");
+  CHECK_THROWS_WITH_AS(config("zero2"),
+                       doctest::Contains("c.json: training.data_parallel \"zero2\" is simulated in fast mode so far"),
+                       InputError);
+}
