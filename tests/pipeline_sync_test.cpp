@@ -81,6 +81,11 @@ TEST_CASE("a sync and a gather on idle links take what each GPU sends over the l
   p.setup.data_parallel = "ddp";  // an allreduce sends 2·3/4 of its size, still 3 units from each GPU
   const auto ddp = simulate_pipeline(p.setup, {abstract_step(p.setup, p.abstract)});
   CHECK(ddp.steps[0].step_s == doctest::Approx(6.5).epsilon(1e-9));
+  // Weights set shares through each class's tag latency, which a ring's later steps must not pay.
+  p.setup.channels.model = "shared";
+  p.setup.channels.weights = {1, 1, 0.1};
+  const auto weighted = simulate_pipeline(p.setup, {abstract_step(p.setup, p.abstract)});
+  CHECK(weighted.steps[0].step_s == doctest::Approx(6.5).epsilon(1e-9));
 }
 
 TEST_CASE("one group of alike flows gives the same steps as every flow, where the stages' syncs share no link") {
@@ -133,7 +138,7 @@ TEST_CASE("a pipeline's sync algorithm: ring or hierarchical, with as many peers
                                          "peers on its first node and 2 on another"),
                        InputError);
   CHECK_THROWS_WITH_AS(config(R"({"algorithm": "tree"})", 24),
-                       doctest::Contains("c.json: simulation.algorithm \"tree\": a pipeline's syncs are ring or "
-                                         "hierarchical"),
+                       doctest::Contains("c.json: simulation.algorithm \"tree\": a pipeline's syncs over a stage's "
+                                         "peers are ring or hierarchical"),
                        InputError);
 }

@@ -35,7 +35,9 @@ x 8 GPUs, ring), 800 steps, full mode (target < 10 s); G=1024 (128 nodes x 8, hi
 (2048 nodes x 8, hierarchical, log-normal lengths 2..66 over 3M samples, B=262144), 200
 steps, fast mode (target < 60 s). Sharded: FSDP of Llama-3.2-1B (spec-derived, a unit per
 layer) at G=1024 (B=4096) and, a frontier case, G=16384 (the log-normal lengths above), 200
-steps, fast mode (target < 60 s each).
+steps, fast mode (target < 60 s each), and at G=1024 in full mode (target < 60 s). Pipelines:
+Llama-3.2-1B in 4 stages, 1F1B, ZeRO-2, 16 micro-batches, one policy, 100 steps, at G=1024
+and, a frontier case, G=4096 (target < 60 s).
 
 Then times `ddpsim sweep` with 2 worker processes over 1,000 cells of the study's setting (six
 policies x 800 steps, fast mode; cells differ by seed), every cell checked, run, written and
@@ -113,7 +115,7 @@ int bench(const Args& args) {
   visible.add_options()(
       "json",
       "print {\"sched\": [{policy, solver, G, B, K, decisions, mean_us, p95_us, target_us, met}, ...], \"sim\": "
-      "[{config, mode, G, steps, "
+      "[{config, mode, topology, algorithm, G, steps, "
       "policies, wall_s, cpu_s, peak_rss_mib, rank_steps_per_s, target_s, met}, ...], \"sweep\": {cells, jobs, "
       "policies, steps, wall_s, cells_per_s, target_s}} instead of tables")(
       "quick", "a tenth of the decisions and steps, without the frontier cases: a smoke test, not a measurement")(
@@ -149,13 +151,13 @@ int bench(const Args& args) {
     return 0;
   }
   if (!sims.empty()) {
-    std::printf("%-40s %-5s %5s %6s %8s %9s %9s %9s %13s %s\n", "simulation", "mode", "G", "steps", "policies",
+    std::printf("%-46s %-8s %5s %6s %8s %9s %9s %9s %13s %s\n", "simulation", "mode", "G", "steps", "policies",
                 "wall s", "CPU s", "RSS MiB", "rank-steps/s", "target");
     for (const auto& r : sims) {
       const std::string target =
           r.target_s > 0 ? "< " + std::to_string(static_cast<int>(r.target_s)) + " s: " + (r.met() ? "met" : "missed")
                          : "";
-      std::printf("%-40s %-5s %5d %6d %8d %9.3f %9.3f %9.0f %13.0f %s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
+      std::printf("%-46s %-8s %5d %6d %8d %9.3f %9.3f %9.0f %13.0f %s\n", r.name.c_str(), r.mode.c_str(), r.G, r.steps,
                   r.policies, r.wall_s, r.cpu_s, r.peak_rss_mib, r.rank_steps_per_s, target.c_str());
     }
     std::printf("\n");

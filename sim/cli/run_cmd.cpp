@@ -41,11 +41,13 @@ config sections (every key with its range and default: docs/config.md):
   data        where the lengths come from: sst2, histogram, trace, tsv or lognormal
   training    world_size, global_batch, steps, max_length, seed, b_max, bucket_mb,
               first_bucket_mb, overlap, micro_batches, attention (padded | packed),
-              pad_to_multiple_of
+              pad_to_multiple_of, grad_dtype, data_parallel (ddp | zero2 | fsdp | hybrid),
+              shard_group, wrap, reshard_after_forward
   policies    the policies simulated, a column each (ddpsim policies lists them)
   model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
   platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
-  simulation  mode fast | full, algorithm ring | tree | hierarchical, sched_ms, noise_sigma,
+  simulation  mode fast | full, algorithm ring | tree | hierarchical (a pipeline's syncs: ring |
+              hierarchical), sched_ms, noise_sigma,
               noise_shared_sigma, spells, first_use, rank_speed, stragglers
   parallel    a pipeline-parallel job instead of DDP: GPipe or 1F1B stages in ZeRO-2 or DDP
               groups, flow classes sharing links by weight; its work in time units
@@ -134,7 +136,8 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   const nlohmann::json described = p.to_json();
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  pipeline: " << p.setup.stages
             << " stages × " << p.setup.groups << " data-parallel group" << (p.setup.groups == 1 ? "" : "s") << ", "
-            << p.setup.schedule << ", " << p.setup.micro_batches << " micro-batches, " << p.setup.data_parallel << ", "
+            << p.setup.schedule << ", " << p.setup.micro_batches << " micro-batches, " << p.setup.data_parallel
+            << (p.setup.groups > 1 ? " (" + p.setup.algorithm + " syncs)" : std::string()) << ", "
             << config.training.steps << " step" << (config.training.steps == 1 ? "" : "s")
             << "\n  channels: " << described["channels"].dump() << "\n";
   if (p.abstract_mode) {
@@ -277,8 +280,10 @@ int simulate_verb(const Args& args, bool compare) {
                      "; run each seed as its own command (--set training.seed=N)");
   if (replicates > 1 && config.parallel)
     throw UsageError(
-        "--replicates repeats a DDP run under other seeds; a pipeline job (a parallel section) has no "
-        "sample stream to redraw");
+        config.parallel->abstract_mode
+            ? "--replicates repeats a run under other seeds; an abstract pipeline job has no sample stream to redraw"
+            : "--replicates is not built for pipeline jobs yet: run each seed as its own command "
+              "(--set training.seed=N)");
   if (vm.count("register")) {
     const std::string file = vm["register"].as<std::string>();
     if (!compare) throw UsageError("--register writes a prediction of gains: use ddpsim compare");

@@ -208,7 +208,8 @@ bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<
   return true;
 }
 
-CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector<sg4::Host*>& hosts, bool symmetric) {
+CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector<sg4::Host*>& hosts, bool symmetric,
+                                   const RouteLatency& latency_of) {
   for (const Phase& phase : plan.phases) {
     plan_flows_ += phase.flows.size();
     std::vector<std::vector<sg4::Link*>> routes(phase.flows.size());
@@ -216,6 +217,8 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
     for (std::size_t i = 0; i < phase.flows.size(); ++i)
       hosts[static_cast<std::size_t>(phase.flows[i].src)]->route_to(hosts[static_cast<std::size_t>(phase.flows[i].dst)],
                                                                     routes[i], &route_latency[i]);
+    if (latency_of)
+      for (std::size_t i = 0; i < phase.flows.size(); ++i) route_latency[i] = latency_of(routes[i]);
     const double latency = phase.flows.empty() ? 0.0 : *std::max_element(route_latency.begin(), route_latency.end());
     RunPhase& out = phases_.emplace_back();
     out.plan_flows = phase.flows.size();

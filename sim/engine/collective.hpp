@@ -5,6 +5,7 @@
 // and a phase of h sequential algorithm steps pays its route latency h times.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,7 +68,11 @@ bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<
 // bandwidth or state profile over time: ddpsim's own topologies, not a user's XML platform.
 class CollectiveRunner {
  public:
-  CollectiveRunner(const CollectivePlan& plan, const std::vector<simgrid::s4u::Host*>& hosts, bool symmetric);
+  // `latency` gives a route's latency where some of its links' latencies are not physical (a
+  // pipeline's weight tags); by default, SimGrid's.
+  using RouteLatency = std::function<double(const std::vector<simgrid::s4u::Link*>&)>;
+  CollectiveRunner(const CollectivePlan& plan, const std::vector<simgrid::s4u::Host*>& hosts, bool symmetric,
+                   const RouteLatency& latency = {});
   // One allreduce of `bytes` from the calling actor, every flow of a phase started host to host
   // at once; returns when every rank has sent and received everything (SimGrid time advances).
   // SimGrid 3.32 keeps such flows in one list and searches it as each ends, so a phase costs

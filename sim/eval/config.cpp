@@ -151,8 +151,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       c.parallel->setup.channels.fabric = pipeline_fabric(c.platform, c.training.world_size, origin);
       if (c.simulation.algorithm == "tree")
         throw InputError(origin +
-                         ": simulation.algorithm \"tree\": a pipeline's syncs are ring or hierarchical "
-                         "collectives (a reduce-scatter under ZeRO-2 has no tree form here)");
+                         ": simulation.algorithm \"tree\": a pipeline's syncs over a stage's peers are ring "
+                         "or hierarchical collectives");
       c.parallel->setup.algorithm = c.simulation.algorithm;
       try {
         pipeline::stage_plans(c.parallel->setup);  // a hierarchical sync's nodes

@@ -145,6 +145,13 @@ sg4::Host* Network::host(int gpu) const {
   return endpoint_[static_cast<std::size_t>(gpu)][0];
 }
 
+double Network::physical_latency(const std::vector<sg4::Link*>& route) {
+  double latency = 0;
+  for (const auto* link : route)
+    if (!is_tag(link)) latency += link->get_latency();
+  return latency;
+}
+
 std::vector<sg4::Host*> Network::hosts(FlowClass flow_class) const {
   std::vector<sg4::Host*> out;
   for (const auto& ends : endpoint_) out.push_back(ends[static_cast<std::size_t>(flow_class)]);

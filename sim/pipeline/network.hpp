@@ -83,6 +83,8 @@ class Network {
   simgrid::s4u::Host* host(int gpu) const;
   // Every GPU's endpoint for a class's flows, by GPU: what a CollectiveRunner runs between.
   std::vector<simgrid::s4u::Host*> hosts(FlowClass flow_class) const;
+  // A route's latency without its weight tag: what a flow pays, and a collective per step.
+  static double physical_latency(const std::vector<simgrid::s4u::Link*>& route);
   // Moves `bytes` from `src` to `dst` as a flow of `flow_class`; returns, in the calling
   // actor, once they have arrived.
   void transfer(int src, int dst, FlowClass flow_class, double bytes);

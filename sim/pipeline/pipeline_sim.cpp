@@ -71,8 +71,8 @@ class Run {
     const bool reduce = alike_groups_exact(s, plans_, hosts);
     for (const StagePlans& plans : plans_) {
       auto& stage = stages_.emplace_back();
-      stage.sync = std::make_unique<CollectiveRunner>(plans.sync, hosts, reduce);
-      stage.gather = std::make_unique<CollectiveRunner>(plans.gather, hosts, reduce);
+      stage.sync = std::make_unique<CollectiveRunner>(plans.sync, hosts, reduce, Network::physical_latency);
+      stage.gather = std::make_unique<CollectiveRunner>(plans.gather, hosts, reduce, Network::physical_latency);
       stage.go = sg4::Semaphore::create(0);
       for (const CollectiveRunner* runner : {stage.sync.get(), stage.gather.get()}) {
         result_.sync_flows_planned += runner->plan_flows();

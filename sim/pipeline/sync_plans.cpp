@@ -49,7 +49,7 @@ void check_even(const std::vector<int>& nodes, int stage) {
                        std::to_string(per_node.begin()->second) + " data-parallel peers on its first node and " +
                        std::to_string(count) +
                        " on another; a hierarchical collective needs as many on every node (make "
-                       "platform.gpus_per_node a multiple of parallel.stages, or use \"ring\")");
+                       "platform.gpus_per_node a multiple or a divisor of parallel.stages, or use \"ring\")");
 }
 
 }  // namespace
