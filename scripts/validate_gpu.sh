@@ -22,6 +22,9 @@
 #   turns6 (GPU)   campaign 3: the study's setting, all six policies in turn (held-out runs)
 #   prereg3 (GPU)  campaign 3's registered setting (traces/$GPU/prereg3): bf16 static and minmax,
 #                  each a run of its own, padded to a multiple of 1 and of 16
+#   prereg4 (GPU)  campaign 4's registered DistilBERT settings (traces/$GPU/prereg4, prereg4-bf16):
+#                  compute-bound fp32 (B=384, log-normal lengths up to 512) and the study's
+#                  setting in bf16 padded to a multiple of 8, each one run of its policies in turn
 #   pack (GPU)     a campaign's folders and logs into $PACK (one archive, to bring back);
 #                  CAMPAIGN=3 packs the third's
 #   validate       ddpsim validate of each run against its model, static as the baseline
@@ -33,6 +36,7 @@
 #   STAGES=validate scripts/validate_gpu.sh                            # where ddpsim is built
 #   STAGES="build test wide turns6 pack" CAMPAIGN=3 scripts/validate_gpu.sh  # GPU, campaign 3
 #   STAGES="build test prereg3 pack" CAMPAIGN=3b scripts/validate_gpu.sh     # GPU, its second call
+#   STAGES="build test prereg4 pack" CAMPAIGN=4 scripts/validate_gpu.sh      # GPU, campaign 4
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
 # nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
@@ -59,8 +63,8 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 pack validate)" >&2; exit 2; }
 done
 if stage carry; then
   # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
@@ -289,6 +293,21 @@ if stage prereg3; then
   done
 fi
 
+if stage prereg4; then
+  environment
+  # The flags are the registered configs' (a run of another setting is refused when scored);
+  # the fp32 model's optimizer is ddptrain's default AdamW, the bf16 one's the per-parameter.
+  step "prereg4: compute-bound fp32, B=384, up to 512 tokens, ${PREREG4_STEPS:-50} steps a policy, in turn"
+  "$ddptrain" --model "$model" --seed 0 --synthetic-lengths traces/lognormal-96-0.6-512-lengths.json \
+    --synthetic-samples 20015 --max-length 512 --global-batch 384 "${emu[@]}" --log-every 25 \
+    --policy static,minmax:cost=tokens:buffer=128,kk --steps "${PREREG4_STEPS:-50}" \
+    --out "$out/prereg4/runs" | grep -E 'step|wrote' || failed "prereg4 compute-bound"
+  step "prereg4: the study's setting, bf16, padded to a multiple of 8, ${PREREG4_BF16_STEPS:-300} steps a policy"
+  "$ddptrain" "${common[@]}" "${emu[@]}" --precision bf16 --pad-to-multiple-of 8 --optimizer-impl per-param \
+    --log-every 150 --policy static,minmax:cost=tokens --steps "${PREREG4_BF16_STEPS:-300}" \
+    --out "$out/prereg4-bf16/runs" | grep -E 'step|wrote' || failed "prereg4 bf16"
+fi
+
 if stage pack; then
   # A campaign's outputs as one archive (the GPU machine sends back a few files, not folders).
   pack=${PACK:-$out/campaign${CAMPAIGN:-2}.tar.gz}
@@ -296,6 +315,7 @@ if stage pack; then
   members=(prereg/runs prereg/profile-fp32 turns optimizer peer2 env-campaign2.txt campaign2-log-a.txt campaign2-log-b.txt)
   [[ ${CAMPAIGN:-2} == 3 ]] && members=(wide turns6 env-campaign3.txt)
   [[ ${CAMPAIGN:-2} == 3b ]] && members=(prereg3/runs env-campaign3b.txt)
+  [[ ${CAMPAIGN:-2} == 4 ]] && members=(prereg4/runs prereg4-bf16/runs env-campaign4.txt)
   for d in "${members[@]}"; do
     [[ -e $out/$d ]] && parts+=("$d")
   done
