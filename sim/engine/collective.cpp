@@ -230,8 +230,8 @@ CollectiveRunner::CollectiveRunner(const CollectivePlan& plan, const std::vector
       for (std::size_t i = 0; i < phase.flows.size(); ++i) simulated.emplace_back(i, 1.0);
     for (const auto& [i, copies] : simulated) {
       const Flow& f = phase.flows[i];
-      out.flows.push_back({hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)], f.src, f.dst,
-                           f.fraction, copies});
+      out.flows.push_back(
+          {hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)], f.fraction, copies});
     }
   }
 }

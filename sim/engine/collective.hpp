@@ -86,7 +86,6 @@ class CollectiveRunner {
   // `symmetric`): what a caller that starts the flows itself needs to count what moved.
   struct HostFlow {
     simgrid::s4u::Host *src = nullptr, *dst = nullptr;
-    int src_rank = 0, dst_rank = 0;
     double fraction = 0;
     double copies = 1;
   };

@@ -40,8 +40,9 @@ class ShardedRun {
       : s_(s), source_(source), stage_(s, {"allgather", "replicas"}), G_(static_cast<std::size_t>(s.G)) {
     S_ = s.shard_group > 0 ? static_cast<std::size_t>(s.shard_group) : G_;
     R_ = G_ / S_;
-    const CollectivePlan gathers = make_allreduce("allgather", node_of_ranks(s.platform, s.G), s.shard_group);
-    const CollectivePlan replicas = make_allreduce("replicas", node_of_ranks(s.platform, s.G), s.shard_group);
+    const std::vector<int> nodes = node_of_ranks(s.platform, s.G);
+    const CollectivePlan gathers = make_allreduce("allgather", nodes, s.shard_group);
+    const CollectivePlan replicas = make_allreduce("replicas", nodes, s.shard_group);
     // One group of each kind stands for the rest only where nothing else runs on their links:
     // the streams run at once, so only where no two of their plans share one.
     std::vector<CollectivePlan> plans;

@@ -132,12 +132,9 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     zone->get_network_model()->set_lat_factor_cb([](double, const sg4::Host*, const sg4::Host*,
                                                     const std::vector<sg4::Link*>& route,
                                                     const std::unordered_set<sg4::NetZone*>&) {
-      double physical = 0, all = 0;
-      for (const auto* l : route) {
-        all += l->get_latency();
-        if (!is_tag(l)) physical += l->get_latency();
-      }
-      return all > 0 ? std::max(physical, MIN_DELAY_S) / all : 1.0;
+      double all = 0;
+      for (const auto* l : route) all += l->get_latency();
+      return all > 0 ? std::max(physical_latency(route), MIN_DELAY_S) / all : 1.0;
     });
 }
 
@@ -202,13 +199,16 @@ void Network::collective(const CollectiveRunner& runner, FlowClass flow_class, d
   }
 }
 
-sg4::CommPtr Network::start(int src, int dst, FlowClass flow_class, double bytes) {
-  const int c = static_cast<int>(flow_class);
-  if (!routes_.count({src, dst, c}))
+sg4::CommPtr Network::flow(int src, int dst, int flow_class, double bytes) const {
+  if (!routes_.count({src, dst, flow_class}))
     throw std::logic_error("pipeline network: no route for flow " + std::to_string(src) + "→" + std::to_string(dst));
-  auto comm = sg4::Comm::sendto_init(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)],
-                                     endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(c)])
-                  ->set_payload_size(static_cast<uint64_t>(bytes));
+  return sg4::Comm::sendto_init(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(flow_class)],
+                                endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(flow_class)])
+      ->set_payload_size(static_cast<uint64_t>(bytes));
+}
+
+sg4::CommPtr Network::start(int src, int dst, FlowClass flow_class, double bytes) {
+  auto comm = flow(src, dst, static_cast<int>(flow_class), bytes);
   comm->start();
   return comm;
 }
@@ -222,12 +222,8 @@ void Network::arrived(const sg4::Comm& comm, FlowClass flow_class, double bytes)
 
 void Network::transfer(int src, int dst, FlowClass flow_class, double bytes) {
   const int c = static_cast<int>(flow_class);
-  if (!routes_.count({src, dst, c}))
-    throw std::logic_error("pipeline network: no route for flow " + std::to_string(src) + "→" + std::to_string(dst));
   const double start = sg4::Engine::get_clock();
-  auto comm = sg4::Comm::sendto_init(endpoint_[static_cast<std::size_t>(src)][static_cast<std::size_t>(c)],
-                                     endpoint_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(c)])
-                  ->set_payload_size(static_cast<uint64_t>(bytes));
+  auto comm = flow(src, dst, c, bytes);
   if (recording_) sample();  // the rates until now, before this flow changes them
   auto me = active_.insert(active_.end(), {comm, c, bytes});
   comm->start();

@@ -117,6 +117,8 @@ class Network {
     double copies = 1;  // alike flows it stands for
   };
   void sample();
+  // A flow of class `flow_class` on its route, not started; throws where the run named no route.
+  simgrid::s4u::CommPtr flow(int src, int dst, int flow_class, double bytes) const;
 
   ChannelConfig config_;
   // endpoint_[gpu][class]: the host a class's flows leave from and arrive at.
