@@ -38,7 +38,7 @@ double replica_ms(int R, double bytes) {
 
 using test::one_step;
 
-const RankWork TINY{0, 1e-6, 1e-6, 0, 0, 0};  // ms: a step all communication
+const RankWork TINY{0, 1e-6, 1e-6, 0};  // ms: a step all communication
 
 }  // namespace
 
@@ -61,7 +61,7 @@ TEST_CASE("communication-bound HSDP: the group's stream, then the root's shard a
 }
 
 TEST_CASE("a slow rank holds its group at every unit, and the other groups only at the step's end") {
-  const RankWork fast{0, 40, 80, 8, 0, 0}, slow{0, 60, 120, 8, 0, 0};
+  const RankWork fast{0, 40, 80, 8}, slow{0, 60, 120, 8};
   std::vector<RankWork> ranks(8, fast);
   ranks[0] = slow;
   // When each rank's backward ends, from the step's spans.
@@ -89,7 +89,7 @@ TEST_CASE("a slow rank holds its group at every unit, and the other groups only 
 TEST_CASE("one group of every rank is FSDP, step for step") {
   EngineSetup hybrid = hybrid_setup(4, 4);
   hybrid.sharding = "hybrid";
-  const RankWork a{0, 40, 80, 8, 0, 0}, b{0, 55, 110, 8, 0, 0};
+  const RankWork a{0, 40, 80, 8}, b{0, 55, 110, 8};
   const auto h = one_step(hybrid, {a, b, a, a}), f = one_step(hybrid_setup(4, 4), {a, b, a, a});
   for (std::size_t g = 0; g < 4; ++g) CHECK(h[g].step_ms == f[g].step_ms);
 }
@@ -171,4 +171,43 @@ TEST_CASE("sharding keys a config cannot take are refused by name") {
                                     {"hosts", {"gpu0", "gpu1", "gpu2", "gpu3"}}}}},
                    "c.json", ""),
       doctest::Contains("on an xml platform: give training.shard_group"), InputError);
+}
+
+TEST_CASE("wrap \"size\": PyTorch's size-based policy over the layout's module tree, children first") {
+  PerfModel m = load_perf_model("h100-distilbert");
+  m.bytes_per_param = 2;
+  m.layers = {{"embed", 30'000'000, 0.1},         {"layers.0.attn", 40'000'000, 0.15},
+              {"layers.0.mlp", 80'000'000, 0.25}, {"layers.1.attn", 40'000'000, 0.15},
+              {"layers.1.mlp", 80'000'000, 0.25}, {"head", 30'000'000, 0.1}};
+  const auto params = [&](const std::vector<ShardUnit>& units) {
+    std::vector<double> out;
+    for (const ShardUnit& u : units) out.push_back(u.bytes / m.bytes_per_param);
+    return out;
+  };
+  // 1e8 (PyTorch's default): each block is the first module that large; the root keeps the rest.
+  auto units = shard_units(m, "size", 1e8);
+  CHECK(params(units) == std::vector<double>{60e6, 120e6, 120e6});
+  CHECK(units[0].root);
+  CHECK(units[0].share == doctest::Approx(0.2));
+  CHECK(units[1].share == doctest::Approx(0.4));
+  // 7e7: each MLP alone; what the blocks leave (both attentions, 80 M) goes to the root, as
+  // "layers" is a module list, which the policy never wraps.
+  units = shard_units(m, "size", 7e7);
+  CHECK(params(units) == std::vector<double>{140e6, 80e6, 80e6});
+  CHECK(units[0].share == doctest::Approx(0.5));
+  // Under a module that is no list, what the MLPs leave is a unit, before them (gathered first).
+  for (LayerSpec& layer : m.layers)
+    if (layer.name.rfind("layers.", 0) == 0) layer.name = "body.block" + layer.name.substr(7);
+  units = shard_units(m, "size", 7e7);
+  CHECK(params(units) == std::vector<double>{60e6, 80e6, 80e6, 80e6});
+  CHECK(units[1].share == doctest::Approx(0.3));
+  // Larger than the model: the root holds everything, as FSDP without wrapping.
+  CHECK(params(shard_units(m, "size", 1e9)) == std::vector<double>{300e6});
+  CHECK_THROWS_WITH_AS(
+      parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"min_num_params", 5}}}}, "c.json", ""),
+      doctest::Contains("min_num_params sizes wrap \"size\"'s units; wrap is \"layer\""), InputError);
+  CHECK_THROWS_WITH_AS(
+      parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"wrap", "size"}, {"min_num_params", 0}}}},
+                   "c.json", ""),
+      doctest::Contains("min_num_params is a parameter count from 1 to 1e15, got 0"), InputError);
 }

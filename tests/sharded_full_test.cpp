@@ -31,8 +31,8 @@ EngineSetup cluster(int G) {
 }
 
 // Three steps of uneven ranks (ms, compute `scale` times the default), the second policy's ranks
-// starting together.
-std::vector<PolicyWork> work(int G, double scale) {
+// starting together; `micro` micro-batches a step, the earlier ones uneven too.
+std::vector<PolicyWork> work(int G, double scale, int micro = 1) {
   std::vector<PolicyWork> policies(2);
   for (std::size_t p = 0; p < 2; ++p) {
     policies[p].steps = 3;
@@ -40,15 +40,17 @@ std::vector<PolicyWork> work(int G, double scale) {
     for (int t = 0; t < 3; ++t)
       for (int g = 0; g < G; ++g) {
         const double f = 1 + 0.37 * ((g * 7 + t * 3) % 5);
-        policies[p].work.push_back({0.05 * static_cast<double>(p), 2 * f * scale, 4 * f * scale, 1.5, 0, 0});
+        RankWork& w =
+            policies[p].work.emplace_back(RankWork{0.05 * static_cast<double>(p), 2 * f * scale, 4 * f * scale, 1.5});
+        for (int m = 1; m < micro; ++m) w.earlier.push_back({(3 - f) * scale, (5 + m - f) * scale});
       }
   }
   return policies;
 }
 
-std::vector<PolicyTimes> run(EngineSetup s, const std::string& mode, double scale = 1) {
+std::vector<PolicyTimes> run(EngineSetup s, const std::string& mode, double scale = 1, int micro = 1) {
   s.mode = mode;
-  return simulate_steps(s, work(s.G, scale)).policies;
+  return simulate_steps(s, work(s.G, scale, micro)).policies;
 }
 
 void check_same(const std::vector<PolicyTimes>& a, const std::vector<PolicyTimes>& b) {
@@ -73,6 +75,16 @@ TEST_CASE("FSDP in full mode gives fast mode's steps: one stream, nothing beside
 
 TEST_CASE("HSDP in full mode: groups inside nodes and replicas between them share no link, as fast mode has it") {
   check_same(run(sharded(cluster(32), 8), "full"), run(sharded(cluster(32), 8), "fast"));
+}
+
+TEST_CASE("with gradient accumulation, full mode gives fast mode's steps where nothing shares a link") {
+  for (const bool no_sync : {false, true}) {
+    CAPTURE(no_sync);
+    EngineSetup fsdp = sharded(test::alpha_beta_setup(8), 8), hsdp = sharded(cluster(32), 8);
+    fsdp.no_sync = hsdp.no_sync = no_sync;
+    check_same(run(fsdp, "full", 1, 3), run(fsdp, "fast", 1, 3));
+    check_same(run(hsdp, "full", 0.01, 3), run(hsdp, "fast", 0.01, 3));
+  }
 }
 
 TEST_CASE("HSDP in full mode: groups across nodes share the NICs with the replicas' allreduces") {

@@ -43,7 +43,7 @@ TEST_CASE("FSDP's all-gather takes the ring's alpha-beta time") {
 TEST_CASE(
     "compute-bound: the root's gather, forward, the last block's re-gather, backward, the root's reduce-scatter") {
   const EngineSetup s = fsdp_setup(4, 4);
-  const RankWork w{0, 400, 800, 8, 0, 0};  // ms: every collective but those named hides behind compute
+  const RankWork w{0, 400, 800, 8};  // ms: every collective but those named hides behind compute
   const auto timing = one_step(s, std::vector<RankWork>(4, w));
   const double expected = gather_ms(4, 100e6) + 400 + gather_ms(4, 50e6) + 800 + gather_ms(4, 100e6) + 8.0 / 4;
   for (const RankTiming& t : timing) {
@@ -55,7 +55,7 @@ TEST_CASE(
 
 TEST_CASE("communication-bound: every gather and reduce-scatter in a row on the stream") {
   const EngineSetup s = fsdp_setup(4, 3);
-  const RankWork w{0, 1e-6, 1e-6, 0, 0, 0};
+  const RankWork w{0, 1e-6, 1e-6, 0};
   const auto timing = one_step(s, std::vector<RankWork>(4, w));
   // Forward gathers every unit, backward re-gathers the blocks, and every unit is reduce-scattered.
   const double root = gather_ms(4, 100e6), block = gather_ms(4, 50e6);
@@ -65,7 +65,7 @@ TEST_CASE("communication-bound: every gather and reduce-scatter in a row on the 
 
 TEST_CASE("a slow rank holds the others at every unit: the fast ranks' wait is its extra compute and more") {
   const EngineSetup s = fsdp_setup(4, 4);
-  const RankWork fast{0, 40, 80, 8, 0, 0}, slow{0, 60, 120, 8, 0, 0};
+  const RankWork fast{0, 40, 80, 8}, slow{0, 60, 120, 8};
   const auto timing = one_step(s, {slow, fast, fast, fast});
   CHECK(timing[1].step_ms == doctest::Approx(timing[0].step_ms));  // a synchronous step ends together
   CHECK(timing[1].comm_wait_ms >= timing[0].comm_wait_ms + (60 + 120) - (40 + 80) - 1e-9);
@@ -103,7 +103,8 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
   };
   refused({{"training", {{"data_parallel", "zero2"}}}, {"simulation", {{"mode", "full"}}}},
           "simulation.mode \"full\" takes ddp, fsdp and hybrid");
-  refused({{"training", {{"micro_batches", 2}}}}, "with training.micro_batches 2");
+  refused({{"training", {{"data_parallel", "zero2"}}}, {"policies", {"verl"}}},
+          "with a policy that forms micro-batches (verl): gradient accumulation under ZeRO-2");
   refused({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
   const Config noted =
       parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"overlap", false}}}}, "c.json", "");
@@ -112,4 +113,33 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
   CHECK(parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}}}}, "c.json", "").notes.empty());
   CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", {{"data_parallel", "zero3"}}}}, "c.json", ""),
                        doctest::Contains("data_parallel is \"ddp\" (bucketed allreduce), \"zero2\""), InputError);
+}
+
+TEST_CASE(
+    "backward_prefetch: a block's re-gather hides behind the block after it, waits for its end, or for its "
+    "reduce-scatter") {
+  // Compute-bound, units 1 to 4 the blocks: backward re-gathers block 4 as forward ends (exposed
+  // in every case), then blocks 3, 2 and 1 (the root is kept). backward_pre hides those behind
+  // the block after each; backward_post issues each as that block ends, so all 3 are exposed;
+  // none issues each after that block's reduce-scatter, so 3 are exposed behind one each.
+  const RankWork w{0, 400, 800, 8};
+  const double root = gather_ms(4, 100e6), block = gather_ms(4, 50e6);
+  const double pre = root + 400 + block + 800 + root + 8.0 / 4;
+  EngineSetup s = fsdp_setup(4, 4);
+  CHECK(one_step(s, std::vector<RankWork>(4, w))[0].step_ms == doctest::Approx(pre).epsilon(1e-12));
+  s.backward_prefetch = "backward_post";
+  CHECK(one_step(s, std::vector<RankWork>(4, w))[0].step_ms == doctest::Approx(pre + 3 * block).epsilon(1e-12));
+  s.backward_prefetch = "none";
+  CHECK(one_step(s, std::vector<RankWork>(4, w))[0].step_ms == doctest::Approx(pre + 6 * block).epsilon(1e-12));
+  // Communication-bound, every collective is in a row whatever the order.
+  const RankWork tiny{0, 1e-6, 1e-6, 0};
+  const double all = one_step(fsdp_setup(4, 4), std::vector<RankWork>(4, tiny))[0].step_ms;
+  CHECK(one_step(s, std::vector<RankWork>(4, tiny))[0].step_ms == doctest::Approx(all).epsilon(1e-6));
+  const auto refused = [](const nlohmann::json& training, const char* says) {
+    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
+                         InputError);
+  };
+  refused({{"data_parallel", "fsdp"}, {"backward_prefetch", "BACKWARD_PRE"}},
+          "c.json: training: backward_prefetch is FSDP's BackwardPrefetch");
+  refused({{"backward_prefetch", "none"}}, "backward_prefetch sets FSDP's re-gathers");
 }

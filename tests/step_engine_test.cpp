@@ -94,10 +94,8 @@ TEST_CASE("accumulation: earlier micro-batches run before the last one, and only
   // Rank 1 accumulates two more micro-batches than the others (12 ms more): every rank's
   // allreduce waits for it, and the others' wait grows by as much.
   PolicyWork p = equal_work(4, 3, WORK);
-  for (RankWork& w : p.work) w.accum_fwd_ms = 5.0, w.accum_bwd_ms = 15.0;
-  for (int t = 0; t < 3; ++t)
-    p.work[static_cast<std::size_t>(t * 4 + 1)].accum_fwd_ms = 9.0,
-                                            p.work[static_cast<std::size_t>(t * 4 + 1)].accum_bwd_ms = 23.0;
+  for (RankWork& w : p.work) w.earlier = {{5.0, 15.0}};
+  for (int t = 0; t < 3; ++t) p.work[static_cast<std::size_t>(t * 4 + 1)].earlier = {{5.0, 15.0}, {4.0, 8.0}};
   const double floor = 9.0 + 23.0 + 10.0 + 30.0 + ring_ms(4, BUCKETS.back().bytes) + 2.0;
   for (const char* mode : {"fast", "full"}) {
     CAPTURE(mode);

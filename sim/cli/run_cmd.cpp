@@ -42,7 +42,8 @@ config sections (every key with its range and default: docs/config.md):
   training    world_size, global_batch, steps, max_length, seed, b_max, bucket_mb,
               first_bucket_mb, overlap, micro_batches, attention (padded | packed),
               pad_to_multiple_of, grad_dtype, data_parallel (ddp | zero2 | fsdp | hybrid),
-              shard_group, wrap, reshard_after_forward
+              shard_group, wrap (layer | root | size), min_num_params,
+              reshard_after_forward, no_sync, backward_prefetch
   policies    the policies simulated, a column each (ddpsim policies lists them)
   model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
   platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
@@ -180,10 +181,19 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
     return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) +
            " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
-  const std::string units =
-      (t.wrap == "root" ? std::string("one unit (the whole model)")
-                        : std::to_string(shard_units(*config.model).size()) + " units (a root and a unit per block)") +
-      ", " + (t.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward");
+  const std::size_t n = shard_units(*config.model, t.wrap, t.min_num_params).size();
+  std::string units = t.wrap == "root" ? std::string("one unit (the whole model)")
+                                       : std::to_string(n) + " units (a root and " +
+                                             (t.wrap == "layer" ? std::string("a unit per block")
+                                                                : std::to_string(n - 1) + " of at least " +
+                                                                      format("%g", t.min_num_params) + " parameters") +
+                                             ")";
+  units += t.reshard_after_forward ? ", resharded after forward" : ", kept gathered from forward to backward";
+  if (t.micro_batches > 1)
+    units += t.no_sync ? ", reduce-scattered after the last micro-batch (no_sync)"
+                       : ", reduce-scattered after every micro-batch";
+  if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward)
+    units += ", backward_prefetch " + t.backward_prefetch;
   const int groups = t.world_size / t.shard_group;
   if (t.data_parallel == "fsdp" || groups == 1)
     return "data parallel: " + t.data_parallel + " (full sharding" +

@@ -183,7 +183,7 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
           span("optimizer", comm_end);
           const double end = sg4::Engine::get_clock();
           block.timing[at(t - block.first, G, g)] = {
-              (bwd_start - fwd_start) * 1e3 + w.accum_fwd_ms, (bwd_end - bwd_start) * 1e3 + w.accum_bwd_ms,
+              (bwd_start - fwd_start) * 1e3 + w.accum_fwd_ms(), (bwd_end - bwd_start) * 1e3 + w.accum_bwd_ms(),
               (comm_end - bwd_end) * 1e3, (end - comm_end) * 1e3, (end - prev_end) * 1e3};
           prev_end = end;
           finish_step(p, block, t);  // may drop the block

@@ -54,8 +54,6 @@ class ShardedRun {
     result_.policies.resize(source.steps.size());
     prev_end_.resize(G_);
     for (std::size_t r = 0; r < R_; ++r) replicated_.push_back(sg4::Semaphore::create(0));
-    for (std::size_t k = 0; k < s.units.size(); ++k) unit_reduced_.push_back(sg4::Semaphore::create(0));
-    reduced_count_.assign(s.units.size(), 0);
     start_ = sg4::Barrier::create(static_cast<unsigned>(R_ + (R_ > 1 ? 1 : 0)));
     groups_ = sg4::Barrier::create(static_cast<unsigned>(R_));
   }
@@ -123,7 +121,8 @@ class ShardedRun {
   void group_actor(std::size_t r, const std::function<void(long, long)>& progress) {
     const Ranks ranks{r * S_, S_};
     const std::size_t U = s_.units.size();
-    std::vector<double> cursor(G_), begin(G_), start(G_), fwd_end(G_), reduced(U);
+    std::vector<double> cursor(G_), begin(G_), start(G_), marks, reduced;
+    std::vector<std::size_t> times_reduced(U);  // this step's reduce-scatters of each unit so far
     long done = 0;
     for (std::size_t p = 0; p < source_.steps.size(); ++p) {
       start_->wait();
@@ -139,20 +138,24 @@ class ShardedRun {
         const double sync = block.work.synchronized ? *std::max_element(prev_end_.begin(), prev_end_.end()) : 0.0;
         for (std::size_t g = ranks.first; g < ranks.first + ranks.count; ++g)
           cursor[g] = start[g] = std::max(prev_end_[g], sync) + work(g).sched_ms;
+        const std::size_t M = work(ranks.first).micro_batches();
         const auto run = [&](const char* what, std::size_t u, double issued) {
           const double from = std::max(issued, (sg4::Engine::get_clock() - origin_) * 1e3);
           const double end = collective(r, s_.units[u].bytes, issued);
           span(p, t, std::string(what) + " unit " + std::to_string(u), from, end, ranks);
-          if (R_ > 1 && std::string_view(what) == "reduce-scatter" && ++reduced_count_[u] == R_) {
-            reduced_count_[u] = 0;
-            unit_reduced_[u]->release();
+          if (R_ > 1 && std::string_view(what) == "reduce-scatter") {
+            const std::size_t slot = times_reduced[u]++ * U + u;
+            if (++reduced_count(slot) == R_) {
+              reduced_count(slot) = 0;
+              reduced_signal(slot)->release();
+            }
           }
           return end;
         };
-        std::fill(reduced.begin(), reduced.end(), 0.0);
-        const GroupStep group{s_, work, run, cursor, fwd_end, reduced};
-        group.forward(ranks, begin);
-        group.backward(ranks, begin);
+        marks.resize(G_ * 2 * M);
+        reduced.assign(synced_micro_batches(s_, M) * U, 0.0);
+        std::fill(times_reduced.begin(), times_reduced.end(), 0);
+        GroupStep{s_, work, run, cursor, marks, reduced}(ranks, begin);
         double ready = (sg4::Engine::get_clock() - origin_) * 1e3;
         if (R_ > 1) {
           replicated_[r]->acquire();
@@ -160,7 +163,7 @@ class ShardedRun {
         }
         for (std::size_t g = ranks.first; g < ranks.first + ranks.count; ++g)
           block.timing[at(t - block.first, s_.G, static_cast<int>(g))] =
-              finish_rank(s_, t, static_cast<int>(g), work(g), start[g], fwd_end[g], cursor[g], ready, prev_end_[g],
+              finish_rank(s_, t, static_cast<int>(g), work(g), start[g], &marks[g * 2 * M], ready, prev_end_[g],
                           result_.policies[p].spans);
         if (t + 1 == block.first + block.work.steps && ++block.finished == R_) {
           source_.done(static_cast<int>(p), block.first, block.timing);
@@ -171,20 +174,36 @@ class ShardedRun {
     }
   }
 
-  // HSDP: each unit's gradient shard allreduced across the groups, in backward's order.
+  // HSDP: each reduce-scatter of a unit's gradient shard allreduced across the groups, in
+  // backward's order.
   void replica_actor() {
+    const std::size_t U = s_.units.size();
     for (std::size_t p = 0; p < source_.steps.size(); ++p) {
       start_->wait();
       for (int t = 0; t < source_.steps[p]; ++t) {
-        for (std::size_t k = s_.units.size(); k-- > 0;) {
-          unit_reduced_[k]->acquire();
-          const double from = (sg4::Engine::get_clock() - origin_) * 1e3;
-          replicas_end_ = collective(R_, s_.units[k].bytes / static_cast<double>(S_), from);
-          span(p, t, "allreduce across groups unit " + std::to_string(k), from, replicas_end_, {0, G_});
-        }
+        const Block& block = block_of(p, t);
+        const std::size_t M = block.work.work[at(t - block.first, s_.G, 0)].micro_batches();
+        for (std::size_t m = 0; m < synced_micro_batches(s_, M); ++m)
+          for (std::size_t k = U; k-- > 0;) {
+            reduced_signal(m * U + k)->acquire();
+            const double from = (sg4::Engine::get_clock() - origin_) * 1e3;
+            replicas_end_ = collective(R_, s_.units[k].bytes / static_cast<double>(S_), from);
+            span(p, t, "allreduce across groups unit " + std::to_string(k), from, replicas_end_, {0, G_});
+          }
         for (const auto& group : replicated_) group->release();
       }
     }
+  }
+
+  // Per synced micro-batch and unit (m·U + k), the groups that have reduce-scattered it this
+  // step, and the replicas' signal once all have; grown as micro-batches come.
+  std::size_t& reduced_count(std::size_t slot) {
+    if (reduced_count_.size() <= slot) reduced_count_.resize(slot + 1, 0);
+    return reduced_count_[slot];
+  }
+  const sg4::SemaphorePtr& reduced_signal(std::size_t slot) {
+    while (unit_reduced_.size() <= slot) unit_reduced_.push_back(sg4::Semaphore::create(0));
+    return unit_reduced_[slot];
   }
 
   const EngineSetup& s_;
@@ -194,7 +213,7 @@ class ShardedRun {
   std::size_t S_ = 0, R_ = 0;
   std::vector<std::unique_ptr<CollectiveRunner>> runners_;  // each group's gathers, then the replicas'
   std::vector<sg4::SemaphorePtr> replicated_, unit_reduced_;
-  std::vector<std::size_t> reduced_count_;  // groups that have reduce-scattered each unit this step
+  std::vector<std::size_t> reduced_count_;
   sg4::BarrierPtr start_, groups_;
   std::map<std::pair<std::size_t, int>, Block> blocks_;  // (policy, block index)
   std::vector<double> prev_end_;                         // each rank's previous step's end, ms

@@ -1,15 +1,18 @@
 // A sharded step's schedule (FSDP's full sharding, and HSDP's: full sharding inside groups of
-// consecutive ranks, replicated across the groups), shared by the fast and the full engines. Inside a group: each
-// unit's all-gather before its forward and its backward, its reduce-scatter after its backward,
-// on the group's one communication stream in the order its ranks issue them, each starting
-// once every rank of the group has issued it — so a step's slowest rank holds its group back at
-// every unit, not once at the end as under DDP. Prefetch depth one: a rank issues the next unit's
-// gather as it starts the current unit's compute. The root unit is gathered once and kept through
-// backward; without reshard_after_forward every unit is. Across groups (HSDP): each unit's
-// gradient shard is allreduced once every group has reduce-scattered it, on a stream of its own.
-// The optimizer steps each rank's shard (1/S of the model's optimizer time) once its last
-// collective is done. How long a collective takes is the engine's: the fast one's measured once
-// per size, the full one's simulated where it runs. Internal to the engine.
+// consecutive ranks, replicated across the groups), shared by the fast and the full engines.
+// Inside a group, micro-batch after micro-batch: each unit's all-gather before its forward and
+// its backward, its reduce-scatter after its backward (under no_sync, the last micro-batch's
+// only), on the group's one communication stream in the order its ranks issue them, each
+// starting once every rank of the group has issued it — so a step's slowest rank holds its group
+// back at every unit, not once at the end as under DDP. Prefetch depth one: a rank issues the
+// next unit's gather as it starts the current unit's compute (in backward, as backward_prefetch
+// says). The root unit is gathered once a
+// micro-batch and kept through its backward; without reshard_after_forward every unit is.
+// Across groups (HSDP): each reduce-scatter of a unit's gradient shard is followed by its
+// allreduce once every group has done it, on a stream of its own. The optimizer steps each
+// rank's shard (1/S of the model's optimizer time) once its last collective is done. How long a
+// collective takes is the engine's: the fast one's measured once per size, the full one's
+// simulated where it runs. Internal to the engine.
 #pragma once
 
 #include <algorithm>
@@ -34,64 +37,102 @@ inline double latest(const std::vector<double>& times, Ranks r) {
 // at `issued` (ms); returns its end, once the group's stream is free and it has run.
 using RunCollective = std::function<double(const char* what, std::size_t unit, double issued)>;
 
-// One step of one group: each rank's clock (`cursor`: its start, then its backward end) and its
-// forward end, in ms; per unit, the latest end of its reduce-scatter over the groups so far
-// (`reduced`).
+// Micro-batches whose backward reduce-scatters (no_sync: the last only), and the index of m's
+// among them.
+inline std::size_t synced_micro_batches(const EngineSetup& s, std::size_t M) {
+  return s.no_sync ? 1 : M;
+}
+
+// One step of one group, every micro-batch in turn: each rank's clock (`cursor`: its start,
+// then the end of its last backward), its compute's ends (`marks`: per rank, 2M of them, the end
+// of micro-batch m's forward and of its backward), and per synced micro-batch and unit the
+// latest end of its reduce-scatter over the groups so far (`reduced`, M·U or U long).
 struct GroupStep {
   const EngineSetup& s;
   std::function<const RankWork&(std::size_t)> work;
   RunCollective run;
   std::vector<double>& cursor;
-  std::vector<double>& fwd_end;
+  std::vector<double>& marks;
   std::vector<double>& reduced;
 
-  // Forward: unit u's gather was issued as the ranks began unit u − 1 (unit 0: at their start).
-  void forward(Ranks r, std::vector<double>& begin) const {
+  void operator()(Ranks r, std::vector<double>& begin) const {
+    const std::size_t M = work(r.first).micro_batches(), U = s.units.size();
+    for (std::size_t m = 0; m < M; ++m) {
+      // Under no_sync FSDP frees a unit in backward only where it reshards after forward, so
+      // without resharding the units gathered by the first micro-batch stay for the rest.
+      const bool kept = m > 0 && s.no_sync && !s.reshard_after_forward;
+      forward(r, begin, m, M, kept);
+      const bool sync = !s.no_sync || m + 1 == M;
+      backward(r, begin, m, M, sync ? reduced.data() + (s.no_sync ? 0 : m * U) : nullptr);
+    }
+  }
+
+ private:
+  double& mark(std::size_t g, std::size_t M, std::size_t m, bool backward) const {
+    return marks[(g * M + m) * 2 + (backward ? 1 : 0)];
+  }
+
+  // Unit u's gather was issued as the ranks began unit u − 1 (unit 0: as they began the
+  // micro-batch); `kept`: every unit is still gathered.
+  void forward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, bool kept) const {
     double issued = latest(cursor, r);
     for (std::size_t u = 0; u < s.units.size(); ++u) {
-      const double gathered = run("all-gather", u, issued);
+      const double gathered = kept ? 0.0 : run("all-gather", u, issued);
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
       issued = latest(begin, r);
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
-        cursor[g] = begin[g] + work(g).fwd_ms * s.units[u].share;
+        cursor[g] = begin[g] + work(g).micro(m).fwd_ms * s.units[u].share;
     }
-    for (std::size_t g = r.first; g < r.first + r.count; ++g) fwd_end[g] = cursor[g];
+    for (std::size_t g = r.first; g < r.first + r.count; ++g) mark(g, M, m, false) = cursor[g];
   }
 
-  // Backward, units in reverse: a resharded unit is gathered again, issued as the ranks begin
-  // the unit after it (the first: as they end forward), so on the stream it goes before that
-  // unit's reduce-scatter, issued once the ranks have its gradients.
-  void backward(Ranks r, std::vector<double>& begin) const {
+  // Units in reverse: a resharded unit is gathered again, issued per backward_prefetch: as the
+  // ranks begin the unit after it ("backward_pre"; the first: as they end forward), so on the
+  // stream it goes before that unit's reduce-scatter, issued once the ranks have its gradients;
+  // as they end that unit, still before its reduce-scatter ("backward_post"); or only then, after
+  // it ("none"). No reduce-scatter where `reduced` is null: a no_sync micro-batch keeps its
+  // gradients.
+  void backward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, double* reduced) const {
     const std::size_t U = s.units.size();
     const auto regather = [&](std::size_t k, double when) {
       if (s.units[k].root || !s.reshard_after_forward) return 0.0;  // kept since forward
       return run("all-gather", k, when);
     };
+    const bool pre = s.backward_prefetch == "backward_pre", post = s.backward_prefetch == "backward_post";
     double gathered = regather(U - 1, latest(cursor, r));
     for (std::size_t k = U; k-- > 0;) {
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
-      if (k > 0) gathered = regather(k - 1, latest(begin, r));
+      if (k > 0 && pre) gathered = regather(k - 1, latest(begin, r));
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
-        cursor[g] = begin[g] + work(g).bwd_ms * s.units[k].share;
-      reduced[k] = std::max(reduced[k], run("reduce-scatter", k, latest(cursor, r)));
+        cursor[g] = begin[g] + work(g).micro(m).bwd_ms * s.units[k].share;
+      const double done = latest(cursor, r);
+      if (k > 0 && post) gathered = regather(k - 1, done);
+      if (reduced) reduced[k] = std::max(reduced[k], run("reduce-scatter", k, done));
+      if (k > 0 && !pre && !post) gathered = regather(k - 1, done);
     }
+    for (std::size_t g = r.first; g < r.first + r.count; ++g) mark(g, M, m, true) = cursor[g];
   }
 };
 
 // A rank's step once its group's collectives (and HSDP's replicas) end at `ready`: its timing
 // row (ms, from its previous step's end, which becomes this one's) and, in the timeline, its
-// compute spans.
-inline RankTiming finish_rank(const EngineSetup& s, int step, int rank, const RankWork& w, double start, double fwd_end,
-                              double bwd_end, double ready, double& prev_end, std::vector<Span>& spans) {
+// compute spans (`marks`: its 2M ends, as GroupStep leaves them).
+inline RankTiming finish_rank(const EngineSetup& s, int step, int rank, const RankWork& w, double start,
+                              const double* marks, double ready, double& prev_end, std::vector<Span>& spans) {
   const double S = s.shard_group > 0 ? s.shard_group : s.G;
   const double opt = w.opt_ms / S, end = ready + opt;  // the optimizer steps this rank's shard
   if (in_timeline(s, step)) {
     if (w.sched_ms > 0) spans.push_back({step, rank, false, "schedule", start - w.sched_ms, w.sched_ms});
-    spans.push_back({step, rank, false, "forward (units)", start, fwd_end - start});
-    spans.push_back({step, rank, false, "backward (units)", fwd_end, bwd_end - fwd_end});
+    double from = start;
+    for (std::size_t m = 0; m < w.micro_batches(); ++m, marks += 2) {
+      spans.push_back({step, rank, false, "forward (units)", from, marks[0] - from});
+      spans.push_back({step, rank, false, "backward (units)", marks[0], marks[1] - marks[0]});
+      from = marks[1];
+    }
     spans.push_back({step, rank, false, "optimizer (shard)", ready, opt});
   }
-  const RankTiming timing{w.fwd_ms, w.bwd_ms, end - start - (w.fwd_ms + w.bwd_ms) - opt, opt, end - prev_end};
+  const double fwd = w.accum_fwd_ms() + w.fwd_ms, bwd = w.accum_bwd_ms() + w.bwd_ms;
+  const RankTiming timing{fwd, bwd, end - start - (fwd + bwd) - opt, opt, end - prev_end};
   prev_end = end;
   return timing;
 }

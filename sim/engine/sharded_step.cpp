@@ -15,7 +15,7 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
   const auto Gs = static_cast<std::size_t>(G);
   const std::size_t S = s_.shard_group > 0 ? static_cast<std::size_t>(s_.shard_group) : Gs, R = Gs / S;
   const std::size_t U = s_.units.size();
-  std::vector<double> cursor(Gs), begin(Gs), start(Gs), fwd_end(Gs), reduced(U), stream(R);
+  std::vector<double> cursor(Gs), begin(Gs), start(Gs), marks, reduced, stream(R);
   const std::size_t first_row = out.timing.size();
   out.timing.resize(first_row + pw.work.size());
   int reported = 0;
@@ -29,7 +29,9 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
     };
     const double sync = pw.synchronized ? *std::max_element(prev_end_.begin(), prev_end_.end()) : 0.0;
     for (std::size_t g = 0; g < Gs; ++g) cursor[g] = start[g] = std::max(prev_end_[g], sync) + work(g).sched_ms;
-    std::fill(reduced.begin(), reduced.end(), 0.0);
+    const std::size_t M = work(0).micro_batches(), synced = synced_micro_batches(s_, M);
+    marks.resize(Gs * 2 * M);
+    reduced.assign(synced * U, 0.0);
     for (std::size_t r = 0; r < R; ++r) {
       const Ranks ranks{r * S, S};
       const auto run = [&](const char* what, std::size_t u, double issued) {
@@ -38,20 +40,19 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
         span(std::string(what) + " unit " + std::to_string(u), from, stream[r], ranks);
         return stream[r];
       };
-      const GroupStep group{s_, work, run, cursor, fwd_end, reduced};
-      group.forward(ranks, begin);
-      group.backward(ranks, begin);
+      GroupStep{s_, work, run, cursor, marks, reduced}(ranks, begin);
     }
     double replicas = 0;  // HSDP: each unit's shard allreduced across the groups, in backward's order
     if (R > 1)
-      for (std::size_t k = U; k-- > 0;) {
-        const double from = std::max(replicas, reduced[k]);
-        replicas = from + replica_ms_.at(s_.units[k].bytes / static_cast<double>(S));
-        span("allreduce across groups unit " + std::to_string(k), from, replicas, {0, Gs});
-      }
+      for (std::size_t m = 0; m < synced; ++m)
+        for (std::size_t k = U; k-- > 0;) {
+          const double from = std::max(replicas, reduced[m * U + k]);
+          replicas = from + replica_ms_.at(s_.units[k].bytes / static_cast<double>(S));
+          span("allreduce across groups unit " + std::to_string(k), from, replicas, {0, Gs});
+        }
     for (std::size_t g = 0; g < Gs; ++g) {
       out.timing[first_row + at(i, G, static_cast<int>(g))] =
-          finish_rank(s_, t, static_cast<int>(g), work(g), start[g], fwd_end[g], cursor[g],
+          finish_rank(s_, t, static_cast<int>(g), work(g), start[g], &marks[g * 2 * M],
                       std::max(stream[g / S], replicas), prev_end_[g], out.spans);
     }
     if (progress && ((i + 1) % 256 == 0 || i + 1 == pw.steps)) {

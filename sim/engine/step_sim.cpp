@@ -174,7 +174,7 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
       const double bwd_ms = s.comm_slowdown != 1 ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
       // Waiting: for the buckets' collectives, and under ZeRO-2 for the parameters after its shard's step.
       const double wait = end_of_comm - bwd_end[g] + (zero2 ? gathered - (end_of_comm + opt) : 0.0);
-      out.timing[first_row + at(i, G, static_cast<int>(g))] = {w.accum_fwd_ms + w.fwd_ms, w.accum_bwd_ms + bwd_ms, wait,
+      out.timing[first_row + at(i, G, static_cast<int>(g))] = {w.accum_fwd_ms() + w.fwd_ms, w.accum_bwd_ms() + bwd_ms, wait,
                                                                opt, end - prev_end[g]};
       if (in_timeline(s, t)) {
         const int r = static_cast<int>(g);

@@ -17,13 +17,31 @@
 
 namespace ddpsim {
 
+// One micro-batch's compute on one rank, in ms.
+struct Phases {
+  double fwd_ms = 0, bwd_ms = 0;
+};
+
 // What one rank computes in one step, in ms. With gradient accumulation, fwd_ms and bwd_ms
-// are the last micro-batch's, whose backward overlaps the allreduce; the micro-batches before
-// it run forward and backward with no communication beside them (DDP's no_sync).
+// are the last micro-batch's, whose backward overlaps the gradients' collectives; `earlier`
+// holds the micro-batches before it, in training order (under DDP they run with no
+// communication beside them: its no_sync; under FSDP each gathers its units again).
 struct RankWork {
   double sched_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
-  double accum_fwd_ms = 0, accum_bwd_ms = 0;  // the earlier micro-batches, in all
-  double accum_ms() const { return accum_fwd_ms + accum_bwd_ms; }
+  std::vector<Phases> earlier{};
+  double accum_fwd_ms() const {
+    double sum = 0;
+    for (const Phases& p : earlier) sum += p.fwd_ms;
+    return sum;
+  }
+  double accum_bwd_ms() const {
+    double sum = 0;
+    for (const Phases& p : earlier) sum += p.bwd_ms;
+    return sum;
+  }
+  double accum_ms() const { return accum_fwd_ms() + accum_bwd_ms(); }
+  std::size_t micro_batches() const { return earlier.size() + 1; }
+  Phases micro(std::size_t m) const { return m < earlier.size() ? earlier[m] : Phases{fwd_ms, bwd_ms}; }
 };
 
 // What the simulation says it took, in ms, forward and backward over all micro-batches. step_ms runs from the end of
@@ -73,6 +91,13 @@ struct EngineSetup {
   std::vector<ShardUnit> units;
   int shard_group = 0;                // 0: all G
   bool reshard_after_forward = true;  // false: a unit stays gathered from its forward to its backward
+  // fsdp, hybrid with micro-batches: only the last one reduce-scatters (FSDP's no_sync, the
+  // gradients kept unsharded until then); false: every one does.
+  bool no_sync = false;
+  // fsdp, hybrid: when backward issues a unit's re-gather, FSDP's BackwardPrefetch:
+  // "backward_pre" (as the unit after it begins), "backward_post" (as that one ends, before its
+  // reduce-scatter) or "none" (after that reduce-scatter).
+  std::string backward_prefetch = "backward_pre";
   PlatformConfig platform;
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;

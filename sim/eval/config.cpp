@@ -309,7 +309,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   if (c.training.data_parallel == "hybrid") c.resolved["training"]["shard_group"] = c.training.shard_group;
   if (c.training.fully_sharded()) {
     c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
+    c.resolved["training"]["no_sync"] = c.training.no_sync;
+    c.resolved["training"]["backward_prefetch"] = c.training.backward_prefetch;
     c.resolved["training"]["wrap"] = c.training.wrap;
+    if (c.training.wrap == "size") c.resolved["training"]["min_num_params"] = c.training.min_num_params;
   }
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : c.simulation.stragglers)

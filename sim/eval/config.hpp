@@ -56,10 +56,19 @@ struct TrainingConfig {
   std::string data_parallel = "ddp";
   int shard_group = 0;                // hybrid: ranks a group shards over (0: a node's GPUs); fsdp: G
   bool reshard_after_forward = true;  // fsdp, hybrid: free a unit after its forward, gather it again for backward
+  // fsdp, hybrid with gradient accumulation: FSDP's no_sync on every micro-batch but the last
+  // (one reduce-scatter a step, the gradients kept unsharded until then); false: each
+  // micro-batch reduce-scatters. DDP's accumulation is always no_sync.
+  bool no_sync = false;
+  // fsdp, hybrid: FSDP's BackwardPrefetch, when backward re-gathers a unit: "backward_pre" (as
+  // the unit after it begins backward), "backward_post" (as it ends) or "none" (once it is reduced).
+  std::string backward_prefetch = "backward_pre";
   // fsdp, hybrid: "layer", a unit per transformer block (PyTorch's transformer_auto_wrap_policy),
-  // or "root", the whole model one unit (FSDP without an auto-wrap policy).
+  // "root", the whole model one unit (FSDP without an auto-wrap policy), or "size", PyTorch's
+  // size_based_auto_wrap_policy over the layout's module tree.
   std::string wrap = "layer";
-  bool sharded() const { return data_parallel != "ddp"; }                                      // any state sharded
+  double min_num_params = 1e8;                             // wrap "size": PyTorch's size_based_auto_wrap_policy default
+  bool sharded() const { return data_parallel != "ddp"; }  // any state sharded
   bool fully_sharded() const { return data_parallel == "fsdp" || data_parallel == "hybrid"; }  // FSDP's units
 };
 

@@ -58,6 +58,62 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
   return d;
 }
 
+namespace {
+
+// training's sharding keys: the kind, HSDP's groups and FSDP's options (docs/sharding.md).
+void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfig& t) {
+  t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
+  if (t.data_parallel != "ddp" && t.data_parallel != "zero2" && t.data_parallel != "fsdp" &&
+      t.data_parallel != "hybrid")
+    throw InputError(where +
+                     ": data_parallel is \"ddp\" (bucketed allreduce), \"zero2\" (buckets reduce-scattered, "
+                     "optimizer state sharded), \"fsdp\" (full sharding: a gather per unit and a reduce-scatter) "
+                     "or \"hybrid\" (full sharding inside groups of shard_group ranks, replicated across them), "
+                     "got \"" +
+                     t.data_parallel + "\"");
+  t.shard_group = f.get_in<int>("shard_group", t.shard_group, 1, 65536);
+  if (f.has("shard_group") && t.data_parallel != "hybrid")
+    throw InputError(where + ": shard_group sizes data_parallel \"hybrid\"'s groups; data_parallel \"" +
+                     t.data_parallel + "\" " +
+                     (t.data_parallel == "ddp" ? "shards nothing" : "shards over all the ranks") +
+                     " (leave it out, or set data_parallel \"hybrid\")");
+  const TrainingConfig defaults;
+  t.reshard_after_forward = f.get<bool>("reshard_after_forward", t.reshard_after_forward);
+  t.no_sync = f.get<bool>("no_sync", t.no_sync);
+  t.backward_prefetch = f.get<std::string>("backward_prefetch", t.backward_prefetch);
+  if (t.backward_prefetch != "backward_pre" && t.backward_prefetch != "backward_post" && t.backward_prefetch != "none")
+    throw InputError(where +
+                     ": backward_prefetch is FSDP's BackwardPrefetch: \"backward_pre\" (a unit's re-gather issued as "
+                     "the unit after it begins backward), \"backward_post\" (as that unit ends) or \"none\" (once "
+                     "it is reduce-scattered), got \"" +
+                     t.backward_prefetch + "\"");
+  t.wrap = f.get<std::string>("wrap", t.wrap);
+  if (t.wrap != "layer" && t.wrap != "root" && t.wrap != "size")
+    throw InputError(where +
+                     ": wrap is \"layer\" (a unit per transformer block), \"root\" (the whole model one unit) or "
+                     "\"size\" (PyTorch's size_based_auto_wrap_policy with min_num_params), got \"" +
+                     t.wrap + "\"");
+  t.min_num_params = f.get<double>("min_num_params", t.min_num_params);
+  if (!(t.min_num_params >= 1 && t.min_num_params <= 1e15))
+    throw InputError(where + ": min_num_params is a parameter count from 1 to 1e15, got " +
+                     nlohmann::json(t.min_num_params).dump());
+  if (t.min_num_params != defaults.min_num_params && t.wrap != "size")
+    throw InputError(where + ": min_num_params sizes wrap \"size\"'s units; wrap is \"" + t.wrap +
+                     "\" (leave it out, or set wrap \"size\")");
+  // Under the other kinds, only a value other than the default is a request (a sweep may set
+  // the default across kinds).
+  const auto fsdp_only = [&](bool asked, const std::string& what, const char* instead) {
+    if (asked && !t.fully_sharded())
+      throw InputError(where + ": " + what + " (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
+                       t.data_parallel + "\" " + instead + " (leave it out)");
+  };
+  fsdp_only(t.wrap != defaults.wrap, "wrap sets FSDP's units", "has none");
+  fsdp_only(t.backward_prefetch != defaults.backward_prefetch, "backward_prefetch sets FSDP's re-gathers", "has none");
+  fsdp_only(!t.reshard_after_forward, "reshard_after_forward false is FSDP's", "holds every parameter throughout");
+}
+
+}  // namespace
+
 TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where) {
   JsonFields f(doc, where);
   TrainingConfig t;
@@ -71,37 +127,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
-  t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
-  if (t.data_parallel != "ddp" && t.data_parallel != "zero2" && t.data_parallel != "fsdp" &&
-      t.data_parallel != "hybrid")
-    throw InputError(where +
-                     ": data_parallel is \"ddp\" (bucketed allreduce), \"zero2\" (buckets reduce-scattered, "
-                     "optimizer state sharded), \"fsdp\" (full sharding: a gather per unit and a reduce-scatter) "
-                     "or \"hybrid\" (full sharding inside groups of shard_group ranks, replicated across them), "
-                     "got \"" +
-                     t.data_parallel + "\"");
-  t.shard_group = f.get_in<int>("shard_group", t.shard_group, 1, 65536);
-  if (doc.contains("shard_group") && t.data_parallel != "hybrid")
-    throw InputError(where + ": shard_group sizes data_parallel \"hybrid\"'s groups; data_parallel \"" +
-                     t.data_parallel + "\" " +
-                     (t.data_parallel == "ddp" ? "shards nothing" : "shards over all the ranks") +
-                     " (leave it out, or set data_parallel \"hybrid\")");
-  t.reshard_after_forward = f.get<bool>("reshard_after_forward", t.reshard_after_forward);
-  t.wrap = f.get<std::string>("wrap", t.wrap);
-  if (t.wrap != "layer" && t.wrap != "root")
-    throw InputError(where +
-                     ": wrap is \"layer\" (a unit per transformer block) or \"root\" (the whole model one "
-                     "unit), got \"" +
-                     t.wrap + "\"");
-  // Under the other kinds, only a value other than the default is a request (a sweep may set
-  // the default across kinds).
-  if (t.wrap != "layer" && !t.fully_sharded())
-    throw InputError(where + ": wrap sets FSDP's units (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
-                     t.data_parallel + "\" has none (leave it out)");
-  if (!t.reshard_after_forward && !t.fully_sharded())
-    throw InputError(
-        where + ": reshard_after_forward false is FSDP's (data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" +
-        t.data_parallel + "\" holds every parameter throughout (leave it out)");
+  parse_sharding(f, where, t);
   t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
   if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
     throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +

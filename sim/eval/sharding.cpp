@@ -6,13 +6,78 @@
 
 #include "common/error.hpp"
 #include "engine/platform.hpp"
+#include "sched/scheduler.hpp"
 
 namespace ddpsim {
 
-std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap) {
+namespace {
+
+// The module tree the layout's dotted names give, each node with what its subtree holds.
+struct ModuleNode {
+  std::vector<std::pair<std::string, std::size_t>> children;  // name, node index; in layout order
+  double params = 0, share = 0;                               // the subtree's
+};
+
+std::vector<ModuleNode> module_tree(const PerfModel& model) {
+  std::vector<ModuleNode> nodes(1);
+  for (const LayerSpec& layer : model.layers) {
+    std::size_t at = 0;
+    nodes[0].params += double(layer.params), nodes[0].share += layer.bwd_fraction;
+    for (std::size_t from = 0; from <= layer.name.size();) {
+      const std::size_t dot = std::min(layer.name.find('.', from), layer.name.size());
+      const std::string part = layer.name.substr(from, dot - from);
+      from = dot + 1;
+      auto& kids = nodes[at].children;
+      const auto it = std::find_if(kids.begin(), kids.end(), [&](const auto& kid) { return kid.first == part; });
+      const std::size_t next = it != kids.end() ? it->second : nodes.size();
+      if (it == kids.end()) {
+        kids.emplace_back(part, next);
+        nodes.emplace_back();
+      }
+      at = next;
+      nodes[at].params += double(layer.params), nodes[at].share += layer.bwd_fraction;
+    }
+  }
+  return nodes;
+}
+
+// PyTorch's size_based_auto_wrap_policy through _recursive_wrap: a module of at least `min`
+// parameters is searched, its children first; it becomes a unit if what its wrapped children
+// leave is still at least `min` — but not the root (it keeps the rest) nor a module list (a node
+// whose children are all numbered: the policy excludes nn.ModuleList). Units come parent
+// first, as forward gathers them. Returns the subtree's wrapped parameters and share.
+std::pair<double, double> wrap_by_size(const std::vector<ModuleNode>& nodes, std::size_t at, bool root, double min,
+                                       double bytes_per_param, std::vector<ShardUnit>& units) {
+  const ModuleNode& n = nodes[at];
+  if (n.params < min) return {0, 0};
+  const std::size_t place = units.size();
+  double params = 0, share = 0;
+  for (const auto& [name, kid] : n.children) {
+    const auto [p, s] = wrap_by_size(nodes, kid, false, min, bytes_per_param, units);
+    params += p, share += s;
+  }
+  const bool list = !n.children.empty() && std::all_of(n.children.begin(), n.children.end(), [](const auto& kid) {
+    return !kid.first.empty() && kid.first.find_first_not_of("0123456789") == std::string::npos;
+  });
+  if (root || list || n.params - params < min) return {params, share};
+  units.insert(units.begin() + static_cast<std::ptrdiff_t>(place),
+               ShardUnit{(n.params - params) * bytes_per_param, n.share - share, false});
+  return {n.params, n.share};
+}
+
+}  // namespace
+
+std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap, double min_num_params) {
   static const std::regex block(R"((?:^|\.)(?:layers|layer|h|blocks)\.(\d+)\.)");
   std::vector<ShardUnit> units(1);
   units[0].root = true;
+  if (wrap == "size") {
+    const std::vector<ModuleNode> nodes = module_tree(model);
+    const auto [params, share] = wrap_by_size(nodes, 0, true, min_num_params, model.bytes_per_param, units);
+    units[0].bytes = (nodes[0].params - params) * model.bytes_per_param;
+    units[0].share = nodes[0].share - share;
+    return units;
+  }
   if (wrap == "root") {
     for (const LayerSpec& layer : model.layers) {
       units[0].bytes += double(layer.params) * model.bytes_per_param;
@@ -58,6 +123,22 @@ void resolve_shard_group(Config& c, const std::string& origin) {
                      ": hybrid sharding replicates whole groups of shard_group ranks (give a divisor)");
 }
 
+namespace {
+
+// Whether a step may run several micro-batches: training.micro_batches, or a policy that forms
+// its own (verl). A policy that does not build is left to parse_config, which names its place.
+bool accumulates(const Config& c) {
+  return c.training.micro_batches > 1 || std::any_of(c.policies.begin(), c.policies.end(), [&](const PolicySpec& spec) {
+           try {
+             return make_scheduler(spec, c.shape())->forms_micro_batches();
+           } catch (const InputError&) {
+             return false;
+           }
+         });
+}
+
+}  // namespace
+
 double sharded_memory_offset_mib(const Config& config) {
   constexpr double MiB = 1024.0 * 1024.0;
   const PerfModel& m = *config.model;
@@ -68,14 +149,19 @@ double sharded_memory_offset_mib(const Config& config) {
     return std::max(held - m.mem_m0_mib, held - state);
   }
   std::vector<double> bytes;
-  for (const ShardUnit& u : shard_units(m, config.training.wrap)) bytes.push_back(u.bytes);
+  for (const ShardUnit& u : shard_units(m, config.training.wrap, config.training.min_num_params))
+    bytes.push_back(u.bytes);
   std::sort(bytes.rbegin(), bytes.rend());
   const double gathered = config.training.reshard_after_forward
                               ? (bytes[0] + (bytes.size() > 1 ? bytes[1] : 0.0)) / MiB
                               : std::accumulate(bytes.begin(), bytes.end(), 0.0) / MiB;
+  // no_sync keeps a micro-batch's gradients unsharded (at the gradient dtype's size) until the last.
+  const double unsharded = config.training.no_sync && accumulates(config)
+                               ? double(m.total_params()) * m.bytes_per_param / MiB * (1 - 1 / S)
+                               : 0;
   // A calibrated model's m0 may hold less than the whole state (it measured what it measured):
   // never below the sharded state itself.
-  return std::max(state / S - m.mem_m0_mib, state / S - state) + gathered;
+  return std::max(state / S - m.mem_m0_mib, state / S - state) + gathered + unsharded;
 }
 
 void check_sharded(const Config& c, const std::string& origin) {
@@ -88,10 +174,13 @@ void check_sharded(const Config& c, const std::string& origin) {
     throw InputError(why +
                      "is simulated in fast mode so far (collectives timed once in SimGrid, then composed): "
                      "simulation.mode \"full\" takes ddp, fsdp and hybrid");
-  if (c.training.micro_batches > 1)
-    throw InputError(why + "with training.micro_batches " + std::to_string(c.training.micro_batches) +
-                     ": gradient accumulation under sharding (a reduce-scatter per micro-batch, or unsharded "
-                     "gradients kept) is not simulated yet");
+  if (accumulates(c) && !c.training.fully_sharded())
+    throw InputError(why +
+                     (c.training.micro_batches > 1
+                          ? "with training.micro_batches " + std::to_string(c.training.micro_batches)
+                          : std::string("with a policy that forms micro-batches (verl)")) +
+                     ": gradient accumulation under ZeRO-2 is not simulated yet (it is under \"fsdp\" and "
+                     "\"hybrid\")");
   if (c.training.fully_sharded() && c.training.wrap == "layer" && shard_units(*c.model).size() < 2)
     throw InputError(origin + ": training.wrap \"layer\" wraps each transformer block, and model " + c.model->name +
                      "'s layout names none (no parameter named layers.N., layer.N., h.N. or blocks.N.): wrap "
@@ -99,6 +188,24 @@ void check_sharded(const Config& c, const std::string& origin) {
   if (c.simulation.algorithm != "ring")
     throw InputError(why + "gathers and reduce-scatters in rings over the ranks; simulation.algorithm \"" +
                      c.simulation.algorithm + "\" is DDP's allreduce (leave it out)");
+}
+
+void check_equal_micro_batches(const Config& c, const PolicyRun& run) {
+  if (!c.training.fully_sharded() || run.G <= 0) return;
+  const auto count = [](const RankStep& r) { return std::max<std::size_t>(r.micro.size(), 1); };
+  for (std::size_t first = 0; first + static_cast<std::size_t>(run.G) <= run.rows.size(); first += run.G)
+    for (std::size_t i = first + 1; i < first + static_cast<std::size_t>(run.G); ++i) {
+      const RankStep &a = run.rows[first], &b = run.rows[i];
+      if (count(a) == count(b)) continue;
+      throw InputError("policy " + run.label + ", step " + std::to_string(a.step) + ": rank " + std::to_string(a.rank) +
+                       " runs " + std::to_string(count(a)) + " micro-batches and rank " + std::to_string(b.rank) +
+                       " runs " + std::to_string(count(b)) +
+                       " (a batch of b samples makes at most b): under training.data_parallel \"" +
+                       c.training.data_parallel +
+                       "\" every rank runs as many, each micro-batch gathering every unit with all the ranks (give "
+                       "training.micro_batches no more than the smallest batch a rank gets, or a policy that keeps "
+                       "each rank's batch at least that large)");
+    }
 }
 
 }  // namespace ddpsim

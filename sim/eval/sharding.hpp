@@ -8,6 +8,7 @@
 
 #include "engine/step_sim.hpp"
 #include "eval/config.hpp"
+#include "report/policy_run.hpp"
 
 namespace ddpsim {
 
@@ -15,8 +16,10 @@ namespace ddpsim {
 // the order the blocks come, after a root unit of every other parameter (embeddings, final
 // norm, heads): FSDP's auto-wrap policy per block. Bytes at the gradient dtype's size (the
 // parameters FSDP gathers are in it); shares of compute by backward fraction.
-// wrap "root": one unit of every parameter.
-std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap = "layer");
+// wrap "root": one unit of every parameter; "size": PyTorch's size_based_auto_wrap_policy with
+// `min_num_params` over the module tree of the layout's dotted names, the root after the rest.
+std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap = "layer",
+                                   double min_num_params = 1e8);
 
 // Sets training.shard_group: G under fsdp, a node's GPUs by default under hybrid; refuses a
 // group that does not divide the world size, naming the key.
@@ -30,5 +33,10 @@ double sharded_memory_offset_mib(const Config& config);
 
 // Refuses what a sharded config cannot take yet, naming the key.
 void check_sharded(const Config& config, const std::string& origin);
+
+// Under fsdp and hybrid every rank of a step must run as many micro-batches (each gathers
+// every unit, a collective of all the ranks): refuses a run where a policy's step does not,
+// naming the policy, the step and the ranks.
+void check_equal_micro_batches(const Config& config, const PolicyRun& run);
 
 }  // namespace ddpsim

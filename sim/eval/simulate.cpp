@@ -102,6 +102,7 @@ double ComputeCharger::first_use_ms(int rank, int b, int L) {
 }
 
 PolicyWork ComputeCharger::charge(const PolicyRun& run) {
+  check_equal_micro_batches(config_, run);
   const PerfModel& m = *config_.model;
   PolicyWork pw;
   pw.steps = run.G ? static_cast<int>(run.rows.size()) / run.G : 0;
@@ -131,8 +132,7 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
       for (std::size_t k = 0; k + 1 < r.micro.size(); ++k) {
         const MicroBatchShape& mb = r.micro[k];
         const auto [fwd, bwd] = phases(mb.batch_size, mb.max_len, mb.real_tokens, mb.sq_tokens);
-        w.accum_fwd_ms += fwd;
-        w.accum_bwd_ms += bwd;
+        w.earlier.push_back({fwd, bwd});
       }
       const MicroBatchShape& last = r.micro.back();
       std::tie(w.fwd_ms, w.bwd_ms) = phases(last.batch_size, last.max_len, last.real_tokens, last.sq_tokens);
@@ -168,9 +168,11 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.buckets = config_buckets(config);
   setup.sharding = config.training.data_parallel;
   if (config.training.fully_sharded()) {
-    setup.units = shard_units(*config.model, config.training.wrap);
+    setup.units = shard_units(*config.model, config.training.wrap, config.training.min_num_params);
     setup.shard_group = config.training.shard_group;
     setup.reshard_after_forward = config.training.reshard_after_forward;
+    setup.no_sync = config.training.no_sync;
+    setup.backward_prefetch = config.training.backward_prefetch;
   }
   setup.overlap = config.training.overlap;
   setup.comm_slowdown = config.model->comm_slowdown;

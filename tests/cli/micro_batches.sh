@@ -77,4 +77,29 @@ sed '0,/"form": "analytic"/s//"form": "grid"/' "$SRC/models/cpu-distilbert-small
 expect_exit 1 'training.attention "packed" needs the analytic or roofline form .* uses a measured grid' \
   "$DDPSIM" run --set model="$WORK/grid.json" --set training.attention=packed
 expect_exit 1 'attention is "padded" .* or "packed" .*, got "ragged"' "$DDPSIM" run --set training.attention=ragged
+# Under FSDP every micro-batch gathers every unit: no_sync drops all but the last reduce-scatter
+# (a shorter step) and holds the unsharded gradients (more memory); a policy that leaves a rank
+# fewer samples than micro-batches is refused at that step, and writes nothing.
+for sync in false true; do
+  expect_ok "$DDPSIM" run --steps 20 --policies static,verl --set training.data_parallel=fsdp \
+    --set training.micro_batches=2 --set training.no_sync=$sync --out "$WORK/fsdp-$sync"
+  said=$([[ $sync == true ]] && echo 'after the last micro-batch \(no_sync\)' || echo 'after every micro-batch')
+  grep -qE "data parallel: fsdp .*reduce-scattered $said" "$WORK/out" ||
+    fail "the no_sync=$sync run's header does not say how it reduce-scatters: $(grep 'data parallel' "$WORK/out")"
+done
+python3 - "$WORK/fsdp-false/summary.json" "$WORK/fsdp-true/summary.json" <<'PY' ||
+import json, sys
+every, last = (json.load(open(f))["policies"]["static"] for f in sys.argv[1:])
+sys.exit(0 if last["mean_max_step_ms"] < every["mean_max_step_ms"]
+         and last["mean_max_peak_mem_mib"] > every["mean_max_peak_mem_mib"] else 1)
+PY
+  fail "no_sync's step is not shorter, or its memory not larger, than with a reduce-scatter per micro-batch"
+expect_exit 1 'policy minmax, step [0-9]+: rank [0-9]+ runs [0-9]+ micro-batches and rank [0-9]+ runs [0-9]+ .* under training.data_parallel "fsdp" every rank runs as many' \
+  "$DDPSIM" run --steps 50 --policies static,minmax --set training.data_parallel=fsdp --set training.micro_batches=10 \
+  --out "$WORK/unequal"
+[[ ! -e $WORK/unequal ]] || fail "a refused run left $WORK/unequal behind"
+expect_exit 1 'training: backward_prefetch sets FSDP.s re-gathers .* data_parallel "ddp" has none' \
+  "$DDPSIM" run --set training.backward_prefetch=none
+expect_exit 1 'data_parallel "zero2" with training.micro_batches 2: gradient accumulation under ZeRO-2' \
+  "$DDPSIM" run --set training.data_parallel=zero2 --set training.micro_batches=2
 finish
