@@ -203,11 +203,16 @@ TEST_CASE("wrap \"size\": PyTorch's size-based policy over the layout's module t
   CHECK(units[1].share == doctest::Approx(0.3));
   // Larger than the model: the root holds everything, as FSDP without wrapping.
   CHECK(params(shard_units(m, "size", 1e9)) == std::vector<double>{300e6});
+  // A layout of parameter tensors: a module's weight and bias are wrapped together, as its module.
+  m.layers = {{"embed.weight", 30'000'000, 0.2}, {"proj.weight", 60'000'000, 0.6}, {"proj.bias", 20'000'000, 0.2}};
+  CHECK(params(shard_units(m, "size", 1)) == std::vector<double>{0, 30e6, 80e6});
   CHECK_THROWS_WITH_AS(
       parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"min_num_params", 5}}}}, "c.json", ""),
       doctest::Contains("min_num_params sizes wrap \"size\"'s units; wrap is \"layer\""), InputError);
   CHECK_THROWS_WITH_AS(
       parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"wrap", "size"}, {"min_num_params", 0}}}},
                    "c.json", ""),
-      doctest::Contains("min_num_params is a parameter count from 1 to 1e15, got 0"), InputError);
+      doctest::Contains("min_num_params is a whole parameter count from 1 to 1e15, got 0"), InputError);
+  CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", {{"no_sync", true}}}}, "c.json", ""),
+                       doctest::Contains("no_sync picks FSDP's gradient accumulation"), InputError);
 }

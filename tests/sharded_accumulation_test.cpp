@@ -151,3 +151,20 @@ TEST_CASE("no_sync holds the unsharded gradients; every rank of a sharded step r
                        doctest::Contains("policy minmax, step 1: rank 0 runs 2 micro-batches and rank 1 runs 1"),
                        InputError);
 }
+
+TEST_CASE("b_max \"model\" caps a rank's batch per micro-batch: M even micro-batches of what fits") {
+  const auto cap = [](int micro) {
+    return parse_config(nlohmann::json{{"model", "h100-distilbert"},
+                                       {"training",
+                                        {{"world_size", 4},
+                                         {"global_batch", 64},
+                                         {"max_length", 512},
+                                         {"micro_batches", micro},
+                                         {"b_max", "model"}}}},
+                        "c.json", "")
+        .training.b_max;
+  };
+  const PerfModel m = load_perf_model("h100-distilbert");
+  CHECK(cap(1) == std::vector<int>(4, m.max_batch(512)));
+  CHECK(cap(4) == std::vector<int>(4, 4 * m.max_batch(512)));
+}

@@ -120,3 +120,24 @@ TEST_CASE("full mode takes fsdp and hybrid, and refuses zero2 by its key") {
                        doctest::Contains("c.json: training.data_parallel \"zero2\" is simulated in fast mode so far"),
                        InputError);
 }
+
+TEST_CASE("what the source throws mid-run ends a full-mode HSDP run with that error, whichever actor asked") {
+  // Blocks of one step: the groups and the replicas' actor each come to the source; the third
+  // block throws, as the compute charger does for a step whose ranks run unequal micro-batches.
+  for (const int failing : {0, 2}) {
+    CAPTURE(failing);
+    EngineSetup s = sharded(cluster(32), 8);
+    s.mode = "full";
+    const std::vector<PolicyWork> policies = work(32, 1);
+    StepBlocks blocks;
+    blocks.steps = {3, 3};
+    blocks.work = [&](int p, int first, int count) {
+      if (first == failing && p == 1) throw InputError("policy b, step " + std::to_string(first) + ": refused");
+      PolicyWork w{count, policies[static_cast<std::size_t>(p)].synchronized, {}};
+      for (int i = 0; i < count * 32; ++i) w.work.push_back(policies[static_cast<std::size_t>(p)].work[first * 32 + i]);
+      return w;
+    };
+    blocks.done = [](int, int, std::vector<RankTiming>&) {};
+    CHECK_THROWS_WITH_AS(simulate_full(s, blocks), doctest::Contains("policy b, step"), InputError);
+  }
+}

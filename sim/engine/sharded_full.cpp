@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 
+#include <simgrid/Exception.hpp>
 #include <simgrid/s4u.hpp>
 
 #include "common/interrupt.hpp"
@@ -78,10 +79,14 @@ class ShardedRun {
     std::size_t finished = 0;  // groups done with its last step
   };
 
-  // What the source throws ends the run, and is thrown again once SimGrid returns.
+  // What the source throws ends the run, and is thrown again once SimGrid returns. SimGrid kills
+  // the other actors once every actor due in this round has run (block_of ends those that come
+  // to it meanwhile); a kill is SimGrid's to finish, never caught here.
   void guarded(const std::function<void()>& body) {
     try {
       body();
+    } catch (const simgrid::ForcefulKillException&) {
+      throw;
     } catch (...) {
       if (!failure_) failure_ = std::current_exception();
     }
@@ -90,15 +95,19 @@ class ShardedRun {
     sg4::this_actor::exit();
   }
 
-  // Policy p's block holding step t; the first group to need it asks the source.
+  // Policy p's block holding step t; the first actor to need it asks the source, and a block
+  // enters the map only whole (the source may throw).
   Block& block_of(std::size_t p, int t) {
+    if (failure_) sg4::this_actor::exit();  // another actor's source threw: the run is ending
     const int index = t / source_.block_steps;
-    auto [it, fresh] = blocks_.try_emplace({p, index});
-    if (fresh) {
-      it->second.first = index * source_.block_steps;
-      it->second.work = source_.work(static_cast<int>(p), it->second.first,
-                                     std::min(source_.block_steps, source_.steps[p] - it->second.first));
-      it->second.timing.resize(it->second.work.work.size());
+    auto it = blocks_.find({p, index});
+    if (it == blocks_.end()) {
+      Block block;
+      block.first = index * source_.block_steps;
+      block.work =
+          source_.work(static_cast<int>(p), block.first, std::min(source_.block_steps, source_.steps[p] - block.first));
+      block.timing.resize(block.work.work.size());
+      it = blocks_.emplace(std::pair{p, index}, std::move(block)).first;
     }
     return it->second;
   }

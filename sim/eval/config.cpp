@@ -182,7 +182,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     if (cap < 1)
       throw InputError(origin + ": training.b_max=\"model\": not one sample of length " +
                        std::to_string(c.training.max_length) + " fits the " + c.model->name + " memory capacity");
-    c.training.b_max.assign(static_cast<std::size_t>(ranks), cap);
+    // Activations live for one micro-batch: M even micro-batches of at most `cap` samples each.
+    const long long per_rank = static_cast<long long>(cap) * c.training.micro_batches;
+    c.training.b_max.assign(static_cast<std::size_t>(ranks),
+                            static_cast<int>(std::min<long long>(per_rank, std::numeric_limits<int>::max())));
   }
   if (c.parallel && !c.training.b_max.empty() && top.raw("training").at("b_max").is_number())
     c.training.b_max.assign(static_cast<std::size_t>(ranks), c.training.b_max.front());  // one cap for every group

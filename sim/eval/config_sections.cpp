@@ -2,6 +2,7 @@
 // against its own ranges; parse_config joins them and checks what spans sections.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -94,9 +95,9 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
                      "\"size\" (PyTorch's size_based_auto_wrap_policy with min_num_params), got \"" +
                      t.wrap + "\"");
   t.min_num_params = f.get<double>("min_num_params", t.min_num_params);
-  if (!(t.min_num_params >= 1 && t.min_num_params <= 1e15))
-    throw InputError(where + ": min_num_params is a parameter count from 1 to 1e15, got " +
-                     nlohmann::json(t.min_num_params).dump());
+  if (!(t.min_num_params >= 1 && t.min_num_params <= 1e15 && std::floor(t.min_num_params) == t.min_num_params))
+    throw InputError(where + ": min_num_params is a whole parameter count from 1 to 1e15, got " +
+                     format("%.17g", t.min_num_params));
   if (t.min_num_params != defaults.min_num_params && t.wrap != "size")
     throw InputError(where + ": min_num_params sizes wrap \"size\"'s units; wrap is \"" + t.wrap +
                      "\" (leave it out, or set wrap \"size\")");
@@ -110,6 +111,8 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
   fsdp_only(t.wrap != defaults.wrap, "wrap sets FSDP's units", "has none");
   fsdp_only(t.backward_prefetch != defaults.backward_prefetch, "backward_prefetch sets FSDP's re-gathers", "has none");
   fsdp_only(!t.reshard_after_forward, "reshard_after_forward false is FSDP's", "holds every parameter throughout");
+  fsdp_only(t.no_sync, "no_sync picks FSDP's gradient accumulation",
+            t.data_parallel == "ddp" ? "accumulates under no_sync always" : "does not accumulate gradients yet");
 }
 
 }  // namespace

@@ -43,17 +43,18 @@ std::vector<ModuleNode> module_tree(const PerfModel& model) {
 
 // PyTorch's size_based_auto_wrap_policy through _recursive_wrap: a module of at least `min`
 // parameters is searched, its children first; it becomes a unit if what its wrapped children
-// leave is still at least `min` — but not the root (it keeps the rest) nor a module list (a node
-// whose children are all numbered: the policy excludes nn.ModuleList). Units come parent
-// first, as forward gathers them. Returns the subtree's wrapped parameters and share.
-std::pair<double, double> wrap_by_size(const std::vector<ModuleNode>& nodes, std::size_t at, bool root, double min,
-                                       double bytes_per_param, std::vector<ShardUnit>& units) {
+// leave is still at least `min` — but not the root (it keeps the rest), a module list (a node
+// whose children are all numbered: the policy excludes nn.ModuleList) nor a parameter (a leaf
+// named weight or bias: its module is the one wrapped). Units come parent first, as forward
+// gathers them. Returns the subtree's wrapped parameters and share.
+std::pair<double, double> wrap_by_size(const std::vector<ModuleNode>& nodes, std::size_t at, const std::string& name,
+                                       bool root, double min, double bytes_per_param, std::vector<ShardUnit>& units) {
   const ModuleNode& n = nodes[at];
-  if (n.params < min) return {0, 0};
+  if (n.params < min || name == "weight" || name == "bias") return {0, 0};
   const std::size_t place = units.size();
   double params = 0, share = 0;
-  for (const auto& [name, kid] : n.children) {
-    const auto [p, s] = wrap_by_size(nodes, kid, false, min, bytes_per_param, units);
+  for (const auto& [child, kid] : n.children) {
+    const auto [p, s] = wrap_by_size(nodes, kid, child, false, min, bytes_per_param, units);
     params += p, share += s;
   }
   const bool list = !n.children.empty() && std::all_of(n.children.begin(), n.children.end(), [](const auto& kid) {
@@ -73,7 +74,7 @@ std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wr
   units[0].root = true;
   if (wrap == "size") {
     const std::vector<ModuleNode> nodes = module_tree(model);
-    const auto [params, share] = wrap_by_size(nodes, 0, true, min_num_params, model.bytes_per_param, units);
+    const auto [params, share] = wrap_by_size(nodes, 0, "", true, min_num_params, model.bytes_per_param, units);
     units[0].bytes = (nodes[0].params - params) * model.bytes_per_param;
     units[0].share = nodes[0].share - share;
     return units;
@@ -123,21 +124,15 @@ void resolve_shard_group(Config& c, const std::string& origin) {
                      ": hybrid sharding replicates whole groups of shard_group ranks (give a divisor)");
 }
 
-namespace {
-
-// Whether a step may run several micro-batches: training.micro_batches, or a policy that forms
-// its own (verl). A policy that does not build is left to parse_config, which names its place.
 bool accumulates(const Config& c) {
   return c.training.micro_batches > 1 || std::any_of(c.policies.begin(), c.policies.end(), [&](const PolicySpec& spec) {
            try {
              return make_scheduler(spec, c.shape())->forms_micro_batches();
-           } catch (const InputError&) {
+           } catch (const InputError&) {  // left to parse_config, which names the policy's place
              return false;
            }
          });
 }
-
-}  // namespace
 
 double sharded_memory_offset_mib(const Config& config) {
   constexpr double MiB = 1024.0 * 1024.0;
@@ -198,8 +193,8 @@ void check_equal_micro_batches(const Config& c, const PolicyRun& run) {
       const RankStep &a = run.rows[first], &b = run.rows[i];
       if (count(a) == count(b)) continue;
       throw InputError("policy " + run.label + ", step " + std::to_string(a.step) + ": rank " + std::to_string(a.rank) +
-                       " runs " + std::to_string(count(a)) + " micro-batches and rank " + std::to_string(b.rank) +
-                       " runs " + std::to_string(count(b)) +
+                       " runs " + std::to_string(count(a)) + (count(a) == 1 ? " micro-batch" : " micro-batches") +
+                       " and rank " + std::to_string(b.rank) + " runs " + std::to_string(count(b)) +
                        " (a batch of b samples makes at most b): under training.data_parallel \"" +
                        c.training.data_parallel +
                        "\" every rank runs as many, each micro-batch gathering every unit with all the ranks (give "

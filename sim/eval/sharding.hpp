@@ -31,6 +31,10 @@ void resolve_shard_group(Config& config, const std::string& origin);
 // where reshard_after_forward is off (each stays gathered from its forward to its backward).
 double sharded_memory_offset_mib(const Config& config);
 
+// Whether a step may run several micro-batches: training.micro_batches, or a policy that forms
+// its own (verl).
+bool accumulates(const Config& config);
+
 // Refuses what a sharded config cannot take yet, naming the key.
 void check_sharded(const Config& config, const std::string& origin);
 
