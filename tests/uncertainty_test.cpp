@@ -3,11 +3,13 @@
 // the truth at its stated rate where the seeds' range alone does not.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "common/stats.hpp"
 #include "eval/config.hpp"
+#include "eval/pipeline_uncertainty.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
 
@@ -158,4 +160,34 @@ TEST_CASE("over 200 synthetic runs whose true form lies between the supported tw
   // Stated rate 95%; tolerance 5 pp (3.3 binomial standard deviations at 200 runs).
   CHECK(inside >= 0.90 * kRuns);
   CHECK(inside_seeds < 0.60 * kRuns);  // what the seeds alone would claim
+}
+
+TEST_CASE("a pipeline job's network variant slows the links it copied from the platform, and moves its gains") {
+  // A spec-derived Llama on 2 nodes of 4 GPUs: each stage's syncs cross the NICs.
+  const Config c = parse_config(
+      nlohmann::json{{"model", std::string(DDPSIM_SOURCE_DIR) + "/models/llama-3.2-1b-h100.json"},
+                     {"training", {{"world_size", 8}, {"global_batch", 16}, {"steps", 3}, {"max_length", 512}}},
+                     {"policies", {"static", "kk"}},
+                     {"platform", {{"topology", "cluster"}, {"gpus_per_node", 4}}},
+                     {"data", {{"source", "lognormal"}, {"mean", 300}, {"std", 200}, {"max", 512}}},
+                     {"parallel", {{"stages", 2}, {"micro_batches", 2}}}},
+      "c.json", "");
+  const auto variants = model_variants(c);
+  const auto network =
+      std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.term == "network"; });
+  REQUIRE(network != variants.end());
+  const auto &slow = network->config.parallel->setup.channels, &given = c.parallel->setup.channels;
+  CHECK(slow.bytes_per_s == doctest::Approx(given.bytes_per_s / 2));
+  CHECK(slow.fabric.nic_bytes_per_s == doctest::Approx(given.fabric.nic_bytes_per_s / 2));
+  CHECK(slow.fabric.leaf_bytes_per_s == doctest::Approx(given.fabric.leaf_bytes_per_s / 2));
+  const auto first = simulate_parallel(c), slower = simulate_parallel(network->config);
+  CHECK(slower[0].step_mean > first[0].step_mean);
+  const auto predicted = pipeline_gain_predictions(c, first, nullptr, {{0.0}, pipeline_gains(first)});
+  REQUIRE(predicted.size() == 2);
+  CHECK(predicted[1].lo <= predicted[1].gain_pct);
+  CHECK(predicted[1].hi >= predicted[1].gain_pct);
+  const auto session = std::find_if(predicted[1].terms.begin(), predicted[1].terms.end(),
+                                    [](const UncertaintyTerm& t) { return t.name == "session"; });
+  REQUIRE(session != predicted[1].terms.end());
+  CHECK(session->half_width_pp == doctest::Approx(kCampaignSessionBelowPp));  // a pipeline takes the wider one
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/stats.hpp"
+#include "eval/pipeline_uncertainty.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
 
@@ -42,17 +43,17 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
 
 namespace {
 
-std::string predictions_report(const Config& config, const SimulationRun& first,
+std::string predictions_report(const Config& config, const std::vector<std::string>& labels,
                                const std::vector<GainPrediction>& gains) {
   std::string out =
       "\neach gain's 95% prediction interval: the seeds' range widened, in quadrature, by what the model does not "
       "know (half-widths in pp)\n";
-  int width = 0;
-  for (const PolicyRun& run : first.runs) width = std::max(width, static_cast<int>(run.label.size()));
+  std::size_t width = 0;
+  for (const std::string& label : labels) width = std::max(width, label.size());
   for (std::size_t p = 1; p < gains.size(); ++p)
-    out += "  " + first.runs[p].label + std::string(width - first.runs[p].label.size(), ' ') + "  " +
-           gain_prediction_text(gains[p]) + (gains[p].per_sample ? " per sample" : "") + "\n  " +
-           std::string(width, ' ') + "  " + terms_text(gains[p]) + "\n";
+    out += "  " + labels[p] + std::string(width - labels[p].size(), ' ') + "  " + gain_prediction_text(gains[p]) +
+           (gains[p].per_sample ? " per sample" : "") + "\n  " + std::string(width, ' ') + "  " + terms_text(gains[p]) +
+           "\n";
   out += "  session: " + session_spread(*config.model).source + "\n";
   if (config.model->supported_forms.empty())
     out += "  model form: the model records no held-out error by form (calibrate writes them), so no form term\n";
@@ -60,56 +61,30 @@ std::string predictions_report(const Config& config, const SimulationRun& first,
   return out;
 }
 
-nlohmann::ordered_json replicates_json(const Config& config, const SimulationRun& first, int replicates,
-                                       const std::vector<std::vector<double>>& means,
-                                       const std::vector<std::vector<double>>& p95s,
+nlohmann::ordered_json replicates_json(const Config& config, const SeedFigures& f, int replicates,
                                        const std::vector<GainPrediction>& gains) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   const auto figure = [](const std::vector<double>& x) {
     return nlohmann::ordered_json{{"mean", mean(x)}, {"interval95", {percentile(x, 2.5), percentile(x, 97.5)}}};
   };
-  for (std::size_t p = 0; p < first.runs.size(); ++p) {
-    nlohmann::ordered_json j{{"mean_max_step_ms", figure(means[p])}, {"p95_max_step_ms", figure(p95s[p])}};
+  for (std::size_t p = 0; p < f.labels.size(); ++p) {
+    const std::string key = f.figure == "step time" ? "step_ms" : "max_step_ms";
+    nlohmann::ordered_json j{{"mean_" + key, figure(f.means[p])}, {"p95_" + key, figure(f.p95s[p])}};
     if (p > 0) j["gain"] = gain_prediction_json(gains[p]);
-    policies[first.runs[p].label] = std::move(j);
+    policies[f.labels[p]] = std::move(j);
   }
   return {{"seeds", {config.training.seed, config.training.seed + replicates - 1}},
-          {"baseline", first.runs[0].label},
+          {"baseline", f.labels[0]},
           {"session_source", session_spread(*config.model).source},
           {"policies", std::move(policies)}};
 }
 
 }  // namespace
 
-Replicates replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
-                             const SimulationRun* first_quiet, int replicates,
-                             const std::function<void(long, long)>& progress) {
-  const std::size_t P = first.runs.size();
-  const bool quiet = first_quiet != nullptr;
-  std::vector<std::vector<double>> means(P), p95s(P), gains(P), quiet_gains(P);
-  std::vector<bool> per_sample(P, false);
-  const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
-    std::vector<bool> each;
-    const std::vector<double> g = run_gains(sim, &each);
-    for (std::size_t p = 0; p < P; ++p) {
-      const TokenSummary& s = sim.summaries[p];
-      if (figures) means[p].push_back(s.mean_max_step_ms), p95s[p].push_back(s.p95_max_step_ms);
-      into[p].push_back(g[p]);
-      per_sample[p] = each[p];
-    }
-  };
-  add(first, gains, true);
-  if (quiet) add(*first_quiet, quiet_gains, false);
-  for (int r = 1; r < replicates; ++r) {
-    Config seeded = config;
-    seeded.training.seed = config.training.seed + r;
-    const std::vector<int> dataset = config_dataset(seeded, source);
-    add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), gains, true);  // the summaries alone
-    if (quiet) add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), quiet_gains, false);
-    if (progress) progress(r + 1, replicates);
-  }
-  const std::vector<GainPrediction> predicted =
-      gain_predictions(config, config_dataset(config, source), first, first_quiet, gains);
+Replicates replicates_result(const Config& config, const SeedFigures& f, int replicates,
+                             const std::vector<GainPrediction>& predicted) {
+  const std::size_t P = f.labels.size();
+  const bool quiet = !f.quiet_gains.empty();
   const auto cell = [](const std::vector<double>& x, const char* format) {
     char text[96];
     std::snprintf(text, sizeof text, format, shown(mean(x), 2), shown(percentile(x, 2.5), 2),
@@ -122,22 +97,91 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
                 "%-30s %-28s %-28s %-30s%s\n",
                 replicates, static_cast<long long>(config.training.seed),
                 static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, "policy",
-                "max step time, mean (ms)", "max step time, P95 (ms)", ("gain over " + first.runs[0].label).c_str(),
-                quiet ? " gain, compute noise off" : "");
+                (f.figure + ", mean (ms)").c_str(), (f.figure + ", P95 (ms)").c_str(),
+                ("gain over " + f.labels[0]).c_str(), quiet ? " gain, compute noise off" : "");
   std::string out = line;
   for (std::size_t p = 0; p < P; ++p) {
-    const std::string suffix = per_sample[p] ? " per sample" : "";
-    const std::string gain = p == 0 ? "-" : cell(gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
-    const std::string off = !quiet ? "" : p == 0 ? " -" : " " + cell(quiet_gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
-    std::snprintf(line, sizeof line, "%-30s %-28s %-28s %-30s%s", first.runs[p].label.c_str(),
-                  cell(means[p], "%.2f [%.2f, %.2f]").c_str(), cell(p95s[p], "%.2f [%.2f, %.2f]").c_str(), gain.c_str(),
-                  off.c_str());
+    const std::string suffix = f.per_sample[p] ? " per sample" : "";
+    const std::string gain = p == 0 ? "-" : cell(f.gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
+    const std::string off = !quiet   ? ""
+                            : p == 0 ? " -"
+                                     : " " + cell(f.quiet_gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
+    std::snprintf(line, sizeof line, "%-30s %-28s %-28s %-30s%s", f.labels[p].c_str(),
+                  cell(f.means[p], "%.2f [%.2f, %.2f]").c_str(), cell(f.p95s[p], "%.2f [%.2f, %.2f]").c_str(),
+                  gain.c_str(), off.c_str());
     out += line;
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
   }
-  if (P > 1) out += predictions_report(config, first, predicted);
-  return {out, replicates_json(config, first, replicates, means, p95s, predicted)};
+  if (P > 1) out += predictions_report(config, f.labels, predicted);
+  return {out, replicates_json(config, f, replicates, predicted)};
+}
+
+Replicates replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
+                             const SimulationRun* first_quiet, int replicates,
+                             const std::function<void(long, long)>& progress) {
+  const std::size_t P = first.runs.size();
+  SeedFigures f;
+  for (const PolicyRun& run : first.runs) f.labels.push_back(run.label);
+  f.means.resize(P), f.p95s.resize(P), f.gains.resize(P), f.per_sample.assign(P, false);
+  if (first_quiet) f.quiet_gains.resize(P);
+  const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
+    std::vector<bool> each;
+    const std::vector<double> g = run_gains(sim, &each);
+    for (std::size_t p = 0; p < P; ++p) {
+      const TokenSummary& s = sim.summaries[p];
+      if (figures) f.means[p].push_back(s.mean_max_step_ms), f.p95s[p].push_back(s.p95_max_step_ms);
+      into[p].push_back(g[p]);
+      f.per_sample[p] = each[p];
+    }
+  };
+  add(first, f.gains, true);
+  if (first_quiet) add(*first_quiet, f.quiet_gains, false);
+  for (int r = 1; r < replicates; ++r) {
+    Config seeded = config;
+    seeded.training.seed = config.training.seed + r;
+    const std::vector<int> dataset = config_dataset(seeded, source);
+    add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), f.gains, true);  // the summaries alone
+    if (first_quiet)
+      add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), f.quiet_gains, false);
+    if (progress) progress(r + 1, replicates);
+  }
+  const std::vector<GainPrediction> predicted =
+      gain_predictions(config, config_dataset(config, source), first, first_quiet, f.gains);
+  return replicates_result(config, f, replicates, predicted);
+}
+
+Replicates pipeline_replicates(const Config& config, const std::vector<PipelineFigures>& first, int replicates,
+                               const std::function<void(long, long)>& progress) {
+  const std::size_t P = first.size();
+  SeedFigures f;
+  f.figure = "step time";
+  for (const PipelineFigures& column : first) f.labels.push_back(column.label);
+  f.means.resize(P), f.p95s.resize(P), f.gains.resize(P), f.per_sample.assign(P, false);
+  const auto add = [&](const std::vector<PipelineFigures>& columns, std::vector<std::vector<double>>& into,
+                       bool figures) {
+    const std::vector<double> g = pipeline_gains(columns);
+    for (std::size_t p = 0; p < P; ++p) {
+      if (figures) f.means[p].push_back(columns[p].step_mean), f.p95s[p].push_back(columns[p].step_p95);
+      into[p].push_back(g[p]);
+    }
+  };
+  std::optional<std::vector<PipelineFigures>> quiet;
+  if (P > 1 && draws_compute_noise(config)) {
+    quiet = simulate_parallel(without_compute_noise(config));
+    f.quiet_gains.resize(P);
+    add(*quiet, f.quiet_gains, false);
+  }
+  add(first, f.gains, true);
+  for (int r = 1; r < replicates; ++r) {
+    Config seeded = config;
+    seeded.training.seed = config.training.seed + r;
+    add(simulate_parallel(seeded), f.gains, true);
+    if (quiet) add(simulate_parallel(without_compute_noise(seeded)), f.quiet_gains, false);
+    if (progress) progress(r + 1, replicates);
+  }
+  return replicates_result(config, f, replicates,
+                           pipeline_gain_predictions(config, first, quiet ? &*quiet : nullptr, f.gains));
 }
 
 }  // namespace ddpsim::cli

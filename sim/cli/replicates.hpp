@@ -7,9 +7,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "data/lengths.hpp"
 #include "eval/config.hpp"
+#include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
 
@@ -39,5 +41,22 @@ struct Replicates {
 Replicates replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
                              const SimulationRun* first_quiet, int replicates,
                              const std::function<void(long, long)>& progress);
+
+// Each policy's figures over the seeds, the first seed's first: its label, mean and P95 step
+// times, gain over the first policy, and that gain with the compute noise off (empty: none).
+struct SeedFigures {
+  std::string figure = "max step time";  // what means and p95s are of: a pipeline's is its "step time"
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> means, p95s, gains, quiet_gains;
+  std::vector<bool> per_sample;
+};
+// The report and JSON that replicates_report gives, for figures gathered by any engine.
+Replicates replicates_result(const Config& config, const SeedFigures& figures, int replicates,
+                             const std::vector<GainPrediction>& predicted);
+
+// replicates_report for a model-mode pipeline job (`first`: its columns at the config's seed):
+// the gains in mean pipeline step time, their intervals from eval/pipeline_uncertainty.hpp.
+Replicates pipeline_replicates(const Config& config, const std::vector<PipelineFigures>& first, int replicates,
+                               const std::function<void(long, long)>& progress);
 
 }  // namespace ddpsim::cli

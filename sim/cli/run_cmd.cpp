@@ -5,16 +5,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include "calib/registration.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
+#include "cli/pipeline_verb.hpp"
 #include "cli/progress.hpp"
 #include "cli/replicates.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "eval/pipeline_eval.hpp"
 #include "eval/sharding.hpp"
 #include "eval/simulate.hpp"
 #include "report/outputs.hpp"
@@ -82,12 +81,16 @@ With --replicates R, each gain also gets a 95% prediction interval: the seeds' r
 by what the model does not know — the spread over the forms its fit supports, the session a
 run meets (by compute regime), the first-use cost, a poor fit's held-out error, and for a
 model derived from specs its efficiency, launch floor and network — and the source that
-dominates it (docs/intervals.md). summary.json carries both ranges under "replicates".
+dominates it (docs/intervals.md). summary.json carries both ranges under "replicates". A
+model-mode pipeline job takes --replicates too: its gains are in mean pipeline step time, and
+carry the wider, launch-bound session spread (a pipeline step is no one rank-step to place in a
+regime).
 
 examples:
   ddpsim compare
   ddpsim compare --policies static,minmax,minmax:cost=model
   ddpsim compare --policies static,minmax --replicates 20   # each gain, its range over 20 seeds
+  ddpsim compare configs/llama3-8b-pipeline.json --replicates 10 --steps 50
   ddpsim compare my.json --policies static,minmax --set simulation.algorithm=tree
   ddpsim compare configs/llm-rollouts.json --policies static,verl:max_token_len=16384 \
       --set training.micro_batches=4
@@ -112,65 +115,6 @@ std::pair<int, int> parse_range(const std::string& text) {
   throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");
 }
 
-// The pipeline's links as the platform shapes them (pipeline/network.hpp).
-std::string fabric_line(const Config& config) {
-  const auto& p = config.platform;
-  std::ostringstream line;
-  line << p.topology << ", GPU links " << p.link_GBps << " GB/s and " << p.latency_us << " us";
-  if (p.topology == "pcie" && p.host_GBps > 0) line << ", root complex " << p.host_GBps << " GB/s";
-  const int nodes = node_of_ranks(p, config.training.world_size).back() + 1;
-  if (p.topology == "cluster" && nodes > 1)
-    line << " inside a node; " << nodes << " nodes, NICs " << p.nic_GBps << " GB/s and " << p.nic_latency_us << " us, "
-         << p.nodes_per_leaf << " nodes per leaf, oversubscription " << p.oversubscription;
-  return line.str();
-}
-
-// A config with a `parallel` section: a pipeline-parallel job, summed up in one table.
-int parallel_verb(const Config& config, const po::variables_map& vm, bool compare, std::pair<int, int> record) {
-  const auto& p = *config.parallel;
-  const std::filesystem::path dir = vm.count("out") ? std::filesystem::path(vm["out"].as<std::string>()) : "";
-  std::vector<std::filesystem::path> outputs;
-  if (!dir.empty()) outputs = {dir / "summary.json", dir / "pipeline_steps.csv"};
-  for (const char* option : {"timeline", "link-series"})
-    if (vm.count(option)) outputs.emplace_back(vm[option].as<std::string>());
-  check_outputs(outputs);
-  const nlohmann::json described = p.to_json();
-  std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  pipeline: " << p.setup.stages
-            << " stages × " << p.setup.groups << " data-parallel group" << (p.setup.groups == 1 ? "" : "s") << ", "
-            << p.setup.schedule << ", " << p.setup.micro_batches << " micro-batches, " << p.setup.data_parallel
-            << (p.setup.groups > 1 ? " (" + p.setup.algorithm + " syncs)" : std::string()) << ", "
-            << config.training.steps << " step" << (config.training.steps == 1 ? "" : "s")
-            << "\n  channels: " << described["channels"].dump() << "\n";
-  if (p.abstract_mode) {
-    std::cout << "  abstract work: " << described["abstract"].dump() << "\n\n";
-  } else {
-    std::string layers;
-    for (int n : pipeline::layers_per_stage(stage_partition(config), static_cast<int>(config.model->layers.size())))
-      (layers += layers.empty() ? "" : " ") += std::to_string(n);
-    std::cout << "  model: " << config.model->name << ", partition " << p.partition << " (layers per stage: " << layers
-              << "), " << p.micro_batching << " micro-batches, " << p.activation_bytes_per_token
-              << " activation bytes per token\n  links: " << fabric_line(config) << "\n\n";
-  }
-  const auto columns = simulate_parallel(config, record);
-  std::cout << pipeline_table(config, columns);
-  std::vector<std::pair<std::filesystem::path, std::string>> files;
-  if (!dir.empty()) {
-    files.emplace_back(dir / "summary.json", pipeline_summary(config, columns).dump(2) + "\n");
-    files.emplace_back(dir / "pipeline_steps.csv", pipeline_steps_csv(config, columns));
-  }
-  if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), pipeline_timeline(config, columns));
-  if (vm.count("link-series"))
-    files.emplace_back(vm["link-series"].as<std::string>(),
-                       link_series_csv(config, columns, vm.count("link-bin") ? vm["link-bin"].as<double>() : 0));
-  publish(files);  // all of them or none
-  if (!files.empty()) {
-    std::cout << "wrote";
-    for (const auto& [path, content] : files) std::cout << " " << path.string();
-    std::cout << "\n";
-  }
-  return 0;
-}
-
 // How the ranks meet: DDP's buckets, or FSDP's units (inside groups, under HSDP).
 std::string data_parallel_line(const Config& config, std::size_t buckets) {
   const TrainingConfig& t = config.training;
@@ -182,17 +126,16 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
            " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
   const std::size_t n = shard_units(*config.model, t.wrap, t.min_num_params).size();
-  std::string units = t.wrap == "root" ? std::string("one unit (the whole model)")
-                                       : std::to_string(n) + " units (a root and " +
-                                             (t.wrap == "layer" ? std::string("a unit per block")
-                                                                : std::to_string(n - 1) + " of at least " +
-                                                                      format("%g", t.min_num_params) + " parameters") +
-                                             ")";
+  std::string units = n == 1              ? std::string("one unit (the whole model)")
+                      : t.wrap == "layer" ? std::to_string(n) + " units (a root and a unit per block)"
+                                          : std::to_string(n) + " units (a root and " + std::to_string(n - 1) +
+                                                " of at least " + format("%g", t.min_num_params) + " parameters)";
+  if (n == 1 && t.wrap == "size") units += ", no module holds " + format("%g", t.min_num_params) + " parameters";
   units += t.reshard_after_forward ? ", resharded after forward" : ", kept gathered from forward to backward";
-  if (t.micro_batches > 1)
+  if (accumulates(config))
     units += t.no_sync ? ", reduce-scattered after the last micro-batch (no_sync)"
                        : ", reduce-scattered after every micro-batch";
-  if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward)
+  if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward && n > 1)
     units += ", backward_prefetch " + t.backward_prefetch;
   const int groups = t.world_size / t.shard_group;
   if (t.data_parallel == "fsdp" || groups == 1)
@@ -288,15 +231,17 @@ int simulate_verb(const Args& args, bool compare) {
   if (replicates > 1 && !can_simulate_again(config))
     throw UsageError(std::string("--replicates ") + std::to_string(replicates) + ": " + kXmlOncePerProcess +
                      "; run each seed as its own command (--set training.seed=N)");
-  if (replicates > 1 && config.parallel)
+  if (replicates > 1 && config.parallel && config.parallel->abstract_mode)
     throw UsageError(
-        config.parallel->abstract_mode
-            ? "--replicates repeats a run under other seeds; an abstract pipeline job has no sample stream to redraw"
-            : "--replicates is not built for pipeline jobs yet: run each seed as its own command "
-              "(--set training.seed=N)");
+        "--replicates repeats a run under other seeds; an abstract pipeline job has no sample stream to "
+        "redraw");
   if (vm.count("register")) {
     const std::string file = vm["register"].as<std::string>();
     if (!compare) throw UsageError("--register writes a prediction of gains: use ddpsim compare");
+    if (config.parallel)
+      throw UsageError("--register " + file +
+                       ": a registered prediction is scored by ddpsim validate against a traced data-parallel run, "
+                       "and no trainer here runs a pipeline job");
     if (vm.count("config-json"))  // a registration names its config file, which a later validate reads
       throw UsageError("--register " + file + " records the config file it predicts from: write the config to a file");
     if (replicates < 2)
@@ -328,7 +273,7 @@ int simulate_verb(const Args& args, bool compare) {
         check_output_path(vm[option].as<std::string>(), std::string("--") + option);  // before the work
   }
   if (print_config(vm, config)) return 0;  // after the options' checks: a refused command is refused either way
-  if (config.parallel) return parallel_verb(config, vm, compare, timeline);
+  if (config.parallel) return parallel_verb(config, vm, compare, timeline, replicates);
   std::vector<std::filesystem::path> outputs;
   if (vm.count("out"))
     for (const char* name : {"steps.csv", "summary.json"})

@@ -86,6 +86,12 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
     Config slow = config;
     slow.platform.link_GBps *= kSpecNetworkShare;
     slow.platform.nic_GBps *= kSpecNetworkShare;
+    if (slow.parallel) {  // a pipeline's links were copied from the platform as the config was read
+      pipeline::ChannelConfig& links = slow.parallel->setup.channels;
+      links.bytes_per_s *= kSpecNetworkShare;
+      links.fabric.nic_bytes_per_s *= kSpecNetworkShare;
+      links.fabric.leaf_bytes_per_s *= kSpecNetworkShare;
+    }
     out.push_back({"network", std::move(slow)});
   }
   return out;

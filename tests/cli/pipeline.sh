@@ -119,6 +119,28 @@ small=(--steps 2 --set training.world_size=8 --set training.global_batch=4 --pol
        --set 'parallel={"stages": 4, "schedule": "gpipe", "micro_batches": 2}')
 expect_ok "$DDPSIM" run "${small[@]}"  # B=4 over D=2 groups: the policies are checked against D, not G=8
 expect_exit 1 'training.bucket_mb is not used by a pipeline job' "$DDPSIM" run "${small[@]}" --set training.bucket_mb=1
+
+# --replicates on a model-mode pipeline: each gain over the seeds and its prediction interval, in
+# the printout and in summary.json; the same command twice writes the same bytes.
+for n in 1 2; do
+  expect_ok "$DDPSIM" compare "${small[@]}" --replicates 3 --out "$WORK/rep$n"
+done
+grep -q "^over 3 seeds (0 to 2), 2 steps each" "$WORK/out" || fail "no table over the seeds: $(cat "$WORK/out")"
+grep -qE '^  kk +[+-][0-9.]+% \(seeds \[.*\]; prediction \[.*\], mostly: ' "$WORK/out" ||
+  fail "no prediction interval for kk: $(cat "$WORK/out")"
+cmp "$WORK/rep1/summary.json" "$WORK/rep2/summary.json" || fail "--replicates on a pipeline is not reproducible"
+python3 - "$WORK/rep1/summary.json" <<'PY' || fail "summary.json lacks the pipeline's replicates"
+import json, sys
+r = json.load(open(sys.argv[1]))["replicates"]
+assert r["seeds"] == [0, 2] and r["baseline"] == "static", r
+kk = r["policies"]["kk"]
+lo, hi = kk["gain"]["prediction_interval"]
+assert lo <= kk["gain"]["gain_pct"] <= hi and "session" in kk["gain"]["terms_half_width_pp"], kk
+assert len(kk["mean_step_ms"]["interval95"]) == 2, kk
+PY
+expect_exit 2 'an abstract pipeline job has no sample stream to redraw' "$DDPSIM" compare "$study" --replicates 3
+expect_exit 2 'register .*no trainer here runs a pipeline job' "$DDPSIM" compare "${small[@]}" --replicates 2 \
+  --register "$WORK/reg.json"
 expect_exit 1 'training.micro_batches is not used by a pipeline job' "$DDPSIM" run "${small[@]}" \
   --set training.micro_batches=2
 expect_exit 1 'simulation.mode is not used by a pipeline job' "$DDPSIM" run "${small[@]}" --set simulation.mode=full
