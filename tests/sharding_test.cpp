@@ -103,8 +103,6 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
   };
   refused({{"training", {{"data_parallel", "zero2"}}}, {"simulation", {{"mode", "full"}}}},
           "simulation.mode \"full\" takes ddp, fsdp and hybrid");
-  refused({{"training", {{"data_parallel", "zero2"}}}, {"policies", {"verl"}}},
-          "with a policy that forms micro-batches (verl): gradient accumulation under ZeRO-2");
   refused({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
   const Config noted =
       parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"overlap", false}}}}, "c.json", "");

@@ -63,6 +63,25 @@ TEST_CASE("with overlap, compute-bound: the first bucket hides behind backward, 
   CHECK(t.step_ms == doctest::Approx(300 + 600 + ring_ms(60e6, 1) + 2 + ring_ms(100e6, 1)).epsilon(1e-12));
 }
 
+TEST_CASE("with gradient accumulation every micro-batch reduce-scatters its buckets, beside the next one's compute") {
+  RankWork w{0, 300, 600, 8};
+  w.earlier = {{300, 600}};
+  // Compute-bound: the first micro-batch's last bucket hides behind the second's forward.
+  CHECK(one_step(setup("zero2", true), w).step_ms ==
+        doctest::Approx(2 * (300 + 600) + ring_ms(60e6, 1) + 2 + ring_ms(100e6, 1)).epsilon(1e-12));
+  // Communication-bound: both micro-batches' reduce-scatters in a row; DDP reduces once.
+  RankWork tiny{0, 1e-6, 1e-6, 8};
+  tiny.earlier = {{1e-6, 1e-6}};
+  const double buckets = ring_ms(40e6, 1) + ring_ms(60e6, 1);
+  CHECK(one_step(setup("zero2", false), tiny).step_ms ==
+        doctest::Approx(2 * buckets + 2 + ring_ms(100e6, 1)).epsilon(1e-6));
+  CHECK(one_step(setup("ddp", false), tiny).step_ms ==
+        doctest::Approx(ring_ms(40e6, 2) + ring_ms(60e6, 2) + 8).epsilon(1e-6));
+  const RankTiming t = one_step(setup("zero2", true), w);
+  CHECK(t.fwd_ms == doctest::Approx(600));
+  CHECK(t.bwd_ms == doctest::Approx(1200));
+}
+
 TEST_CASE("ZeRO-2 memory: the weights whole, gradients and optimizer state over G") {
   const PerfModel m = load_perf_model("h100-distilbert");
   constexpr double MiB = 1024.0 * 1024.0;
@@ -86,7 +105,8 @@ TEST_CASE("ZeRO-2's refusals name their keys; DDP's bucket keys are its own") {
   refused({{"training", {{"data_parallel", "zero2"}, {"shard_group", 2}}}}, "shards over all the ranks");
   refused({{"training", zero2}, {"simulation", {{"mode", "full"}}}},
           "training.data_parallel \"zero2\" is simulated in fast mode");
-  refused({{"training", {{"data_parallel", "zero2"}, {"micro_batches", 2}}}}, "with training.micro_batches 2");
+  refused({{"training", {{"data_parallel", "zero2"}, {"no_sync", true}}}},
+          "data_parallel \"zero2\" reduce-scatters every micro-batch's gradients");
   const Config c =
       parse_config(nlohmann::json{{"training", {{"data_parallel", "zero2"}, {"overlap", false}}}}, "c.json", "");
   CHECK(c.notes.empty());  // overlap and buckets set ZeRO-2's reduce-scatters

@@ -144,7 +144,7 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
   const auto Gs = static_cast<std::size_t>(G);
   const bool zero2 = s.sharding == "zero2";
   std::vector<double>& prev_end = prev_end_;
-  std::vector<double> fwd_end(Gs), bwd_end(Gs);
+  std::vector<double> fwd_end(Gs), bwd_end(Gs), stretched(Gs);
   const std::size_t first_row = out.timing.size();
   out.timing.resize(first_row + pw.work.size());
   int reported = 0;
@@ -152,12 +152,26 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
     const int t = step_;  // the step's number in the policy's run
     auto work = [&](std::size_t g) -> const RankWork& { return pw.work[at(i, G, static_cast<int>(g))]; };
     const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
-    for (std::size_t g = 0; g < Gs; ++g) {
-      const RankWork& w = work(g);
-      fwd_end[g] = std::max(prev_end[g], sync) + w.sched_ms + w.accum_ms() + w.fwd_ms;
-      bwd_end[g] = fwd_end[g] + w.bwd_ms;
+    // ZeRO-2 reduce-scatters every micro-batch's buckets (DeepSpeed's stage 2 keeps no whole
+    // gradients), the next micro-batch computing meanwhile; DDP accumulates the earlier ones
+    // under no_sync and reduces once.
+    const std::size_t M = zero2 ? work(0).micro_batches() : 1;
+    const auto phase = [&](std::size_t g, std::size_t m) { return work(g).micro(zero2 ? m : work(g).earlier.size()); };
+    double end_of_comm = 0;
+    std::fill(stretched.begin(), stretched.end(), 0.0);
+    for (std::size_t m = 0; m < M; ++m) {
+      for (std::size_t g = 0; g < Gs; ++g) {
+        const RankWork& w = work(g);
+        const double from =
+            m == 0 ? std::max(prev_end[g], sync) + w.sched_ms + (zero2 ? 0.0 : w.accum_ms()) : bwd_end[g];
+        fwd_end[g] = from + phase(g, m).fwd_ms;
+        bwd_end[g] = fwd_end[g] + phase(g, m).bwd_ms;
+      }
+      end_of_comm =
+          reduce_buckets([&](std::size_t g) { return phase(g, m).bwd_ms; }, fwd_end, bwd_end, end_of_comm, t, out);
+      if (m + 1 < M && s.comm_slowdown != 1)  // an earlier micro-batch's backward, stretched beside the collectives
+        for (std::size_t g = 0; g < Gs; ++g) stretched[g] += bwd_end[g] - fwd_end[g] - phase(g, m).bwd_ms;
     }
-    const double end_of_comm = reduce_buckets(work, fwd_end, bwd_end, t, out);
     const auto opt_ms = [&](std::size_t g) { return zero2 ? work(g).opt_ms / G : work(g).opt_ms; };
     double gathered = 0;  // ZeRO-2: the parameters' all-gather, once the last rank has stepped its shard
     if (zero2) {
@@ -174,12 +188,13 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
       const double bwd_ms = s.comm_slowdown != 1 ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
       // Waiting: for the buckets' collectives, and under ZeRO-2 for the parameters after its shard's step.
       const double wait = end_of_comm - bwd_end[g] + (zero2 ? gathered - (end_of_comm + opt) : 0.0);
-      out.timing[first_row + at(i, G, static_cast<int>(g))] = {w.accum_fwd_ms() + w.fwd_ms, w.accum_bwd_ms() + bwd_ms, wait,
-                                                               opt, end - prev_end[g]};
+      out.timing[first_row + at(i, G, static_cast<int>(g))] = {
+          w.accum_fwd_ms() + w.fwd_ms, w.accum_bwd_ms() + bwd_ms + stretched[g], wait, opt, end - prev_end[g]};
       if (in_timeline(s, t)) {
         const int r = static_cast<int>(g);
         if (w.sched_ms > 0) out.spans.push_back({t, r, false, "schedule", start, w.sched_ms});
-        if (w.accum_ms() > 0) out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms()});
+        if (w.accum_ms() > 0)  // the earlier micro-batches (ZeRO-2: with their buckets' reduce-scatters beside them)
+          out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms() + stretched[g]});
         out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
         out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
         out.spans.push_back({t, r, false, zero2 ? "optimizer (shard)" : "optimizer", end_of_comm, opt});
@@ -196,20 +211,19 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
 // The step's bucket collectives, one after another, each once the last rank's backward has its
 // gradients (all of them without overlap); returns when the last ends. With the interference
 // factors, a collective and the backward beside it slow each other, and `bwd_end` moves.
-double FastEngine::reduce_buckets(const std::function<const RankWork&(std::size_t)>& work,
-                                  const std::vector<double>& fwd_end, std::vector<double>& bwd_end, int t,
-                                  PolicyTimes& out) const {
+double FastEngine::reduce_buckets(const std::function<double(std::size_t)>& bwd_ms, const std::vector<double>& fwd_end,
+                                  std::vector<double>& bwd_end, double stream_free, int t, PolicyTimes& out) const {
   const EngineSetup& s = s_;
   const auto Gs = static_cast<std::size_t>(s.G);
   // Interference either way; without it, the plain path keeps earlier outputs bit for bit.
   const bool slowed = s.comm_slowdown != 1, comm_slowed = s.allreduce_slowdown != 1 && s.overlap;
   constexpr double FOREVER = std::numeric_limits<double>::infinity();
   std::vector<std::pair<double, double>> busy;  // this step's collectives so far, [start, end)
-  double end_of_comm = 0;
+  double end_of_comm = stream_free;
   for (std::size_t k = 0; k < s.buckets.size(); ++k) {
     double ready = 0;
     for (std::size_t g = 0; g < Gs; ++g) {
-      const double bwd = work(g).bwd_ms;
+      const double bwd = bwd_ms(g);
       if (!s.overlap)
         ready = std::max(ready, bwd_end[g]);
       else if (!slowed)
@@ -224,8 +238,8 @@ double FastEngine::reduce_buckets(const std::function<const RankWork&(std::size_
       double compute_until = 0;
       busy.emplace_back(start, FOREVER);
       for (std::size_t g = 0; g < Gs; ++g)
-        compute_until = std::max(compute_until,
-                                 slowed ? compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown) : bwd_end[g]);
+        compute_until =
+            std::max(compute_until, slowed ? compute_end(fwd_end[g], bwd_ms(g), busy, s.comm_slowdown) : bwd_end[g]);
       busy.pop_back();
       end_of_comm = collective_end(start, duration, compute_until, s.allreduce_slowdown);
     } else {
@@ -238,7 +252,7 @@ double FastEngine::reduce_buckets(const std::function<const RankWork&(std::size_
             {t, g, true, s.sharding == "zero2" ? reduce_scatter_name(k) : bucket_name(k), start, end_of_comm - start});
   }
   if (slowed && s.overlap)
-    for (std::size_t g = 0; g < Gs; ++g) bwd_end[g] = compute_end(fwd_end[g], work(g).bwd_ms, busy, s.comm_slowdown);
+    for (std::size_t g = 0; g < Gs; ++g) bwd_end[g] = compute_end(fwd_end[g], bwd_ms(g), busy, s.comm_slowdown);
   return end_of_comm;
 }
 

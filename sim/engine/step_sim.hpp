@@ -137,8 +137,8 @@ class FastEngine {
 
  private:
   void advance_sharded(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress);
-  double reduce_buckets(const std::function<const RankWork&(std::size_t)>& work, const std::vector<double>& fwd_end,
-                        std::vector<double>& bwd_end, int step, PolicyTimes& out) const;
+  double reduce_buckets(const std::function<double(std::size_t)>& bwd_ms, const std::vector<double>& fwd_end,
+                        std::vector<double>& bwd_end, double stream_free, int step, PolicyTimes& out) const;
 
   EngineSetup s_;
   std::map<double, double> allreduce_ms_, gather_ms_, replica_ms_;

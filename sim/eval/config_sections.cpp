@@ -112,7 +112,9 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
   fsdp_only(t.backward_prefetch != defaults.backward_prefetch, "backward_prefetch sets FSDP's re-gathers", "has none");
   fsdp_only(!t.reshard_after_forward, "reshard_after_forward false is FSDP's", "holds every parameter throughout");
   fsdp_only(t.no_sync, "no_sync picks FSDP's gradient accumulation",
-            t.data_parallel == "ddp" ? "accumulates under no_sync always" : "does not accumulate gradients yet");
+            t.data_parallel == "ddp" ? "accumulates under no_sync always"
+                                     : "reduce-scatters every micro-batch's gradients (DeepSpeed refuses no_sync with "
+                                       "partitioned gradients)");
 }
 
 }  // namespace

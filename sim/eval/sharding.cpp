@@ -169,13 +169,6 @@ void check_sharded(const Config& c, const std::string& origin) {
     throw InputError(why +
                      "is simulated in fast mode so far (collectives timed once in SimGrid, then composed): "
                      "simulation.mode \"full\" takes ddp, fsdp and hybrid");
-  if (accumulates(c) && !c.training.fully_sharded())
-    throw InputError(why +
-                     (c.training.micro_batches > 1
-                          ? "with training.micro_batches " + std::to_string(c.training.micro_batches)
-                          : std::string("with a policy that forms micro-batches (verl)")) +
-                     ": gradient accumulation under ZeRO-2 is not simulated yet (it is under \"fsdp\" and "
-                     "\"hybrid\")");
   if (c.training.fully_sharded() && c.training.wrap == "layer" && shard_units(*c.model).size() < 2)
     throw InputError(origin + ": training.wrap \"layer\" wraps each transformer block, and model " + c.model->name +
                      "'s layout names none (no parameter named layers.N., layer.N., h.N. or blocks.N.): wrap "
@@ -186,20 +179,22 @@ void check_sharded(const Config& c, const std::string& origin) {
 }
 
 void check_equal_micro_batches(const Config& c, const PolicyRun& run) {
-  if (!c.training.fully_sharded() || run.G <= 0) return;
+  if (!c.training.sharded() || run.G <= 0) return;
   const auto count = [](const RankStep& r) { return std::max<std::size_t>(r.micro.size(), 1); };
   for (std::size_t first = 0; first + static_cast<std::size_t>(run.G) <= run.rows.size(); first += run.G)
     for (std::size_t i = first + 1; i < first + static_cast<std::size_t>(run.G); ++i) {
       const RankStep &a = run.rows[first], &b = run.rows[i];
       if (count(a) == count(b)) continue;
-      throw InputError("policy " + run.label + ", step " + std::to_string(a.step) + ": rank " + std::to_string(a.rank) +
-                       " runs " + std::to_string(count(a)) + (count(a) == 1 ? " micro-batch" : " micro-batches") +
-                       " and rank " + std::to_string(b.rank) + " runs " + std::to_string(count(b)) +
-                       " (a batch of b samples makes at most b): under training.data_parallel \"" +
-                       c.training.data_parallel +
-                       "\" every rank runs as many, each micro-batch gathering every unit with all the ranks (give "
-                       "training.micro_batches no more than the smallest batch a rank gets, or a policy that keeps "
-                       "each rank's batch at least that large)");
+      throw InputError(
+          "policy " + run.label + ", step " + std::to_string(a.step) + ": rank " + std::to_string(a.rank) + " runs " +
+          std::to_string(count(a)) + (count(a) == 1 ? " micro-batch" : " micro-batches") + " and rank " +
+          std::to_string(b.rank) + " runs " + std::to_string(count(b)) +
+          " (a batch of b samples makes at most b): under training.data_parallel \"" + c.training.data_parallel +
+          "\" every rank runs as many, each micro-batch " +
+          (c.training.data_parallel == "zero2" ? "reduce-scattering its buckets" : "gathering every unit") +
+          " with all the ranks (give "
+          "training.micro_batches no more than the smallest batch a rank gets, or a policy that keeps "
+          "each rank's batch at least that large)");
     }
 }
 

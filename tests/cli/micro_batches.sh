@@ -100,6 +100,6 @@ expect_exit 1 'policy minmax, step [0-9]+: rank [0-9]+ runs [0-9]+ micro-batches
 [[ ! -e $WORK/unequal ]] || fail "a refused run left $WORK/unequal behind"
 expect_exit 1 'training: backward_prefetch sets FSDP.s re-gathers .* data_parallel "ddp" has none' \
   "$DDPSIM" run --set training.backward_prefetch=none
-expect_exit 1 'data_parallel "zero2" with training.micro_batches 2: gradient accumulation under ZeRO-2' \
-  "$DDPSIM" run --set training.data_parallel=zero2 --set training.micro_batches=2
+expect_exit 1 'no_sync picks FSDP.s gradient accumulation .* data_parallel "zero2" reduce-scatters every micro-batch' \
+  "$DDPSIM" run --set training.data_parallel=zero2 --set training.micro_batches=2 --set training.no_sync=true
 finish
