@@ -25,6 +25,10 @@
 #   prereg4 (GPU)  campaign 4's registered DistilBERT settings (traces/$GPU/prereg4, prereg4-bf16):
 #                  compute-bound fp32 (B=384, log-normal lengths up to 512) and the study's
 #                  setting in bf16 padded to a multiple of 8, each one run of its policies in turn
+#   decoder (GPU)  campaign 4's decoders (traces/gpu4/registered/decoder-shapes.json) profiled
+#                  through ddpsim.torch.profile() at the registered shapes, a traced run over
+#                  NCCL at world size 1 (scripts/gpu_decoder.py), and the Python package's CUDA
+#                  test (python/tests/test_cuda.py); needs the package built by the build stage
 #   pack (GPU)     a campaign's folders and logs into $PACK (one archive, to bring back);
 #                  CAMPAIGN=3 packs the third's
 #   validate       ddpsim validate of each run against its model, static as the baseline
@@ -37,6 +41,7 @@
 #   STAGES="build test wide turns6 pack" CAMPAIGN=3 scripts/validate_gpu.sh  # GPU, campaign 3
 #   STAGES="build test prereg3 pack" CAMPAIGN=3b scripts/validate_gpu.sh     # GPU, its second call
 #   STAGES="build test prereg4 pack" CAMPAIGN=4 scripts/validate_gpu.sh      # GPU, campaign 4
+#   STAGES="build decoder pack" CAMPAIGN=4d scripts/validate_gpu.sh          # GPU, campaign 4's decoders
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
 # nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
@@ -46,6 +51,8 @@
 # A rehearsal on CPU (the plumbing, not the figures), with Debian's LibTorch:
 #   STAGES="build prereg turns bf16pad optimizer pack" BUILD=build/release MODEL=tiny \
 #     PREREG_STEPS=6 TURN_STEPS=6 TRACES=/tmp/rehearsal scripts/validate_gpu.sh
+#   STAGES="decoder pack" CAMPAIGN=4d BUILD=build/release DECODER_ARGS="--device cpu --tiny" \
+#     TRACES=/tmp/rehearsal scripts/validate_gpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared/data}
@@ -63,15 +70,16 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|decoder|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 decoder pack validate)" >&2; exit 2; }
 done
 if stage carry; then
   # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
   carry=${CARRY:-gpu-carry}
   mkdir -p "$carry/debs" "$carry/data/sst2" "$carry/data/bert-base-uncased"
   (cd "$carry/debs" && apt-get download libboost-program-options1.74.0 libboost-program-options1.74-dev \
-    libboost1.74-dev nlohmann-json3-dev doctest-dev libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3)
+    libboost1.74-dev nlohmann-json3-dev doctest-dev libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3 \
+    pybind11-dev)
   cp "$shared/sst2/train.tsv" "$shared/sst2/dev.tsv" "$carry/data/sst2/"
   cp "$shared/bert-base-uncased/vocab.txt" "$carry/data/bert-base-uncased/"
   echo "validate_gpu: $carry holds $(du -sh "$carry" | cut -f1); name it in the GPU call's carry"
@@ -99,7 +107,8 @@ if stage build && [[ ! -x $ddptrain ]]; then
   export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
   command -v pkg-config >/dev/null || export PKG_CONFIG=$deps/usr/bin/pkgconf
   torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDPSIM_BUILD_SIM=OFF \
+  # The Python package (python/) for the python3 that has torch, where its headers are there.
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDPSIM_BUILD_SIM=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" -DBoost_NO_SYSTEM_PATHS=ON -DBOOST_ROOT="$deps/usr" \
     -DDDPSIM_SHARED_DATA="$(realpath "$shared")" >"$build.configure.log" 2>&1 ||
     { tail -40 "$build.configure.log"; exit 1; }
@@ -308,6 +317,27 @@ if stage prereg4; then
     --out "$out/prereg4-bf16/runs" | grep -E 'step|wrote' || failed "prereg4 bf16"
 fi
 
+if stage decoder; then
+  environment
+  if PYTHONPATH=$build/python python3 -c 'import ddpsim.torch' 2>"$out/decoder-import.txt"; then
+    step "decoder: the Python package's CUDA test"
+    mkdir -p "$out/decoder"
+    rc=0
+    PYTHONPATH=$build/python timeout "${TEST_TIMEOUT:-300}" python3 python/tests/test_cuda.py \
+      >"$out/decoder/cuda-test.txt" 2>&1 || rc=$?
+    tail -8 "$out/decoder/cuda-test.txt"
+    [[ $rc == 77 ]] && echo "validate_gpu: the CUDA test skipped itself: this python3's torch sees no CUDA device" >&2
+    [[ $rc != 0 && $rc != 77 ]] && failed "the CUDA test"
+    step "decoder: the registered decoders profiled at their shapes, then a traced NCCL run"
+    read -r -a decoder_args <<<"${DECODER_ARGS:-}"
+    PYTHONPATH=$build/python python3 scripts/gpu_decoder.py --out "$out/decoder" "${decoder_args[@]}" 2>&1 |
+      grep -E '^gpu_decoder|Error|error' || failed "the decoder stage"
+  else
+    echo "validate_gpu: the Python package does not import from $build/python ($(tail -1 "$out/decoder-import.txt")):" \
+      "the build needs pybind11 (the carry's .deb) and this python3's headers; the decoder stage is skipped" >&2
+  fi
+fi
+
 if stage pack; then
   # A campaign's outputs as one archive (the GPU machine sends back a few files, not folders).
   pack=${PACK:-$out/campaign${CAMPAIGN:-2}.tar.gz}
@@ -316,6 +346,7 @@ if stage pack; then
   [[ ${CAMPAIGN:-2} == 3 ]] && members=(wide turns6 env-campaign3.txt)
   [[ ${CAMPAIGN:-2} == 3b ]] && members=(prereg3/runs env-campaign3b.txt)
   [[ ${CAMPAIGN:-2} == 4 ]] && members=(prereg4/runs prereg4-bf16/runs env-campaign4.txt)
+  [[ ${CAMPAIGN:-2} == 4d ]] && members=(decoder env-campaign4d.txt)
   for d in "${members[@]}"; do
     [[ -e $out/$d ]] && parts+=("$d")
   done

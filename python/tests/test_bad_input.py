@@ -1,6 +1,7 @@
 """Bad input: a Python exception (ddpsim.InputError or UsageError, both ValueErrors) carrying the
 library's message, the one the ddpsim command line prints for the same setting."""
 
+import csv
 import os
 import tempfile
 import unittest
@@ -163,6 +164,21 @@ class BadInput(unittest.TestCase):
                     profile(model, optimizer, common.full_batch, common.loss_of, path, **args)
             with self.assertRaisesRegex(ddpsim.UsageError, "model: None"):
                 profile(None, optimizer, common.full_batch, common.loss_of, path, batches=[1], lengths=[8])
+            for args, says in (({"points": [(1, 8)], "batches": [1]}, "give batches and lengths .* or points"),
+                               ({"points": [(1, 8), (2,)]}, r"points\[1\]: expected a \(batch size, length\) pair"),
+                               ({"points": [(1, 8), (1, 8)]}, r"points: \(1, 8\) given twice"),
+                               ({"points": [(0, 8)]}, r"points\[0\]\[0\]: expected an integer of at least 1, got 0"),
+                               ({"points": []}, "points: none given"),
+                               ({"lengths": [8]}, "batches and lengths: the grid needs both")):
+                with self.assertRaisesRegex(ddpsim.UsageError, says, msg=str(args)):
+                    profile(model, optimizer, common.full_batch, common.loss_of, path, reps=1, log=None, **args)
+            # points: only the shapes asked for, none of the grid they would span.
+            profile(model, optimizer, common.full_batch, common.loss_of, path, points=[(2, 8), (1, 16)], reps=1,
+                    warmup=0, log=None)
+            with open(path) as f:
+                rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+            self.assertEqual(sorted({(int(r["batch_size"]), int(r["max_len"])) for r in rows}), [(1, 16), (2, 8)])
+            os.remove(path)
             self.assertFalse(os.path.exists(path))
             with self.assertRaisesRegex(ddpsim.UsageError, "is a folder"):
                 write_layout(model, out)

@@ -33,6 +33,42 @@ from ddpsim.torch.tracer import StepTracer, _Clock, grad_dtype
 DEFAULT_BYTES = (64 << 10, 1 << 20, 4 << 20, 16 << 20)
 
 
+def _points(points, batches, lengths) -> list:
+    """The (b, L) points to time: ``points`` as given, or the grid of ``batches`` × ``lengths``."""
+    if points is not None:
+        if batches is not None or lengths is not None:
+            raise ddpsim.UsageError("give batches and lengths (a grid) or points (a list of (b, L)), not both")
+        if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
+            raise ddpsim.UsageError(f"points: expected a list of (batch size, length) pairs, got {points!r}")
+        grid = []
+        for i, point in enumerate(points):
+            if isinstance(point, (str, bytes)) or not hasattr(point, "__len__") or len(point) != 2:
+                raise ddpsim.UsageError(f"points[{i}]: expected a (batch size, length) pair, got {point!r}")
+            grid.append((_whole(f"points[{i}][0]", point[0], 1), _whole(f"points[{i}][1]", point[1], 0)))
+        twice = sorted({p for p in grid if grid.count(p) > 1})
+        if twice:
+            raise ddpsim.UsageError(f"points: {', '.join(map(str, twice))} given twice (each point is timed once)")
+    else:
+        if batches is None or lengths is None:
+            raise ddpsim.UsageError("batches and lengths: the grid needs both (or give points, a list of (b, L))")
+        for name, values in (("batches", batches), ("lengths", lengths)):
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise ddpsim.UsageError(f"{name}: expected a list of integers (the grid's {name}), got {values!r}")
+        batches = [_whole(f"batches[{i}]", b, 1) for i, b in enumerate(batches)]
+        lengths = [_whole(f"lengths[{i}]", L, 0) for i, L in enumerate(lengths)]
+        for name, values in (("batches", batches), ("lengths", lengths)):
+            if len(set(values)) != len(values):
+                twice = sorted({v for v in values if values.count(v) > 1})
+                raise ddpsim.UsageError(f"{name}: {', '.join(map(str, twice))} given twice (each point is timed once)")
+        grid = [(b, L) for L in lengths for b in batches]
+    if not grid:
+        raise ddpsim.UsageError("batches and lengths: the grid needs at least one of each" if points is None
+                                else "points: none given")
+    if any(L < 2 for _, L in grid):
+        raise ddpsim.UsageError(f"lengths: {min(L for _, L in grid)} is under 2 (a [CLS] and a [SEP] token)")
+    return grid
+
+
 def _settle(once: Callable[[], float], fixed: Optional[int], cap: int, agree: Callable[[bool], bool]) -> int:
     """ddptrain's warm-up: runs until the median of the last 3 times is within 5% of the 3
     before (at least 6 runs, at most ``cap``), or ``fixed`` runs; returns how many ran."""
@@ -62,9 +98,9 @@ class Profiler:
     ``interference_batch`` is the rank's batch size the interference is timed at (default the
     largest of ``batches``; ``ddptrain`` takes a rank's share of its global batch)."""
 
-    def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches, lengths, reps=5, warmup=None,
-                 max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name="", interference=True,
-                 interference_batch=None, log=lambda line: None):
+    def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches=None, lengths=None, points=None,
+                 reps=5, warmup=None, max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name="",
+                 interference=True, interference_batch=None, precision="fp32", log=lambda line: None):
         for name, thing in (("model", model), ("optimizer", optimizer), ("make_batch", make_batch),
                             ("loss_fn", loss_fn)):
             if thing is None:
@@ -74,27 +110,15 @@ class Profiler:
         max_warmup = _whole("max_warmup", max_warmup, 1)
         if warmup is not None:
             warmup = _whole("warmup", warmup, 0)
-        for name, values in (("batches", batches), ("lengths", lengths)):
-            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-                raise ddpsim.UsageError(f"{name}: expected a list of integers (the grid's {name}), got {values!r}")
-        batches = [_whole(f"batches[{i}]", b, 1) for i, b in enumerate(batches)]
-        lengths = [_whole(f"lengths[{i}]", L, 0) for i, L in enumerate(lengths)]
+        grid = _points(points, batches, lengths)
+        batches = sorted({b for b, _ in grid})
+        lengths = sorted({L for _, L in grid})
         seed = _whole("seed", seed, 0)
         if interference_batch is not None:
             interference_batch = _whole("interference_batch", interference_batch, 1)
         if device is None and not any(True for _ in model.parameters()):
             raise ddpsim.UsageError("model: it has no parameters, so there is nothing to train or to take the device "
                                     "from (profile a model with parameters)")
-        for name, values in (("batches", batches), ("lengths", lengths)):
-            if len(set(values)) != len(values):
-                twice = sorted({v for v in values if values.count(v) > 1})
-                raise ddpsim.UsageError(f"{name}: {', '.join(map(str, twice))} given twice (each point is timed once)")
-        if any(L < 2 for L in lengths):
-            raise ddpsim.UsageError(f"lengths: {min(lengths)} is under 2 (a [CLS] and a [SEP] token)")
-        if any(b < 1 for b in batches):
-            raise ddpsim.UsageError(f"batches: {min(batches)} is not a batch size (≥ 1)")
-        if not batches or not lengths:
-            raise ddpsim.UsageError("batches and lengths: the grid needs at least one of each")
         self.model, self.optimizer, self.make_batch, self.loss_fn = model, optimizer, make_batch, loss_fn
         self.path, self.reps, self.warmup, self.max_warmup, self.seed = path, reps, warmup, max_warmup, seed
         self.allreduce_bytes, self.log = allreduce_bytes, log
@@ -106,11 +130,11 @@ class Profiler:
         self.rank = dist.get_rank() if self.distributed else 0
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.clock = _Clock(self.device)
-        self.grid = [(b, L) for L in lengths for b in batches]
+        self.grid = grid
         self._queue: list = []
         self._passes = 0
         self.tracer = StepTracer(path, policy="profile", world_size=self.G, rank=self.rank, device=self.device,
-                                 model=model_name, seed=seed,
+                                 model=model_name, seed=seed, precision=precision,
                                  metadata={"allreduce": "not in the steps (DDP's buckets fill under no_sync); timed "
                                                         "apart as policy allreduce" if self.distributed
                                                         else "none (one rank)"})
@@ -213,8 +237,9 @@ def profile(
     loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
     path: str,
     *,
-    batches: Sequence[int],
-    lengths: Sequence[int],
+    batches: Optional[Sequence[int]] = None,
+    lengths: Optional[Sequence[int]] = None,
+    points: Optional[Sequence[tuple[int, int]]] = None,
     reps: int = 5,
     warmup: Optional[int] = None,
     max_warmup: int = 30,
@@ -224,22 +249,28 @@ def profile(
     model_name: str = "",
     interference: bool = True,
     interference_batch: Optional[int] = None,
+    precision: str = "fp32",
     log: Optional[Callable[[str], None]] = _progress,
 ) -> None:
     """Times training steps of ``loss_fn(model, make_batch(b, L))`` (forward, backward,
-    ``optimizer.step()`` and ``zero_grad()``) at every (b, L) and writes ``path`` (rank 0).
+    ``optimizer.step()`` and ``zero_grad()``) at every (b, L) of the ``batches`` × ``lengths``
+    grid, or at each of ``points`` (a list of (b, L): shapes a grid would waste time or memory
+    on), and writes ``path`` (rank 0).
 
     ``model`` may be DDP-wrapped; every rank of the default group must call this together. With
     several ranks, the allreduce is timed too, and (``interference``, the default) backward
     beside it both ways at ``interference_batch`` (see :class:`Profiler`).
 
+    ``precision`` is the trace's metadata line (``bf16`` where ``loss_fn`` runs under autocast).
+
     Each point's progress goes to ``log``: by default a line on stderr from rank 0 with the time
     taken and left; ``log=None`` is silent."""
     if log is None:
         log = lambda line: None  # noqa: E731
-    p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, reps=reps,
+    p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, points=points, reps=reps,
                  warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
-                 model_name=model_name, interference=interference, interference_batch=interference_batch, log=log)
+                 model_name=model_name, interference=interference, interference_batch=interference_batch,
+                 precision=precision, log=log)
     points = list(p.grid)
     random.Random(seed).shuffle(points)
     warmups = 0
