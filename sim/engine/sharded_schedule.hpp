@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/engine_detail.hpp"
@@ -37,8 +38,7 @@ inline double latest(const std::vector<double>& times, Ranks r) {
 // at `issued` (ms); returns its end, once the group's stream is free and it has run.
 using RunCollective = std::function<double(const char* what, std::size_t unit, double issued)>;
 
-// Micro-batches whose backward reduce-scatters (no_sync: the last only), and the index of m's
-// among them.
+// How many of a step's M micro-batches reduce-scatter in backward (no_sync: the last only).
 inline std::size_t synced_micro_batches(const EngineSetup& s, std::size_t M) {
   return s.no_sync ? 1 : M;
 }
@@ -57,6 +57,9 @@ struct GroupStep {
 
   void operator()(Ranks r, std::vector<double>& begin) const {
     const std::size_t M = work(r.first).micro_batches(), U = s.units.size();
+    for (std::size_t g = r.first; g < r.first + r.count; ++g)  // the compute charger refuses such steps
+      if (work(g).micro_batches() != M)
+        throw std::logic_error("sharded step: ranks with unequal micro-batch counts reached the engine");
     for (std::size_t m = 0; m < M; ++m) {
       // Under no_sync FSDP frees a unit in backward only where it reshards after forward, so
       // without resharding the units gathered by the first micro-batch stay for the rest.

@@ -152,26 +152,8 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
     const int t = step_;  // the step's number in the policy's run
     auto work = [&](std::size_t g) -> const RankWork& { return pw.work[at(i, G, static_cast<int>(g))]; };
     const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
-    // ZeRO-2 reduce-scatters every micro-batch's buckets (DeepSpeed's stage 2 keeps no whole
-    // gradients), the next micro-batch computing meanwhile; DDP accumulates the earlier ones
-    // under no_sync and reduces once.
-    const std::size_t M = zero2 ? work(0).micro_batches() : 1;
-    const auto phase = [&](std::size_t g, std::size_t m) { return work(g).micro(zero2 ? m : work(g).earlier.size()); };
-    double end_of_comm = 0;
     std::fill(stretched.begin(), stretched.end(), 0.0);
-    for (std::size_t m = 0; m < M; ++m) {
-      for (std::size_t g = 0; g < Gs; ++g) {
-        const RankWork& w = work(g);
-        const double from =
-            m == 0 ? std::max(prev_end[g], sync) + w.sched_ms + (zero2 ? 0.0 : w.accum_ms()) : bwd_end[g];
-        fwd_end[g] = from + phase(g, m).fwd_ms;
-        bwd_end[g] = fwd_end[g] + phase(g, m).bwd_ms;
-      }
-      end_of_comm =
-          reduce_buckets([&](std::size_t g) { return phase(g, m).bwd_ms; }, fwd_end, bwd_end, end_of_comm, t, out);
-      if (m + 1 < M && s.comm_slowdown != 1)  // an earlier micro-batch's backward, stretched beside the collectives
-        for (std::size_t g = 0; g < Gs; ++g) stretched[g] += bwd_end[g] - fwd_end[g] - phase(g, m).bwd_ms;
-    }
+    const double end_of_comm = compute_and_reduce(work, sync, fwd_end, bwd_end, stretched, t, out);
     const auto opt_ms = [&](std::size_t g) { return zero2 ? work(g).opt_ms / G : work(g).opt_ms; };
     double gathered = 0;  // ZeRO-2: the parameters' all-gather, once the last rank has stepped its shard
     if (zero2) {
@@ -206,6 +188,35 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
       reported = i + 1;
     }
   }
+}
+
+// Each rank's forward and backward and the buckets' collectives, from its previous step's end
+// (or the synchronised start): DDP accumulates the earlier micro-batches under no_sync and
+// reduces once; ZeRO-2 reduce-scatters every micro-batch's buckets (DeepSpeed's stage 2 keeps
+// no whole gradients), the next micro-batch computing meanwhile. Leaves the last micro-batch's
+// forward and backward ends, and how much longer the earlier ones' backward ran beside the
+// collectives (`stretched`); returns when the last collective ends.
+double FastEngine::compute_and_reduce(const std::function<const RankWork&(std::size_t)>& work, double sync,
+                                      std::vector<double>& fwd_end, std::vector<double>& bwd_end,
+                                      std::vector<double>& stretched, int t, PolicyTimes& out) const {
+  const bool zero2 = s_.sharding == "zero2";
+  const std::size_t M = zero2 ? work(0).micro_batches() : 1;
+  const auto phase = [&](std::size_t g, std::size_t m) { return work(g).micro(zero2 ? m : work(g).earlier.size()); };
+  double end_of_comm = 0;
+  for (std::size_t m = 0; m < M; ++m) {
+    for (std::size_t g = 0; g < fwd_end.size(); ++g) {
+      const RankWork& w = work(g);
+      const double from =
+          m == 0 ? std::max(prev_end_[g], sync) + w.sched_ms + (zero2 ? 0.0 : w.accum_ms()) : bwd_end[g];
+      fwd_end[g] = from + phase(g, m).fwd_ms;
+      bwd_end[g] = fwd_end[g] + phase(g, m).bwd_ms;
+    }
+    end_of_comm =
+        reduce_buckets([&](std::size_t g) { return phase(g, m).bwd_ms; }, fwd_end, bwd_end, end_of_comm, t, out);
+    if (m + 1 < M && s_.comm_slowdown != 1)
+      for (std::size_t g = 0; g < fwd_end.size(); ++g) stretched[g] += bwd_end[g] - fwd_end[g] - phase(g, m).bwd_ms;
+  }
+  return end_of_comm;
 }
 
 // The step's bucket collectives, one after another, each once the last rank's backward has its

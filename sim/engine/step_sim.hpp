@@ -137,6 +137,9 @@ class FastEngine {
 
  private:
   void advance_sharded(const PolicyWork& block, PolicyTimes& out, const std::function<void(int)>& progress);
+  double compute_and_reduce(const std::function<const RankWork&(std::size_t)>& work, double sync,
+                            std::vector<double>& fwd_end, std::vector<double>& bwd_end, std::vector<double>& stretched,
+                            int step, PolicyTimes& out) const;
   double reduce_buckets(const std::function<double(std::size_t)>& bwd_ms, const std::vector<double>& fwd_end,
                         std::vector<double>& bwd_end, double stream_free, int step, PolicyTimes& out) const;
 
