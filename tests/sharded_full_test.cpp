@@ -122,6 +122,8 @@ TEST_CASE("full mode takes fsdp and hybrid, and refuses zero2 by its key") {
 }
 
 TEST_CASE("what the source throws mid-run ends a full-mode HSDP run with that error, whichever actor asked") {
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer cannot follow a throw on SimGrid's actor stacks
+  // (google/sanitizers#189): it reports a stack error that is not there.
   // Blocks of one step: the groups and the replicas' actor each come to the source; the third
   // block throws, as the compute charger does for a step whose ranks run unequal micro-batches.
   for (const int failing : {0, 2}) {
@@ -140,4 +142,5 @@ TEST_CASE("what the source throws mid-run ends a full-mode HSDP run with that er
     blocks.done = [](int, int, std::vector<RankTiming>&) {};
     CHECK_THROWS_WITH_AS(simulate_full(s, blocks), doctest::Contains("policy b, step"), InputError);
   }
+#endif
 }
