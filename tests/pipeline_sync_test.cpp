@@ -122,6 +122,33 @@ TEST_CASE("one group of alike flows gives the same steps as every flow, where th
   CHECK(shared.sync_flows_simulated == shared.sync_flows_planned);
 }
 
+TEST_CASE("the stages' syncs may share a leaf uplink they cannot fill, and still run one group of each kind") {
+  // 4 stages × 16 groups on 8 nodes, a leaf each: every stage's ring crosses every uplink once.
+  PipelineSetup s = setup(4, 16, "zero2");
+  s.micro_batches = 4;
+  on_nodes(s, 8);
+  s.channels.fabric.nodes_per_leaf = 1;
+  s.channels.bytes_per_s = 100e9, s.channels.latency_s = 1e-6;
+  StepWork step = abstract_step(s, AbstractWork{});
+  for (int g = 0; g < s.gpus(); ++g)
+    for (auto& f : step[static_cast<std::size_t>(g)].bwd_s) f *= 1 + 0.2 * ((g / 4) % 3) + 0.05 * (g % 4);
+  for (auto& w : step) w.sync_bytes = w.gather_bytes = 4e9, w.act_bytes.assign(4, 1e8);
+  auto run = [&](bool reduce, double uplink_bytes_per_s) {
+    PipelineSetup t = s;
+    t.reduce_flows = reduce;
+    t.channels.fabric.leaf_bytes_per_s = uplink_bytes_per_s;
+    return simulate_pipeline(t, {step, step});
+  };
+  // Four stages' flows of at most 25 GB/s each (their NICs) cannot fill 100 GB/s: reduced, same steps.
+  const auto reduced = run(true, 100e9), every = run(false, 100e9);
+  CHECK(reduced.sync_flows_simulated < every.sync_flows_simulated / 4);
+  for (std::size_t t = 0; t < 2; ++t)
+    CHECK(reduced.steps[t].step_s == doctest::Approx(every.steps[t].step_s).epsilon(1e-9));
+  // 90 GB/s can be filled when all four stages cross at once: every flow is simulated.
+  const auto tight = run(true, 90e9);
+  CHECK(tight.sync_flows_simulated == tight.sync_flows_planned);
+}
+
 TEST_CASE("a pipeline's sync algorithm: ring or hierarchical, with as many peers on every node") {
   auto config = [](const std::string& simulation, int world_size, int stages = 3) {
     return parse_config(nlohmann::json::parse(R"({"training": {"world_size": )" + std::to_string(world_size) +

@@ -278,7 +278,7 @@ TEST_CASE("bad parallel sections are refused with the key and what was expected"
   fails(R"({"stages": 2, "partition": [3, 0]})", 2, "partition[1] is 0: every stage needs at least one layer");
   fails(R"({"stages": 2, "partition": [3, 3, 3]})", 2, "partition lists 3 stages' layer counts, stages is 2");
   fails(R"({"stages": 2, "micro_batches": 4, "sync_every": 5, )" + work + "}", 4, "sync_every (5) is more than");
-  fails(R"({"stages": 4, )" + work + "}", 8192, "a pipeline job simulates at most 4096 GPUs");
+  fails(R"({"stages": 4, "micro_batches": 64, )" + work + "}", 8192, "GPUs × micro_batches is 524288, at most 262144");
   CHECK(parallel(R"({"stages": 4, )" + work + "}", 4096).setup.groups == 1024);
 }
 

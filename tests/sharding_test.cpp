@@ -141,3 +141,44 @@ TEST_CASE(
           "c.json: training: backward_prefetch is FSDP's BackwardPrefetch");
   refused({{"backward_prefetch", "none"}}, "backward_prefetch sets FSDP's re-gathers");
 }
+
+TEST_CASE("forward_prefetch: gathers issued further ahead fill the stream where it would idle") {
+  // A root of half the compute, then 4 blocks of an eighth whose gathers take B, twice a block's
+  // forward. Depth 1: each block's gather starts as the block before begins, so all 4 are
+  // exposed by B/2 after the root's forward: forward ends at R + 5.5B. Depth 2 issues block 1's
+  // and 2's during the root's forward, so the stream runs without a break from R: R + 4.5B.
+  // Deeper cannot help: the stream is then never idle.
+  EngineSetup s = test::alpha_beta_setup(4);
+  s.sharding = "fsdp";
+  s.units.push_back({100e6, 0.5, true});
+  for (int b = 0; b < 4; ++b) s.units.push_back({50e6, 0.125, false});
+  const double B = gather_ms(4, 50e6);
+  const RankWork w{0, 4 * B, 8 * B, 8};
+  auto step = [&](int depth) {
+    s.forward_prefetch = depth;
+    return one_step(s, std::vector<RankWork>(4, w))[0].step_ms;
+  };
+  const double one = step(1), two = step(2), three = step(3);
+  CHECK(one - two == doctest::Approx(B).epsilon(1e-9));
+  CHECK(three == doctest::Approx(two).epsilon(1e-12));
+
+  // Memory: the computing unit and the N largest ahead of it.
+  auto offset = [](int depth) {
+    return parse_config(nlohmann::json{{"model", "h100-distilbert"},
+                                       {"training",
+                                        {{"data_parallel", "fsdp"}, {"world_size", 8}, {"forward_prefetch", depth}}}},
+                        "c.json", "")
+        .model->mem_m0_mib;
+  };
+  const auto units = shard_units(load_perf_model("h100-distilbert"));
+  CHECK(offset(3) - offset(1) == doctest::Approx(2 * units[1].bytes / (1024.0 * 1024.0)));
+  CHECK(offset(64) - offset(1) == doctest::Approx(5 * units[1].bytes / (1024.0 * 1024.0)));  // all 7 units
+  const auto refused = [](const nlohmann::json& training, const char* says) {
+    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
+                         InputError);
+  };
+  refused({{"data_parallel", "fsdp"}, {"forward_prefetch", true}},
+          "c.json: training: forward_prefetch is how many units forward gathers ahead");
+  refused({{"data_parallel", "fsdp"}, {"forward_prefetch", 0}}, "forward_prefetch");
+  refused({{"forward_prefetch", 2}}, "forward_prefetch sets FSDP's gathers ahead");
+}

@@ -7,8 +7,11 @@
 
 #include "cli/progress.hpp"
 #include "cli/replicates.hpp"
+#include "common/error.hpp"
 #include "engine/platform.hpp"
 #include "eval/pipeline_eval.hpp"
+#include "pipeline/fast_pipeline.hpp"
+#include "pipeline/parallel_config.hpp"
 #include "report/outputs.hpp"
 
 namespace ddpsim::cli {
@@ -30,16 +33,24 @@ std::string fabric_line(const Config& config) {
   return line.str();
 }
 
+// Jobs from which full mode's cost per send shows (about 0.1 s a step at 1,024 GPUs).
+constexpr int FAST_MODE_HINT_GPUS = 1024;
+
 // A pipeline job's header: its shape, channels and (model mode) partition and links.
 void print_pipeline_header(const Config& config, bool compare) {
   const auto& p = *config.parallel;
   const nlohmann::json described = p.to_json();
   std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  pipeline: " << p.setup.stages
-            << " stages × " << p.setup.groups << " data-parallel group" << (p.setup.groups == 1 ? "" : "s") << ", "
-            << p.setup.schedule << ", " << p.setup.micro_batches << " micro-batches, " << p.setup.data_parallel
+            << (p.setup.stages == 1 ? " stage × " : " stages × ") << p.setup.groups << " data-parallel group"
+            << (p.setup.groups == 1 ? "" : "s") << ", " << p.setup.schedule << ", " << p.setup.micro_batches
+            << " micro-batches, " << p.setup.data_parallel
             << (p.setup.groups > 1 ? " (" + p.setup.algorithm + " syncs)" : std::string()) << ", "
-            << config.training.steps << " step" << (config.training.steps == 1 ? "" : "s")
+            << config.training.steps << " step" << (config.training.steps == 1 ? "" : "s") << ", " << p.setup.mode
+            << " mode"
             << "\n  channels: " << described["channels"].dump() << "\n";
+  if (p.setup.mode == "full" && p.setup.gpus() >= FAST_MODE_HINT_GPUS && pipeline::fast_mode_obstacle(p.setup).empty())
+    std::cout << "  (simulation.mode \"fast\" gives these steps without a SimGrid flow per send, many times "
+                 "faster: docs/pipelines.md)\n";
   if (p.abstract_mode) {
     std::cout << "  abstract work: " << described["abstract"].dump() << "\n\n";
     return;
@@ -62,6 +73,11 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   for (const char* option : {"timeline", "link-series"})
     if (vm.count(option)) outputs.emplace_back(vm[option].as<std::string>());
   check_outputs(outputs);
+  const pipeline::PipelineSetup& setup = config.parallel->setup;
+  if ((vm.count("timeline") || vm.count("link-series")) && setup.gpus() > pipeline::MAX_PIPELINE_GPUS)
+    throw UsageError("--timeline and --link-series record their steps in full mode, which simulates at most " +
+                     std::to_string(pipeline::MAX_PIPELINE_GPUS) + " GPUs; this job has " +
+                     std::to_string(setup.gpus()) + " (leave them out, or record a smaller job)");
   print_pipeline_header(config, compare);
   const auto columns = simulate_parallel(config, record);
   std::cout << pipeline_table(config, columns);

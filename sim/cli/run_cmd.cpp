@@ -42,12 +42,14 @@ config sections (every key with its range and default: docs/config.md):
               first_bucket_mb, overlap, micro_batches, attention (padded | packed),
               pad_to_multiple_of, grad_dtype, data_parallel (ddp | zero2 | fsdp | hybrid),
               shard_group, wrap (layer | root | size), min_num_params,
-              reshard_after_forward, no_sync, backward_prefetch
+              reshard_after_forward, no_sync, backward_prefetch, forward_prefetch
   policies    the policies simulated, a column each (ddpsim policies lists them)
   model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
   platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
-  simulation  mode fast | full, algorithm ring | tree | hierarchical (a pipeline's syncs: ring |
-              hierarchical), sched_ms, noise_sigma,
+  simulation  mode fast | full (a pipeline's default: full, every flow on SimGrid, up to 4,096
+              GPUs; fast: only its syncs, up to 16,384, refused where its steps would differ),
+              algorithm ring | tree | hierarchical (a pipeline's syncs: ring | hierarchical),
+              sched_ms, noise_sigma,
               noise_shared_sigma, spells, first_use, rank_speed, stragglers
   parallel    a pipeline-parallel job instead of DDP: GPipe or 1F1B stages in ZeRO-2 or DDP
               groups, flow classes sharing links by weight; its work in time units
@@ -137,6 +139,7 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
                        : ", reduce-scattered after every micro-batch";
   if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward && n > 1)
     units += ", backward_prefetch " + t.backward_prefetch;
+  if (t.forward_prefetch > 1 && n > 1) units += ", " + std::to_string(t.forward_prefetch) + " units gathered ahead";
   const int groups = t.world_size / t.shard_group;
   if (t.data_parallel == "fsdp" || groups == 1)
     return "data parallel: " + t.data_parallel + " (full sharding" +

@@ -207,8 +207,9 @@ int sweep(const Args& args) {
   visible.add_options()("out", po::value<std::string>(), "DIR: cells/, sweep.json and results.csv go here")(
       "jobs", po::value<int>(), "worker processes (default: the cores this process may use)")(
       "shard", po::value<std::string>(), "I/N: run only the I-th of N disjoint slices of the cells")(
-      "resume", "continue the sweep DIR holds (its grid is written before any cell runs): refuse unless DIR/sweep.json is this grid")(
-      "dry-run", "check every cell and print the grid, run nothing")(
+      "resume",
+      "continue the sweep DIR holds (its grid is written before any cell runs): refuse unless DIR/sweep.json is this "
+      "grid")("dry-run", "check every cell and print the grid, run nothing")(
       "merge", po::value<std::vector<std::string>>()->multitoken(),
       "SHARD_DIR...: combine the folders of a sharded sweep into --out")("help,h", "this help");
   hidden.add_options()("sweep", po::value<std::string>());
@@ -219,7 +220,8 @@ int sweep(const Args& args) {
   if (!vm.count("out") && vm.count("merge"))
     for (const auto& dir : vm["merge"].as<std::vector<std::string>>())
       if (dir.starts_with("--"))  // --merge takes every word after it
-        throw UsageError("--merge read \"" + dir + "\" as a shard folder: give the folders after --merge (at least one)"
+        throw UsageError("--merge read \"" + dir +
+                         "\" as a shard folder: give the folders after --merge (at least one)"
                          ", then --out DIR");
   if (!vm.count("out")) throw UsageError("--out DIR is required");
   const fs::path out = vm["out"].as<std::string>();
@@ -257,8 +259,8 @@ int sweep(const Args& args) {
     grid = expand(spec, [&](std::size_t done, std::size_t total) { progress(long(done), long(total)); });
   }
   const std::size_t policies = cell_config(spec, grid, grid.cells.front()).policies.size();
-  std::cout << "  " << policies << " policies per cell (in the first): " << grid.cells.size() * policies
-            << " results; grid " << grid.hash << "\n";
+  std::cout << "  " << policies << (policies == 1 ? " policy per cell" : " policies per cell")
+            << " (in the first): " << grid.cells.size() * policies << " results; grid " << grid.hash << "\n";
   // After the grid is read, so that an output that is one of its inputs (the base config, a
   // model a cell names) is refused before any cell runs.
   if (!vm.count("dry-run")) check_outputs({out / "results.csv", out / "sweep.json"});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -195,16 +196,35 @@ CollectivePlan make_allreduce(const std::string& algorithm, const std::vector<in
   return plan;
 }
 
-bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<sg4::Host*>& hosts) {
+bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<sg4::Host*>& hosts, bool ignore_slack) {
   std::unordered_map<const sg4::Link*, std::size_t> plan_of;
-  for (std::size_t i = 0; i < plans.size(); ++i)
-    for (const auto& [src, dst] : plans[i].pairs()) {
-      std::vector<sg4::Link*> route;
-      double latency = 0;
-      hosts[static_cast<std::size_t>(src)]->route_to(hosts[static_cast<std::size_t>(dst)], route, &latency);
-      for (const sg4::Link* link : route)
-        if (const auto [it, fresh] = plan_of.try_emplace(link, i); !fresh && it->second != i) return false;
+  std::unordered_map<const sg4::Link*, double> load;  // over plans, their busiest phase's bound on it
+  std::vector<const sg4::Link*> shared;
+  std::vector<sg4::Link*> route;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    std::unordered_map<const sg4::Link*, double> busiest;
+    for (const Phase& phase : plans[i].phases) {
+      std::unordered_map<const sg4::Link*, double> phase_load;
+      for (const Flow& f : phase.flows) {
+        route.clear();
+        hosts[static_cast<std::size_t>(f.src)]->route_to(hosts[static_cast<std::size_t>(f.dst)], route, nullptr);
+        double bottleneck = std::numeric_limits<double>::infinity();  // the most the flow can move
+        for (const sg4::Link* link : route) bottleneck = std::min(bottleneck, link->get_bandwidth());
+        for (const sg4::Link* link : route) {
+          if (const auto [it, fresh] = plan_of.try_emplace(link, i); !fresh && it->second != i) {
+            if (!ignore_slack) return false;
+            shared.push_back(link);
+          }
+          phase_load[link] += bottleneck;
+        }
+      }
+      for (const auto& [link, bound] : phase_load) busiest[link] = std::max(busiest[link], bound);
     }
+    for (const auto& [link, bound] : busiest) load[link] += bound;
+  }
+  for (const sg4::Link* link : shared)
+    if (link->get_sharing_policy() != sg4::Link::SharingPolicy::SHARED || load[link] > link->get_bandwidth())
+      return false;
   return true;
 }
 

@@ -55,7 +55,11 @@ CollectivePlan make_half_allreduce(bool reduce_scatter, const std::string& algor
 
 // Whether no link is on the routes of two of `plans` (a plan's own flows may share links): plans
 // that run at once then meet nothing but their own flows, as CollectiveRunner's reduction needs.
-bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<simgrid::s4u::Host*>& hosts);
+// With `ignore_slack`, plans may share a link that no mix of their phases can fill (each flow
+// at most its route's narrowest link, each plan in its busiest phase): max-min sharing never
+// lets such a link bind, so it changes no rate.
+bool disjoint_links(const std::vector<CollectivePlan>& plans, const std::vector<simgrid::s4u::Host*>& hosts,
+                    bool ignore_slack = false);
 
 // A plan bound to hosts: flows host to host and per-phase latencies resolved once.
 //

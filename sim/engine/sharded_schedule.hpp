@@ -4,9 +4,9 @@
 // its backward, its reduce-scatter after its backward (under no_sync, the last micro-batch's
 // only), on the group's one communication stream in the order its ranks issue them, each
 // starting once every rank of the group has issued it — so a step's slowest rank holds its group
-// back at every unit, not once at the end as under DDP. Prefetch depth one: a rank issues the
-// next unit's gather as it starts the current unit's compute (in backward, as backward_prefetch
-// says). The root unit is gathered once a
+// back at every unit, not once at the end as under DDP. A rank issues a unit's gather as it starts
+// the compute of the unit forward_prefetch before it (in backward, the next unit's, as
+// backward_prefetch says). The root unit is gathered once a
 // micro-batch and kept through its backward; without reshard_after_forward every unit is.
 // Across groups (HSDP): each reduce-scatter of a unit's gradient shard is followed by its
 // allreduce once every group has done it, on a stream of its own. The optimizer steps each
@@ -75,14 +75,16 @@ struct GroupStep {
     return marks[(g * M + m) * 2 + (backward ? 1 : 0)];
   }
 
-  // Unit u's gather was issued as the ranks began unit u − 1 (unit 0: as they began the
-  // micro-batch); `kept`: every unit is still gathered.
+  // Unit u's gather was issued as the ranks began unit u − forward_prefetch (the first ones: as
+  // they began the micro-batch); `kept`: every unit is still gathered.
   void forward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, bool kept) const {
-    double issued = latest(cursor, r);
+    const auto ahead = static_cast<std::size_t>(s.forward_prefetch);
+    std::vector<double> began(s.units.size());  // by unit: when its last rank began it
+    const double start = latest(cursor, r);
     for (std::size_t u = 0; u < s.units.size(); ++u) {
-      const double gathered = kept ? 0.0 : run("all-gather", u, issued);
+      const double gathered = kept ? 0.0 : run("all-gather", u, u < ahead ? start : began[u - ahead]);
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
-      issued = latest(begin, r);
+      began[u] = latest(begin, r);
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
         cursor[g] = begin[g] + work(g).micro(m).fwd_ms * s.units[u].share;
     }

@@ -98,6 +98,7 @@ struct EngineSetup {
   // "backward_pre" (as the unit after it begins), "backward_post" (as that one ends, before its
   // reduce-scatter) or "none" (after that reduce-scatter).
   std::string backward_prefetch = "backward_pre";
+  int forward_prefetch = 1;  // fsdp, hybrid: units gathered ahead of the one computing in forward
   PlatformConfig platform;
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;

@@ -182,9 +182,15 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
        "fsdp", true},
       {"16384 GPUs, FSDP, 1B decoder by layer", 16384, 262144, 200, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
        true, "fsdp", true},
-      {"1024 GPUs, pipeline 4 x 256, 1B decoder", 1024, 16384, 100, "cluster", "pipeline", "ring", 0, nullptr, false,
-       "ddp", true, PIPELINE_4x16},
-      {"4096 GPUs, pipeline 4 x 1024, 1B decoder", 4096, 65536, 100, "cluster", "pipeline", "ring", 60.0, FRONTIER_DATA,
+      {"1024 GPUs, pipeline 4 x 256, 1B decoder", 1024, 16384, 100, "cluster", "full", "ring", 0, nullptr, false, "ddp",
+       true, PIPELINE_4x16},
+      {"1024 GPUs, pipeline 4 x 256, 1B decoder", 1024, 16384, 100, "cluster", "fast", "ring", 0, nullptr, false, "ddp",
+       true, PIPELINE_4x16},
+      {"4096 GPUs, pipeline 4 x 1024, 1B decoder", 4096, 65536, 100, "cluster", "fast", "ring", 60.0, FRONTIER_DATA,
+       true, "ddp", true, PIPELINE_4x16},
+      {"4096 GPUs, pipeline, every flow in SimGrid", 4096, 65536, 100, "cluster", "full", "ring", 0, FRONTIER_DATA,
+       true, "ddp", true, PIPELINE_4x16},
+      {"16384 GPUs, pipeline 4 x 4096, 1B decoder", 16384, 262144, 100, "cluster", "fast", "ring", 500.0, FRONTIER_DATA,
        true, "ddp", true, PIPELINE_4x16},
   };
   const DecoderFiles decoder;
@@ -200,9 +206,8 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
     doc["simulation"] = {{"mode", c.mode}, {"algorithm", c.algorithm}};
     if (c.G > 4) doc["model"] = c.decoder ? decoder.spec() : "h100-distilbert";
     doc["training"]["data_parallel"] = c.data_parallel;
-    if (c.parallel) {  // its own keys: a pipeline has no DDP mode or buckets
+    if (c.parallel) {  // its own keys: a pipeline has no DDP buckets
       doc["parallel"] = nlohmann::json::parse(c.parallel);
-      doc["simulation"].erase("mode");
       doc["training"].erase("data_parallel");
       doc["policies"] = {"static"};
     }

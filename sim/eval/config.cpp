@@ -10,6 +10,7 @@
 #include "eval/config_sections.hpp"
 #include "eval/pipeline_eval.hpp"
 #include "eval/sharding.hpp"
+#include "pipeline/fast_pipeline.hpp"
 #include "pipeline/sync_plans.hpp"
 #include "report/outputs.hpp"
 #include "report/policy_run.hpp"
@@ -139,28 +140,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       throw InputError(origin + ": simulation.stragglers[" + std::to_string(i) + "]: from_step " +
                        std::to_string(c.simulation.stragglers[i].from_step) + " is past the run's last step (" +
                        std::to_string(c.training.steps - 1) + "): it would never straggle");
-  if (top.has("parallel")) {
-    c.parallel = pipeline::parse_parallel(top.raw("parallel"), origin + ": parallel", c.training.world_size);
-    if (c.parallel->abstract_mode && top.has("policies"))
-      throw InputError((policies_origin.empty() ? origin + ": policies" : policies_origin) +
-                       ": parallel.abstract runs its unit times as one column, with no policy; policies need "
-                       "model mode (a parallel section without abstract)");
-    if (!c.parallel->abstract_mode) {  // the platform's links
-      c.parallel->setup.channels.bytes_per_s = c.platform.link_GBps * 1e9;
-      c.parallel->setup.channels.latency_s = c.platform.latency_us * 1e-6;
-      c.parallel->setup.channels.fabric = pipeline_fabric(c.platform, c.training.world_size, origin);
-      if (c.simulation.algorithm == "tree")
-        throw InputError(origin +
-                         ": simulation.algorithm \"tree\": a pipeline's syncs over a stage's peers are ring "
-                         "or hierarchical collectives");
-      c.parallel->setup.algorithm = c.simulation.algorithm;
-      try {
-        pipeline::stage_plans(c.parallel->setup);  // a hierarchical sync's nodes
-      } catch (const InputError& e) {
-        throw InputError(origin + ": " + e.what());
-      }
-    }
-  }
+  if (top.has("parallel")) parse_pipeline_job(top, c, origin, policies_origin);
   top.reject_unknown();
   if (c.parallel) refuse_unused_by_pipeline(top, *c.parallel, origin);
   if (c.platform.topology == "xml" && c.simulation.algorithm != "hierarchical" && doc.contains("platform") &&
@@ -314,6 +294,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
     c.resolved["training"]["no_sync"] = c.training.no_sync;
     c.resolved["training"]["backward_prefetch"] = c.training.backward_prefetch;
+    c.resolved["training"]["forward_prefetch"] = c.training.forward_prefetch;
     c.resolved["training"]["wrap"] = c.training.wrap;
     if (c.training.wrap == "size") c.resolved["training"]["min_num_params"] = c.training.min_num_params;
   }
@@ -336,6 +317,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     for (const UnusedKeys& unused : unused_by_pipeline(abstract))
       for (const std::string& key : unused.keys)
         (unused.section.empty() ? c.resolved : c.resolved[unused.section]).erase(key);
+    c.resolved["simulation"]["mode"] = c.parallel->setup.mode;
     for (auto [key, sigma] :
          {std::pair{"noise_sigma", c.simulation.noise_sigma}, {"noise_shared_sigma", c.simulation.noise_shared_sigma}})
       if (abstract && sigma < 0) c.resolved["simulation"].erase(key);

@@ -63,6 +63,9 @@ struct TrainingConfig {
   // fsdp, hybrid: FSDP's BackwardPrefetch, when backward re-gathers a unit: "backward_pre" (as
   // the unit after it begins backward), "backward_post" (as it ends) or "none" (once it is reduced).
   std::string backward_prefetch = "backward_pre";
+  // fsdp, hybrid: units whose gathers forward issues ahead of the one computing (FSDP2's
+  // set_modules_to_forward_prefetch with the next N; 1: FSDP's implicit prefetch).
+  int forward_prefetch = 1;
   // fsdp, hybrid: "layer", a unit per transformer block (PyTorch's transformer_auto_wrap_policy),
   // "root", the whole model one unit (FSDP without an auto-wrap policy), or "size", PyTorch's
   // size_based_auto_wrap_policy over the layout's module tree.

@@ -11,6 +11,8 @@
 #include "engine/collective.hpp"
 #include "eval/config_sections.hpp"
 #include "eval/pipeline_eval.hpp"
+#include "pipeline/fast_pipeline.hpp"
+#include "pipeline/sync_plans.hpp"
 
 namespace ddpsim::config_detail {
 
@@ -21,8 +23,8 @@ std::vector<UnusedKeys> unused_by_pipeline(bool abstract) {
        "a stage syncs its gradients every parallel.sync_every backward passes, not in DDP buckets"},
       {"training", {"micro_batches"}, "its micro-batches per step are parallel.micro_batches"},
       {"simulation",
-       {"mode", "sched_ms", "spells", "first_use"},
-       "its steps always run on SimGrid, with no scheduling time"}};
+       {"sched_ms", "spells", "first_use"},
+       "its steps have no scheduling time, slow spells or first-use costs"}};
   if (abstract) {
     const std::string in_units = "in abstract mode the work is given in time units (parallel.abstract)";
     unused.push_back({"simulation", {"algorithm"}, in_units + " and its syncs are rings"});
@@ -63,6 +65,47 @@ pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const st
         platform.nodes_per_leaf * platform.gpus_per_node * platform.nic_GBps * 1e9 / platform.oversubscription;
   }
   return fabric;
+}
+
+void parse_pipeline_job(const JsonFields& top, Config& c, const std::string& origin,
+                        const std::string& policies_origin) {
+  c.parallel = pipeline::parse_parallel(top.raw("parallel"), origin + ": parallel", c.training.world_size);
+  pipeline::PipelineSetup& setup = c.parallel->setup;
+  if (top.has("simulation") && top.raw("simulation").is_object() && top.raw("simulation").contains("mode"))
+    setup.mode = c.simulation.mode;  // a pipeline's default is full, where DDP's is fast
+  if (const int most = setup.mode == "fast" ? pipeline::MAX_FAST_PIPELINE_GPUS : pipeline::MAX_PIPELINE_GPUS;
+      c.training.world_size > most)
+    throw InputError(origin + ": training.world_size is " + std::to_string(c.training.world_size) +
+                     ", and a pipeline job in simulation.mode \"" + setup.mode + "\" simulates at most " +
+                     std::to_string(most) + " GPUs" +
+                     (setup.mode == "fast" ? std::string(" (its syncs' routing table grows with their square)")
+                                           : std::string(" (SimGrid's routing table grows with the square of their "
+                                                         "three endpoints each); \"fast\" takes up to " +
+                                                         std::to_string(pipeline::MAX_FAST_PIPELINE_GPUS) +
+                                                         " where it gives full mode's steps (docs/pipelines.md)")));
+  if (c.parallel->abstract_mode && top.has("policies"))
+    throw InputError((policies_origin.empty() ? origin + ": policies" : policies_origin) +
+                     ": parallel.abstract runs its unit times as one column, with no policy; policies need "
+                     "model mode (a parallel section without abstract)");
+  if (!c.parallel->abstract_mode) {  // the platform's links
+    c.parallel->setup.channels.bytes_per_s = c.platform.link_GBps * 1e9;
+    c.parallel->setup.channels.latency_s = c.platform.latency_us * 1e-6;
+    c.parallel->setup.channels.fabric = pipeline_fabric(c.platform, c.training.world_size, origin);
+    if (c.simulation.algorithm == "tree")
+      throw InputError(origin +
+                       ": simulation.algorithm \"tree\": a pipeline's syncs over a stage's peers are ring "
+                       "or hierarchical collectives");
+    c.parallel->setup.algorithm = c.simulation.algorithm;
+    try {
+      pipeline::stage_plans(c.parallel->setup);  // a hierarchical sync's nodes
+    } catch (const InputError& e) {
+      throw InputError(origin + ": " + e.what());
+    }
+  }
+  if (setup.mode == "fast")
+    if (const std::string why = pipeline::fast_mode_obstacle(setup); !why.empty())
+      throw InputError(origin + ": simulation.mode \"fast\" would not give this job full mode's steps: " + why +
+                       "; use \"full\"");
 }
 
 }  // namespace ddpsim::config_detail

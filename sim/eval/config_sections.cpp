@@ -88,6 +88,13 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
                      "the unit after it begins backward), \"backward_post\" (as that unit ends) or \"none\" (once "
                      "it is reduce-scattered), got \"" +
                      t.backward_prefetch + "\"");
+  if (f.has("forward_prefetch") && !f.raw("forward_prefetch").is_number_integer())
+    throw InputError(where +
+                     ": forward_prefetch is how many units forward gathers ahead of the one computing, a whole "
+                     "number from 1 (FSDP's implicit prefetch; FSDP1's forward_prefetch=True changes only the "
+                     "CPU's issue order) to 64 (FSDP2's set_modules_to_forward_prefetch), got " +
+                     f.raw("forward_prefetch").dump());
+  t.forward_prefetch = f.get_in<int>("forward_prefetch", t.forward_prefetch, 1, 64);
   t.wrap = f.get<std::string>("wrap", t.wrap);
   if (t.wrap != "layer" && t.wrap != "root" && t.wrap != "size")
     throw InputError(where +
@@ -110,6 +117,7 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
   };
   fsdp_only(t.wrap != defaults.wrap, "wrap sets FSDP's units", "has none");
   fsdp_only(t.backward_prefetch != defaults.backward_prefetch, "backward_prefetch sets FSDP's re-gathers", "has none");
+  fsdp_only(t.forward_prefetch != defaults.forward_prefetch, "forward_prefetch sets FSDP's gathers ahead", "has none");
   fsdp_only(!t.reshard_after_forward, "reshard_after_forward false is FSDP's", "holds every parameter throughout");
   fsdp_only(t.no_sync, "no_sync picks FSDP's gradient accumulation",
             t.data_parallel == "ddp" ? "accumulates under no_sync always"

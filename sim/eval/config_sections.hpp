@@ -35,5 +35,10 @@ struct UnusedKeys {
 std::vector<UnusedKeys> unused_by_pipeline(bool abstract);
 void refuse_unused_by_pipeline(const JsonFields& top, const pipeline::ParallelConfig& p, const std::string& origin);
 pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const std::string& origin);
+// The `parallel` section into c.parallel, with what it takes from the rest: its links from the
+// platform, its syncs' algorithm and its simulation.mode (a pipeline's default is full, where
+// DDP's is fast), refusing a job that mode cannot simulate. Errors name `origin` and the key.
+void parse_pipeline_job(const JsonFields& top, Config& c, const std::string& origin,
+                        const std::string& policies_origin);
 
 }  // namespace ddpsim::config_detail

@@ -147,9 +147,14 @@ double sharded_memory_offset_mib(const Config& config) {
   for (const ShardUnit& u : shard_units(m, config.training.wrap, config.training.min_num_params))
     bytes.push_back(u.bytes);
   std::sort(bytes.rbegin(), bytes.rend());
-  const double gathered = config.training.reshard_after_forward
-                              ? (bytes[0] + (bytes.size() > 1 ? bytes[1] : 0.0)) / MiB
-                              : std::accumulate(bytes.begin(), bytes.end(), 0.0) / MiB;
+  // Forward holds the unit computing and those gathered ahead of it (backward's prefetch, one).
+  const auto held = std::min(bytes.size(), static_cast<std::size_t>(config.training.forward_prefetch) + 1);
+  const double gathered =
+      std::accumulate(
+          bytes.begin(),
+          bytes.begin() + static_cast<std::ptrdiff_t>(config.training.reshard_after_forward ? held : bytes.size()),
+          0.0) /
+      MiB;
   // no_sync keeps a micro-batch's gradients unsharded (at the gradient dtype's size) until the last.
   const double unsharded = config.training.no_sync && accumulates(config)
                                ? double(m.total_params()) * m.bytes_per_param / MiB * (1 - 1 / S)

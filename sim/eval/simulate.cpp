@@ -173,6 +173,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
     setup.reshard_after_forward = config.training.reshard_after_forward;
     setup.no_sync = config.training.no_sync;
     setup.backward_prefetch = config.training.backward_prefetch;
+    setup.forward_prefetch = config.training.forward_prefetch;
   }
   setup.overlap = config.training.overlap;
   setup.comm_slowdown = config.model->comm_slowdown;

@@ -73,8 +73,9 @@ const std::array<std::string, FLOW_CLASSES>& flow_class_names() {
   return names;
 }
 
-Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::array<int, 3>>& pairs)
-    : config_(config) {
+Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::array<int, 3>>& pairs,
+                 const std::array<bool, FLOW_CLASSES>& built)
+    : config_(config), first_built_(static_cast<int>(std::find(built.begin(), built.end(), true) - built.begin())) {
   auto* zone = sg4::create_full_zone("pipeline");
   const bool shared = config.model == "shared";
   std::array<double, FLOW_CLASSES> weight = config.weights;  // relative to the largest
@@ -91,12 +92,15 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
   const auto leaf = [&](int g) { return fabric.nodes_per_leaf > 0 ? node(g) / fabric.nodes_per_leaf : 0; };
   std::vector<Channel> channels;
   for (std::size_t ch = 0; ch < (shared ? 1 : FLOW_CLASSES); ++ch)
-    channels.push_back(build_channel(zone, config, gpus, shared ? "" : "." + flow_class_names()[ch]));
+    channels.push_back(shared || built[ch]
+                           ? build_channel(zone, config, gpus, shared ? "" : "." + flow_class_names()[ch])
+                           : Channel{});
   std::vector<std::array<sg4::Link*, FLOW_CLASSES>> tags(static_cast<std::size_t>(gpus));
   for (int g = 0; g < gpus; ++g) {
     const std::string gpu = "gpu" + std::to_string(g);
     auto& ends = endpoint_.emplace_back();
     for (int c = 0; c < FLOW_CLASSES; ++c) {
+      if (!built[static_cast<std::size_t>(c)]) continue;
       const std::string& name = flow_class_names()[static_cast<std::size_t>(c)];
       ends[static_cast<std::size_t>(c)] = zone->create_host(gpu + "." + name, 1e9);
       if (weighted)
@@ -139,7 +143,7 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
 }
 
 sg4::Host* Network::host(int gpu) const {
-  return endpoint_[static_cast<std::size_t>(gpu)][0];
+  return endpoint_[static_cast<std::size_t>(gpu)][static_cast<std::size_t>(first_built_)];
 }
 
 double Network::physical_latency(const std::vector<sg4::Link*>& route) {

@@ -75,12 +75,14 @@ struct FlowStats {
 class Network {
  public:
   // Builds `gpus` GPUs' hosts and links in the current SimGrid engine. `pairs` lists every
-  // (src, dst, class) that will carry a flow.
-  Network(const ChannelConfig& config, int gpus, const std::vector<std::array<int, 3>>& pairs);
+  // (src, dst, class) that will carry a flow. Only the `built` classes get endpoints (and, in
+  // separate channels, links): SimGrid's routing table grows with the square of the endpoints.
+  Network(const ChannelConfig& config, int gpus, const std::vector<std::array<int, 3>>& pairs,
+          const std::array<bool, FLOW_CLASSES>& built = {true, true, true});
   Network(const Network&) = delete;
   Network& operator=(const Network&) = delete;
 
-  simgrid::s4u::Host* host(int gpu) const;
+  simgrid::s4u::Host* host(int gpu) const;  // the first built class's endpoint
   // Every GPU's endpoint for a class's flows, by GPU: what a CollectiveRunner runs between.
   std::vector<simgrid::s4u::Host*> hosts(FlowClass flow_class) const;
   // A route's latency without its weight tag: what a flow pays, and a collective per step.
@@ -121,6 +123,7 @@ class Network {
   simgrid::s4u::CommPtr flow(int src, int dst, int flow_class, double bytes) const;
 
   ChannelConfig config_;
+  int first_built_ = 0;
   // endpoint_[gpu][class]: the host a class's flows leave from and arrive at.
   std::vector<std::array<simgrid::s4u::Host*, FLOW_CLASSES>> endpoint_;
   std::set<std::array<int, 3>> routes_;  // (src, dst, class)

@@ -11,6 +11,7 @@
 #include "common/interrupt.hpp"
 #include "engine/interference.hpp"
 #include "engine/simgrid_engine.hpp"
+#include "pipeline/fast_pipeline.hpp"
 #include "pipeline/schedule.hpp"
 #include "pipeline/sync_plans.hpp"
 
@@ -41,6 +42,12 @@ void check_setup(const PipelineSetup& s, const std::string& where) {
          std::to_string(s.micro_batches) + ")");
   if (s.channels.model != "separate" && s.channels.model != "shared")
     fail("channels.model is \"separate\" or \"shared\", got \"" + s.channels.model + "\"");
+  if (s.mode == "fast") {
+    if (const std::string why = fast_mode_obstacle(s); !why.empty())
+      throw InputError("simulation.mode \"fast\" would not give this job full mode's steps: " + why + "; use \"full\"");
+  } else if (s.mode != "full") {
+    fail("mode is \"fast\" or \"full\", got \"" + s.mode + "\"");
+  }
 }
 
 namespace {
@@ -288,11 +295,31 @@ class Run {
   PipelineResult result_;
 };
 
+// Fast mode's steps, and full mode's recording of the steps a timeline shows: each step
+// starts from every GPU's barrier, so a few can be simulated apart.
+PipelineResult simulate_fast_recorded(const PipelineSetup& setup, const std::vector<StepWork>& steps,
+                                      std::pair<int, int> record) {
+  PipelineResult out = simulate_fast(setup, steps);
+  const int from = std::max(0, record.first), to = std::min(static_cast<int>(steps.size()), record.second);
+  if (from >= to) return out;
+  PipelineSetup full = setup;
+  full.mode = "full";
+  const std::vector<StepWork> shown(steps.begin() + from, steps.begin() + to);
+  auto engine = make_engine();
+  Run run(full, shown, {0, to - from});
+  out.recording = run.run(*engine).recording;
+  out.recording.from = from;
+  out.recording.to = to;
+  for (auto& span : out.recording.spans) span.step += from;
+  return out;
+}
+
 }  // namespace
 
 PipelineResult simulate_pipeline(const PipelineSetup& setup, const std::vector<StepWork>& steps,
                                  std::pair<int, int> record) {
   check_setup(setup, "parallel");
+  if (setup.mode == "fast") return simulate_fast_recorded(setup, steps, record);
   auto engine = make_engine();
   Run run(setup, steps, record);
   return run.run(*engine);

@@ -30,6 +30,9 @@ struct PipelineSetup {
   // Where the syncs' links carry nothing else (separate channels) and no two stages' syncs share
   // a link, simulate one group of each kind of alike flows (CollectiveRunner's reduction).
   bool reduce_flows = true;
+  // full: every flow on SimGrid; fast: the transfers between stages timed without it, where
+  // that is exact (fast_pipeline.hpp).
+  std::string mode = "full";
   int sync_every = 0;  // backward passes between syncs; 0: one sync after the last
   ChannelConfig channels;
   double fwd_impact = 0, bwd_impact = 0;  // compute slowdown while a sync runs on the GPU

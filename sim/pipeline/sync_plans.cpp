@@ -86,7 +86,7 @@ bool alike_groups_exact(const PipelineSetup& s, const std::vector<StagePlans>& p
     CollectivePlan& both = stages.emplace_back(p.sync);
     both.phases.insert(both.phases.end(), p.gather.phases.begin(), p.gather.phases.end());
   }
-  return disjoint_links(stages, hosts);
+  return disjoint_links(stages, hosts, true);
 }
 
 }  // namespace ddpsim::pipeline

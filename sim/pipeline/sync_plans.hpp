@@ -25,8 +25,9 @@ std::vector<StagePlans> stage_plans(const PipelineSetup& s);
 double sent_per_byte(const CollectivePlan& plan);
 
 // Whether one group of each kind of alike flows stands exactly for the rest: the syncs' links
-// carry no other class (separate channels) and no link is on two stages' routes, so a stage's
-// collective, whose flows all start together, meets no flow that moves otherwise.
+// carry no other class (separate channels) and no link that two stages' routes share can fill
+// (disjoint_links' ignore_slack), so a stage's collective, whose flows all start together,
+// meets no flow that moves otherwise.
 bool alike_groups_exact(const PipelineSetup& s, const std::vector<StagePlans>& plans,
                         const std::vector<simgrid::s4u::Host*>& hosts);
 

@@ -143,7 +143,26 @@ expect_exit 2 'register .*no trainer here runs a pipeline job' "$DDPSIM" compare
   --register "$WORK/reg.json"
 expect_exit 1 'training.micro_batches is not used by a pipeline job' "$DDPSIM" run "${small[@]}" \
   --set training.micro_batches=2
-expect_exit 1 'simulation.mode is not used by a pipeline job' "$DDPSIM" run "${small[@]}" --set simulation.mode=full
+expect_exit 1 'simulation.sched_ms is not used by a pipeline job' "$DDPSIM" run "${small[@]}" --set simulation.sched_ms=1
+expect_exit 1 'simulation.mode "fast" would not give this job full mode.s steps: parallel.channels.model is "shared"' \
+  "$DDPSIM" run "${small[@]}" --set simulation.mode=fast --set parallel.channels.model=shared
+# Fast mode gives full mode's steps to SimGrid's rounding (ten significant digits in the CSV).
+for mode in fast full; do
+  expect_ok "$DDPSIM" run "${small[@]:2}" --steps 6 --set platform.topology=nvlink --set simulation.mode=$mode \
+    --out "$WORK/$mode"
+done
+expect_exit 2 'record their steps in full mode, which simulates at most 4096 GPUs; this job has 8192' \
+  "$DDPSIM" run "$study" --set simulation.mode=fast --set parallel.fwd_impact=0 --set parallel.bwd_impact=0 \
+  --set training.world_size=8192 --steps 1 --timeline "$WORK/big.json"
+[[ ! -e $WORK/big.json ]] || fail "a refused timeline was written"
+python3 - "$WORK/fast/pipeline_steps.csv" "$WORK/full/pipeline_steps.csv" <<'PY' || fail "fast mode's steps are not full mode's"
+import csv, sys
+fast, full = (list(csv.DictReader(open(p))) for p in sys.argv[1:])
+assert len(fast) == len(full) == 12, (len(fast), len(full))
+for a, b in zip(fast, full):
+    assert (a["policy"], a["step"]) == (b["policy"], b["step"]), (a, b)
+    assert abs(float(a["step_ms"]) - float(b["step_ms"])) <= 1e-9 * float(b["step_ms"]), (a, b)
+PY
 expect_exit 1 'parallel.micro_batches \(4\) is more than a group.s share of the global batch \(4 over 2 groups: 2\)' \
   "$DDPSIM" run "${small[@]}" --set parallel.micro_batches=4
 expect_exit 1 'training.b_max lists 8 ranks, the pipeline has 2 data-parallel groups' "$DDPSIM" run "${small[@]}" \
