@@ -4,6 +4,8 @@
 // allreduces cross the same NICs they slow each other, which fast mode cannot see.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "alpha_beta.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
@@ -108,17 +110,40 @@ TEST_CASE("HSDP in full mode: groups across nodes share the NICs with the replic
       CHECK(full[p].timing[i].step_ms >= fast[p].timing[i].step_ms * (1 - 1e-9));
 }
 
-TEST_CASE("full mode takes fsdp and hybrid, and refuses zero2 by its key") {
-  const auto config = [](const char* data_parallel) {
-    return parse_config(
-        nlohmann::json{{"training", {{"data_parallel", data_parallel}}}, {"simulation", {{"mode", "full"}}}}, "c.json",
-        "");
+TEST_CASE("ZeRO-2 in full mode gives fast mode's steps: buckets reduce-scattered every micro-batch, then the gather") {
+  const auto zero2 = [](EngineSetup s, bool overlap) {
+    s.sharding = "zero2";
+    s.overlap = overlap;
+    s.buckets = {{40e6, 0.3}, {60e6, 0.7}, {20e6, 1.0}};
+    return s;
   };
-  CHECK(config("fsdp").simulation.mode == "full");
-  CHECK(config("hybrid").simulation.mode == "full");
-  CHECK_THROWS_WITH_AS(config("zero2"),
-                       doctest::Contains("c.json: training.data_parallel \"zero2\" is simulated in fast mode so far"),
-                       InputError);
+  for (const bool overlap : {true, false})
+    for (const int micro : {1, 3}) {
+      CAPTURE(overlap);
+      CAPTURE(micro);
+      const EngineSetup ring = zero2(test::alpha_beta_setup(8), overlap), big = zero2(cluster(32), overlap);
+      check_same(run(ring, "full", 1, micro), run(ring, "fast", 1, micro));
+      check_same(run(big, "full", 0.01, micro), run(big, "fast", 0.01, micro));  // communication-bound
+    }
+  // The timeline names each bucket's reduce-scatter and the parameters' gather, as fast mode does.
+  EngineSetup traced = zero2(test::alpha_beta_setup(4), true);
+  traced.timeline_from = 0, traced.timeline_to = 1;
+  const auto full = run(traced, "full", 1, 2), fast = run(traced, "fast", 1, 2);
+  auto names = [](const PolicyTimes& p) {
+    std::multiset<std::string> out;
+    for (const Span& span : p.spans) out.insert(span.name);
+    return out;
+  };
+  CHECK(names(full[0]) == names(fast[0]));
+  CHECK(names(full[0]).count("all-gather parameters") == 4);
+}
+
+TEST_CASE("full mode takes every kind of data parallelism") {
+  for (const char* data_parallel : {"ddp", "zero2", "fsdp", "hybrid"})
+    CHECK(parse_config(
+              nlohmann::json{{"training", {{"data_parallel", data_parallel}}}, {"simulation", {{"mode", "full"}}}},
+              "c.json", "")
+              .simulation.mode == "full");
 }
 
 TEST_CASE("what the source throws mid-run ends a full-mode HSDP run with that error, whichever actor asked") {

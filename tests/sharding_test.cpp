@@ -101,8 +101,6 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
     doc.merge_patch(extra);
     CHECK_THROWS_WITH_AS(parse_config(doc, "c.json", ""), doctest::Contains(says), InputError);
   };
-  refused({{"training", {{"data_parallel", "zero2"}}}, {"simulation", {{"mode", "full"}}}},
-          "simulation.mode \"full\" takes ddp, fsdp and hybrid");
   refused({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
   const Config noted =
       parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"overlap", false}}}}, "c.json", "");

@@ -99,12 +99,9 @@ TEST_CASE("ZeRO-2's refusals name their keys; DDP's bucket keys are its own") {
   const auto refused = [](const nlohmann::json& doc, const char* says) {
     CHECK_THROWS_WITH_AS(parse_config(doc, "c.json", ""), doctest::Contains(says), InputError);
   };
-  const nlohmann::json zero2 = {{"data_parallel", "zero2"}};
   refused({{"training", {{"data_parallel", "zero2"}, {"reshard_after_forward", false}}}},
           "data_parallel \"zero2\" holds every parameter throughout");
   refused({{"training", {{"data_parallel", "zero2"}, {"shard_group", 2}}}}, "shards over all the ranks");
-  refused({{"training", zero2}, {"simulation", {{"mode", "full"}}}},
-          "training.data_parallel \"zero2\" is simulated in fast mode");
   refused({{"training", {{"data_parallel", "zero2"}, {"no_sync", true}}}},
           "data_parallel \"zero2\" reduce-scatters every micro-batch's gradients");
   const Config c =

@@ -22,24 +22,41 @@ using namespace engine_detail;
 EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
                            const std::function<void(long, long)>& progress) {
   if (s.sharding == "fsdp" || s.sharding == "hybrid") return simulate_full_sharded(s, source, progress);
-  Stage stage(s);
+  // ZeRO-2 reduce-scatters each micro-batch's buckets and all-gathers the parameters after the
+  // optimizer: a ring over every rank moves (G − 1)/G of either, as the sharded plans do.
+  const bool zero2 = s.sharding == "zero2";
+  Stage stage(s, zero2 ? std::vector<std::string>{"allgather"} : std::vector<std::string>{});
   const auto& hosts = stage.hosts;
   const CollectiveRunner& runner = *stage.runner;
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);
   auto barrier = sg4::Barrier::create(static_cast<unsigned>(G));
-  // Ranks whose bucket k is ready (actors run one at a time: plain counters suffice); the last
-  // one wakes the collectives' actor.
+  // Ranks whose bucket k of micro-batch m is ready (actors run one at a time: plain counters
+  // suffice); the last one wakes the collectives' actor. Every rank readies them in the same
+  // order, so they become ready in it. ZeRO-2's parameter gather, likewise, once every rank has
+  // stepped its shard.
   const std::size_t K = s.buckets.size();
   std::vector<int> ready_ranks(K, 0);
-  auto all_ready = sg4::Semaphore::create(0);
-  std::vector<sg4::SemaphorePtr> reduced;
-  for (int g = 0; g < G; ++g) reduced.push_back(sg4::Semaphore::create(0));
-  auto bucket_ready = [&](std::size_t k) {
-    if (++ready_ranks[k] < G) return;
-    ready_ranks[k] = 0;
+  auto all_ready = sg4::Semaphore::create(0), all_stepped = sg4::Semaphore::create(0);
+  std::vector<sg4::SemaphorePtr> reduced, gathered;
+  for (int g = 0; g < G; ++g) {
+    reduced.push_back(sg4::Semaphore::create(0));
+    gathered.push_back(sg4::Semaphore::create(0));
+  }
+  auto bucket_ready = [&](std::size_t m, std::size_t k) {
+    if (ready_ranks.size() < (m + 1) * K) ready_ranks.resize((m + 1) * K, 0);
+    if (++ready_ranks[m * K + k] < G) return;
+    ready_ranks[m * K + k] = 0;
     all_ready->release();
   };
+  int stepped = 0;
+  auto shard_stepped = [&] {
+    if (++stepped < G) return;
+    stepped = 0;
+    all_stepped->release();
+  };
+  double parameter_bytes = 0;
+  for (const Bucket& b : s.buckets) parameter_bytes += b.bytes;
   const std::size_t P = source.steps.size();
   EngineResult result;
   result.policies.resize(P);
@@ -157,34 +174,50 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
           sg4::this_actor::sleep_for(w.sched_ms * 1e-3);
           if (w.sched_ms > 0) span("schedule", t0);
           t0 = sg4::Engine::get_clock();
-          if (w.accum_ms() > 0) {
+          if (!zero2 && w.accum_ms() > 0) {  // DDP accumulates the earlier micro-batches under no_sync
             sg4::this_actor::sleep_for(w.accum_ms() * 1e-3);
             span("accumulate", t0);
           }
-          const double fwd_start = sg4::Engine::get_clock();
-          sg4::this_actor::sleep_for(w.fwd_ms * 1e-3);
-          span("forward", fwd_start);
-          const double bwd_start = sg4::Engine::get_clock();
-          set_in_backward(+1);
-          double elapsed = 0;
-          for (std::size_t k = 0; k < K; ++k) {
-            compute(g, w.bwd_ms * (s.buckets[k].ready_fraction - elapsed) * 1e-3);
-            elapsed = s.buckets[k].ready_fraction;
-            if (s.overlap) bucket_ready(k);
+          // ZeRO-2: every micro-batch, its buckets reduce-scattered as the next one computes.
+          const std::size_t M = zero2 ? w.micro_batches() : 1;
+          double fwd_s = 0, bwd_s = 0;
+          for (std::size_t m = 0; m < M; ++m) {
+            const Phases phase = zero2 ? w.micro(m) : Phases{w.fwd_ms, w.bwd_ms};
+            const bool last = m + 1 == M;
+            if (last && m > 0) span("accumulate", t0);  // the earlier ones, reduce-scatters beside them
+            const double fwd_start = sg4::Engine::get_clock();
+            sg4::this_actor::sleep_for(phase.fwd_ms * 1e-3);
+            if (last) span("forward", fwd_start);
+            const double bwd_start = sg4::Engine::get_clock();
+            fwd_s += bwd_start - fwd_start;
+            set_in_backward(+1);
+            double elapsed = 0;
+            for (std::size_t k = 0; k < K; ++k) {
+              compute(g, phase.bwd_ms * (s.buckets[k].ready_fraction - elapsed) * 1e-3);
+              elapsed = s.buckets[k].ready_fraction;
+              if (s.overlap) bucket_ready(m, k);
+            }
+            set_in_backward(-1);
+            if (last) span("backward", bwd_start);
+            bwd_s += sg4::Engine::get_clock() - bwd_start;
+            if (!s.overlap)
+              for (std::size_t k = 0; k < K; ++k) bucket_ready(m, k);
           }
-          set_in_backward(-1);
-          span("backward", bwd_start);
           const double bwd_end = sg4::Engine::get_clock();
-          if (!s.overlap)
-            for (std::size_t k = 0; k < K; ++k) bucket_ready(k);
           reduced[static_cast<std::size_t>(g)]->acquire();
           const double comm_end = sg4::Engine::get_clock();
-          sg4::this_actor::sleep_for(w.opt_ms * 1e-3);
-          span("optimizer", comm_end);
+          sg4::this_actor::sleep_for((zero2 ? w.opt_ms / G : w.opt_ms) * 1e-3);
+          span(zero2 ? "optimizer (shard)" : "optimizer", comm_end);
+          const double stepped_at = sg4::Engine::get_clock();
+          if (zero2) {
+            shard_stepped();
+            gathered[static_cast<std::size_t>(g)]->acquire();
+          }
           const double end = sg4::Engine::get_clock();
-          block.timing[at(t - block.first, G, g)] = {
-              (bwd_start - fwd_start) * 1e3 + w.accum_fwd_ms(), (bwd_end - bwd_start) * 1e3 + w.accum_bwd_ms(),
-              (comm_end - bwd_end) * 1e3, (end - comm_end) * 1e3, (end - prev_end) * 1e3};
+          block.timing[at(t - block.first, G, g)] = {fwd_s * 1e3 + (zero2 ? 0.0 : w.accum_fwd_ms()),
+                                                     bwd_s * 1e3 + (zero2 ? 0.0 : w.accum_bwd_ms()),
+                                                     (comm_end - bwd_end) * 1e3 + (end - stepped_at) * 1e3,
+                                                     (stepped_at - comm_end) * 1e3, (end - prev_end) * 1e3};
           prev_end = end;
           finish_step(p, block, t);  // may drop the block
           if (g == 0 && progress && (++done % 16 == 0 || t + 1 == source.steps[p])) progress(done, total);
@@ -195,18 +228,33 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
   sg4::Actor::create("collectives", hosts.front(), [&] {
     for (std::size_t p = 0; p < P; ++p) {
       for (int t = 0; t < source.steps[p]; ++t) {
-        for (std::size_t k = 0; k < K; ++k) {
+        auto spans = [&](const std::string& name, double start) {
+          if (in_timeline(s, t))
+            for (int g = 0; g < G; ++g)
+              result.policies[p].spans.push_back(
+                  {t, g, true, name, (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
+        };
+        std::size_t M = 1;  // ZeRO-2: the step's micro-batches, as its first bucket is ready
+        for (std::size_t i = 0; i < M * K; ++i) {
           all_ready->acquire();
+          if (i == 0 && zero2) {
+            const Block& b = block_of(p, t);
+            M = b.work.work[at(t - b.first, G, 0)].micro_batches();
+          }
+          const std::size_t k = i % K;
           const double start = sg4::Engine::get_clock();
           set_in_flight(true);
           slowed_collective(s.buckets[k].bytes);
           set_in_flight(false);
-          if (in_timeline(s, t))
-            for (int g = 0; g < G; ++g)
-              result.policies[p].spans.push_back(
-                  {t, g, true, bucket_name(k), (start - origin[p]) * 1e3, (sg4::Engine::get_clock() - start) * 1e3});
+          spans(zero2 ? reduce_scatter_name(k) : bucket_name(k), start);
         }
         for (std::size_t g = 0; g < Gs; ++g) reduced[g]->release();
+        if (!zero2) continue;
+        all_stepped->acquire();
+        const double start = sg4::Engine::get_clock();
+        runner.run(parameter_bytes);
+        spans("all-gather parameters", start);
+        for (std::size_t g = 0; g < Gs; ++g) gathered[g]->release();
       }
     }
   });

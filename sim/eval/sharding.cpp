@@ -170,10 +170,6 @@ void check_sharded(const Config& c, const std::string& origin) {
     throw InputError(why +
                      "shards a data-parallel step; a pipeline job's parallel section has its own "
                      "data_parallel (ddp, zero2): leave one of them out");
-  if (c.simulation.mode != "fast" && !c.training.fully_sharded())
-    throw InputError(why +
-                     "is simulated in fast mode so far (collectives timed once in SimGrid, then composed): "
-                     "simulation.mode \"full\" takes ddp, fsdp and hybrid");
   if (c.training.fully_sharded() && c.training.wrap == "layer" && shard_units(*c.model).size() < 2)
     throw InputError(origin + ": training.wrap \"layer\" wraps each transformer block, and model " + c.model->name +
                      "'s layout names none (no parameter named layers.N., layer.N., h.N. or blocks.N.): wrap "
