@@ -165,14 +165,16 @@ TEST_CASE("fast mode records the timeline's steps in full mode, and refuses jobs
   CHECK(fast_mode_obstacle(mid_step).find("sync_every") != std::string::npos);
 }
 
-TEST_CASE("a pipeline job's simulation.mode: full by default, fast up to 16,384 GPUs") {
-  auto config = [](int world_size, const std::string& simulation) {
-    return parse_config(nlohmann::json::parse(R"({"training": {"world_size": )" + std::to_string(world_size) +
-                                              R"(, "global_batch": )" + std::to_string(world_size * 4) +
-                                              R"(, "steps": 1}, "platform": {"topology": "cluster"},
+TEST_CASE("a pipeline job's simulation.mode: full by default, fast up to 65,536 GPUs") {
+  auto config = [](int world_size, const std::string& simulation, int nodes_per_leaf = 4) {
+    return parse_config(
+        nlohmann::json::parse(R"({"training": {"world_size": )" + std::to_string(world_size) + R"(, "global_batch": )" +
+                              std::to_string(world_size * 4) +
+                              R"(, "steps": 1}, "platform": {"topology": "cluster", "nodes_per_leaf": )" +
+                              std::to_string(nodes_per_leaf) + R"(},
         "parallel": {"stages": 4, "micro_batches": 4}, "simulation": )" +
-                                              simulation + "}"),
-                        "c.json", "");
+                              simulation + "}"),
+        "c.json", "");
   };
   CHECK(config(32, "{}").parallel->setup.mode == "full");
   CHECK(config(32, R"({"mode": "fast"})").parallel->setup.mode == "fast");
@@ -181,5 +183,8 @@ TEST_CASE("a pipeline job's simulation.mode: full by default, fast up to 16,384 
                        doctest::Contains("c.json: training.world_size is 8192, and a pipeline job in "
                                          "simulation.mode \"full\" simulates at most 4096 GPUs"),
                        InputError);
-  CHECK_THROWS_WITH_AS(config(32768, R"({"mode": "fast"})"), doctest::Contains("at most 16384 GPUs"), InputError);
+  CHECK(config(65536, R"({"mode": "fast"})").parallel->setup.groups == 16384);
+  CHECK_THROWS_WITH_AS(
+      config(8192, R"({"mode": "fast"})", 1024),
+      doctest::Contains("fast mode keeps its syncs' routes per leaf switch, and this platform has one"), InputError);
 }

@@ -38,7 +38,7 @@ layer) at G=1024 (B=4096) and, a frontier case, G=16384 (the log-normal lengths 
 steps, fast mode (target < 60 s each), and at G=1024 in full mode (target < 60 s). Pipelines:
 Llama-3.2-1B in 4 stages, 1F1B, ZeRO-2, 16 micro-batches, one policy, 100 steps, at G=1024
 in full and fast mode and, frontier cases, G=4096 in fast mode (target < 60 s) and in full mode,
-and G=16384 in fast mode (target < 500 s, 5 s a step).
+G=16384 in fast mode (target < 500 s, 5 s a step), and G=65536 (4 micro-batches, 20 steps).
 
 Then times `ddpsim sweep` with 2 worker processes over 1,000 cells of the study's setting (six
 policies x 800 steps, fast mode; cells differ by seed), every cell checked, run, written and

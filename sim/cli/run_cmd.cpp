@@ -47,7 +47,7 @@ config sections (every key with its range and default: docs/config.md):
   model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
   platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
   simulation  mode fast | full (a pipeline's default: full, every flow on SimGrid, up to 4,096
-              GPUs; fast: only its syncs, up to 16,384, refused where its steps would differ),
+              GPUs; fast: only its syncs, up to 65,536, refused where its steps would differ),
               algorithm ring | tree | hierarchical (a pipeline's syncs: ring | hierarchical),
               sched_ms, noise_sigma,
               noise_shared_sigma, spells, first_use, rank_speed, stragglers
@@ -72,7 +72,8 @@ examples:
 
 constexpr const char* COMPARE_USAGE = R"(usage: ddpsim compare [CONFIG] [--policies a,b,...] [options]
 
-The simulation of `ddpsim run`, printed as one column per policy with each figure's change
+The simulation of `ddpsim run` (its config sections: `ddpsim run --help`; every key with its
+range and default: docs/config.md), printed as one column per policy with each figure's change
 against the first policy. Every policy sees the same sample stream and the same compute noise,
 so differences come from the policies alone. Without --policies, the config's policies (the
 embedded default compares static, minmax with tokens and tokens_sq, kk, sorted, token_budget).

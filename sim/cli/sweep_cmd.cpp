@@ -24,7 +24,8 @@ constexpr const char* USAGE = R"(usage: ddpsim sweep SWEEP.json --out DIR [--job
        ddpsim sweep --merge SHARD_DIR... --out DIR
 
 Runs `ddpsim run` over a grid of configs and tabulates every policy of every cell. A sweep
-file names a base config, keys to vary (any path `--set` takes) and the policies:
+file names a base config, keys to vary (any path `--set` takes: the config sections in
+`ddpsim run --help`, every key in docs/config.md) and the policies:
 
   {
     "base": "my.json",                          (optional; default: the embedded default)

@@ -91,8 +91,11 @@ struct SimCase {
   const char* parallel = nullptr;  // a pipeline job's parallel section as JSON, with one policy
 };
 
-// The pipeline cases' job: 1F1B, ZeRO-2, 16 micro-batches over 4 stages.
+// The pipeline cases' job: 1F1B, ZeRO-2, 16 micro-batches over 4 stages (4 at 65,536 GPUs,
+// where GPUs × micro-batches is bounded).
 constexpr const char* PIPELINE_4x16 = R"({"stages": 4, "micro_batches": 16, "schedule": "1f1b",
+  "data_parallel": "zero2", "activation_bytes_per_token": 4096})";
+constexpr const char* PIPELINE_4x4 = R"({"stages": 4, "micro_batches": 4, "schedule": "1f1b",
   "data_parallel": "zero2", "activation_bytes_per_token": 4096})";
 
 // Llama-3.2-1B's Hugging Face config.json (as models/hf/llama-3.2-1b.json), written beside the
@@ -192,6 +195,8 @@ std::vector<SimBenchResult> run_sim_bench(double scale, const std::function<void
        true, "ddp", true, PIPELINE_4x16},
       {"16384 GPUs, pipeline 4 x 4096, 1B decoder", 16384, 262144, 100, "cluster", "fast", "ring", 500.0, FRONTIER_DATA,
        true, "ddp", true, PIPELINE_4x16},
+      {"65536 GPUs, pipeline 4 x 16384, 4 micro-batches", 65536, 1048576, 20, "cluster", "fast", "ring", 0,
+       FRONTIER_DATA, true, "ddp", true, PIPELINE_4x4},
   };
   const DecoderFiles decoder;
   std::vector<SimBenchResult> results;

@@ -73,16 +73,12 @@ void parse_pipeline_job(const JsonFields& top, Config& c, const std::string& ori
   pipeline::PipelineSetup& setup = c.parallel->setup;
   if (top.has("simulation") && top.raw("simulation").is_object() && top.raw("simulation").contains("mode"))
     setup.mode = c.simulation.mode;  // a pipeline's default is full, where DDP's is fast
-  if (const int most = setup.mode == "fast" ? pipeline::MAX_FAST_PIPELINE_GPUS : pipeline::MAX_PIPELINE_GPUS;
-      c.training.world_size > most)
+  if (setup.mode == "full" && c.training.world_size > pipeline::MAX_PIPELINE_GPUS)
     throw InputError(origin + ": training.world_size is " + std::to_string(c.training.world_size) +
-                     ", and a pipeline job in simulation.mode \"" + setup.mode + "\" simulates at most " +
-                     std::to_string(most) + " GPUs" +
-                     (setup.mode == "fast" ? std::string(" (its syncs' routing table grows with their square)")
-                                           : std::string(" (SimGrid's routing table grows with the square of their "
-                                                         "three endpoints each); \"fast\" takes up to " +
-                                                         std::to_string(pipeline::MAX_FAST_PIPELINE_GPUS) +
-                                                         " where it gives full mode's steps (docs/pipelines.md)")));
+                     ", and a pipeline job in simulation.mode \"full\" simulates at most " +
+                     std::to_string(pipeline::MAX_PIPELINE_GPUS) +
+                     " GPUs (SimGrid's routing table grows with the square of their three endpoints each); "
+                     "\"fast\" takes every world size where it gives full mode's steps (docs/pipelines.md)");
   if (c.parallel->abstract_mode && top.has("policies"))
     throw InputError((policies_origin.empty() ? origin + ": policies" : policies_origin) +
                      ": parallel.abstract runs its unit times as one column, with no policy; policies need "
@@ -102,6 +98,14 @@ void parse_pipeline_job(const JsonFields& top, Config& c, const std::string& ori
       throw InputError(origin + ": " + e.what());
     }
   }
+  if (setup.mode == "fast" && c.training.world_size > pipeline::MAX_PIPELINE_GPUS && !pipeline::syncs_zoned(setup))
+    throw InputError(
+        origin + ": training.world_size is " + std::to_string(c.training.world_size) + ": above " +
+        std::to_string(pipeline::MAX_PIPELINE_GPUS) + " GPUs fast mode keeps its syncs' routes per leaf switch, and " +
+        (c.parallel->abstract_mode ? std::string("an abstract job's GPUs share one node (give the job a model and "
+                                                 "platform.topology \"cluster\")")
+                                   : std::string("this platform has one (use platform.topology \"cluster\" with "
+                                                 "platform.nodes_per_leaf below its node count)")));
   if (setup.mode == "fast")
     if (const std::string why = pipeline::fast_mode_obstacle(setup); !why.empty())
       throw InputError(origin + ": simulation.mode \"fast\" would not give this job full mode's steps: " + why +

@@ -166,6 +166,10 @@ class Collectives {
 
 }  // namespace
 
+bool syncs_zoned(const PipelineSetup& s) {
+  return has_leaf_links(s.channels.fabric);
+}
+
 std::string fast_mode_obstacle(const PipelineSetup& s) {
   if (s.channels.model != "separate" && s.stages > 1)
     return "parallel.channels.model is \"" + s.channels.model +

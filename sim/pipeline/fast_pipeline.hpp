@@ -14,6 +14,10 @@ namespace ddpsim::pipeline {
 // empty where it does: every transfer's route must be its sender's alone.
 std::string fast_mode_obstacle(const PipelineSetup& s);
 
+// Whether the syncs' endpoints go in a SimGrid zone per leaf switch (the platform has leaf links):
+// above MAX_PIPELINE_GPUS fast mode needs it, one flat zone's route table growing with the square.
+bool syncs_zoned(const PipelineSetup& s);
+
 // The steps as simulate_pipeline's full mode gives them (to SimGrid's rounding), without a
 // recording. The setup must have no fast_mode_obstacle.
 PipelineResult simulate_fast(const PipelineSetup& s, const std::vector<StepWork>& steps);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 #include <unordered_set>
 
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
@@ -66,6 +68,74 @@ Channel build_channel(sg4::NetZone* zone, const ChannelConfig& config, int gpus,
   return links;
 }
 
+// Where a network's endpoints and routes go: one Full zone, or (`leaves` > 0) a zone per leaf
+// switch under it. A Full zone holds a route slot for every pair of its points: 16,384 GPUs'
+// sync endpoints in one took 2 GiB. Routes stay link for link the flat zone's: across leaves,
+// the sender's part to its leaf's gateway, the leaves' links between the zones, the receiver's
+// part from its gateway (SimGrid refuses an empty one: an ingress link per GPU that never
+// binds stands in where the receiver has no NIC link of its own).
+class Zones {
+ public:
+  Zones(sg4::NetZone* root, std::size_t leaves, int gpus, bool need_ingress) : root_(root) {
+    for (int g = 0; g < gpus && leaves > 0 && need_ingress; ++g)
+      ingress_.push_back(root->create_link("gpu" + std::to_string(g) + ".ingress", 1e30)->set_latency(0)->seal());
+    for (std::size_t l = 0; l < leaves; ++l) {
+      leaves_.push_back(sg4::create_full_zone("leaf" + std::to_string(l))->set_parent(root));
+      gateways_.push_back(leaves_.back()->create_router("leaf" + std::to_string(l) + ".gateway"));
+    }
+  }
+  sg4::NetZone* of(int leaf) const { return leaves_.empty() ? root_ : leaves_[static_cast<std::size_t>(leaf)]; }
+
+  // A route from `src` (under leaf `src_leaf`) to GPU `d`'s `dst` (under `dst_leaf`).
+  void add_route(sg4::Host* src, int src_leaf, sg4::Host* dst, std::size_t d, int dst_leaf,
+                 std::vector<sg4::LinkInRoute> out, const std::vector<sg4::LinkInRoute>& across,
+                 const std::vector<sg4::LinkInRoute>& in) {
+    if (leaves_.empty() || src_leaf == dst_leaf) {
+      out.insert(out.end(), across.begin(), across.end());
+      out.insert(out.end(), in.begin(), in.end());
+      of(src_leaf)->add_route(src->get_netpoint(), dst->get_netpoint(), nullptr, nullptr, out, false);
+      return;
+    }
+    const auto ls = static_cast<std::size_t>(src_leaf), ld = static_cast<std::size_t>(dst_leaf);
+    if (to_gateway_.insert(src).second)
+      leaves_[ls]->add_route(src->get_netpoint(), gateways_[ls], nullptr, nullptr, out, false);
+    if (from_gateway_.insert(dst).second) {
+      std::vector<sg4::LinkInRoute> last = in;
+      if (last.empty()) last.emplace_back(ingress_[d]);
+      leaves_[ld]->add_route(gateways_[ld], dst->get_netpoint(), nullptr, nullptr, last, false);
+    }
+    if (between_.insert({ls, ld}).second)
+      root_->add_route(leaves_[ls]->get_netpoint(), leaves_[ld]->get_netpoint(), gateways_[ls], gateways_[ld], across,
+                       false);
+  }
+
+  void seal() {
+    for (auto* zone : leaves_) zone->seal();
+    root_->seal();
+  }
+
+ private:
+  sg4::NetZone* root_;
+  std::vector<sg4::NetZone*> leaves_;
+  std::vector<simgrid::kernel::routing::NetPoint*> gateways_;
+  std::vector<sg4::Link*> ingress_;
+  std::set<const sg4::Host*> to_gateway_, from_gateway_;
+  std::set<std::pair<std::size_t, std::size_t>> between_;
+};
+
+// Each class's weight relative to the largest (the exclusive class's, EXCLUSIVE_WEIGHT), and
+// whether they differ (then shared links split by weight).
+std::array<double, FLOW_CLASSES> relative_weights(const ChannelConfig& config) {
+  std::array<double, FLOW_CLASSES> weight = config.weights;
+  double largest = 0;
+  for (int c = 0; c < FLOW_CLASSES; ++c)
+    if (c != config.exclusive) largest = std::max(largest, weight[static_cast<std::size_t>(c)]);
+  for (int c = 0; c < FLOW_CLASSES; ++c)
+    weight[static_cast<std::size_t>(c)] =
+        c == config.exclusive ? EXCLUSIVE_WEIGHT : weight[static_cast<std::size_t>(c)] / largest;
+  return weight;
+}
+
 }  // namespace
 
 const std::array<std::string, FLOW_CLASSES>& flow_class_names() {
@@ -78,60 +148,60 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     : config_(config), first_built_(static_cast<int>(std::find(built.begin(), built.end(), true) - built.begin())) {
   auto* zone = sg4::create_full_zone("pipeline");
   const bool shared = config.model == "shared";
-  std::array<double, FLOW_CLASSES> weight = config.weights;  // relative to the largest
-  double largest = 0;
-  for (int c = 0; c < FLOW_CLASSES; ++c)
-    if (c != config.exclusive) largest = std::max(largest, weight[static_cast<std::size_t>(c)]);
-  for (int c = 0; c < FLOW_CLASSES; ++c)
-    weight[static_cast<std::size_t>(c)] =
-        c == config.exclusive ? EXCLUSIVE_WEIGHT : weight[static_cast<std::size_t>(c)] / largest;
+  const std::array<double, FLOW_CLASSES> weight = relative_weights(config);
   const bool weighted =
       shared && std::adjacent_find(weight.begin(), weight.end(), std::not_equal_to<>()) != weight.end();
   const Fabric& fabric = config.fabric;
   const auto node = [&](int g) { return fabric.node.empty() ? 0 : fabric.node[static_cast<std::size_t>(g)]; };
   const auto leaf = [&](int g) { return fabric.nodes_per_leaf > 0 ? node(g) / fabric.nodes_per_leaf : 0; };
+  // The links first: SimGrid checks a new link's name in every zone below.
   std::vector<Channel> channels;
   for (std::size_t ch = 0; ch < (shared ? 1 : FLOW_CLASSES); ++ch)
     channels.push_back(shared || built[ch]
                            ? build_channel(zone, config, gpus, shared ? "" : "." + flow_class_names()[ch])
                            : Channel{});
   std::vector<std::array<sg4::Link*, FLOW_CLASSES>> tags(static_cast<std::size_t>(gpus));
-  for (int g = 0; g < gpus; ++g) {
-    const std::string gpu = "gpu" + std::to_string(g);
-    auto& ends = endpoint_.emplace_back();
-    for (int c = 0; c < FLOW_CLASSES; ++c) {
-      if (!built[static_cast<std::size_t>(c)]) continue;
-      const std::string& name = flow_class_names()[static_cast<std::size_t>(c)];
-      ends[static_cast<std::size_t>(c)] = zone->create_host(gpu + "." + name, 1e9);
-      if (weighted)
+  for (int g = 0; g < gpus && weighted; ++g)
+    for (int c = 0; c < FLOW_CLASSES; ++c)
+      if (built[static_cast<std::size_t>(c)])
         tags[static_cast<std::size_t>(g)][static_cast<std::size_t>(c)] =
-            zone->create_link(TAG + gpu + "." + name, 1e30)
+            zone->create_link(TAG + ("gpu" + std::to_string(g)) + "." + flow_class_names()[static_cast<std::size_t>(c)],
+                              1e30)
                 ->set_latency(TAG_K / weight[static_cast<std::size_t>(c)])
                 ->seal();
-    }
+  // One class's endpoints under leaf switches: a zone per leaf, as the DDP engine's cluster.
+  const Channel& first = channels[shared ? 0 : static_cast<std::size_t>(first_built_)];
+  const bool zoned = std::count(built.begin(), built.end(), true) == 1 && !first.leaf_up.empty();
+  Zones zones(zone, zoned ? first.leaf_up.size() : 0, gpus, first.nic_in.empty());
+  for (int g = 0; g < gpus; ++g) {
+    auto& ends = endpoint_.emplace_back();
+    for (int c = 0; c < FLOW_CLASSES; ++c)
+      if (built[static_cast<std::size_t>(c)])
+        ends[static_cast<std::size_t>(c)] = zones.of(leaf(g))->create_host(
+            "gpu" + std::to_string(g) + "." + flow_class_names()[static_cast<std::size_t>(c)], 1e9);
   }
   for (const auto& [src, dst, c] : pairs) {
     if (!routes_.insert({src, dst, c}).second) continue;
     const Channel& links = channels[shared ? 0 : static_cast<std::size_t>(c)];
     const auto s = static_cast<std::size_t>(src), d = static_cast<std::size_t>(dst);
-    std::vector<sg4::LinkInRoute> route;
-    if (weighted) route.emplace_back(tags[s][static_cast<std::size_t>(c)]);
+    std::vector<sg4::LinkInRoute> out, across, in;  // from the sender, between leaves, to the receiver
+    if (weighted) out.emplace_back(tags[s][static_cast<std::size_t>(c)]);
     if (node(src) == node(dst)) {
-      route.emplace_back(links.out[s]);
-      if (links.host) route.emplace_back(links.host);
-      if (!links.in.empty()) route.emplace_back(links.in[d]);  // the receiver limit
+      out.emplace_back(links.out[s]);
+      if (links.host) out.emplace_back(links.host);
+      if (!links.in.empty()) out.emplace_back(links.in[d]);  // the receiver limit
     } else {
-      route.emplace_back(links.nic_out[s]);
+      out.emplace_back(links.nic_out[s]);
       if (!links.leaf_up.empty() && leaf(src) != leaf(dst)) {
-        route.emplace_back(links.leaf_up[static_cast<std::size_t>(leaf(src))]);
-        route.emplace_back(links.leaf_down[static_cast<std::size_t>(leaf(dst))]);
+        across.emplace_back(links.leaf_up[static_cast<std::size_t>(leaf(src))]);
+        across.emplace_back(links.leaf_down[static_cast<std::size_t>(leaf(dst))]);
       }
-      if (!links.nic_in.empty()) route.emplace_back(links.nic_in[d]);
+      if (!links.nic_in.empty()) in.emplace_back(links.nic_in[d]);
     }
-    zone->add_route(endpoint_[s][static_cast<std::size_t>(c)]->get_netpoint(),
-                    endpoint_[d][static_cast<std::size_t>(c)]->get_netpoint(), nullptr, nullptr, route, false);
+    zones.add_route(endpoint_[s][static_cast<std::size_t>(c)], leaf(src), endpoint_[d][static_cast<std::size_t>(c)], d,
+                    leaf(dst), out, across, in);
   }
-  zone->seal();
+  zones.seal();
   if (weighted)
     zone->get_network_model()->set_lat_factor_cb([](double, const sg4::Host*, const sg4::Host*,
                                                     const std::vector<sg4::Link*>& route,

@@ -38,10 +38,9 @@ ParallelConfig parse_parallel(const nlohmann::json& doc, const std::string& wher
 // Every GPU's work in one abstract step, in seconds and bytes (one unit = 1 s = 1e9 bytes).
 StepWork abstract_step(const PipelineSetup& setup, const AbstractWork& work);
 constexpr double ABSTRACT_BYTES_PER_UNIT = 1e9;
-// The largest pipeline jobs simulated: SimGrid's routing table grows with the square of the
-// endpoints, three a GPU in full mode, one in fast mode.
+// The largest pipeline jobs full mode simulates: SimGrid's routing table grows with the square
+// of the endpoints, three a GPU in one zone. Fast mode takes training.world_size's whole range.
 constexpr int MAX_PIPELINE_GPUS = 4096;
-constexpr int MAX_FAST_PIPELINE_GPUS = 16384;
 constexpr long MAX_PIPELINE_PASSES = 1L << 18;  // GPUs × micro-batches
 
 }  // namespace ddpsim::pipeline

@@ -152,8 +152,11 @@ for mode in fast full; do
     --out "$WORK/$mode"
 done
 expect_exit 2 'record their steps in full mode, which simulates at most 4096 GPUs; this job has 8192' \
+  "$DDPSIM" run "${small[@]:2}" --steps 1 --set simulation.mode=fast --set platform.topology=cluster \
+  --set training.world_size=8192 --set training.global_batch=8192 --timeline "$WORK/big.json"
+expect_exit 1 'world_size is 8192: above 4096 GPUs fast mode keeps its syncs.* an abstract job.s GPUs share one node' \
   "$DDPSIM" run "$study" --set simulation.mode=fast --set parallel.fwd_impact=0 --set parallel.bwd_impact=0 \
-  --set training.world_size=8192 --steps 1 --timeline "$WORK/big.json"
+  --set training.world_size=8192 --steps 1
 [[ ! -e $WORK/big.json ]] || fail "a refused timeline was written"
 python3 - "$WORK/fast/pipeline_steps.csv" "$WORK/full/pipeline_steps.csv" <<'PY' || fail "fast mode's steps are not full mode's"
 import csv, sys
