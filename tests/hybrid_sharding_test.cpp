@@ -135,12 +135,12 @@ TEST_CASE("HSDP memory: 16 B a parameter over the shard group, plus what stays g
                                                     {"training", {{"data_parallel", "hybrid"}, {"world_size", 8}}},
                                                     {"platform", {{"topology", "cluster"}, {"gpus_per_node", 4}}}},
                                      "c.json", "");
-  CHECK(hybrid.training.shard_group == 4);  // a node's GPUs by default
-  const double two = (units[0].bytes + units[1].bytes) / MiB;
+  CHECK(hybrid.training.shard_group == 4);                                       // a node's GPUs by default
+  const double held = (units[0].bytes + units[1].bytes + units[2].bytes) / MiB;  // the root and two blocks
   CHECK(m0({{"data_parallel", "hybrid"}, {"world_size", 8}}) ==
-        doctest::Approx(m.mem_m0_mib + std::max(state / 4 - m.mem_m0_mib, state / 4 - state) + two));
+        doctest::Approx(m.mem_m0_mib + std::max(state / 4 - m.mem_m0_mib, state / 4 - state) + held));
   CHECK(m0({{"data_parallel", "hybrid"}, {"world_size", 8}, {"shard_group", 2}}) ==
-        doctest::Approx(m.mem_m0_mib + std::max(state / 2 - m.mem_m0_mib, state / 2 - state) + two));
+        doctest::Approx(m.mem_m0_mib + std::max(state / 2 - m.mem_m0_mib, state / 2 - state) + held));
   CHECK(m0({{"data_parallel", "fsdp"}, {"world_size", 8}, {"reshard_after_forward", false}}) ==
         doctest::Approx(m.mem_m0_mib + std::max(state / 8 - m.mem_m0_mib, state / 8 - state) + all));
   // A group of one rank gathers nothing: DDP's memory.

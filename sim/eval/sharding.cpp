@@ -143,18 +143,22 @@ double sharded_memory_offset_mib(const Config& config) {
     const double weights = double(m.total_params()) * m.bytes_per_param / MiB, held = weights + (state - weights) / S;
     return std::max(held - m.mem_m0_mib, held - state);
   }
-  std::vector<double> bytes;
+  // The root unit stays gathered from its forward through its backward (FSDP frees the root's
+  // parameters after neither), beside the unit computing and those gathered ahead of it: in
+  // forward, forward_prefetch of them; in backward, one.
+  double root = 0;
+  std::vector<double> bytes;  // the other units
   for (const ShardUnit& u : shard_units(m, config.training.wrap, config.training.min_num_params))
-    bytes.push_back(u.bytes);
+    if (u.root)
+      root += u.bytes;
+    else
+      bytes.push_back(u.bytes);
   std::sort(bytes.rbegin(), bytes.rend());
-  // Forward holds the unit computing and those gathered ahead of it (backward's prefetch, one).
-  const auto held = std::min(bytes.size(), static_cast<std::size_t>(config.training.forward_prefetch) + 1);
+  const auto held = config.training.reshard_after_forward
+                        ? std::min(bytes.size(), static_cast<std::size_t>(config.training.forward_prefetch) + 1)
+                        : bytes.size();
   const double gathered =
-      std::accumulate(
-          bytes.begin(),
-          bytes.begin() + static_cast<std::ptrdiff_t>(config.training.reshard_after_forward ? held : bytes.size()),
-          0.0) /
-      MiB;
+      (root + std::accumulate(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(held), 0.0)) / MiB;
   // no_sync keeps a micro-batch's gradients unsharded (at the gradient dtype's size) until the last.
   const double unsharded = config.training.no_sync && accumulates(config)
                                ? double(m.total_params()) * m.bytes_per_param / MiB * (1 - 1 / S)
