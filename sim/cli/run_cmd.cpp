@@ -47,7 +47,7 @@ config sections (every key with its range and default: docs/config.md):
   model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
   platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
   simulation  mode fast | full (a pipeline's default: full, every flow on SimGrid, up to 4,096
-              GPUs; fast: only its syncs, up to 65,536, refused where its steps would differ),
+              GPUs; fast: only its syncs, any size on leaves, refused where its steps would differ),
               algorithm ring | tree | hierarchical (a pipeline's syncs: ring | hierarchical),
               sched_ms, noise_sigma,
               noise_shared_sigma, spells, first_use, rank_speed, stragglers
