@@ -21,37 +21,30 @@ namespace ddpsim::pipeline {
 
 namespace {
 
-int node_of(const Fabric& f, int g) {
-  return f.node.empty() ? 0 : f.node[static_cast<std::size_t>(g)];
-}
-int leaf_of(const Fabric& f, int g) {
-  return f.nodes_per_leaf > 0 ? node_of(f, g) / f.nodes_per_leaf : 0;
-}
-bool has_leaf_links(const Fabric& f) {
-  const int nodes = f.node.empty() ? 1 : *std::max_element(f.node.begin(), f.node.end()) + 1;
-  return f.nodes_per_leaf > 0 && nodes > f.nodes_per_leaf && f.leaf_bytes_per_s > 0;
-}
-
 // The route from `src` to its neighbour `dst` as network.cpp builds it in separate channels:
 // the GPU's link inside a node; its NIC, and the two leaves' uplink and downlink, across. With
 // GPUs placed group after group, only a leaf's last GPU sends forward out of it and only its
 // first sends back, so each of these links carries one GPU's sends of a class.
-Route route(const ChannelConfig& c, int src, int dst) {
+Route route(const ChannelConfig& c, bool leaf_links, int src, int dst) {
   const Fabric& f = c.fabric;
-  if (node_of(f, src) == node_of(f, dst)) return {c.bytes_per_s, c.latency_s};
-  if (has_leaf_links(f) && leaf_of(f, src) != leaf_of(f, dst))
+  if (f.node_of(src) == f.node_of(dst)) return {c.bytes_per_s, c.latency_s};
+  if (leaf_links && f.leaf_of(src) != f.leaf_of(dst))
     return {std::min(f.nic_bytes_per_s, f.leaf_bytes_per_s), 3 * f.nic_latency_s};
   return {f.nic_bytes_per_s, f.nic_latency_s};
 }
 
-GroupRoutes group_routes(const PipelineSetup& s, int group) {
-  GroupRoutes r;
-  for (int st = 0; st < s.stages; ++st) {
-    const int g = group * s.stages + st;
-    r.fwd.push_back(st + 1 < s.stages ? route(s.channels, g, g + 1) : Route{});
-    r.bwd.push_back(st > 0 ? route(s.channels, g, g - 1) : Route{});
-  }
-  return r;
+// Every group's routes, by group.
+std::vector<GroupRoutes> all_routes(const PipelineSetup& s) {
+  const bool leaf_links = s.channels.fabric.has_leaf_links();
+  std::vector<GroupRoutes> out(static_cast<std::size_t>(s.groups));
+  for (int d = 0; d < s.groups; ++d)
+    for (int st = 0; st < s.stages; ++st) {
+      const int g = d * s.stages + st;
+      GroupRoutes& r = out[static_cast<std::size_t>(d)];
+      r.fwd.push_back(st + 1 < s.stages ? route(s.channels, leaf_links, g, g + 1) : Route{});
+      r.bwd.push_back(st > 0 ? route(s.channels, leaf_links, g, g - 1) : Route{});
+    }
+  return out;
 }
 
 // What the stages' collectives need of one step: by GPU, its passes' time and end; by stage,
@@ -61,12 +54,14 @@ struct Passes {
   std::vector<double> ready_s;  // stage × syncs_per_step
 };
 
-Passes time_passes(const PipelineSetup& s, const StepWork& work, std::array<FlowStats, FLOW_CLASSES>& flows) {
+// `routes`: each group's, by group.
+Passes time_passes(const PipelineSetup& s, const StepWork& work, const std::vector<GroupRoutes>& routes,
+                   std::array<FlowStats, FLOW_CLASSES>& flows) {
   Passes p;
   const auto syncs = static_cast<std::size_t>(s.syncs_per_step());
   p.ready_s.assign(static_cast<std::size_t>(s.stages) * syncs, 0);
   for (int d = 0; d < s.groups; ++d) {
-    const GroupStep g = time_group(s, work, d, group_routes(s, d));
+    const GroupStep g = time_group(s, work, d, routes[static_cast<std::size_t>(d)]);
     p.busy_s.insert(p.busy_s.end(), g.busy_s.begin(), g.busy_s.end());
     p.done_s.insert(p.done_s.end(), g.done_s.begin(), g.done_s.end());
     for (std::size_t i = 0; i < p.ready_s.size(); ++i) p.ready_s[i] = std::max(p.ready_s[i], g.joins[i]);
@@ -167,7 +162,7 @@ class Collectives {
 }  // namespace
 
 bool syncs_zoned(const PipelineSetup& s) {
-  return has_leaf_links(s.channels.fabric);
+  return s.channels.fabric.has_leaf_links();
 }
 
 std::string fast_mode_obstacle(const PipelineSetup& s) {
@@ -188,9 +183,10 @@ PipelineResult simulate_fast(const PipelineSetup& s, const std::vector<StepWork>
   for (auto& step : out.steps) step.gpus.resize(static_cast<std::size_t>(s.gpus()));
   for (int stage = 0; stage < s.stages; ++stage)
     out.max_in_flight.push_back(max_in_flight(stage_ops(s.schedule, s.stages, stage, s.micro_batches)));
+  const std::vector<GroupRoutes> routes = all_routes(s);
   std::vector<Passes> passes;
   passes.reserve(steps.size());
-  for (const StepWork& work : steps) passes.push_back(time_passes(s, work, out.flows));
+  for (const StepWork& work : steps) passes.push_back(time_passes(s, work, routes, out.flows));
   if (s.syncs_per_step() > 0) {
     auto engine = make_engine();
     Collectives(s, steps, passes, out).run(*engine);

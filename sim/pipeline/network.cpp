@@ -41,26 +41,24 @@ struct Channel {
 
 Channel build_channel(sg4::NetZone* zone, const ChannelConfig& config, int gpus, const std::string& suffix) {
   const Fabric& fabric = config.fabric;
-  int nodes = 1;
-  for (const int n : fabric.node) nodes = std::max(nodes, n + 1);
-  const int leaves = fabric.nodes_per_leaf > 0 ? (nodes - 1) / fabric.nodes_per_leaf + 1 : 1;
   const bool inbound = config.model == "shared" && config.receiver_limit;
   auto make = [&](const std::string& name, double bytes_per_s, double latency_s) {
     return zone->create_link(name + suffix, bytes_per_s)->set_latency(latency_s)->seal();
   };
   Channel links;
+  const bool nics = fabric.nodes() > 1;
   for (int g = 0; g < gpus; ++g) {
     const std::string gpu = "gpu" + std::to_string(g);
     links.out.push_back(make(gpu + ".out", config.bytes_per_s, config.latency_s));
     if (inbound) links.in.push_back(make(gpu + ".in", config.bytes_per_s, config.latency_s));
-    if (nodes > 1) {
+    if (nics) {
       links.nic_out.push_back(make(gpu + ".nic.out", fabric.nic_bytes_per_s, fabric.nic_latency_s));
       if (inbound) links.nic_in.push_back(make(gpu + ".nic.in", fabric.nic_bytes_per_s, fabric.nic_latency_s));
     }
   }
   if (fabric.host_bytes_per_s > 0) links.host = make("root-complex", fabric.host_bytes_per_s, 0);
-  if (leaves > 1 && fabric.leaf_bytes_per_s > 0)
-    for (int l = 0; l < leaves; ++l) {
+  if (fabric.has_leaf_links())
+    for (int l = 0; l < fabric.leaves(); ++l) {
       const std::string id = "leaf" + std::to_string(l);
       links.leaf_up.push_back(make(id + ".up", fabric.leaf_bytes_per_s, fabric.nic_latency_s));
       links.leaf_down.push_back(make(id + ".down", fabric.leaf_bytes_per_s, fabric.nic_latency_s));
@@ -138,6 +136,16 @@ std::array<double, FLOW_CLASSES> relative_weights(const ChannelConfig& config) {
 
 }  // namespace
 
+int Fabric::nodes() const {
+  int count = 1;
+  for (const int n : node) count = std::max(count, n + 1);
+  return count;
+}
+
+int Fabric::leaves() const {
+  return nodes_per_leaf > 0 ? (nodes() - 1) / nodes_per_leaf + 1 : 1;
+}
+
 const std::array<std::string, FLOW_CLASSES>& flow_class_names() {
   static const std::array<std::string, FLOW_CLASSES> names = {"fwd_prop", "bwd_prop", "grad_sync"};
   return names;
@@ -152,8 +160,6 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
   const bool weighted =
       shared && std::adjacent_find(weight.begin(), weight.end(), std::not_equal_to<>()) != weight.end();
   const Fabric& fabric = config.fabric;
-  const auto node = [&](int g) { return fabric.node.empty() ? 0 : fabric.node[static_cast<std::size_t>(g)]; };
-  const auto leaf = [&](int g) { return fabric.nodes_per_leaf > 0 ? node(g) / fabric.nodes_per_leaf : 0; };
   // The links first: SimGrid checks a new link's name in every zone below.
   std::vector<Channel> channels;
   for (std::size_t ch = 0; ch < (shared ? 1 : FLOW_CLASSES); ++ch)
@@ -177,8 +183,9 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     auto& ends = endpoint_.emplace_back();
     for (int c = 0; c < FLOW_CLASSES; ++c)
       if (built[static_cast<std::size_t>(c)])
-        ends[static_cast<std::size_t>(c)] = zones.of(leaf(g))->create_host(
-            "gpu" + std::to_string(g) + "." + flow_class_names()[static_cast<std::size_t>(c)], 1e9);
+        ends[static_cast<std::size_t>(c)] =
+            zones.of(fabric.leaf_of(g))
+                ->create_host("gpu" + std::to_string(g) + "." + flow_class_names()[static_cast<std::size_t>(c)], 1e9);
   }
   for (const auto& [src, dst, c] : pairs) {
     if (!routes_.insert({src, dst, c}).second) continue;
@@ -186,20 +193,20 @@ Network::Network(const ChannelConfig& config, int gpus, const std::vector<std::a
     const auto s = static_cast<std::size_t>(src), d = static_cast<std::size_t>(dst);
     std::vector<sg4::LinkInRoute> out, across, in;  // from the sender, between leaves, to the receiver
     if (weighted) out.emplace_back(tags[s][static_cast<std::size_t>(c)]);
-    if (node(src) == node(dst)) {
+    if (fabric.node_of(src) == fabric.node_of(dst)) {
       out.emplace_back(links.out[s]);
       if (links.host) out.emplace_back(links.host);
       if (!links.in.empty()) out.emplace_back(links.in[d]);  // the receiver limit
     } else {
       out.emplace_back(links.nic_out[s]);
-      if (!links.leaf_up.empty() && leaf(src) != leaf(dst)) {
-        across.emplace_back(links.leaf_up[static_cast<std::size_t>(leaf(src))]);
-        across.emplace_back(links.leaf_down[static_cast<std::size_t>(leaf(dst))]);
+      if (!links.leaf_up.empty() && fabric.leaf_of(src) != fabric.leaf_of(dst)) {
+        across.emplace_back(links.leaf_up[static_cast<std::size_t>(fabric.leaf_of(src))]);
+        across.emplace_back(links.leaf_down[static_cast<std::size_t>(fabric.leaf_of(dst))]);
       }
       if (!links.nic_in.empty()) in.emplace_back(links.nic_in[d]);
     }
-    zones.add_route(endpoint_[s][static_cast<std::size_t>(c)], leaf(src), endpoint_[d][static_cast<std::size_t>(c)], d,
-                    leaf(dst), out, across, in);
+    zones.add_route(endpoint_[s][static_cast<std::size_t>(c)], fabric.leaf_of(src),
+                    endpoint_[d][static_cast<std::size_t>(c)], d, fabric.leaf_of(dst), out, across, in);
   }
   zones.seal();
   if (weighted)

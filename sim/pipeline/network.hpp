@@ -53,6 +53,13 @@ struct Fabric {
   int nodes_per_leaf = 0;       // nodes under one leaf switch; 0: one switch joins every NIC
   double leaf_bytes_per_s = 0;  // each leaf's uplink to the spine, per direction
   double host_bytes_per_s = 0;  // the PCIe root complex every copy inside a node crosses; 0: none
+
+  int node_of(int gpu) const { return node.empty() ? 0 : node[static_cast<std::size_t>(gpu)]; }
+  int leaf_of(int gpu) const { return nodes_per_leaf > 0 ? node_of(gpu) / nodes_per_leaf : 0; }
+  int nodes() const;
+  int leaves() const;  // leaf switches over the nodes (1 without nodes_per_leaf)
+  // Whether flows between leaves cross uplinks (several leaves, with a bandwidth).
+  bool has_leaf_links() const { return leaves() > 1 && leaf_bytes_per_s > 0; }
 };
 
 struct ChannelConfig {

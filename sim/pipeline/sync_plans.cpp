@@ -24,12 +24,8 @@ CollectivePlan on_gpus(CollectivePlan plan, int stages, int stage) {
 
 // Each peer's node: consecutive peers share one, as GPUs do.
 std::vector<int> peer_nodes(const PipelineSetup& s, int stage) {
-  const auto& node = s.channels.fabric.node;
   std::vector<int> out;
-  for (int d = 0; d < s.groups; ++d) {
-    const int g = d * s.stages + stage;
-    out.push_back(node.empty() ? 0 : node[static_cast<std::size_t>(g)]);
-  }
+  for (int d = 0; d < s.groups; ++d) out.push_back(s.channels.fabric.node_of(d * s.stages + stage));
   // Renumbered from 0, as the plans count nodes.
   int last = -1, renumbered = -1;
   for (int& n : out) {
