@@ -50,7 +50,8 @@ config sections (every key with its range and default: docs/config.md):
               GPUs; fast: only its syncs, any size on leaves, refused where its steps would differ),
               algorithm ring | tree | hierarchical (a pipeline's syncs: ring | hierarchical),
               sched_ms, noise_sigma,
-              noise_shared_sigma, spells, first_use, rank_speed, stragglers
+              noise_shared_sigma, unit_jitter (fsdp, hybrid), spells, first_use,
+              rank_speed, stragglers
   parallel    a pipeline-parallel job instead of DDP: GPipe or 1F1B stages in ZeRO-2 or DDP
               groups, flow classes sharing links by weight; its work in time units
               (abstract) or from the model, data and policies
@@ -141,6 +142,8 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
   if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward && n > 1)
     units += ", backward_prefetch " + t.backward_prefetch;
   if (t.forward_prefetch > 1 && n > 1) units += ", " + std::to_string(t.forward_prefetch) + " units gathered ahead";
+  if (config.simulation.unit_jitter > 0 && n > 1)
+    units += ", unit jitter σ " + format("%g", config.simulation.unit_jitter);
   const int groups = t.world_size / t.shard_group;
   if (t.data_parallel == "fsdp" || groups == 1)
     return "data parallel: " + t.data_parallel + " (full sharding" +

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <numbers>
 #include <random>
 #include <span>
@@ -60,6 +61,31 @@ class Rng {
 
  private:
   std::mt19937_64 engine_;
+};
+
+// Draws keyed by a few integers (a step, a rank, …) rather than by a stream's position, so that
+// an engine may draw them in any order and every policy still meets the same ones. SplitMix64,
+// by hand: the standard library has no counter-based generator.
+class KeyedRng {
+ public:
+  explicit KeyedRng(std::initializer_list<std::uint64_t> key) {
+    for (const std::uint64_t k : key) state_ = mix(state_ ^ (k + 0x632be59bd9b4e019ULL));
+  }
+  std::uint64_t bits() { return mix(state_ += 0x9e3779b97f4a7c15ULL); }
+  double uniform() { return static_cast<double>(bits() >> 11) * 0x1.0p-53; }
+  double normal() {  // Box–Muller, as Rng::normal
+    const double u1 = 1.0 - uniform();
+    const double u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  }
+
+ private:
+  static std::uint64_t mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t state_ = 0;
 };
 
 }  // namespace ddpsim

@@ -164,7 +164,7 @@ class ShardedRun {
         marks.resize(G_ * 2 * M);
         reduced.assign(synced_micro_batches(s_, M) * U, 0.0);
         std::fill(times_reduced.begin(), times_reduced.end(), 0);
-        GroupStep{s_, work, run, cursor, marks, reduced}(ranks, begin);
+        GroupStep{s_, t, work, run, cursor, marks, reduced}(ranks, begin);
         double ready = (sg4::Engine::get_clock() - origin_) * 1e3;
         if (R_ > 1) {
           replicated_[r]->acquire();

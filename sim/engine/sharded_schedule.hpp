@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/rng.hpp"
 #include "engine/engine_detail.hpp"
 
 namespace ddpsim::engine_detail {
@@ -32,6 +33,20 @@ struct Ranks {
 inline double latest(const std::vector<double>& times, Ranks r) {
   const auto from = times.begin() + static_cast<std::ptrdiff_t>(r.first);
   return *std::max_element(from, from + static_cast<std::ptrdiff_t>(r.count));
+}
+
+// How rank g's forward (or backward) of micro-batch m falls over the units under unit_jitter σ:
+// each unit's share times a mean-one log-normal factor, then scaled so that they sum to one
+// again — the rank computes what the charger gave it, but not in the same proportions as its
+// peers, so a group that meets at every unit waits for a different rank at each. Keyed by
+// (seed, step, rank, micro-batch, phase): every policy meets the same draws. `out`: U shares.
+inline void unit_shares(const EngineSetup& s, int step, std::size_t g, std::size_t m, bool backward, double* out) {
+  KeyedRng rng{s.jitter_seed, static_cast<std::uint64_t>(step), g, m, backward ? 1U : 0U};
+  const double sigma = s.unit_jitter;
+  double sum = 0;
+  for (std::size_t u = 0; u < s.units.size(); ++u)
+    sum += out[u] = s.units[u].share * std::exp(sigma * rng.normal() - 0.5 * sigma * sigma);
+  for (std::size_t u = 0; u < s.units.size(); ++u) out[u] /= sum;
 }
 
 // Runs a group's collective ("all-gather" or "reduce-scatter") of unit u, issued by its last rank
@@ -49,6 +64,7 @@ inline std::size_t synced_micro_batches(const EngineSetup& s, std::size_t M) {
 // latest end of its reduce-scatter over the groups so far (`reduced`, M·U or U long).
 struct GroupStep {
   const EngineSetup& s;
+  int step;
   std::function<const RankWork&(std::size_t)> work;
   RunCollective run;
   std::vector<double>& cursor;
@@ -75,18 +91,31 @@ struct GroupStep {
     return marks[(g * M + m) * 2 + (backward ? 1 : 0)];
   }
 
+  // Each rank's share of micro-batch m's forward or backward by unit (share(g, u)): the units'
+  // own shares, or under unit_jitter each rank's drawn ones.
+  auto shares(Ranks r, std::size_t m, bool backward) const {
+    const std::size_t U = s.units.size();
+    std::vector<double> drawn(s.unit_jitter > 0 ? r.count * U : 0);
+    for (std::size_t i = 0; i < drawn.size(); i += U)
+      unit_shares(s, step, r.first + i / U, m, backward, drawn.data() + i);
+    return [this, r, U, drawn = std::move(drawn)](std::size_t g, std::size_t u) {
+      return drawn.empty() ? s.units[u].share : drawn[(g - r.first) * U + u];
+    };
+  }
+
   // Unit u's gather was issued as the ranks began unit u − forward_prefetch (the first ones: as
   // they began the micro-batch); `kept`: every unit is still gathered.
   void forward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, bool kept) const {
     const auto ahead = static_cast<std::size_t>(s.forward_prefetch);
     std::vector<double> began(s.units.size());  // by unit: when its last rank began it
+    const auto share = shares(r, m, false);
     const double start = latest(cursor, r);
     for (std::size_t u = 0; u < s.units.size(); ++u) {
       const double gathered = kept ? 0.0 : run("all-gather", u, u < ahead ? start : began[u - ahead]);
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
       began[u] = latest(begin, r);
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
-        cursor[g] = begin[g] + work(g).micro(m).fwd_ms * s.units[u].share;
+        cursor[g] = begin[g] + work(g).micro(m).fwd_ms * share(g, u);
     }
     for (std::size_t g = r.first; g < r.first + r.count; ++g) mark(g, M, m, false) = cursor[g];
   }
@@ -104,12 +133,13 @@ struct GroupStep {
       return run("all-gather", k, when);
     };
     const bool pre = s.backward_prefetch == "backward_pre", post = s.backward_prefetch == "backward_post";
+    const auto share = shares(r, m, true);
     double gathered = regather(U - 1, latest(cursor, r));
     for (std::size_t k = U; k-- > 0;) {
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
       if (k > 0 && pre) gathered = regather(k - 1, latest(begin, r));
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
-        cursor[g] = begin[g] + work(g).micro(m).bwd_ms * s.units[k].share;
+        cursor[g] = begin[g] + work(g).micro(m).bwd_ms * share(g, k);
       const double done = latest(cursor, r);
       if (k > 0 && post) gathered = regather(k - 1, done);
       if (reduced) reduced[k] = std::max(reduced[k], run("reduce-scatter", k, done));

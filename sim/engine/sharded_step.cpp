@@ -40,7 +40,7 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
         span(std::string(what) + " unit " + std::to_string(u), from, stream[r], ranks);
         return stream[r];
       };
-      GroupStep{s_, work, run, cursor, marks, reduced}(ranks, begin);
+      GroupStep{s_, t, work, run, cursor, marks, reduced}(ranks, begin);
     }
     double replicas = 0;  // HSDP: each unit's shard allreduced across the groups, in backward's order
     if (R > 1)

@@ -7,6 +7,7 @@
 // how much slower backward runs while a collective is in flight beside it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -99,6 +100,10 @@ struct EngineSetup {
   // reduce-scatter) or "none" (after that reduce-scatter).
   std::string backward_prefetch = "backward_pre";
   int forward_prefetch = 1;  // fsdp, hybrid: units gathered ahead of the one computing in forward
+  // fsdp, hybrid: log-normal σ of each unit's share of a rank's compute (unit_shares); 0: the
+  // units' own shares, the same on every rank.
+  double unit_jitter = 0;
+  std::uint64_t jitter_seed = 0;
   PlatformConfig platform;
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;

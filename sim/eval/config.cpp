@@ -131,6 +131,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     if (given.contains("first_use") && c.simulation.first_use != "own" && c.model->first_use_ms <= 0)
       c.notes.push_back("simulation.first_use has no effect: model " + c.model->name +
                         " has no first-use cost (first_use_ms; ddpsim calibrate --training measures it)");
+    if (c.simulation.unit_jitter > 0 && !c.training.fully_sharded())
+      throw InputError(origin + ": simulation: unit_jitter spreads a rank's compute unevenly over FSDP's units " +
+                       "(training.data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" + c.training.data_parallel +
+                       "\" has none (leave it out)");
     if (given.contains("spells") && c.simulation.spells != "own" && c.model->spell_quantiles.empty())
       c.notes.push_back("simulation.spells has no effect: model " + c.model->name +
                         " has no slow spells (noise.spells; ddpsim calibrate measures them)");
@@ -312,6 +316,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       {"rank_speed", c.simulation.rank_speed},
       {"stragglers", stragglers}};
   if (c.model->first_use_ms > 0) c.resolved["simulation"]["first_use"] = c.simulation.first_use;
+  if (c.training.fully_sharded()) c.resolved["simulation"]["unit_jitter"] = c.simulation.unit_jitter;
   if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again
     c.resolved["parallel"] = c.parallel->to_json();
     for (const UnusedKeys& unused : unused_by_pipeline(abstract))

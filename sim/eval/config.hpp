@@ -90,6 +90,9 @@ struct SimulationConfig {
   bool sched_measured = false;     // "sched_ms": "measured": the decision's measured time (not reproducible)
   double noise_sigma = -1;         // < 0: the model's
   double noise_shared_sigma = -1;  // < 0: the model's
+  // fsdp, hybrid: log-normal σ of how a rank-step's compute falls over the units, around their
+  // shares (EngineSetup::unit_jitter); a rank-step's total is unchanged.
+  double unit_jitter = 0;
   // The model's slow spells: drawn for each rank-step (own: ranks on cores or GPUs of their
   // own), once per step for all ranks (shared: ranks that take turns on one device, as ddptrain
   // --emulate-ranks runs them, meet the same spell), or off.

@@ -224,6 +224,12 @@ SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& 
         throw InputError(where + ": " + key + " is a log-normal σ in [0, 3] (leave it out for the model's), got " +
                          nlohmann::json(*sigma).dump());
     }
+  if (f.has("unit_jitter")) {
+    s.unit_jitter = f.get<double>("unit_jitter", s.unit_jitter);
+    if (!(s.unit_jitter >= 0 && s.unit_jitter <= 3))
+      throw InputError(where + ": unit_jitter is a log-normal σ in [0, 3] of each FSDP unit's share of a " +
+                       "rank's compute, got " + nlohmann::json(s.unit_jitter).dump());
+  }
   s.spells = f.get<std::string>("spells", s.spells);
   if (s.spells != "own" && s.spells != "shared" && s.spells != "off")
     throw InputError(where +

@@ -75,7 +75,7 @@ bool ComputeNoise::draws() const {
 }
 
 bool draws_compute_noise(const Config& config) {
-  return config.model && ComputeNoise(config, config.model.get()).draws();
+  return config.model && (ComputeNoise(config, config.model.get()).draws() || config.simulation.unit_jitter > 0);
 }
 
 Config without_compute_noise(const Config& config) {
@@ -83,6 +83,7 @@ Config without_compute_noise(const Config& config) {
   quiet.simulation.noise_sigma = 0;
   quiet.simulation.noise_shared_sigma = 0;
   quiet.simulation.spells = "off";
+  quiet.simulation.unit_jitter = 0;
   if (config.model && !config.model->step_factors.empty()) {
     auto model = std::make_shared<PerfModel>(*config.model);
     model->step_factors.clear();
@@ -174,6 +175,8 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
     setup.no_sync = config.training.no_sync;
     setup.backward_prefetch = config.training.backward_prefetch;
     setup.forward_prefetch = config.training.forward_prefetch;
+    setup.unit_jitter = config.simulation.unit_jitter;
+    setup.jitter_seed = config.training.seed ^ 0x3c6ef372fe94f82bULL;
   }
   setup.overlap = config.training.overlap;
   setup.comm_slowdown = config.model->comm_slowdown;

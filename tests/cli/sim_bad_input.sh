@@ -83,6 +83,8 @@ run_bad 1 'm.json: backward_ms: missing "a" \(the analytic form' "$DDPSIM" run -
 printf '{"name": "m", "source": "test",\n "forward_ms": {"a": 1,}}' >"$WORK/broken.json"
 run_bad 1 "broken.json:2:[0-9]+: invalid JSON" "$DDPSIM" run --set "model=$WORK/broken.json"
 run_bad 1 'simulation: noise_shared_sigma is a log-normal σ in \[0, 3\]' "$DDPSIM" run --set simulation.noise_shared_sigma=4
+run_bad 1 'simulation: unit_jitter is a log-normal σ in \[0, 3\]' "$DDPSIM" run --set training.data_parallel=fsdp --set simulation.unit_jitter=-1
+run_bad 1 'simulation: unit_jitter spreads a rank.s compute unevenly over FSDP.s units .* "ddp" has none' "$DDPSIM" run --set simulation.unit_jitter=0.1
 printf '{"name": "m", "source": "test", "forward_ms": {"a": 1, "beta": 2, "gamma": 0}, "backward_ms": {"a": 1, "beta": 2, "gamma": 0}, "noise": {"sigma": 0.1, "shared_sigma": -1}, "layers": [{"name": "l", "params": 10}]}' >"$WORK/m.json"
 run_bad 1 'm.json: noise: shared_sigma must be a finite number ≥ 0 \(at most 3.0\), got -1' "$DDPSIM" run --set "model=$WORK/m.json"
 run_bad 1 'platform: unknown key "link_gbps" \(did you mean "link_GBps"' "$DDPSIM" run --set platform.link_gbps=10

@@ -6,11 +6,14 @@
   ``ddpsim calibrate``, ``replay`` and ``validate``;
 - :func:`profile` (or :class:`Profiler`, a step at a time between training turns) and
   :func:`write_layout`: the (b, L) profile (over several ranks, with the allreduce and the
-  interference, :mod:`ddpsim.torch.interference`) and the parameter layout ``ddpsim calibrate`` fits.
+  interference, :mod:`ddpsim.torch.interference`) and the parameter layout ``ddpsim calibrate`` fits;
+- :func:`unit_jitter`: how unevenly a step falls over the model's blocks, the σ of
+  ``simulation.unit_jitter`` for sharded (FSDP) steps.
 """
 
 from ddpsim.torch.profile import Profiler, profile, write_layout
 from ddpsim.torch.sampler import BalancedBatchSampler, scale_loss
 from ddpsim.torch.tracer import StepTracer
+from ddpsim.torch.unit_jitter import unit_jitter
 
-__all__ = ["BalancedBatchSampler", "Profiler", "StepTracer", "profile", "scale_loss", "write_layout"]
+__all__ = ["BalancedBatchSampler", "Profiler", "StepTracer", "profile", "scale_loss", "unit_jitter", "write_layout"]
