@@ -181,3 +181,51 @@ TEST_CASE("forward_prefetch: gathers issued further ahead fill the stream where 
   refused({{"data_parallel", "fsdp"}, {"forward_prefetch", 0}}, "forward_prefetch");
   refused({{"forward_prefetch", 2}}, "forward_prefetch sets FSDP's gathers ahead");
 }
+
+TEST_CASE("backward_prefetch_depth: re-gathers issued further ahead in backward, until none is left to issue") {
+  // A root of half the compute, then 4 blocks of an eighth; gathers and reduce-scatters take B;
+  // backward is 7B, a block's 0.875B. Depth 1: each block's re-gather waits behind the reduce-
+  // scatter of the block after it, so the root's backward begins at 6B + x and the step ends with
+  // its reduce-scatter. Depth 2 issues two re-gathers as the last block begins, depth 3 all
+  // three: each saves B, as worked by hand; depth 4 has none left to issue.
+  EngineSetup s = test::alpha_beta_setup(4);
+  s.sharding = "fsdp";
+  s.units.push_back({100e6, 0.5, true});
+  for (int b = 0; b < 4; ++b) s.units.push_back({50e6, 0.125, false});
+  const double B = gather_ms(4, 50e6);
+  const RankWork w{0, 4 * B, 7 * B, 8};
+  auto step = [&](int depth) {
+    s.backward_prefetch_depth = depth;
+    return one_step(s, std::vector<RankWork>(4, w))[0].step_ms;
+  };
+  const double one = step(1), two = step(2), three = step(3), four = step(4);
+  CHECK(one - two == doctest::Approx(B).epsilon(1e-9));
+  CHECK(two - three == doctest::Approx(B).epsilon(1e-9));
+  CHECK(four == doctest::Approx(three).epsilon(1e-12));
+
+  // Memory: the root, the computing unit and the deeper prefetch's largest others.
+  auto offset = [](int forward, int backward) {
+    return parse_config(nlohmann::json{{"model", "h100-distilbert"},
+                                       {"training",
+                                        {{"data_parallel", "fsdp"},
+                                         {"world_size", 8},
+                                         {"forward_prefetch", forward},
+                                         {"backward_prefetch_depth", backward}}}},
+                        "c.json", "")
+        .model->mem_m0_mib;
+  };
+  const auto units = shard_units(load_perf_model("h100-distilbert"));
+  CHECK(offset(1, 3) - offset(1, 1) == doctest::Approx(2 * units[1].bytes / (1024.0 * 1024.0)));
+  CHECK(offset(3, 3) == offset(1, 3));
+  const auto refused = [](const nlohmann::json& training, const char* says) {
+    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
+                         InputError);
+  };
+  refused({{"data_parallel", "fsdp"}, {"backward_prefetch_depth", 1.5}},
+          "c.json: training: backward_prefetch_depth is how many units backward re-gathers ahead");
+  refused({{"data_parallel", "fsdp"}, {"backward_prefetch_depth", 65}}, "backward_prefetch_depth");
+  refused({{"data_parallel", "fsdp"}, {"backward_prefetch", "backward_post"}, {"backward_prefetch_depth", 2}},
+          "backward_prefetch_depth deepens backward_prefetch \"backward_pre\"'s re-gathers; backward_prefetch is "
+          "\"backward_post\"");
+  refused({{"backward_prefetch_depth", 2}}, "backward_prefetch_depth sets FSDP's re-gathers ahead");
+}

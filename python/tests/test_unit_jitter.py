@@ -15,7 +15,7 @@ import torch  # noqa: E402
 
 import ddpsim  # noqa: E402
 from ddpsim.torch.decoder import decoder_from_config  # noqa: E402
-from ddpsim.torch.unit_jitter import unit_jitter  # noqa: E402
+from ddpsim.torch import unit_jitter  # noqa: E402
 
 
 def spin(ms: float) -> None:
@@ -49,12 +49,12 @@ class Block(torch.nn.Module):
         return _Spin.apply(x * self.weight, self.draw)
 
 
-def spinning(sigma: float, blocks: int = 8):
+def spinning(sigma: float, blocks: int = 8, input_grad: bool = True):
     rng = random.Random(3)
     model = torch.nn.Sequential(*[Block(1.0 + 0.5 * (i % 3), sigma, rng) for i in range(blocks)])
 
     def step():
-        model(torch.ones(4, requires_grad=True)).sum().backward()
+        model(torch.ones(4, requires_grad=input_grad)).sum().backward()
 
     return model, step
 
@@ -67,6 +67,12 @@ class UnitJitterTest(unittest.TestCase):
         self.assertAlmostEqual(got["forward_sigma"], 0.3, delta=0.06)
         self.assertAlmostEqual(got["backward_sigma"], 0.3, delta=0.06)
         self.assertEqual((got["blocks"], got["steps"], got["device"]), (8, 60, "cpu"))
+
+    def test_a_first_block_without_input_gradient_is_left_out_of_backward(self):
+        # Its backward hook fires before its backward runs: timed, it would read as no time at all.
+        model, step = spinning(0.3, input_grad=False)
+        got = unit_jitter(list(model), step, steps=60, warmup=2)
+        self.assertAlmostEqual(got["backward_sigma"], 0.3, delta=0.06)
 
     def test_alike_blocks_give_little(self):
         model, step = spinning(0.0)
@@ -96,8 +102,15 @@ class UnitJitterTest(unittest.TestCase):
         model, step = spinning(0.0)
         with self.assertRaisesRegex(ddpsim.InputError, "steps is an integer of at least 3"):
             unit_jitter(list(model), step, steps=2)
-        with self.assertRaisesRegex(ddpsim.InputError, "every block must run forward and backward once"):
+        with self.assertRaisesRegex(ddpsim.InputError, "block 1 ran forward 0 and backward 0 times in a step"):
             unit_jitter(list(model), lambda: model[0](torch.ones(2, requires_grad=True)).sum().backward())
+        with self.assertRaisesRegex(ddpsim.InputError, "block 0 ran forward 2 and backward 2 times"):
+            unit_jitter(list(model), lambda: (step(), step()))  # two micro-batches a step
+        with self.assertRaisesRegex(ddpsim.InputError, "blocks: a module is listed twice"):
+            unit_jitter([model[0]] + list(model), step)
+        with self.assertRaisesRegex(ddpsim.InputError, "the backward of only 1 block can be timed"):
+            short, step = spinning(0.0, blocks=3, input_grad=False)
+            unit_jitter(list(short), step)
 
 
 if __name__ == "__main__":

@@ -8,5 +8,5 @@ foreach(name IN LISTS python_tests)
     SKIP_RETURN_CODE 77
     ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;DDPTRAIN=$<TARGET_FILE:ddptrain>;DDPSIM=$<TARGET_FILE:ddpsim>;OMP_NUM_THREADS=1")
 endforeach()
-# Its validation bound holds for timings taken on a machine the other tests leave alone.
-set_tests_properties(py_tracer PROPERTIES RUN_SERIAL ON)
+# Their bounds hold for timings taken on a machine the other tests leave alone.
+set_tests_properties(py_tracer py_unit_jitter PROPERTIES RUN_SERIAL ON)

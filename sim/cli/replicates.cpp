@@ -25,8 +25,8 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
   SimulationRun quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
   char line[400];
   std::snprintf(line, sizeof line,
-                "\ngain over %s with the compute noise and with it off (σ's, slow spells and measured steps; the "
-                "same samples):\n",
+                "\ngain over %s with the compute noise and with it off (σ's, slow spells, measured steps and unit "
+                "jitter; the same samples):\n",
                 noisy.runs[0].label.c_str());
   std::string out = line;
   int width = 0;

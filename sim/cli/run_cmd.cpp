@@ -42,7 +42,8 @@ config sections (every key with its range and default: docs/config.md):
               first_bucket_mb, overlap, micro_batches, attention (padded | packed),
               pad_to_multiple_of, grad_dtype, data_parallel (ddp | zero2 | fsdp | hybrid),
               shard_group, wrap (layer | root | size), min_num_params,
-              reshard_after_forward, no_sync, backward_prefetch, forward_prefetch
+              reshard_after_forward, no_sync, backward_prefetch,
+              backward_prefetch_depth, forward_prefetch
   policies    the policies simulated, a column each (ddpsim policies lists them)
   model       a built-in name (rtx3090-distilbert, h100-distilbert) or a model JSON file
   platform    topology pcie | nvlink | cluster | xml, bandwidths in GB/s, latencies in us
@@ -142,6 +143,8 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
   if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward && n > 1)
     units += ", backward_prefetch " + t.backward_prefetch;
   if (t.forward_prefetch > 1 && n > 1) units += ", " + std::to_string(t.forward_prefetch) + " units gathered ahead";
+  if (t.backward_prefetch_depth > 1 && t.reshard_after_forward && n > 1)
+    units += ", " + std::to_string(t.backward_prefetch_depth) + " re-gathered ahead in backward";
   if (config.simulation.unit_jitter > 0 && n > 1)
     units += ", unit jitter σ " + format("%g", config.simulation.unit_jitter);
   const int groups = t.world_size / t.shard_group;

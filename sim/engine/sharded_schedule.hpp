@@ -5,8 +5,8 @@
 // only), on the group's one communication stream in the order its ranks issue them, each
 // starting once every rank of the group has issued it — so a step's slowest rank holds its group
 // back at every unit, not once at the end as under DDP. A rank issues a unit's gather as it starts
-// the compute of the unit forward_prefetch before it (in backward, the next unit's, as
-// backward_prefetch says). The root unit is gathered once a
+// the compute of the unit forward_prefetch before it (in backward, as backward_prefetch and
+// backward_prefetch_depth say). The root unit is gathered once a
 // micro-batch and kept through its backward; without reshard_after_forward every unit is.
 // Across groups (HSDP): each reduce-scatter of a unit's gradient shard is followed by its
 // allreduce once every group has done it, on a stream of its own. The optimizer steps each
@@ -121,29 +121,32 @@ struct GroupStep {
   }
 
   // Units in reverse: a resharded unit is gathered again, issued per backward_prefetch: as the
-  // ranks begin the unit after it ("backward_pre"; the first: as they end forward), so on the
-  // stream it goes before that unit's reduce-scatter, issued once the ranks have its gradients;
-  // as they end that unit, still before its reduce-scatter ("backward_post"); or only then, after
-  // it ("none"). No reduce-scatter where `reduced` is null: a no_sync micro-batch keeps its
+  // ranks begin the unit backward_prefetch_depth after it ("backward_pre"; the last: as they end
+  // forward, and those the last unit prefetches as they begin it), so on the stream it goes
+  // before that unit's reduce-scatter, issued once the ranks have its gradients; as they end the
+  // unit after it, still before its reduce-scatter ("backward_post"); or only then, after it
+  // ("none"). No reduce-scatter where `reduced` is null: a no_sync micro-batch keeps its
   // gradients.
   void backward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, double* reduced) const {
     const std::size_t U = s.units.size();
+    std::vector<double> gathered(U);  // by unit: when its re-gather ends (0: kept since forward)
     const auto regather = [&](std::size_t k, double when) {
-      if (s.units[k].root || !s.reshard_after_forward) return 0.0;  // kept since forward
-      return run("all-gather", k, when);
+      if (!s.units[k].root && s.reshard_after_forward) gathered[k] = run("all-gather", k, when);
     };
     const bool pre = s.backward_prefetch == "backward_pre", post = s.backward_prefetch == "backward_post";
+    const std::size_t depth = pre ? static_cast<std::size_t>(s.backward_prefetch_depth) : 1;
     const auto share = shares(r, m, true);
-    double gathered = regather(U - 1, latest(cursor, r));
+    regather(U - 1, latest(cursor, r));
+    std::size_t next = U - 1;  // the units below it are not yet issued
     for (std::size_t k = U; k-- > 0;) {
-      for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
-      if (k > 0 && pre) gathered = regather(k - 1, latest(begin, r));
+      for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered[k]);
+      for (const double issued = latest(begin, r); pre && next > 0 && next + depth > k;) regather(--next, issued);
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
         cursor[g] = begin[g] + work(g).micro(m).bwd_ms * share(g, k);
       const double done = latest(cursor, r);
-      if (k > 0 && post) gathered = regather(k - 1, done);
+      if (k > 0 && post) regather(k - 1, done);
       if (reduced) reduced[k] = std::max(reduced[k], run("reduce-scatter", k, done));
-      if (k > 0 && !pre && !post) gathered = regather(k - 1, done);
+      if (k > 0 && !pre && !post) regather(k - 1, done);
     }
     for (std::size_t g = r.first; g < r.first + r.count; ++g) mark(g, M, m, true) = cursor[g];
   }

@@ -99,7 +99,8 @@ struct EngineSetup {
   // "backward_pre" (as the unit after it begins), "backward_post" (as that one ends, before its
   // reduce-scatter) or "none" (after that reduce-scatter).
   std::string backward_prefetch = "backward_pre";
-  int forward_prefetch = 1;  // fsdp, hybrid: units gathered ahead of the one computing in forward
+  int forward_prefetch = 1;         // fsdp, hybrid: units gathered ahead of the one computing in forward
+  int backward_prefetch_depth = 1;  // fsdp, hybrid, backward_pre: the same in backward
   // fsdp, hybrid: log-normal σ of each unit's share of a rank's compute (unit_shares); 0: the
   // units' own shares, the same on every rank.
   double unit_jitter = 0;

@@ -131,10 +131,14 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     if (given.contains("first_use") && c.simulation.first_use != "own" && c.model->first_use_ms <= 0)
       c.notes.push_back("simulation.first_use has no effect: model " + c.model->name +
                         " has no first-use cost (first_use_ms; ddpsim calibrate --training measures it)");
-    if (c.simulation.unit_jitter > 0 && !c.training.fully_sharded())
+    if (c.simulation.unit_jitter > 0 && (top.has("parallel") || !c.training.fully_sharded()))
       throw InputError(origin + ": simulation: unit_jitter spreads a rank's compute unevenly over FSDP's units " +
-                       "(training.data_parallel \"fsdp\" or \"hybrid\"); data_parallel \"" + c.training.data_parallel +
-                       "\" has none (leave it out)");
+                       "(training.data_parallel \"fsdp\" or \"hybrid\"); " +
+                       (top.has("parallel") ? std::string("a pipeline job's stages have none")
+                                            : "data_parallel \"" + c.training.data_parallel + "\" has none") +
+                       " (leave it out)");
+    if (c.simulation.unit_jitter > 0 && shard_units(*c.model, c.training.wrap, c.training.min_num_params).size() < 2)
+      c.notes.push_back("simulation.unit_jitter has no effect: the model is one unit (training.wrap)");
     if (given.contains("spells") && c.simulation.spells != "own" && c.model->spell_quantiles.empty())
       c.notes.push_back("simulation.spells has no effect: model " + c.model->name +
                         " has no slow spells (noise.spells; ddpsim calibrate measures them)");
@@ -299,6 +303,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.resolved["training"]["no_sync"] = c.training.no_sync;
     c.resolved["training"]["backward_prefetch"] = c.training.backward_prefetch;
     c.resolved["training"]["forward_prefetch"] = c.training.forward_prefetch;
+    if (c.training.backward_prefetch == "backward_pre")
+      c.resolved["training"]["backward_prefetch_depth"] = c.training.backward_prefetch_depth;
     c.resolved["training"]["wrap"] = c.training.wrap;
     if (c.training.wrap == "size") c.resolved["training"]["min_num_params"] = c.training.min_num_params;
   }

@@ -66,6 +66,9 @@ struct TrainingConfig {
   // fsdp, hybrid: units whose gathers forward issues ahead of the one computing (FSDP2's
   // set_modules_to_forward_prefetch with the next N; 1: FSDP's implicit prefetch).
   int forward_prefetch = 1;
+  // fsdp, hybrid under backward_pre: units whose re-gathers backward issues ahead of the one
+  // computing (FSDP2's set_modules_to_backward_prefetch with the next N; 1: FSDP's own).
+  int backward_prefetch_depth = 1;
   // fsdp, hybrid: "layer", a unit per transformer block (PyTorch's transformer_auto_wrap_policy),
   // "root", the whole model one unit (FSDP without an auto-wrap policy), or "size", PyTorch's
   // size_based_auto_wrap_policy over the layout's module tree.

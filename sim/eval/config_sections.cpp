@@ -95,6 +95,16 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
                      "CPU's issue order) to 64 (FSDP2's set_modules_to_forward_prefetch), got " +
                      f.raw("forward_prefetch").dump());
   t.forward_prefetch = f.get_in<int>("forward_prefetch", t.forward_prefetch, 1, 64);
+  if (f.has("backward_prefetch_depth") && !f.raw("backward_prefetch_depth").is_number_integer())
+    throw InputError(where +
+                     ": backward_prefetch_depth is how many units backward re-gathers ahead of the one computing, a "
+                     "whole number from 1 (FSDP's backward_pre) to 64 (FSDP2's set_modules_to_backward_prefetch), "
+                     "got " +
+                     f.raw("backward_prefetch_depth").dump());
+  t.backward_prefetch_depth = f.get_in<int>("backward_prefetch_depth", t.backward_prefetch_depth, 1, 64);
+  if (t.backward_prefetch_depth > 1 && t.backward_prefetch != "backward_pre")
+    throw InputError(where + ": backward_prefetch_depth deepens backward_prefetch \"backward_pre\"'s re-gathers; " +
+                     "backward_prefetch is \"" + t.backward_prefetch + "\" (leave the depth out)");
   t.wrap = f.get<std::string>("wrap", t.wrap);
   if (t.wrap != "layer" && t.wrap != "root" && t.wrap != "size")
     throw InputError(where +
@@ -118,6 +128,8 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
   fsdp_only(t.wrap != defaults.wrap, "wrap sets FSDP's units", "has none");
   fsdp_only(t.backward_prefetch != defaults.backward_prefetch, "backward_prefetch sets FSDP's re-gathers", "has none");
   fsdp_only(t.forward_prefetch != defaults.forward_prefetch, "forward_prefetch sets FSDP's gathers ahead", "has none");
+  fsdp_only(t.backward_prefetch_depth != defaults.backward_prefetch_depth,
+            "backward_prefetch_depth sets FSDP's re-gathers ahead", "has none");
   fsdp_only(!t.reshard_after_forward, "reshard_after_forward false is FSDP's", "holds every parameter throughout");
   fsdp_only(t.no_sync, "no_sync picks FSDP's gradient accumulation",
             t.data_parallel == "ddp" ? "accumulates under no_sync always"

@@ -145,7 +145,7 @@ double sharded_memory_offset_mib(const Config& config) {
   }
   // The root unit stays gathered from its forward through its backward (FSDP frees the root's
   // parameters after neither), beside the unit computing and those gathered ahead of it: in
-  // forward, forward_prefetch of them; in backward, one.
+  // forward, forward_prefetch of them; in backward, backward_prefetch_depth.
   double root = 0;
   std::vector<double> bytes;  // the other units
   for (const ShardUnit& u : shard_units(m, config.training.wrap, config.training.min_num_params))
@@ -154,9 +154,12 @@ double sharded_memory_offset_mib(const Config& config) {
     else
       bytes.push_back(u.bytes);
   std::sort(bytes.rbegin(), bytes.rend());
-  const auto held = config.training.reshard_after_forward
-                        ? std::min(bytes.size(), static_cast<std::size_t>(config.training.forward_prefetch) + 1)
-                        : bytes.size();
+  const auto held =
+      config.training.reshard_after_forward
+          ? std::min(bytes.size(), static_cast<std::size_t>(std::max(config.training.forward_prefetch,
+                                                                     config.training.backward_prefetch_depth)) +
+                                       1)
+          : bytes.size();
   const double gathered =
       (root + std::accumulate(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(held), 0.0)) / MiB;
   // no_sync keeps a micro-batch's gradients unsharded (at the gradient dtype's size) until the last.

@@ -27,8 +27,9 @@ void resolve_shard_group(Config& config, const std::string& origin);
 
 // What sharding changes in a rank's peak memory, in MiB: weights, gradients and AdamW state
 // (16 B a parameter, fp32 or mixed precision alike) held 1/shard_group each, plus the units
-// gathered at once: the root (kept from its forward through its backward) and the 1 +
-// forward_prefetch largest others (the one computing and those prefetched), or every unit where
+// gathered at once: the root (kept from its forward through its backward) and the 1 + the
+// deeper prefetch's (forward's or backward's) largest others (the one computing and those
+// prefetched), or every unit where
 // reshard_after_forward is off (each stays gathered from its forward to its backward).
 double sharded_memory_offset_mib(const Config& config);
 

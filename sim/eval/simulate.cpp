@@ -175,6 +175,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
     setup.no_sync = config.training.no_sync;
     setup.backward_prefetch = config.training.backward_prefetch;
     setup.forward_prefetch = config.training.forward_prefetch;
+    setup.backward_prefetch_depth = config.training.backward_prefetch_depth;
     setup.unit_jitter = config.simulation.unit_jitter;
     setup.jitter_seed = config.training.seed ^ 0x3c6ef372fe94f82bULL;
   }

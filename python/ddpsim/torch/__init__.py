@@ -14,6 +14,6 @@
 from ddpsim.torch.profile import Profiler, profile, write_layout
 from ddpsim.torch.sampler import BalancedBatchSampler, scale_loss
 from ddpsim.torch.tracer import StepTracer
-from ddpsim.torch.unit_jitter import unit_jitter
+from ddpsim.torch.jitter import unit_jitter
 
 __all__ = ["BalancedBatchSampler", "Profiler", "StepTracer", "profile", "scale_loss", "unit_jitter", "write_layout"]
