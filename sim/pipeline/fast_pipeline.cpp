@@ -84,7 +84,7 @@ class Collectives {
         passes_(passes),
         out_(out),
         plans_(stage_plans(s)),
-        network_(s.channels, s.gpus(), sync_pairs(plans_), {false, false, true}) {
+        network_(s.channels, s.gpus(), sync_flows(plans_), {false, false, true}) {
     const std::vector<sg4::Host*> hosts = network_.hosts(FlowClass::grad_sync);
     const bool reduce = alike_groups_exact(s, plans_, hosts);
     for (const StagePlans& p : plans_) {
@@ -107,14 +107,6 @@ class Collectives {
   }
 
  private:
-  static std::vector<std::array<int, 3>> sync_pairs(const std::vector<StagePlans>& plans) {
-    std::vector<std::array<int, 3>> out;
-    for (const StagePlans& p : plans)
-      for (const CollectivePlan* plan : {&p.sync, &p.gather})
-        for (const auto& [src, dst] : plan->pairs()) out.push_back({src, dst, static_cast<int>(FlowClass::grad_sync)});
-    return out;
-  }
-
   void stage_actor(int st) {
     const auto syncs = static_cast<std::size_t>(s_.syncs_per_step());
     std::vector<double> phase_end;

@@ -146,9 +146,8 @@ class Run {
         if (st + 1 < s.stages) out.push_back({g, g + 1, static_cast<int>(FlowClass::fwd_prop)});
         if (st > 0) out.push_back({g, g - 1, static_cast<int>(FlowClass::bwd_prop)});
       }
-    for (const StagePlans& p : plans)
-      for (const CollectivePlan* plan : {&p.sync, &p.gather})
-        for (const auto& [src, dst] : plan->pairs()) out.push_back({src, dst, static_cast<int>(FlowClass::grad_sync)});
+    const auto syncs = sync_flows(plans);
+    out.insert(out.end(), syncs.begin(), syncs.end());
     return out;
   }
 

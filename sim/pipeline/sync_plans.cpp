@@ -74,6 +74,14 @@ double sent_per_byte(const CollectivePlan& plan) {
   return sent;
 }
 
+std::vector<std::array<int, 3>> sync_flows(const std::vector<StagePlans>& plans) {
+  std::vector<std::array<int, 3>> out;
+  for (const StagePlans& p : plans)
+    for (const CollectivePlan* plan : {&p.sync, &p.gather})
+      for (const auto& [src, dst] : plan->pairs()) out.push_back({src, dst, static_cast<int>(FlowClass::grad_sync)});
+  return out;
+}
+
 bool alike_groups_exact(const PipelineSetup& s, const std::vector<StagePlans>& plans,
                         const std::vector<sg4::Host*>& hosts) {
   if (!s.reduce_flows || s.channels.model != "separate") return false;

@@ -3,6 +3,7 @@
 // GPU indices, so that a pipeline's syncs run the same algorithms as DDP's.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include <simgrid/forward.h>
@@ -23,6 +24,10 @@ std::vector<StagePlans> stage_plans(const PipelineSetup& s);
 
 // The bytes each GPU sends in one run of `plan` over all its phases, per byte of its size.
 double sent_per_byte(const CollectivePlan& plan);
+
+// Every (src, dst, FlowClass::grad_sync) the stages' syncs and gathers send on: the routes a
+// network must hold for them.
+std::vector<std::array<int, 3>> sync_flows(const std::vector<StagePlans>& plans);
 
 // Whether one group of each kind of alike flows stands exactly for the rest: the syncs' links
 // carry no other class (separate channels) and no link that two stages' routes share can fill
