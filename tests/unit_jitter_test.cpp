@@ -1,9 +1,11 @@
 // simulation.unit_jitter: a rank's compute falling unevenly over FSDP's units. Its totals stay
 // the charger's; a group that meets at every unit then waits for a different rank at each, so
 // the wait grows with the number of units, as a fixed imbalance alone never makes it; DDP and
-// σ = 0 are untouched; full mode draws the same; the key is refused where it has no units.
+// σ = 0 are untouched; full mode draws the same; the keyed draws behind it are standard normal;
+// the key is refused where it has no units.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "alpha_beta.hpp"
@@ -52,6 +54,21 @@ double fast_ranks_wait(const std::vector<RankTiming>& timing, int G) {
 }
 
 }  // namespace
+
+TEST_CASE("keyed draws: standard normal whatever the key's order, and unrelated across neighbouring keys") {
+  double sum = 0, squares = 0, cross = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const double a = KeyedRng{7, static_cast<std::uint64_t>(i), 3}.normal();
+    const double b = KeyedRng{7, static_cast<std::uint64_t>(i), 4}.normal();
+    sum += a, squares += a * a, cross += a * b;
+  }
+  CHECK(std::abs(sum / n) < 0.01);
+  CHECK(squares / n == doctest::Approx(1).epsilon(0.01));
+  CHECK(std::abs(cross / n) < 0.01);
+  CHECK(KeyedRng{1, 2}.bits() != KeyedRng{2, 1}.bits());
+  CHECK(KeyedRng{1, 2}.bits() == KeyedRng{1, 2}.bits());
+}
 
 TEST_CASE("a rank's drawn shares sum to one, differ by rank and phase, and repeat for the same key") {
   const EngineSetup s = jittered(8, 16, 0.3);
