@@ -2,10 +2,12 @@
 """Campaign 4's decoder stage (issue 46): the registered decoders (SmolLM-135M and Llama-3.2-1B,
 traces/gpu4/registered/decoder-shapes.json) profiled through ddpsim.torch.profile() at their
 registered (b, L) shapes, bf16 autocast over fp32 weights with PyTorch's fused attention, as the
-spec derivation assumed; then a short traced training run of the smaller one at world size 1
-over NCCL, with the batch sampler and the step tracer. Writes into OUT, per model, NAME-layout.json
-and NAME-profile.csv (the trace schema: `ddpsim calibrate NAME-profile.csv --base NAME-layout.json`)
-and NAME-run/steps.csv (`ddpsim validate`), and env.json (the machine).
+spec derivation assumed; each one's unit jitter (ddpsim.torch.unit_jitter: how unevenly a step
+falls over its blocks, simulation.unit_jitter's σ for FSDP) at a short and a long shape; then a
+short traced training run of the smaller one at world size 1 over NCCL, with the batch sampler and
+the step tracer. Writes into OUT, per model, NAME-layout.json and NAME-profile.csv (the trace
+schema: `ddpsim calibrate NAME-profile.csv --base NAME-layout.json`), NAME-unit-jitter.json, and
+NAME-run/steps.csv (`ddpsim validate`), and env.json (the machine).
 
     PYTHONPATH=build-gpu/python python3 scripts/gpu_decoder.py --out traces/h100/decoder
     PYTHONPATH=build/release/python python3 scripts/gpu_decoder.py --device cpu --tiny --out /tmp/d  # rehearsal
@@ -26,7 +28,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
-from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout
+from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, unit_jitter, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,6 +105,34 @@ def profile_model(name, config, shapes, args):
         torch.cuda.empty_cache()
 
 
+def jitter(name, config, args):
+    """simulation.unit_jitter's σ for the decoder's blocks under bf16 autocast, at 8 × 512 and
+    2 × 4,096 tokens (lengths ÷ 32 and 4 layers with --tiny), into NAME-unit-jitter.json."""
+    if args.tiny:
+        config = dict(config, num_hidden_layers=4)
+    torch.manual_seed(0)
+    model = decoder_from_config(config, device=args.device)
+    found = []
+    for b, L in ((8, 512), (2, 4096)):
+        L = max(2, L // 32) if args.tiny else L
+        ids = torch.randint(1, config["vocab_size"], (b, L), device=args.device)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            with autocast(args.device):
+                loss = model(ids).float().square().mean()
+            loss.backward()
+
+        found.append(dict(b=b, L=L, **unit_jitter(model.model.layers, step, steps=40)))
+    with open(os.path.join(args.out, name.lower() + "-unit-jitter.json"), "w", encoding="utf-8") as f:
+        json.dump({"model": name, "precision": "bf16", "shapes": found}, f, indent=2)
+    print(f"gpu_decoder: {name}: unit jitter σ " + ", ".join(f"{r['sigma']:.3f} at {r['b']}x{r['L']}" for r in found),
+          flush=True)
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def traced_run(name, config, args):
     """A short run at world size 1 (NCCL on a GPU, Gloo on a CPU), lengths log-normal (median 600,
     σ 0.6, up to 2,048; ÷ 32 with --tiny), 8 samples a step, traced in the trace schema."""
@@ -163,6 +193,7 @@ def main():
     found = models(args)
     for name, (config, shapes) in found.items():
         profile_model(name, config, shapes, args)
+        jitter(name, config, args)
     smallest = min(found, key=lambda n: found[n][0]["hidden_size"] * found[n][0]["num_hidden_layers"])
     traced_run(smallest, found[smallest][0], args)
     return 0

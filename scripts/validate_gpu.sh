@@ -26,8 +26,9 @@
 #                  compute-bound fp32 (B=384, log-normal lengths up to 512) and the study's
 #                  setting in bf16 padded to a multiple of 8, each one run of its policies in turn
 #   decoder (GPU)  campaign 4's decoders (traces/gpu4/registered/decoder-shapes.json) profiled
-#                  through ddpsim.torch.profile() at the registered shapes, a traced run over
-#                  NCCL at world size 1 (scripts/gpu_decoder.py), and the Python package's CUDA
+#                  through ddpsim.torch.profile() at the registered shapes, their unit jitter
+#                  (ddpsim.torch.unit_jitter), a traced run over NCCL at world size 1
+#                  (scripts/gpu_decoder.py), and the Python package's CUDA
 #                  test (python/tests/test_cuda.py); needs the package built by the build stage
 #   pack (GPU)     a campaign's folders and logs into $PACK (one archive, to bring back);
 #                  CAMPAIGN=3 packs the third's

@@ -108,3 +108,18 @@ TEST_CASE("ZeRO-2's refusals name their keys; DDP's bucket keys are its own") {
       parse_config(nlohmann::json{{"training", {{"data_parallel", "zero2"}, {"overlap", false}}}}, "c.json", "");
   CHECK(c.notes.empty());  // overlap and buckets set ZeRO-2's reduce-scatters
 }
+
+TEST_CASE("ZeRO-2's fast mode says what it leaves out of a model with interference factors and micro-batches") {
+  const auto notes = [](int micro, const char* mode) {
+    const nlohmann::json doc = {
+        {"model", DDPSIM_SOURCE_DIR "/models/cpu-distilbert-small-2ranks.json"},
+        {"training", {{"data_parallel", "zero2"}, {"world_size", 2}, {"global_batch", 16}, {"micro_batches", micro}}},
+        {"simulation", {{"mode", mode}}}};
+    std::string all;
+    for (const std::string& note : parse_config(doc, "c.json", "").notes) all += note + "\n";
+    return all;
+  };
+  CHECK(notes(2, "fast").find("ZeRO-2's fast mode leaves out how model") != std::string::npos);
+  CHECK(notes(2, "full").find("ZeRO-2's fast mode") == std::string::npos);
+  CHECK(notes(1, "fast").find("ZeRO-2's fast mode") == std::string::npos);
+}

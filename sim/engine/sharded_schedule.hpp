@@ -134,13 +134,16 @@ struct GroupStep {
       if (!s.units[k].root && s.reshard_after_forward) gathered[k] = run("all-gather", k, when);
     };
     const bool pre = s.backward_prefetch == "backward_pre", post = s.backward_prefetch == "backward_post";
-    const std::size_t depth = pre ? static_cast<std::size_t>(s.backward_prefetch_depth) : 1;
+    const auto depth = static_cast<std::size_t>(s.backward_prefetch_depth);
     const auto share = shares(r, m, true);
     regather(U - 1, latest(cursor, r));
     std::size_t next = U - 1;  // the units below it are not yet issued
     for (std::size_t k = U; k-- > 0;) {
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered[k]);
-      for (const double issued = latest(begin, r); pre && next > 0 && next + depth > k;) regather(--next, issued);
+      if (pre) {  // issue every unit down to k − depth not yet issued
+        const double issued = latest(begin, r);
+        while (next > 0 && next + depth > k) regather(--next, issued);
+      }
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
         cursor[g] = begin[g] + work(g).micro(m).bwd_ms * share(g, k);
       const double done = latest(cursor, r);

@@ -217,6 +217,12 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
   if (c.training.sharded()) check_sharded(c, origin);
+  if (c.training.data_parallel == "zero2" && c.simulation.mode == "fast" && accumulates(c) &&
+      (c.model->comm_slowdown != 1 || c.model->allreduce_slowdown != 1))
+    c.notes.push_back("ZeRO-2's fast mode leaves out how model " + c.model->name +
+                      "'s comm_slowdown and allreduce_slowdown slow a reduce-scatter that runs on into the next "
+                      "micro-batch's backward, and that backward; simulation.mode \"full\" simulates them "
+                      "(docs/sharding.md)");
   if (c.training.fully_sharded()) {
     // A printed config names every default: only a value other than DDP's default is a request.
     const TrainingConfig ddp;
