@@ -70,8 +70,8 @@ class _Marks:
 
         return hook
 
-    def _first_input(self, _, inputs) -> None:
-        self.first_input_grad = any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
+    def _first_input(self, _, inputs) -> None:  # once without a gradient, left out throughout
+        self.first_input_grad &= any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
 
     def check(self) -> None:
         """Refuses a step in which a block did not run forward and backward exactly once."""
@@ -123,11 +123,12 @@ def unit_jitter(blocks: Sequence[torch.nn.Module], run_step: Callable[[], None],
             if step < warmup:
                 continue
             ms = marks.clock.ms
-            first = 0 if marks.first_input_grad else 1
             forward.append([ms(marks.begin[u][0], marks.end[u][0]) for u in range(len(blocks))])
-            backward.append([ms(marks.grads[u + 1][0], marks.grads[u][0]) for u in range(first, len(blocks) - 1)])
+            backward.append([ms(marks.grads[u + 1][0], marks.grads[u][0]) for u in range(len(blocks) - 1)])
     finally:
         marks.remove()
+    if not marks.first_input_grad:
+        backward = [row[1:] for row in backward]
     if len(backward[0]) < 2:
         raise ddpsim.InputError(f"blocks: the backward of only {len(backward[0])} block can be timed (the last's "
                                 "start has no hook, and the first's input needs no gradient); pass at least 4 blocks")
