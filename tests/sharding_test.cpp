@@ -32,6 +32,12 @@ double gather_ms(int G, double bytes) {
 
 using test::one_step;
 
+// A config of this training section is refused with a message holding `says`.
+void refused(const nlohmann::json& training, const char* says) {
+  CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
+                       InputError);
+}
+
 }  // namespace
 
 TEST_CASE("FSDP's all-gather takes the ring's alpha-beta time") {
@@ -97,12 +103,12 @@ TEST_CASE("units follow the layout's blocks; a sharded rank holds a G-th of the 
 }
 
 TEST_CASE("what a sharded config cannot take yet is refused by its key") {
-  const auto refused = [](const nlohmann::json& extra, const char* says) {
+  const auto refused_fsdp = [](const nlohmann::json& extra, const char* says) {
     nlohmann::json doc = {{"training", {{"data_parallel", "fsdp"}}}};
     doc.merge_patch(extra);
     CHECK_THROWS_WITH_AS(parse_config(doc, "c.json", ""), doctest::Contains(says), InputError);
   };
-  refused({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
+  refused_fsdp({{"simulation", {{"algorithm", "tree"}}}}, "simulation.algorithm \"tree\" is DDP's allreduce");
   const Config noted =
       parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}, {"overlap", false}}}}, "c.json", "");
   REQUIRE(noted.notes.size() == 1);
@@ -132,10 +138,6 @@ TEST_CASE(
   const RankWork tiny{0, 1e-6, 1e-6, 0};
   const double all = one_step(fsdp_setup(4, 4), std::vector<RankWork>(4, tiny))[0].step_ms;
   CHECK(one_step(s, std::vector<RankWork>(4, tiny))[0].step_ms == doctest::Approx(all).epsilon(1e-6));
-  const auto refused = [](const nlohmann::json& training, const char* says) {
-    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
-                         InputError);
-  };
   refused({{"data_parallel", "fsdp"}, {"backward_prefetch", "BACKWARD_PRE"}},
           "c.json: training: backward_prefetch is FSDP's BackwardPrefetch");
   refused({{"backward_prefetch", "none"}}, "backward_prefetch sets FSDP's re-gathers");
@@ -172,10 +174,6 @@ TEST_CASE("forward_prefetch: gathers issued further ahead fill the stream where 
   const auto units = shard_units(load_perf_model("h100-distilbert"));
   CHECK(offset(3) - offset(1) == doctest::Approx(2 * units[1].bytes / (1024.0 * 1024.0)));
   CHECK(offset(64) - offset(1) == doctest::Approx(4 * units[1].bytes / (1024.0 * 1024.0)));  // all 6 blocks
-  const auto refused = [](const nlohmann::json& training, const char* says) {
-    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
-                         InputError);
-  };
   refused({{"data_parallel", "fsdp"}, {"forward_prefetch", true}},
           "c.json: training: forward_prefetch is how many units forward gathers ahead");
   refused({{"data_parallel", "fsdp"}, {"forward_prefetch", 0}}, "forward_prefetch");
@@ -217,10 +215,6 @@ TEST_CASE("backward_prefetch_depth: re-gathers issued further ahead in backward,
   const auto units = shard_units(load_perf_model("h100-distilbert"));
   CHECK(offset(1, 3) - offset(1, 1) == doctest::Approx(2 * units[1].bytes / (1024.0 * 1024.0)));
   CHECK(offset(3, 3) == offset(1, 3));
-  const auto refused = [](const nlohmann::json& training, const char* says) {
-    CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", training}}, "c.json", ""), doctest::Contains(says),
-                         InputError);
-  };
   refused({{"data_parallel", "fsdp"}, {"backward_prefetch_depth", 1.5}},
           "c.json: training: backward_prefetch_depth is how many units backward re-gathers ahead");
   refused({{"data_parallel", "fsdp"}, {"backward_prefetch_depth", 65}}, "backward_prefetch_depth");

@@ -14,6 +14,12 @@
 
 namespace ddpsim {
 
+// A standard normal by Box–Muller from two uniforms in [0, 1) (one value per call: simplicity
+// over speed), the same expression for every generator below.
+inline double box_muller(double u1, double u2) {
+  return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * std::numbers::pi * u2);  // 1 − u1 in (0, 1]
+}
+
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : engine_(seed) {}
@@ -33,11 +39,9 @@ class Rng {
   // Uniform double in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
 
-  // Standard normal by Box–Muller (one value per call; simplicity over speed).
   double normal() {
-    const double u1 = 1.0 - uniform();  // (0, 1]: log stays finite
-    const double u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    const double u1 = uniform();
+    return box_muller(u1, uniform());
   }
 
   // Fisher–Yates, the same permutation for the same seed everywhere.
@@ -73,10 +77,9 @@ class KeyedRng {
   }
   std::uint64_t bits() { return mix(state_ += 0x9e3779b97f4a7c15ULL); }
   double uniform() { return static_cast<double>(bits() >> 11) * 0x1.0p-53; }
-  double normal() {  // Box–Muller, as Rng::normal
-    const double u1 = 1.0 - uniform();
-    const double u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  double normal() {
+    const double u1 = uniform();
+    return box_muller(u1, uniform());
   }
 
  private:

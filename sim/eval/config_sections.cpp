@@ -88,20 +88,19 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
                      "the unit after it begins backward), \"backward_post\" (as that unit ends) or \"none\" (once "
                      "it is reduce-scattered), got \"" +
                      t.backward_prefetch + "\"");
-  if (f.has("forward_prefetch") && !f.raw("forward_prefetch").is_number_integer())
-    throw InputError(where +
-                     ": forward_prefetch is how many units forward gathers ahead of the one computing, a whole "
-                     "number from 1 (FSDP's implicit prefetch; FSDP1's forward_prefetch=True changes only the "
-                     "CPU's issue order) to 64 (FSDP2's set_modules_to_forward_prefetch), got " +
-                     f.raw("forward_prefetch").dump());
-  t.forward_prefetch = f.get_in<int>("forward_prefetch", t.forward_prefetch, 1, 64);
-  if (f.has("backward_prefetch_depth") && !f.raw("backward_prefetch_depth").is_number_integer())
-    throw InputError(where +
-                     ": backward_prefetch_depth is how many units backward re-gathers ahead of the one computing, a "
-                     "whole number from 1 (FSDP's backward_pre) to 64 (FSDP2's set_modules_to_backward_prefetch), "
-                     "got " +
-                     f.raw("backward_prefetch_depth").dump());
-  t.backward_prefetch_depth = f.get_in<int>("backward_prefetch_depth", t.backward_prefetch_depth, 1, 64);
+  // A prefetch depth: a whole number of units from 1 to 64; `is` says what it counts.
+  const auto depth = [&](const char* key, int value, const char* is) {
+    if (f.has(key) && !f.raw(key).is_number_integer())
+      throw InputError(where + ": " + key + is + ", got " + f.raw(key).dump());
+    return f.get_in<int>(key, value, 1, 64);
+  };
+  t.forward_prefetch = depth("forward_prefetch", t.forward_prefetch,
+                             " is how many units forward gathers ahead of the one computing, a whole number from 1 "
+                             "(FSDP's implicit prefetch; FSDP1's forward_prefetch=True changes only the CPU's issue "
+                             "order) to 64 (FSDP2's set_modules_to_forward_prefetch)");
+  t.backward_prefetch_depth = depth("backward_prefetch_depth", t.backward_prefetch_depth,
+                                    " is how many units backward re-gathers ahead of the one computing, a whole number "
+                                    "from 1 (FSDP's backward_pre) to 64 (FSDP2's set_modules_to_backward_prefetch)");
   if (t.backward_prefetch_depth > 1 && t.backward_prefetch != "backward_pre")
     throw InputError(where + ": backward_prefetch_depth deepens backward_prefetch \"backward_pre\"'s re-gathers; " +
                      "backward_prefetch is \"" + t.backward_prefetch + "\" (leave the depth out)");

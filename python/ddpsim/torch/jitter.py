@@ -10,18 +10,13 @@ log-normal σ of a block's share of its step around its mean share: the paramete
 from __future__ import annotations
 
 import math
+from statistics import median
 from typing import Callable, Sequence
 
 import torch
 
 import ddpsim
 from ddpsim.torch.tracer import _Clock, _count
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _sigma(times: list[list[float]]) -> float:
@@ -38,9 +33,9 @@ def _sigma(times: list[list[float]]) -> float:
     spread = []
     for u in range(units):
         column = [row[u] for row in logs]
-        centre, scale = _median(column), math.sqrt(1 - 2 * mean_share[u] + squares)
+        centre, scale = median(column), math.sqrt(1 - 2 * mean_share[u] + squares)
         spread += [abs(x - centre) / scale for x in column]
-    return 1.4826 * _median(spread)
+    return 1.4826 * median(spread)
 
 
 class _Marks:
