@@ -96,6 +96,19 @@ TEST_CASE("a spec file is a performance model: times from the peak, memory from 
   CHECK(gpt2.max_batch(1024) < 120);
 }
 
+TEST_CASE("a spec may state the interference factors no spec gives, and the model's source says so") {
+  test::TempDir dir;
+  std::ofstream(dir / "spec.json") << nlohmann::json{
+      {"hf_config", test::source_path("models/hf/gpt2.json")},
+      {"gpu", "h100-sxm"},
+      {"comm_slowdown", 1.15}}.dump();
+  const PerfModel m = load_perf_model(dir / "spec.json");
+  CHECK(m.comm_slowdown == 1.15);
+  CHECK(m.allreduce_slowdown == 1);
+  CHECK(m.source.find("; comm_slowdown 1.15 as the spec gives it") != std::string::npos);
+  CHECK(load_perf_model(test::source_path("models/llama-3-8b-h100.json")).comm_slowdown == 1);
+}
+
 TEST_CASE("fused attention drops the quadratic memory term; recomputation keeps layer inputs only") {
   const TransformerSpec qwen = shipped("qwen2-7b");
   const auto plain = derived_model_json(qwen, "q", "h200", "bf16", {});
@@ -143,6 +156,9 @@ TEST_CASE("bad specs name the file and what is missing") {
         "from 0.001 to 1, got 1e-300");
   fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"dtyp", "bf16"}}, "did you mean \"dtype\"");
   fails(llama, {{"hf_config", "missing.json"}, {"gpu", "h100-sxm"}}, "missing.json: cannot open JSON file");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"comm_slowdown", 0.5}},
+        "spec.json: comm_slowdown must be in [1, 100] (1: compute is not slowed by communication), got 0.5");
+  fails(llama, {{"hf_config", "config.json"}, {"gpu", "h100-sxm"}, {"allreduce_slowdown", "2"}}, "allreduce_slowdown");
   llama["num_hidden_layers"] = 20000;
   fails(llama, spec, "key \"num_hidden_layers\" must be at most 10000 layers");
   llama["num_hidden_layers"] = 32;

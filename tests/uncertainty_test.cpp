@@ -111,6 +111,14 @@ TEST_CASE("a model's variants: its other supported forms, first use either way, 
   CHECK(compute == 3);  // efficiency either way, and a launch floor
   CHECK(network == 1);
   CHECK(spec.back().config.platform.link_GBps == doctest::Approx(c.platform.link_GBps / 2));
+  CHECK(std::none_of(spec.begin(), spec.end(), [](const auto& v) { return v.term == "stated interference"; }));
+
+  m.comm_slowdown = 1.2;  // a spec's stated factor: the gain without it bounds the guess
+  const auto stated = model_variants(with_model(c, m));
+  const auto it =
+      std::find_if(stated.begin(), stated.end(), [](const auto& v) { return v.term == "stated interference"; });
+  REQUIRE(it != stated.end());
+  CHECK(it->config.model->comm_slowdown == 1);
 }
 
 TEST_CASE("the session term follows the regime of both runs' slowest micro-batches") {

@@ -2,9 +2,11 @@
 // and timeline spans are addressed. Internal to the engine.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <simgrid/s4u.hpp>
@@ -46,6 +48,26 @@ struct Stage {
 // Full mode for `fsdp` and `hybrid` (sharded_full.cpp): simulate_full hands them on.
 EngineResult simulate_full_sharded(const EngineSetup& setup, const StepBlocks& blocks,
                                    const std::function<void(long, long)>& progress);
+
+// When `work` ms of compute started at `start` are done, if it runs `slowdown` times slower
+// inside the `busy` intervals (sorted, disjoint) and at full speed outside them.
+inline double compute_end(double start, double work, const std::vector<std::pair<double, double>>& busy,
+                          double slowdown) {
+  double now = start;
+  const auto first = std::partition_point(busy.begin(), busy.end(), [&](const auto& b) { return b.second <= now; });
+  for (auto it = first; it != busy.end(); ++it) {
+    const auto [from, to] = *it;
+    if (from > now) {  // full speed up to the interval
+      if (from - now >= work) return now + work;
+      work -= from - now;
+      now = from;
+    }
+    if ((to - now) / slowdown >= work) return now + work * slowdown;
+    work -= (to - now) / slowdown;
+    now = to;
+  }
+  return now + work;
+}
 
 inline std::size_t at(int step, int G, int g) {
   return static_cast<std::size_t>(step) * G + g;

@@ -130,7 +130,7 @@ class ShardedRun {
   void group_actor(std::size_t r, const std::function<void(long, long)>& progress) {
     const Ranks ranks{r * S_, S_};
     const std::size_t U = s_.units.size();
-    std::vector<double> cursor(G_), begin(G_), start(G_), marks, reduced;
+    std::vector<double> cursor(G_), begin(G_), start(G_), marks, stretched(2 * G_), reduced;
     std::vector<std::size_t> times_reduced(U);  // this step's reduce-scatters of each unit so far
     long done = 0;
     for (std::size_t p = 0; p < source_.steps.size(); ++p) {
@@ -159,12 +159,13 @@ class ShardedRun {
               reduced_signal(slot)->release();
             }
           }
-          return end;
+          return Interval{from, end};
         };
         marks.resize(G_ * 2 * M);
         reduced.assign(synced_micro_batches(s_, M) * U, 0.0);
         std::fill(times_reduced.begin(), times_reduced.end(), 0);
-        GroupStep{s_, t, work, run, cursor, marks, reduced}(ranks, begin);
+        std::fill(stretched.begin(), stretched.end(), 0.0);
+        GroupStep{s_, t, work, run, cursor, marks, stretched, reduced}(ranks, begin);
         double ready = (sg4::Engine::get_clock() - origin_) * 1e3;
         if (R_ > 1) {
           replicated_[r]->acquire();
@@ -172,8 +173,8 @@ class ShardedRun {
         }
         for (std::size_t g = ranks.first; g < ranks.first + ranks.count; ++g)
           block.timing[at(t - block.first, s_.G, static_cast<int>(g))] =
-              finish_rank(s_, t, static_cast<int>(g), work(g), start[g], &marks[g * 2 * M], ready, prev_end_[g],
-                          result_.policies[p].spans);
+              finish_rank(s_, t, static_cast<int>(g), work(g), start[g], &marks[g * 2 * M], &stretched[g * 2], ready,
+                          prev_end_[g], result_.policies[p].spans);
         if (t + 1 == block.first + block.work.steps && ++block.finished == R_) {
           source_.done(static_cast<int>(p), block.first, block.timing);
           blocks_.erase({p, block.first / source_.block_steps});

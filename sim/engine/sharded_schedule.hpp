@@ -12,7 +12,8 @@
 // allreduce once every group has done it, on a stream of its own. The optimizer steps each
 // rank's shard (1/S of the model's optimizer time) once its last collective is done. How long a
 // collective takes is the engine's: the fast one's measured once per size, the full one's
-// simulated where it runs. Internal to the engine.
+// simulated where it runs; a unit's compute beside the group's collectives runs comm_slowdown
+// times slower, the same in both. Internal to the engine.
 #pragma once
 
 #include <algorithm>
@@ -49,9 +50,14 @@ inline void unit_shares(const EngineSetup& s, int step, std::size_t g, std::size
   for (std::size_t u = 0; u < s.units.size(); ++u) out[u] /= sum;
 }
 
+// A collective's time on its group's stream, ms.
+struct Interval {
+  double from = 0, to = 0;
+};
+
 // Runs a group's collective ("all-gather" or "reduce-scatter") of unit u, issued by its last rank
-// at `issued` (ms); returns its end, once the group's stream is free and it has run.
-using RunCollective = std::function<double(const char* what, std::size_t unit, double issued)>;
+// at `issued` (ms), once the group's stream is free; returns when it ran.
+using RunCollective = std::function<Interval(const char* what, std::size_t unit, double issued)>;
 
 // How many of a step's M micro-batches reduce-scatter in backward (no_sync: the last only).
 inline std::size_t synced_micro_batches(const EngineSetup& s, std::size_t M) {
@@ -60,8 +66,11 @@ inline std::size_t synced_micro_batches(const EngineSetup& s, std::size_t M) {
 
 // One step of one group, every micro-batch in turn: each rank's clock (`cursor`: its start,
 // then the end of its last backward), its compute's ends (`marks`: per rank, 2M of them, the end
-// of micro-batch m's forward and of its backward), and per synced micro-batch and unit the
-// latest end of its reduce-scatter over the groups so far (`reduced`, M·U or U long).
+// of micro-batch m's forward and of its backward), how much longer its forward and backward ran
+// beside the group's collectives under comm_slowdown (`stretched`: per rank, 2, added to), and
+// per synced micro-batch and unit the latest end of its reduce-scatter over the groups so far
+// (`reduced`, M·U or U long). Every collective that can run beside a unit's compute is issued
+// before that compute is timed.
 struct GroupStep {
   const EngineSetup& s;
   int step;
@@ -69,7 +78,10 @@ struct GroupStep {
   RunCollective run;
   std::vector<double>& cursor;
   std::vector<double>& marks;
+  std::vector<double>& stretched;
   std::vector<double>& reduced;
+  // This step's collectives on the group's stream so far, in order (under comm_slowdown only).
+  mutable std::vector<std::pair<double, double>> busy{};
 
   void operator()(Ranks r, std::vector<double>& begin) const {
     const std::size_t M = work(r.first).micro_batches(), U = s.units.size();
@@ -91,6 +103,21 @@ struct GroupStep {
     return marks[(g * M + m) * 2 + (backward ? 1 : 0)];
   }
 
+  double collective(const char* what, std::size_t unit, double issued) const {
+    const Interval ran = run(what, unit, issued);
+    if (s.comm_slowdown != 1) busy.emplace_back(ran.from, ran.to);
+    return ran.to;
+  }
+
+  // When rank g's `ms` of a unit's compute begun at `from` end: comm_slowdown times slower
+  // beside the group's collectives (NCCL's kernels take SMs from it, as under DDP).
+  double compute(std::size_t g, double from, double ms, bool backward) const {
+    if (s.comm_slowdown == 1) return from + ms;  // the plain sum, as before the factor existed
+    const double end = compute_end(from, ms, busy, s.comm_slowdown);
+    stretched[g * 2 + (backward ? 1 : 0)] += end - from - ms;
+    return end;
+  }
+
   // Each rank's share of micro-batch m's forward or backward by unit (share(g, u)): the units'
   // own shares, or under unit_jitter each rank's drawn ones.
   auto shares(Ranks r, std::size_t m, bool backward) const {
@@ -103,19 +130,22 @@ struct GroupStep {
     };
   }
 
-  // Unit u's gather was issued as the ranks began unit u − forward_prefetch (the first ones: as
-  // they began the micro-batch); `kept`: every unit is still gathered.
+  // Unit u's gather is issued as the ranks begin unit u − forward_prefetch (the first ones: as
+  // they begin the micro-batch); `kept`: every unit is still gathered.
   void forward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, bool kept) const {
-    const auto ahead = static_cast<std::size_t>(s.forward_prefetch);
-    std::vector<double> began(s.units.size());  // by unit: when its last rank began it
+    const std::size_t U = s.units.size(), ahead = static_cast<std::size_t>(s.forward_prefetch);
+    std::vector<double> gathered(U);  // by unit: when its gather ends (0: kept)
+    const auto gather = [&](std::size_t u, double issued) {
+      if (!kept) gathered[u] = collective("all-gather", u, issued);
+    };
     const auto share = shares(r, m, false);
     const double start = latest(cursor, r);
-    for (std::size_t u = 0; u < s.units.size(); ++u) {
-      const double gathered = kept ? 0.0 : run("all-gather", u, u < ahead ? start : began[u - ahead]);
-      for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered);
-      began[u] = latest(begin, r);
+    for (std::size_t u = 0; u < std::min(ahead, U); ++u) gather(u, start);
+    for (std::size_t u = 0; u < U; ++u) {
+      for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered[u]);
+      if (u + ahead < U) gather(u + ahead, latest(begin, r));
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
-        cursor[g] = begin[g] + work(g).micro(m).fwd_ms * share(g, u);
+        cursor[g] = compute(g, begin[g], work(g).micro(m).fwd_ms * share(g, u), false);
     }
     for (std::size_t g = r.first; g < r.first + r.count; ++g) mark(g, M, m, false) = cursor[g];
   }
@@ -131,7 +161,7 @@ struct GroupStep {
     const std::size_t U = s.units.size();
     std::vector<double> gathered(U);  // by unit: when its re-gather ends (0: kept since forward)
     const auto regather = [&](std::size_t k, double when) {
-      if (!s.units[k].root && s.reshard_after_forward) gathered[k] = run("all-gather", k, when);
+      if (!s.units[k].root && s.reshard_after_forward) gathered[k] = collective("all-gather", k, when);
     };
     const bool pre = s.backward_prefetch == "backward_pre", post = s.backward_prefetch == "backward_post";
     const auto depth = static_cast<std::size_t>(s.backward_prefetch_depth);
@@ -145,10 +175,10 @@ struct GroupStep {
         while (next > 0 && next + depth > k) regather(--next, issued);
       }
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
-        cursor[g] = begin[g] + work(g).micro(m).bwd_ms * share(g, k);
+        cursor[g] = compute(g, begin[g], work(g).micro(m).bwd_ms * share(g, k), true);
       const double done = latest(cursor, r);
       if (k > 0 && post) regather(k - 1, done);
-      if (reduced) reduced[k] = std::max(reduced[k], run("reduce-scatter", k, done));
+      if (reduced) reduced[k] = std::max(reduced[k], collective("reduce-scatter", k, done));
       if (k > 0 && !pre && !post) regather(k - 1, done);
     }
     for (std::size_t g = r.first; g < r.first + r.count; ++g) mark(g, M, m, true) = cursor[g];
@@ -157,9 +187,10 @@ struct GroupStep {
 
 // A rank's step once its group's collectives (and HSDP's replicas) end at `ready`: its timing
 // row (ms, from its previous step's end, which becomes this one's) and, in the timeline, its
-// compute spans (`marks`: its 2M ends, as GroupStep leaves them).
+// compute spans (`marks`: its 2M ends, `stretched`: its 2 stretches, as GroupStep leaves them).
 inline RankTiming finish_rank(const EngineSetup& s, int step, int rank, const RankWork& w, double start,
-                              const double* marks, double ready, double& prev_end, std::vector<Span>& spans) {
+                              const double* marks, const double* stretched, double ready, double& prev_end,
+                              std::vector<Span>& spans) {
   const double S = s.shard_group > 0 ? s.shard_group : s.G;
   const double opt = w.opt_ms / S, end = ready + opt;  // the optimizer steps this rank's shard
   if (in_timeline(s, step)) {
@@ -172,7 +203,7 @@ inline RankTiming finish_rank(const EngineSetup& s, int step, int rank, const Ra
     }
     spans.push_back({step, rank, false, "optimizer (shard)", ready, opt});
   }
-  const double fwd = w.accum_fwd_ms() + w.fwd_ms, bwd = w.accum_bwd_ms() + w.bwd_ms;
+  const double fwd = w.accum_fwd_ms() + w.fwd_ms + stretched[0], bwd = w.accum_bwd_ms() + w.bwd_ms + stretched[1];
   const RankTiming timing{fwd, bwd, end - start - (fwd + bwd) - opt, opt, end - prev_end};
   prev_end = end;
   return timing;

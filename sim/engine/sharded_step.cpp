@@ -15,7 +15,7 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
   const auto Gs = static_cast<std::size_t>(G);
   const std::size_t S = s_.shard_group > 0 ? static_cast<std::size_t>(s_.shard_group) : Gs, R = Gs / S;
   const std::size_t U = s_.units.size();
-  std::vector<double> cursor(Gs), begin(Gs), start(Gs), marks, reduced, stream(R);
+  std::vector<double> cursor(Gs), begin(Gs), start(Gs), marks, stretched(2 * Gs), reduced, stream(R);
   const std::size_t first_row = out.timing.size();
   out.timing.resize(first_row + pw.work.size());
   int reported = 0;
@@ -32,15 +32,16 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
     const std::size_t M = work(0).micro_batches(), synced = synced_micro_batches(s_, M);
     marks.resize(Gs * 2 * M);
     reduced.assign(synced * U, 0.0);
+    std::fill(stretched.begin(), stretched.end(), 0.0);
     for (std::size_t r = 0; r < R; ++r) {
       const Ranks ranks{r * S, S};
       const auto run = [&](const char* what, std::size_t u, double issued) {
         const double from = std::max(stream[r], issued);
         stream[r] = from + gather_ms_.at(s_.units[u].bytes);  // a reduce-scatter moves what a gather does
         span(std::string(what) + " unit " + std::to_string(u), from, stream[r], ranks);
-        return stream[r];
+        return Interval{from, stream[r]};
       };
-      GroupStep{s_, t, work, run, cursor, marks, reduced}(ranks, begin);
+      GroupStep{s_, t, work, run, cursor, marks, stretched, reduced}(ranks, begin);
     }
     double replicas = 0;  // HSDP: each unit's shard allreduced across the groups, in backward's order
     if (R > 1)
@@ -52,7 +53,7 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
         }
     for (std::size_t g = 0; g < Gs; ++g) {
       out.timing[first_row + at(i, G, static_cast<int>(g))] =
-          finish_rank(s_, t, static_cast<int>(g), work(g), start[g], &marks[g * 2 * M],
+          finish_rank(s_, t, static_cast<int>(g), work(g), start[g], &marks[g * 2 * M], &stretched[g * 2],
                       std::max(stream[g / S], replicas), prev_end_[g], out.spans);
     }
     if (progress && ((i + 1) % 256 == 0 || i + 1 == pw.steps)) {

@@ -18,24 +18,6 @@ using namespace engine_detail;
 
 namespace {
 
-// When `work` ms of compute started at `start` are done, if it runs `slowdown` times slower
-// inside the `busy` intervals (sorted, disjoint) and at full speed outside them.
-double compute_end(double start, double work, const std::vector<std::pair<double, double>>& busy, double slowdown) {
-  double now = start;
-  for (const auto& [from, to] : busy) {
-    if (to <= now) continue;
-    if (from > now) {  // full speed up to the interval
-      if (from - now >= work) return now + work;
-      work -= from - now;
-      now = from;
-    }
-    if ((to - now) / slowdown >= work) return now + work * slowdown;
-    work -= (to - now) / slowdown;
-    now = to;
-  }
-  return now + work;
-}
-
 // When a collective of `work` ms started at `start` ends, if it runs `slowdown` times slower
 // while backward runs on some rank, which it does until `compute_until`.
 double collective_end(double start, double work, double compute_until, double slowdown) {

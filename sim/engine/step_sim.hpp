@@ -83,8 +83,7 @@ struct ShardUnit {
 struct EngineSetup {
   int G = 4;
   // "ddp": bucketed allreduce (below); "zero2": the buckets reduce-scattered, a G-th of the
-  // optimizer, the parameters all-gathered after it (fast mode only); "fsdp": full sharding over
-  // `units` (fast mode only): each
+  // optimizer, the parameters all-gathered after it; "fsdp": full sharding over `units`: each
   // unit all-gathered before its forward and its backward, reduce-scattered after its backward;
   // "hybrid": the same inside groups of `shard_group` consecutive ranks, each unit's gradient
   // shard then allreduced across the groups.
@@ -109,8 +108,9 @@ struct EngineSetup {
   std::string algorithm = "ring";
   std::vector<Bucket> buckets;
   bool overlap = true;
-  // Backward runs this many times slower while a collective is in flight on its rank
-  // (PerfModel::comm_slowdown); only compute that overlaps communication is stretched.
+  // Backward (under fsdp and hybrid, a unit's forward too) runs this many times slower while a
+  // collective is in flight on its rank (PerfModel::comm_slowdown); only compute that overlaps
+  // communication is stretched.
   double comm_slowdown = 1;
   // A collective runs this many times slower while any rank is in backward
   // (PerfModel::allreduce_slowdown): a collective moves at the pace of its slowest member.

@@ -82,6 +82,9 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
       phases[p]->use = PhaseForm::roofline;
     }
   });
+  // Interference factors a spec states are the user's guess: how far the gain moves without them.
+  if (m.comm_slowdown != 1 || m.allreduce_slowdown != 1)
+    with_model("stated interference", [](PerfModel& v) { v.comm_slowdown = v.allreduce_slowdown = 1; });
   if (m.platform.empty()) {
     Config slow = config;
     slow.platform.link_GBps *= kSpecNetworkShare;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "common/json_util.hpp"
 #include "embedded_h100_distilbert.hpp"
@@ -352,6 +353,11 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   options.fused_attention = f.get<bool>("fused_attention", false);
   options.checkpointing = f.get<bool>("activation_checkpointing", false);
   const std::string name = f.get<std::string>("name", std::filesystem::path(origin).stem().string());
+  // Interference factors no spec gives: the user's own figure (from a profile of another model,
+  // say), checked and stated as given.
+  std::vector<std::pair<std::string, nlohmann::json>> given;
+  for (const char* key : {"comm_slowdown", "allreduce_slowdown"})
+    if (f.has(key)) given.emplace_back(key, f.raw(key));
   f.reject_unknown({"$comment"});
   const TransformerSpec spec = transformer_from_hf_config(read_json_file(config.string()), config.string());
   nlohmann::json model;
@@ -360,8 +366,16 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   } catch (const InputError& e) {
     throw InputError(origin + ": " + e.what());
   }
+  for (const auto& [key, value] : given) model[key] = value;
   PerfModel perf = parse_perf_model(model, origin);
   perf.position_table = spec.position_table;
+  for (const auto& [key, factor] :
+       {std::pair{"comm_slowdown", perf.comm_slowdown}, {"allreduce_slowdown", perf.allreduce_slowdown}})
+    if (factor != 1) {
+      std::ostringstream text;
+      text << "; " << key << " " << factor << " as the spec gives it";
+      perf.source += text.str();
+    }
   return perf;
 }
 
