@@ -307,3 +307,13 @@ TEST_CASE("slow spells: drawn per rank-step or once per step for all ranks, lift
   doc["simulation"]["spells"] = "sometimes";
   CHECK_THROWS_WITH_AS(config_of(doc), doctest::Contains("spells is \"own\""), InputError);
 }
+
+TEST_CASE("a wait that rounds to zero is written 0.0000, never -0.0000") {
+  std::ostringstream out;
+  TraceWriter writer(out, {{"k", "v"}}, trace_columns_for(config_of(default_config_json())));
+  RankStep row;
+  row.fwd_ms = 1, row.bwd_ms = 2, row.comm_wait_ms = -1e-9, row.opt_ms = 0.5, row.step_ms = 3.5;
+  writer.write("static", std::span<const RankStep>(&row, 1));
+  CHECK(out.str().find(",2.0000,0.0000,0.5000,3.5000,") != std::string::npos);
+  CHECK(out.str().find("-0.0000") == std::string::npos);
+}

@@ -69,6 +69,14 @@ inline double compute_end(double start, double work, const std::vector<std::pair
   return now + work;
 }
 
+// When a collective of `work` ms started at `start` ends, if it runs `slowdown` times slower
+// while compute runs on some rank (DDP: backward), which it does until `compute_until`.
+inline double collective_end(double start, double work, double compute_until, double slowdown) {
+  if (compute_until <= start) return start + work;
+  if (compute_until >= start + work * slowdown) return start + work * slowdown;
+  return compute_until + work - (compute_until - start) / slowdown;
+}
+
 inline std::size_t at(int step, int G, int g) {
   return static_cast<std::size_t>(step) * G + g;
 }

@@ -148,9 +148,13 @@ class ShardedRun {
         for (std::size_t g = ranks.first; g < ranks.first + ranks.count; ++g)
           cursor[g] = start[g] = std::max(prev_end_[g], sync) + work(g).sched_ms;
         const std::size_t M = work(ranks.first).micro_batches();
-        const auto run = [&](const char* what, std::size_t u, double issued) {
+        const auto run = [&](const char* what, std::size_t u, double issued, const Slowed& slowed) {
           const double from = std::max(issued, (sg4::Engine::get_clock() - origin_) * 1e3);
-          const double end = collective(r, s_.units[u].bytes, issued);
+          double end = collective(r, s_.units[u].bytes, issued);
+          if (const double later = slowed(from, end); later != end) {  // what it owes for compute beside it
+            sg4::this_actor::sleep_until(origin_ + later * 1e-3);
+            end = later;
+          }
           span(p, t, std::string(what) + " unit " + std::to_string(u), from, end, ranks);
           if (R_ > 1 && std::string_view(what) == "reduce-scatter") {
             const std::size_t slot = times_reduced[u]++ * U + u;

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -55,9 +56,13 @@ struct Interval {
   double from = 0, to = 0;
 };
 
+// A collective's end beside the group's compute, from its start and its end alone (ms).
+using Slowed = std::function<double(double from, double end)>;
+
 // Runs a group's collective ("all-gather" or "reduce-scatter") of unit u, issued by its last rank
-// at `issued` (ms), once the group's stream is free; returns when it ran.
-using RunCollective = std::function<Interval(const char* what, std::size_t unit, double issued)>;
+// at `issued` (ms), once the group's stream is free, and holds the stream until `slowed` says it
+// ends; returns when it ran.
+using RunCollective = std::function<Interval(const char* what, std::size_t unit, double issued, const Slowed& slowed)>;
 
 // How many of a step's M micro-batches reduce-scatter in backward (no_sync: the last only).
 inline std::size_t synced_micro_batches(const EngineSetup& s, std::size_t M) {
@@ -82,8 +87,21 @@ struct GroupStep {
   std::vector<double>& reduced;
   // This step's collectives on the group's stream so far, in order (under comm_slowdown only).
   mutable std::vector<std::pair<double, double>> busy{};
+  // The phase being scheduled (a micro-batch's forward or backward), which a collective looks
+  // ahead into under allreduce_slowdown: each unit's gather end (+∞: not issued yet), the ranks'
+  // shares, and the unit they compute next (−1: none left).
+  struct Phase {
+    std::size_t m = 0;
+    bool backward = false;
+    std::vector<double> gathered{};
+    std::function<double(std::size_t g, std::size_t u)> share{};
+    std::ptrdiff_t next = 0;
+  };
+  mutable Phase phase{};
+  mutable Ranks ranks{};
 
   void operator()(Ranks r, std::vector<double>& begin) const {
+    ranks = r;
     const std::size_t M = work(r.first).micro_batches(), U = s.units.size();
     for (std::size_t g = r.first; g < r.first + r.count; ++g)  // the compute charger refuses such steps
       if (work(g).micro_batches() != M)
@@ -103,18 +121,50 @@ struct GroupStep {
     return marks[(g * M + m) * 2 + (backward ? 1 : 0)];
   }
 
+  // Under allreduce_slowdown a collective runs that many times slower while a rank of the group
+  // computes, as DDP's beside backward.
   double collective(const char* what, std::size_t unit, double issued) const {
-    const Interval ran = run(what, unit, issued);
+    const auto slowed = [&](double from, double end) {
+      if (s.allreduce_slowdown == 1) return end;
+      return collective_end(from, end - from, compute_until(from), s.allreduce_slowdown);
+    };
+    const Interval ran = run(what, unit, issued, slowed);
     if (s.comm_slowdown != 1) busy.emplace_back(ran.from, ran.to);
     return ran.to;
   }
 
+  // When the group's last rank would stop computing were a collective begun at `from` never to
+  // end: each goes on through the phase's units gathered before it (their gathers, earlier on the
+  // stream, have ended by `from`) and stops at one that waits for it or for a later one; no rank
+  // is idle meanwhile, nor computes after, until the collective ends. DDP's reduce_buckets asks
+  // the same of its backward.
+  double compute_until(double from) const {
+    constexpr double NEVER = std::numeric_limits<double>::infinity();
+    if (s.comm_slowdown != 1) busy.emplace_back(from, NEVER);
+    const auto U = static_cast<std::ptrdiff_t>(s.units.size());
+    double until = 0;
+    for (std::size_t g = ranks.first; g < ranks.first + ranks.count; ++g) {
+      const Phases p = work(g).micro(phase.m);
+      double t = cursor[g];
+      for (std::ptrdiff_t v = phase.next; v >= 0 && v < U; v += phase.backward ? -1 : 1) {
+        const auto u = static_cast<std::size_t>(v);
+        if (phase.gathered[u] == NEVER) break;
+        t = compute(g, std::max(t, phase.gathered[u]), (phase.backward ? p.bwd_ms : p.fwd_ms) * phase.share(g, u),
+                    phase.backward, false);
+      }
+      until = std::max(until, t);
+    }
+    if (s.comm_slowdown != 1) busy.pop_back();
+    return until;
+  }
+
   // When rank g's `ms` of a unit's compute begun at `from` end: comm_slowdown times slower
   // beside the group's collectives (NCCL's kernels take SMs from it, as under DDP).
-  double compute(std::size_t g, double from, double ms, bool backward) const {
+  // `counted`: false for a look-ahead, which leaves `stretched` alone.
+  double compute(std::size_t g, double from, double ms, bool backward, bool counted = true) const {
     if (s.comm_slowdown == 1) return from + ms;  // the plain sum, as before the factor existed
     const double end = compute_end(from, ms, busy, s.comm_slowdown);
-    stretched[g * 2 + (backward ? 1 : 0)] += end - from - ms;
+    if (counted) stretched[g * 2 + (backward ? 1 : 0)] += end - from - ms;
     return end;
   }
 
@@ -134,15 +184,18 @@ struct GroupStep {
   // they begin the micro-batch); `kept`: every unit is still gathered.
   void forward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, bool kept) const {
     const std::size_t U = s.units.size(), ahead = static_cast<std::size_t>(s.forward_prefetch);
-    std::vector<double> gathered(U);  // by unit: when its gather ends (0: kept)
+    phase = {m, false, std::vector<double>(U, kept ? 0.0 : std::numeric_limits<double>::infinity()),
+             shares(r, m, false), 0};
+    std::vector<double>& gathered = phase.gathered;
+    const auto& share = phase.share;
     const auto gather = [&](std::size_t u, double issued) {
       if (!kept) gathered[u] = collective("all-gather", u, issued);
     };
-    const auto share = shares(r, m, false);
     const double start = latest(cursor, r);
     for (std::size_t u = 0; u < std::min(ahead, U); ++u) gather(u, start);
     for (std::size_t u = 0; u < U; ++u) {
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered[u]);
+      phase.next = static_cast<std::ptrdiff_t>(u);
       if (u + ahead < U) gather(u + ahead, latest(begin, r));
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
         cursor[g] = compute(g, begin[g], work(g).micro(m).fwd_ms * share(g, u), false);
@@ -159,23 +212,29 @@ struct GroupStep {
   // gradients.
   void backward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, double* reduced) const {
     const std::size_t U = s.units.size();
-    std::vector<double> gathered(U);  // by unit: when its re-gather ends (0: kept since forward)
+    phase = {m, true, std::vector<double>(U), shares(r, m, true), static_cast<std::ptrdiff_t>(U) - 1};
+    std::vector<double>& gathered = phase.gathered;  // 0: kept since forward
+    const auto& share = phase.share;
+    const auto resharded = [&](std::size_t k) { return !s.units[k].root && s.reshard_after_forward; };
+    for (std::size_t k = 0; k < U; ++k)
+      if (resharded(k)) gathered[k] = std::numeric_limits<double>::infinity();
     const auto regather = [&](std::size_t k, double when) {
-      if (!s.units[k].root && s.reshard_after_forward) gathered[k] = collective("all-gather", k, when);
+      if (resharded(k)) gathered[k] = collective("all-gather", k, when);
     };
     const bool pre = s.backward_prefetch == "backward_pre", post = s.backward_prefetch == "backward_post";
     const auto depth = static_cast<std::size_t>(s.backward_prefetch_depth);
-    const auto share = shares(r, m, true);
     regather(U - 1, latest(cursor, r));
     std::size_t next = U - 1;  // the units below it are not yet issued
     for (std::size_t k = U; k-- > 0;) {
       for (std::size_t g = r.first; g < r.first + r.count; ++g) begin[g] = std::max(cursor[g], gathered[k]);
+      phase.next = static_cast<std::ptrdiff_t>(k);
       if (pre) {  // issue every unit down to k − depth not yet issued
         const double issued = latest(begin, r);
         while (next > 0 && next + depth > k) regather(--next, issued);
       }
       for (std::size_t g = r.first; g < r.first + r.count; ++g)
         cursor[g] = compute(g, begin[g], work(g).micro(m).bwd_ms * share(g, k), true);
+      phase.next = static_cast<std::ptrdiff_t>(k) - 1;
       const double done = latest(cursor, r);
       if (k > 0 && post) regather(k - 1, done);
       if (reduced) reduced[k] = std::max(reduced[k], collective("reduce-scatter", k, done));

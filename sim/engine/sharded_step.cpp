@@ -35,9 +35,9 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
     std::fill(stretched.begin(), stretched.end(), 0.0);
     for (std::size_t r = 0; r < R; ++r) {
       const Ranks ranks{r * S, S};
-      const auto run = [&](const char* what, std::size_t u, double issued) {
+      const auto run = [&](const char* what, std::size_t u, double issued, const Slowed& slowed) {
         const double from = std::max(stream[r], issued);
-        stream[r] = from + gather_ms_.at(s_.units[u].bytes);  // a reduce-scatter moves what a gather does
+        stream[r] = slowed(from, from + gather_ms_.at(s_.units[u].bytes));  // a reduce-scatter moves what a gather does
         span(std::string(what) + " unit " + std::to_string(u), from, stream[r], ranks);
         return Interval{from, stream[r]};
       };

@@ -18,14 +18,6 @@ using namespace engine_detail;
 
 namespace {
 
-// When a collective of `work` ms started at `start` ends, if it runs `slowdown` times slower
-// while backward runs on some rank, which it does until `compute_until`.
-double collective_end(double start, double work, double compute_until, double slowdown) {
-  if (compute_until <= start) return start + work;
-  if (compute_until >= start + work * slowdown) return start + work * slowdown;
-  return compute_until + work - (compute_until - start) / slowdown;
-}
-
 // Fast mode for all policies at once, each from time 0 with the ranks idle.
 EngineResult run_fast(const EngineSetup& s, const std::vector<PolicyWork>& policies,
                       const std::function<void(long, long)>& progress) {

@@ -105,8 +105,8 @@ TraceWriter::TraceWriter(std::ostream& out, const Metadata& metadata, TraceColum
 }
 
 void TraceWriter::write(const std::string& policy, std::span<const RankStep> rows) {
-  // A missing measurement is an empty field, never 0.
-  auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", v); };
+  // A missing measurement is an empty field, never 0; a wait that rounds to zero is 0.0000, never -0.0000.
+  auto ms = [](double v) { return std::isnan(v) ? std::string() : format("%.4f", shown(v, 4)); };
   std::string out;
   for (const RankStep& r : rows) {
     out.clear();
