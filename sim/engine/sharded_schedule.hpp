@@ -94,7 +94,7 @@ struct GroupStep {
     std::size_t m = 0;
     bool backward = false;
     std::vector<double> gathered{};
-    std::function<double(std::size_t g, std::size_t u)> share{};
+    std::vector<double> drawn{};  // under unit_jitter: each rank's shares, rank-major
     std::ptrdiff_t next = 0;
   };
   mutable Phase phase{};
@@ -149,7 +149,7 @@ struct GroupStep {
       for (std::ptrdiff_t v = phase.next; v >= 0 && v < U; v += phase.backward ? -1 : 1) {
         const auto u = static_cast<std::size_t>(v);
         if (phase.gathered[u] == NEVER) break;
-        t = compute(g, std::max(t, phase.gathered[u]), (phase.backward ? p.bwd_ms : p.fwd_ms) * phase.share(g, u),
+        t = compute(g, std::max(t, phase.gathered[u]), (phase.backward ? p.bwd_ms : p.fwd_ms) * share(g, u),
                     phase.backward, false);
       }
       until = std::max(until, t);
@@ -168,26 +168,27 @@ struct GroupStep {
     return end;
   }
 
-  // Each rank's share of micro-batch m's forward or backward by unit (share(g, u)): the units'
-  // own shares, or under unit_jitter each rank's drawn ones.
-  auto shares(Ranks r, std::size_t m, bool backward) const {
+  // Under unit_jitter, each rank's drawn shares of micro-batch m's forward or backward by unit;
+  // none without it.
+  std::vector<double> drawn(Ranks r, std::size_t m, bool backward) const {
     const std::size_t U = s.units.size();
-    std::vector<double> drawn(s.unit_jitter > 0 ? r.count * U : 0);
-    for (std::size_t i = 0; i < drawn.size(); i += U)
-      unit_shares(s, step, r.first + i / U, m, backward, drawn.data() + i);
-    return [this, r, U, drawn = std::move(drawn)](std::size_t g, std::size_t u) {
-      return drawn.empty() ? s.units[u].share : drawn[(g - r.first) * U + u];
-    };
+    std::vector<double> out(s.unit_jitter > 0 ? r.count * U : 0);
+    for (std::size_t i = 0; i < out.size(); i += U) unit_shares(s, step, r.first + i / U, m, backward, out.data() + i);
+    return out;
+  }
+
+  // Rank g's share of the phase's compute in unit u: the unit's own, or the rank's drawn one.
+  double share(std::size_t g, std::size_t u) const {
+    return phase.drawn.empty() ? s.units[u].share : phase.drawn[(g - ranks.first) * s.units.size() + u];
   }
 
   // Unit u's gather is issued as the ranks begin unit u − forward_prefetch (the first ones: as
   // they begin the micro-batch); `kept`: every unit is still gathered.
   void forward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, bool kept) const {
     const std::size_t U = s.units.size(), ahead = static_cast<std::size_t>(s.forward_prefetch);
-    phase = {m, false, std::vector<double>(U, kept ? 0.0 : std::numeric_limits<double>::infinity()),
-             shares(r, m, false), 0};
+    phase = {m, false, std::vector<double>(U, kept ? 0.0 : std::numeric_limits<double>::infinity()), drawn(r, m, false),
+             0};
     std::vector<double>& gathered = phase.gathered;
-    const auto& share = phase.share;
     const auto gather = [&](std::size_t u, double issued) {
       if (!kept) gathered[u] = collective("all-gather", u, issued);
     };
@@ -212,9 +213,8 @@ struct GroupStep {
   // gradients.
   void backward(Ranks r, std::vector<double>& begin, std::size_t m, std::size_t M, double* reduced) const {
     const std::size_t U = s.units.size();
-    phase = {m, true, std::vector<double>(U), shares(r, m, true), static_cast<std::ptrdiff_t>(U) - 1};
+    phase = {m, true, std::vector<double>(U), drawn(r, m, true), static_cast<std::ptrdiff_t>(U) - 1};
     std::vector<double>& gathered = phase.gathered;  // 0: kept since forward
-    const auto& share = phase.share;
     const auto resharded = [&](std::size_t k) { return !s.units[k].root && s.reshard_after_forward; };
     for (std::size_t k = 0; k < U; ++k)
       if (resharded(k)) gathered[k] = std::numeric_limits<double>::infinity();
