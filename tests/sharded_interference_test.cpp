@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "alpha_beta.hpp"
 #include "eval/config.hpp"
+#include "test_data.hpp"
 
 using namespace ddpsim;
 
@@ -232,8 +234,24 @@ TEST_CASE("notes: HSDP's allreduce across groups neither slows compute nor is sl
     for (const std::string& note : parse_config(doc, "c.json", "").notes) all += note + "\n";
     return all;
   };
-  CHECK(notes("hybrid", 0).find("not the allreduce across groups") != std::string::npos);  // a node a group
+  CHECK(notes("hybrid", 0).find("comm_slowdown and allreduce_slowdown act between compute and its shard group's") !=
+        std::string::npos);  // a node a group
   CHECK(notes("fsdp", 0).find("slowdown") == std::string::npos);
   CHECK(notes("hybrid", 16).find("slowdown") == std::string::npos);  // one group: no replicas
-  CHECK(notes("hybrid", 1).find("slowdown") == std::string::npos);   // groups of one: nothing gathered
+  CHECK(notes("hybrid", 1).find("have no effect under training.shard_group 1") != std::string::npos);
+}
+
+TEST_CASE("the HSDP note names only the factors a model has") {
+  test::TempDir dir;
+  std::ofstream(dir / "spec.json") << nlohmann::json{
+      {"hf_config", DDPSIM_SOURCE_DIR "/models/hf/gpt2.json"},
+      {"gpu", "h100-sxm"},
+      {"allreduce_slowdown", 1.5}}.dump();
+  const nlohmann::json doc = {{"model", dir / "spec.json"},
+                              {"training", {{"data_parallel", "hybrid"}, {"world_size", 16}, {"global_batch", 64}}},
+                              {"platform", {{"topology", "cluster"}}}};
+  const std::vector<std::string> notes = parse_config(doc, "c.json", "").notes;
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("model spec's allreduce_slowdown acts between compute") != std::string::npos);
+  CHECK(notes[0].find("comm_slowdown") == std::string::npos);
 }

@@ -2,7 +2,9 @@
 // and the config sections the simulator adds.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -168,6 +170,29 @@ TEST_CASE("the timeline keeps the requested steps: compute and one span per buck
   const std::string json = chrome_trace(sim);
   CHECK(json.find("\"traceEvents\"") != std::string::npos);
   CHECK(json.find("allreduce bucket 0") != std::string::npos);
+}
+
+TEST_CASE("HSDP's timeline: the allreduce across groups on a track of its own, so no track's boxes overlap") {
+  nlohmann::json doc = with(with(default_config_json(), "training.steps=3"), "policies=[\"static\"]");
+  for (const char* set : {"training.data_parallel=\"hybrid\"", "training.world_size=16", "training.global_batch=64",
+                          "platform={\"topology\":\"cluster\",\"gpus_per_node\":8}"})
+    doc = with(doc, set);
+  const auto trace = nlohmann::json::parse(chrome_trace(simulate_doc(doc, {0, 3})))["traceEvents"];
+  std::map<std::pair<long, int>, std::vector<std::pair<double, double>>> tracks;  // (pid, tid): boxes
+  int across = 0;
+  for (const auto& e : trace) {
+    if (e["ph"] != "X") continue;
+    const bool replica = e["name"].get<std::string>().starts_with("allreduce across groups");
+    across += replica;
+    CHECK((e["tid"] == 2) == replica);
+    tracks[{e["pid"].get<long>(), e["tid"].get<int>()}].emplace_back(e["ts"].get<double>(), e["dur"].get<double>());
+  }
+  CHECK(across > 0);
+  for (auto& [track, boxes] : tracks) {
+    std::sort(boxes.begin(), boxes.end());
+    for (std::size_t i = 1; i < boxes.size(); ++i)
+      CHECK(boxes[i - 1].first + boxes[i - 1].second <= boxes[i].first + 0.002);
+  }
 }
 
 TEST_CASE("packed sequences: compute and memory follow Σ s and Σ s², micro-batch by micro-batch") {

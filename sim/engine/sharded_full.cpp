@@ -202,7 +202,7 @@ class ShardedRun {
             reduced_signal(m * U + k)->acquire();
             const double from = (sg4::Engine::get_clock() - origin_) * 1e3;
             replicas_end_ = collective(R_, s_.units[k].bytes / static_cast<double>(S_), from);
-            span(p, t, "allreduce across groups unit " + std::to_string(k), from, replicas_end_, {0, G_});
+            span(p, t, across_groups_name(k), from, replicas_end_, {0, G_});
           }
         for (const auto& group : replicated_) group->release();
       }

@@ -135,9 +135,9 @@ struct GroupStep {
 
   // When the group's last rank would stop computing were a collective begun at `from` never to
   // end: each goes on through the phase's units gathered before it (their gathers, earlier on the
-  // stream, have ended by `from`) and stops at one that waits for it or for a later one; no rank
-  // is idle meanwhile, nor computes after, until the collective ends. DDP's reduce_buckets asks
-  // the same of its backward.
+  // stream, have ended by `from`) and stops at one that waits for it or for a later one. Until
+  // then some rank computes throughout, and after it none does before the collective ends.
+  // DDP's reduce_buckets asks the same of its backward.
   double compute_until(double from) const {
     constexpr double NEVER = std::numeric_limits<double>::infinity();
     if (s.comm_slowdown != 1) busy.emplace_back(from, NEVER);

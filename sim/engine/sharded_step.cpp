@@ -49,7 +49,7 @@ void FastEngine::advance_sharded(const PolicyWork& pw, PolicyTimes& out, const s
         for (std::size_t k = U; k-- > 0;) {
           const double from = std::max(replicas, reduced[m * U + k]);
           replicas = from + replica_ms_.at(s_.units[k].bytes / static_cast<double>(S));
-          span("allreduce across groups unit " + std::to_string(k), from, replicas, {0, Gs});
+          span(across_groups_name(k), from, replicas, {0, Gs});
         }
     for (std::size_t g = 0; g < Gs; ++g) {
       out.timing[first_row + at(i, G, static_cast<int>(g))] =

@@ -59,6 +59,15 @@ struct Span {
   double start_ms = 0, dur_ms = 0;  // start from the policy's first step
 };
 
+// HSDP's allreduce of unit u's shard across the groups: its span's name. It runs on a stream of
+// its own, beside the group's, so a timeline gives it a track of its own.
+inline std::string across_groups_name(std::size_t unit) {
+  return "allreduce across groups unit " + std::to_string(unit);
+}
+inline bool across_groups(const Span& span) {
+  return span.comm && span.name.starts_with("allreduce across groups unit ");
+}
+
 struct PolicyWork {
   int steps = 0;
   // Ranks all-gather costs before deciding (every policy but static), which synchronises

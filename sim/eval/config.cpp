@@ -232,13 +232,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
           "training.overlap, bucket_mb and first_bucket_mb have no effect under training.data_parallel \"" +
           c.training.data_parallel +
           "\": its units, not DDP's buckets, set the collectives, which always overlap compute");
-    // Resolved by now: a group of every rank has no replicas, a group of one gathers nothing.
-    const int S = c.training.shard_group;
-    if ((c.model->comm_slowdown != 1 || c.model->allreduce_slowdown != 1) && c.training.data_parallel == "hybrid" &&
-        S > 1 && S < c.training.world_size)
-      c.notes.push_back("model " + c.model->name +
-                        "'s comm_slowdown and allreduce_slowdown act between compute and its shard group's "
-                        "all-gathers and reduce-scatters, not the allreduce across groups");
+    interference_notes(c);
   }
   // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
   if (const AttentionWindow& w = c.model->attention_window;

@@ -206,4 +206,23 @@ void check_equal_micro_batches(const Config& c, const PolicyRun& run) {
     }
 }
 
+void interference_notes(Config& c) {
+  const int S = c.training.shard_group;  // resolved: a group of every rank has no replicas
+  if (c.training.data_parallel != "hybrid" || S == c.training.world_size) return;
+  std::vector<std::string> factors;
+  if (c.model->comm_slowdown != 1) factors.push_back("comm_slowdown");
+  if (c.model->allreduce_slowdown != 1) factors.push_back("allreduce_slowdown");
+  if (factors.empty()) return;
+  const std::string named =
+      "model " + c.model->name + "'s " + (factors.size() == 2 ? factors[0] + " and " + factors[1] : factors[0]);
+  if (S == 1)
+    c.notes.push_back(named + (factors.size() == 2 ? " have" : " has") +
+                      " no effect under training.shard_group 1: a group of one rank gathers and reduce-scatters "
+                      "nothing, and the allreduce across groups is neither slowed by compute nor slows it");
+  else
+    c.notes.push_back(named + (factors.size() == 2 ? " act" : " acts") +
+                      " between compute and its shard group's all-gathers and reduce-scatters, not the allreduce "
+                      "across groups");
+}
+
 }  // namespace ddpsim

@@ -37,6 +37,10 @@ double sharded_memory_offset_mib(const Config& config);
 // its own (verl).
 bool accumulates(const Config& config);
 
+// Under hybrid, what the model's interference factors leave out, in a note: HSDP's allreduce
+// across groups; with groups of one rank, everything (nothing is gathered in a group).
+void interference_notes(Config& config);
+
 // Refuses what a sharded config cannot take yet, naming the key.
 void check_sharded(const Config& config, const std::string& origin);
 

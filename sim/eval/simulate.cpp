@@ -320,8 +320,11 @@ TraceColumns trace_columns_for(const Config& config) {
 
 std::string chrome_trace(const SimulationRun& sim) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  const EngineSetup& e = sim.setup;
+  const bool replicas = e.sharding == "hybrid" && e.shard_group > 0 && e.shard_group < e.G;
   for (std::size_t p = 0; p < sim.runs.size(); ++p) {
-    // One process per (policy, rank); thread 0 computes, thread 1 communicates.
+    // One process per (policy, rank); thread 0 computes, thread 1 communicates (HSDP: in its
+    // group; thread 2 across the groups).
     for (int g = 0; g < sim.setup.G; ++g) {
       const auto pid = static_cast<long>(p) * sim.setup.G + g;
       events.push_back({{"ph", "M"},
@@ -332,13 +335,21 @@ std::string chrome_trace(const SimulationRun& sim) {
           {{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "compute"}}}});
       events.push_back(
           {{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", "communication"}}}});
+      if (replicas)
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", pid},
+                          {"tid", 2},
+                          {"args", {{"name", "communication across groups"}}}});
     }
     for (const Span& s : sim.engine.policies[p].spans)
       events.push_back({{"ph", "X"},
                         {"name", s.name},
                         {"cat", s.comm ? "comm" : "compute"},
                         {"pid", static_cast<long>(p) * sim.setup.G + s.rank},
-                        {"tid", s.comm ? 1 : 0},
+                        {"tid", across_groups(s) ? 2
+                                : s.comm         ? 1
+                                                 : 0},
                         {"ts", std::round(s.start_ms * 1e6) / 1e3},  // µs, ns resolution
                         {"dur", std::round(s.dur_ms * 1e6) / 1e3},
                         {"args", {{"step", s.step}}}});
