@@ -22,6 +22,17 @@ inline EngineSetup alpha_beta_setup(int G) {
   return s;
 }
 
+// G ranks on the cluster preset in 8-GPU nodes, two nodes a leaf: where the engine tests put
+// groups inside nodes and collectives between them.
+inline EngineSetup cluster_setup(int G) {
+  EngineSetup s;
+  s.G = G;
+  s.platform.topology = "cluster";
+  s.platform.gpus_per_node = 8;
+  s.platform.nodes_per_leaf = 2;
+  return s;
+}
+
 // A ring collective over n ranks, in ms: one pass for an all-gather or a reduce-scatter, two for
 // an allreduce.
 inline double ring_ms(int n, double bytes, int passes) {

@@ -23,15 +23,6 @@ EngineSetup sharded(EngineSetup s, int S) {
   return s;
 }
 
-EngineSetup cluster(int G) {
-  EngineSetup s;
-  s.G = G;
-  s.platform.topology = "cluster";
-  s.platform.gpus_per_node = 8;
-  s.platform.nodes_per_leaf = 2;
-  return s;
-}
-
 // Three steps of uneven ranks (ms, compute `scale` times the default), the second policy's ranks
 // starting together; `micro` micro-batches a step, the earlier ones uneven too.
 std::vector<PolicyWork> work(int G, double scale, int micro = 1) {
@@ -72,17 +63,17 @@ void check_same(const std::vector<PolicyTimes>& a, const std::vector<PolicyTimes
 
 TEST_CASE("FSDP in full mode gives fast mode's steps: one stream, nothing beside it") {
   check_same(run(sharded(test::alpha_beta_setup(8), 8), "full"), run(sharded(test::alpha_beta_setup(8), 8), "fast"));
-  check_same(run(sharded(cluster(32), 32), "full"), run(sharded(cluster(32), 32), "fast"));
+  check_same(run(sharded(test::cluster_setup(32), 32), "full"), run(sharded(test::cluster_setup(32), 32), "fast"));
 }
 
 TEST_CASE("HSDP in full mode: groups inside nodes and replicas between them share no link, as fast mode has it") {
-  check_same(run(sharded(cluster(32), 8), "full"), run(sharded(cluster(32), 8), "fast"));
+  check_same(run(sharded(test::cluster_setup(32), 8), "full"), run(sharded(test::cluster_setup(32), 8), "fast"));
 }
 
 TEST_CASE("with gradient accumulation, full mode gives fast mode's steps where nothing shares a link") {
   for (const bool no_sync : {false, true}) {
     CAPTURE(no_sync);
-    EngineSetup fsdp = sharded(test::alpha_beta_setup(8), 8), hsdp = sharded(cluster(32), 8);
+    EngineSetup fsdp = sharded(test::alpha_beta_setup(8), 8), hsdp = sharded(test::cluster_setup(32), 8);
     fsdp.no_sync = hsdp.no_sync = no_sync;
     check_same(run(fsdp, "full", 1, 3), run(fsdp, "fast", 1, 3));
     check_same(run(hsdp, "full", 0.01, 3), run(hsdp, "fast", 0.01, 3));
@@ -92,7 +83,7 @@ TEST_CASE("with gradient accumulation, full mode gives fast mode's steps where n
 TEST_CASE("HSDP in full mode: groups across nodes share the NICs with the replicas' allreduces") {
   // Communication-bound, so that a group's stream goes on with its next gather while the
   // replicas reduce the unit before, over the NICs the gather's ring crosses too.
-  EngineSetup s = sharded(cluster(32), 16);
+  EngineSetup s = sharded(test::cluster_setup(32), 16);
   s.timeline_to = 1;
   auto replica_ms = [](const PolicyTimes& times, const std::string& unit) {
     for (const Span& span : times.spans)
@@ -121,7 +112,7 @@ TEST_CASE("ZeRO-2 in full mode gives fast mode's steps: buckets reduce-scattered
     for (const int micro : {1, 3}) {
       CAPTURE(overlap);
       CAPTURE(micro);
-      const EngineSetup ring = zero2(test::alpha_beta_setup(8), overlap), big = zero2(cluster(32), overlap);
+      const EngineSetup ring = zero2(test::alpha_beta_setup(8), overlap), big = zero2(test::cluster_setup(32), overlap);
       check_same(run(ring, "full", 1, micro), run(ring, "fast", 1, micro));
       check_same(run(big, "full", 0.01, micro), run(big, "fast", 0.01, micro));  // communication-bound
     }
@@ -153,7 +144,7 @@ TEST_CASE("what the source throws mid-run ends a full-mode HSDP run with that er
   // block throws, as the compute charger does for a step whose ranks run unequal micro-batches.
   for (const int failing : {0, 2}) {
     CAPTURE(failing);
-    EngineSetup s = sharded(cluster(32), 8);
+    EngineSetup s = sharded(test::cluster_setup(32), 8);
     s.mode = "full";
     const std::vector<PolicyWork> policies = work(32, 1);
     StepBlocks blocks;

@@ -181,11 +181,7 @@ TEST_CASE("a collective beside the group's compute runs f times slower until the
 TEST_CASE("fast and full mode slow the same compute and collectives: FSDP and HSDP, micro-batches, jitter, prefetch") {
   // FSDP on 8 ranks of their own links; HSDP in nodes of 8 of a cluster, the replicas' allreduces
   // between the nodes on links no group's collective crosses, as fast mode has it.
-  EngineSetup hsdp;
-  hsdp.G = 32;
-  hsdp.platform.topology = "cluster";
-  hsdp.platform.gpus_per_node = 8;
-  hsdp.platform.nodes_per_leaf = 2;
+  EngineSetup hsdp = test::cluster_setup(32);
   hsdp.sharding = "hybrid";
   hsdp.shard_group = 8;
   EngineSetup fsdp = test::alpha_beta_setup(8);
