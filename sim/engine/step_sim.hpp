@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/platform.hpp"
@@ -61,11 +62,12 @@ struct Span {
 
 // HSDP's allreduce of unit u's shard across the groups: its span's name. It runs on a stream of
 // its own, beside the group's, so a timeline gives it a track of its own.
+inline constexpr std::string_view across_groups_prefix = "allreduce across groups unit ";
 inline std::string across_groups_name(std::size_t unit) {
-  return "allreduce across groups unit " + std::to_string(unit);
+  return std::string(across_groups_prefix) + std::to_string(unit);
 }
 inline bool across_groups(const Span& span) {
-  return span.comm && span.name.starts_with("allreduce across groups unit ");
+  return span.comm && span.name.starts_with(across_groups_prefix);
 }
 
 struct PolicyWork {
@@ -121,8 +123,9 @@ struct EngineSetup {
   // collective is in flight on its rank (PerfModel::comm_slowdown); only compute that overlaps
   // communication is stretched.
   double comm_slowdown = 1;
-  // A collective runs this many times slower while any rank is in backward
-  // (PerfModel::allreduce_slowdown): a collective moves at the pace of its slowest member.
+  // A collective runs this many times slower while any rank is in backward (under fsdp and
+  // hybrid: while any rank of its group computes; PerfModel::allreduce_slowdown): a collective
+  // moves at the pace of its slowest member.
   double allreduce_slowdown = 1;
   std::string mode = "fast";               // fast | full
   int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
