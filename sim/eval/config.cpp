@@ -27,6 +27,7 @@ nlohmann::json Config::provenance() const {
   p["gradients"] = gradients();
   p["platform"] = platform.to_json();
   p["platform_source"] = platform_source.empty() ? "the config and its --set (or their defaults)" : platform_source;
+  if (!notes.empty()) p["notes"] = notes;  // what the run leaves out stays with its figures
   return p;
 }
 

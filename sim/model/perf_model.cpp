@@ -226,7 +226,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     const double v = f.get<double>(key, 1);
     if (!(v >= 1 && v <= 100))
       throw InputError(origin + ": " + key + " must be in [1, 100] (1: " + meaning + "), got " +
-                       nlohmann::json(v).dump());
+                       f.raw(key).dump());
     return v;
   };
   m.comm_slowdown = slowdown("comm_slowdown", "compute is not slowed by communication");

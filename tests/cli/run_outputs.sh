@@ -100,5 +100,14 @@ import json, sys
 p = json.load(open(sys.argv[1]))["provenance"]
 assert p["model"] == "built-in rtx3090-distilbert" and p["model_source"].startswith("derived, not profiled")
 assert "hypothesis" in p["platform_source"] and p["platform"]["topology"] == "pcie"
+assert "notes" not in p
 PY2
+# The notes a run prints stay with its figures.
+expect_ok "$DDPSIM" run --steps 3 --set training.data_parallel=fsdp --set training.bucket_mb=5 \
+  --out "$WORK/noted"
+python3 - "$WORK/noted/summary.json" <<'PY3' || fail "summary.json lacks the run's notes"
+import json, sys
+notes = json.load(open(sys.argv[1]))["provenance"]["notes"]
+assert len(notes) == 1 and notes[0].startswith("training.overlap, bucket_mb and first_bucket_mb have no effect"), notes
+PY3
 finish
