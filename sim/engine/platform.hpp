@@ -45,6 +45,10 @@ std::vector<int> node_of_ranks(const PlatformConfig& config, int G);
 // reason, so that build_platform never meets a platform that takes the process down.
 void check_platform_file(const PlatformConfig& config, const std::vector<std::pair<int, int>>& pairs);
 
+// build_platform's XML case: loads config.file into the current engine (check_platform_file
+// first) and returns the ranks' hosts, by platform.hosts.
+std::vector<simgrid::s4u::Host*> build_xml(const PlatformConfig& config);
+
 // Builds the platform in the current SimGrid engine and returns each rank's host. Built-in
 // topologies get routes only for `pairs` (the rank pairs the collectives use), which keeps a
 // 1,024-GPU cluster small; an XML platform has its own routing. Errors name the file and host.
