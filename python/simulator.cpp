@@ -123,9 +123,15 @@ py::tuple run_verb(const std::string& verb, const std::vector<std::string>& args
   try {
     for (;;) {
       pollfd fd{pipe_fds[0], POLLIN, 0};
-      if (::poll(&fd, 1, 100) > 0) {
-        char buf[4096];
-        const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
+      char buf[4096];
+      bool ready = false;
+      ssize_t n = 0;
+      {
+        py::gil_scoped_release unlocked;  // the notebook's other threads run while the child works
+        ready = ::poll(&fd, 1, 100) > 0;
+        if (ready) n = ::read(pipe_fds[0], buf, sizeof buf);
+      }
+      if (ready) {
         if (n <= 0) break;  // the child closed its end: it is done
         pending.append(buf, static_cast<std::size_t>(n));
         for (std::size_t eol; (eol = pending.find('\n')) != std::string::npos; pending.erase(0, eol + 1)) {

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 import tempfile
 from typing import Optional
@@ -35,15 +36,23 @@ def _script(name: str):
     return importlib.import_module(name)
 
 
+def _arguments_named(message: str) -> str:
+    """A script's message with its options ("--where") as this package's arguments ("where=")."""
+    option = r"(?<![\w-])--([a-z][a-z-]*[a-z])\b(?: (?=[\w.]))?"  # and the space before its value
+    return re.sub(option, lambda m: m.group(1).replace("-", "_") + "=", message)
+
+
 @contextlib.contextmanager
 def _refusals(folder: str):
     """The scripts end with a one-line message (sys.exit): here it is an InputError, naming the
-    result's files rather than the temporary folder they were written to."""
+    result's files rather than the temporary folder they were written to, and the function's
+    arguments rather than the script's options."""
     try:
         yield
     except SystemExit as e:
         message = str(e.code) if e.code not in (None, 0) else "the figure could not be drawn"
-        raise _core.InputError(message.removeprefix("ddpsim.plots: ").replace(folder + os.sep, "")) from None
+        message = message.removeprefix("ddpsim.plots: ").replace(folder + os.sep, "")
+        raise _core.InputError(_arguments_named(message)) from None
 
 
 def _shown(figures: dict) -> dict:
@@ -94,7 +103,7 @@ def sweep(result, x: str, *, kind: str = "lines", metric: Optional[str] = None, 
     class Refuse:  # what the script's parser would say, as the package says it
         @staticmethod
         def error(message):
-            raise _core.UsageError(message)
+            raise _core.UsageError(_arguments_named(message))
 
     with tempfile.TemporaryDirectory(prefix="ddpsim-plots-") as folder, _refusals(folder):
         result.write(folder)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import numbers
 import os
 import sys
 import tempfile
@@ -86,14 +87,25 @@ class Result(Outputs):
         """The report as the command line prints it, without the line of its wall time."""
         return "".join(line for line in self.report.splitlines(keepends=True) if not line.startswith("simulated "))
 
-    def gain(self, policy: str, figure: str = "mean_max_step_ms") -> float:
-        """The share of the first policy's ``figure`` that ``policy`` saves, in % (positive:
-        faster), as compare's and sweep's gains are stated."""
+    def gain(self, policy: str, figure: Optional[str] = None) -> float:
+        """How much better ``policy`` does than the first policy on ``figure``, in % of the
+        first's, as compare's and sweep's gains are stated (positive: better). The default
+        figure is the mean step (``mean_max_step_ms``; a pipeline job's ``mean_step_time``). A
+        time's gain is the share saved; a rate's (``*_per_s``), the share gained."""
         rows = {p["policy"]: p for p in self._policy_rows()}
         if policy not in rows:
             raise _core.UsageError(f"policy {policy!r}: not in this result ({', '.join(rows)})")
-        base, this = self._policy_rows()[0][figure], rows[policy][figure]
-        return 100.0 * (1 - this / base)
+        first = self._policy_rows()[0]
+        if figure is None:
+            figure = "mean_max_step_ms" if "mean_max_step_ms" in first else "mean_step_time"
+        numeric = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        base, this = first.get(figure), rows[policy].get(figure)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (base, this)):
+            raise _core.UsageError(f"figure {figure!r}: not a number of this result's policies "
+                                   f"(one of {', '.join(numeric)})")
+        if base == 0:
+            raise _core.UsageError(f"figure {figure!r}: the first policy's is 0, so no gain is a share of it")
+        return 100.0 * (this / base - 1 if figure.endswith("_per_s") else 1 - this / base)
 
     def to_pandas(self) -> Frames:
         """The result as DataFrames (pandas is imported here, and only here)."""
@@ -136,7 +148,7 @@ class SweepResult(Outputs):
 
 class Validation(Outputs):
     """validate's outputs: ``validation`` (validation.json as a dict) and ``to_pandas()`` of
-    validation.csv (one row per policy and figure)."""
+    validation.csv (one row per policy and step: measured against predicted)."""
 
     def __init__(self, report: str, notes: list, files: dict):
         super().__init__("validate", report, notes, files)
@@ -165,28 +177,72 @@ def _tqdm_progress() -> Optional[Progress]:
     return update
 
 
+def _json(value, what: str) -> str:
+    """A Python value as the JSON a config holds; NumPy's numbers and arrays as Python's."""
+    def plain(v):
+        if hasattr(v, "tolist"):  # a NumPy scalar or array
+            return v.tolist()
+        raise TypeError(type(v).__name__)
+
+    try:
+        return json.dumps(value, allow_nan=False, default=plain)
+    except TypeError as e:
+        raise _core.UsageError(f"{what}: a {e} is not a config value (expected a number, a string, a bool, "
+                               f"None, a list or a dict)") from None
+    except ValueError:
+        raise _core.UsageError(f"{what}: {value!r} holds a NaN or an infinity, which no config key takes") from None
+
+
+def _set_text(value, what: str) -> str:
+    """--set's text for a Python value: a string as written where --set reads it back as that
+    string ("fsdp"), quoted where --set would read something else ("8", "true", "")."""
+    if isinstance(value, str) and value and value[0] not in "{[\"":
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return _json(value, what)
+
+
+def _integer(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _core.UsageError(f"{what}: expected an integer, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _policy_list(policies) -> str:
+    if isinstance(policies, str):
+        return policies
+    if isinstance(policies, (dict, bytes)) or not hasattr(policies, "__iter__") or \
+            not all(isinstance(p, str) for p in policies):
+        raise _core.UsageError(f"policies: expected policy names, as a list or \"a,b\", got {policies!r}")
+    return ",".join(policies)
+
+
 def _arguments(config: ConfigLike, policies, steps, replicates, overrides: dict) -> list:
     args = []
     if isinstance(config, dict):
-        args += ["--config-json", json.dumps(config)]
+        args += ["--config-json", _json(config, "config dict")]
     elif config is not None:
         if not isinstance(config, (str, os.PathLike)):
             raise _core.UsageError(f"config: expected a file path, a dict or None (the embedded default), "
                                    f"got {type(config).__name__}")
         args.append(os.fspath(config))
     for key, value in overrides.items():
-        text = value if isinstance(value, str) else json.dumps(value)
-        args += ["--set", f"{key}={text}"]
+        args += ["--set", f"{key}={_set_text(value, key)}"]
     if policies is not None:
-        args += ["--policies", policies if isinstance(policies, str) else ",".join(policies)]
+        args += ["--policies", _policy_list(policies)]
     if steps is not None:
-        args += ["--steps", str(steps)]
-    if replicates != 1:
-        args += ["--replicates", str(replicates)]
+        args += ["--steps", str(_integer(steps, "steps"))]
+    if _integer(replicates, "replicates") != 1:
+        args += ["--replicates", str(int(replicates))]
     return args
 
 
 def _progress(progress):
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise _core.UsageError(f"progress: expected a callable(what, done, total), True, False or None, "
+                               f"got {type(progress).__name__}")
     if progress is None and sys.stderr is not None and (sys.stderr.isatty() or "ipykernel" in sys.modules):
         return _tqdm_progress()
     return None if progress is False else progress
@@ -201,9 +257,11 @@ def _files(folder: str) -> dict:
     return files
 
 
-def _verb(verb: str, args: list, progress) -> tuple:
-    """Runs the verb; returns its report (less the "wrote" line) and its notes, warned."""
+def _verb(verb: str, args: list, progress, named: Callable[[str], str] = lambda text: text) -> tuple:
+    """Runs the verb; returns its report (less the "wrote" line) and its notes, warned.
+    ``named`` rewrites a temporary file's path in them as the user knows the input."""
     code, report, errors = _core.run_verb(verb, args, _progress(progress))
+    report, errors = named(report), named(errors)
     if code != 0:  # the verbs throw their refusals: a code is a failure they printed
         raise _core.InputError(errors.strip() or f"ddpsim {verb} exited with {code}")
     notes = [line for line in errors.splitlines() if line.strip()]
@@ -270,13 +328,18 @@ def sweep(spec: Union[str, os.PathLike, dict], out: Optional[str] = None, *, job
                 spec["base"] = os.path.abspath(spec["base"])
             path = os.path.join(scratch, "sweep-spec.json")
             with open(path, "w") as f:
-                json.dump(spec, f)
+                f.write(_json(spec, "sweep dict"))
         elif isinstance(spec, (str, os.PathLike)):
             path = os.fspath(spec)
         else:
             raise _core.UsageError(f"spec: expected a sweep file's path or a dict, got {type(spec).__name__}")
         folder = os.fspath(out) if out is not None else os.path.join(scratch, "sweep")
-        report, notes = _verb("sweep", [path, "--out", folder] + _options({"jobs": jobs}), progress)
+        jobs = None if jobs is None else _integer(jobs, "jobs")
+        named = (lambda text: text.replace(path, "sweep dict")) if path.startswith(scratch) else (lambda text: text)
+        try:
+            report, notes = _verb("sweep", [path, "--out", folder] + _options({"jobs": jobs}), progress, named)
+        except (_core.InputError, _core.UsageError) as e:  # a dict's messages name it as compare's do
+            raise type(e)(named(str(e))) from None
         return SweepResult(report, notes, _files(folder), folder if out is not None else None)
 
 
@@ -286,10 +349,12 @@ def validate(measured: str, model: str, baseline: Optional[str] = None, config: 
     ``baseline``) against what was measured. ``options`` are validate's own (``warmup=20``,
     ``registered="prediction.json"``); ``set={"platform.link_GBps": 10}`` gives --set's."""
     sets = options.pop("set", {}) or {}
+    if not isinstance(sets, dict):
+        raise _core.UsageError(f"set: expected a dict of --set's keys and values, got {type(sets).__name__}")
     args = ([config] if config else []) + _options({"measured": measured, "model": model, "baseline": baseline,
                                                     **options})
     for key, value in sets.items():
-        args += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+        args += ["--set", f"{key}={_set_text(value, key)}"]
     with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:
         report, notes = _verb("validate", args + ["--out", folder], progress)
         return Validation(report, notes, _files(folder))

@@ -69,7 +69,9 @@ class SameFigures(unittest.TestCase):
         fig = ddpsim.plots.sweep(grid, "training.world_size", metric="gain_pct", policies=["minmax"],
                                  by="training.data_parallel")
         self.assertEqual([t.get_text() for t in fig.axes[0].get_legend().get_texts()], ["ddp", "zero2"])
-        with self.assertRaisesRegex(ddpsim.InputError, "--by training.data_parallel draws a line per value"):
+        # The script's message, in the function's arguments (by=, policies=), not its options.
+        with self.assertRaisesRegex(ddpsim.InputError, r"^results.csv: by=training.data_parallel draws a line per "
+                                    r"value of training.data_parallel for one policy: name it with policies= \("):
             ddpsim.plots.sweep(grid, "training.world_size", by="training.data_parallel")
 
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 import warnings
 
@@ -146,12 +148,16 @@ class TheOtherVerbs(unittest.TestCase):
             ddpsim.calibrate("no-such.csv")
 
 
+def refused_as_the_binary(test, verb, args, call):
+    expected = refusal(verb, args)
+    with test.assertRaises((ddpsim.InputError, ddpsim.UsageError)) as caught:
+        call()
+    test.assertIn(str(caught.exception), expected)
+
+
 class Refusals(unittest.TestCase):
     def check(self, verb, args, call):
-        expected = refusal(verb, args)
-        with self.assertRaises((ddpsim.InputError, ddpsim.UsageError)) as caught:
-            call()
-        self.assertIn(str(caught.exception), expected)
+        refused_as_the_binary(self, verb, args, call)
 
     def test_bad_overrides_and_configs(self):
         self.check("run", ["--set", "training.world_size=0"], lambda: ddpsim.run(**{"training.world_size": 0}))
@@ -164,6 +170,74 @@ class Refusals(unittest.TestCase):
             ddpsim.run(42)
         with self.assertRaisesRegex(ddpsim.InputError, "missing.json"):
             ddpsim.run("missing.json")
+
+
+class PythonArguments(unittest.TestCase):
+    """What a notebook passes that the command line never sees: NumPy values, Python types."""
+
+    def test_numpy_values_are_their_python_values(self):
+        import numpy
+
+        plain = ddpsim.run(steps=5, progress=False, **{"training.world_size": 2, "training.seed": 3})
+        from_numpy = ddpsim.run(steps=numpy.int64(5), progress=False,
+                                **{"training.world_size": numpy.int64(2), "training.seed": numpy.array(3)})
+        self.assertEqual(measured_apart(plain.files), measured_apart(from_numpy.files))
+
+    def test_a_value_is_refused_as_its_python_type(self):
+        refused_as_the_binary(self, "run", ["--set", 'training.world_size="8"'],
+                              lambda: ddpsim.run(**{"training.world_size": "8"}))
+        refusals = {"NaN": lambda: ddpsim.run(**{"simulation.unit_jitter": float("nan")}),
+                    "a object is not a config value": lambda: ddpsim.run(**{"training.seed": object()}),
+                    "steps: expected an integer, got str": lambda: ddpsim.run(steps="5"),
+                    "replicates: expected an integer, got bool": lambda: ddpsim.run(replicates=True),
+                    "policies: expected policy names": lambda: ddpsim.run(policies=[1, 2]),
+                    "progress: expected a callable": lambda: ddpsim.run(progress=5),
+                    "set: expected a dict": lambda: ddpsim.validate("m.csv", "model.json", set=["a"])}
+        for message, call in refusals.items():
+            with self.assertRaisesRegex(ddpsim.UsageError, message):
+                call()
+        with self.assertRaisesRegex(ddpsim.InputError, r"^sweep dict: unknown key \"axis\""):
+            ddpsim.sweep({"axis": {}}, progress=False)
+
+    def test_gains_of_any_figure(self):
+        result = ddpsim.compare(steps=20, policies="static,sorted", progress=False)
+        static, ordered = (result.summary["policies"][p] for p in ("static", "sorted"))
+        self.assertAlmostEqual(result.gain("sorted", "mean_samples_per_s"),
+                               100 * (ordered["mean_samples_per_s"] / static["mean_samples_per_s"] - 1))
+        self.assertGreater(result.gain("sorted", "mean_samples_per_s"), 0)  # faster is a gain either way
+        self.assertGreater(result.gain("sorted"), 0)
+        for figure in ("nope", "solver"):
+            with self.assertRaisesRegex(ddpsim.UsageError, f"figure '{figure}': not a number"):
+                result.gain("sorted", figure)
+        pipeline = ddpsim.run(os.path.join(SOURCE, "configs", "pipeline-study.json"), steps=3, progress=False)
+        self.assertEqual(pipeline.gain(pipeline.policies[0]), 0.0)  # its mean step, not a DDP figure
+
+    def test_notes_stay_with_the_figures(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            noted = ddpsim.run(steps=3, progress=False, **{"training.data_parallel": "fsdp", "training.bucket_mb": 5})
+        self.assertEqual(["note: " + n for n in noted.provenance["notes"]], noted.notes)
+        self.assertNotIn("notes", ddpsim.run(steps=3, progress=False).provenance)
+
+    def test_other_threads_run_meanwhile(self):
+        ticks, done = [0], threading.Event()
+
+        def count():
+            while not done.is_set():
+                ticks[0] += 1
+                time.sleep(0.005)
+
+        counter = threading.Thread(target=count)
+        counter.start()
+        started = time.monotonic()
+        ddpsim.run(steps=1000, policies="static", progress=False,
+                   **{"simulation.mode": "full", "training.world_size": 64, "training.global_batch": 512,
+                      "platform.topology": "cluster"})
+        took = time.monotonic() - started
+        done.set()
+        counter.join()
+        self.assertGreater(took, 0.2)  # long enough to tell
+        self.assertGreater(ticks[0], took / 0.005 / 4)  # held, the GIL let it tick a few times at most
 
 
 class ProgressAndStop(unittest.TestCase):

@@ -159,38 +159,40 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
          config.simulation.mode + " mode";
 }
 
-// The memory model predicts an out-of-memory the simulator itself would not notice.
-void warn_over_capacity(const Config& config, const SimulationRun& sim, const char* verb) {
+// The memory model predicts an out-of-memory the simulator itself would not notice: what to
+// warn of, printed and kept in summary.json's provenance beside the figures it qualifies.
+std::vector<std::string> capacity_warnings(const Config& config, const SimulationRun& sim) {
   const PerfModel& m = *config.model;
+  const auto mib = [](double v) { return std::to_string(std::llround(v)) + " MiB"; };
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.sharded()) {
-    std::fprintf(stderr,
-                 "ddpsim %s: warning: %s's fixed memory under %s alone (its shard of weights, gradients and "
-                 "optimizer state, and what it gathers: %.0f MiB) passes its capacity of %.0f MiB: no batch fits "
-                 "a rank, and the times assume memory allowed (more ranks a shard group shard it thinner)\n",
-                 verb, m.name.c_str(),
-                 config.training.data_parallel == "fsdp"    ? "FSDP"
-                 : config.training.data_parallel == "zero2" ? "ZeRO-2"
-                                                            : "HSDP",
-                 m.mem_m0_mib, m.mem_capacity_mib);
-    return;
+    const std::string& dp = config.training.data_parallel;
+    return {m.name + "'s fixed memory under " + (dp == "fsdp" ? "FSDP" : dp == "zero2" ? "ZeRO-2" : "HSDP") +
+            " alone (its shard of weights, gradients and optimizer state, and what it gathers: " + mib(m.mem_m0_mib) +
+            ") passes its capacity of " + mib(m.mem_capacity_mib) +
+            ": no batch fits a rank, and the times assume memory allowed (more ranks a shard group shard it "
+            "thinner)"};
   }
-  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib) {
-    std::fprintf(stderr,
-                 "ddpsim %s: warning: %s's fixed memory alone (weights, gradients, optimizer state: %.0f MiB) "
-                 "passes its capacity of %.0f MiB: no batch fits a rank under plain DDP, and the times assume "
-                 "memory allowed (sharding is for that: training.data_parallel \"fsdp\", or a parallel section with "
-                 "data_parallel zero2)\n",
-                 verb, m.name.c_str(), m.mem_m0_mib, m.mem_capacity_mib);
-    return;
-  }
+  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib)
+    return {m.name + "'s fixed memory alone (weights, gradients, optimizer state: " + mib(m.mem_m0_mib) +
+            ") passes its capacity of " + mib(m.mem_capacity_mib) +
+            ": no batch fits a rank under plain DDP, and the times assume memory allowed (sharding is for that: "
+            "training.data_parallel \"fsdp\", or a parallel section with data_parallel zero2)"};
+  std::vector<std::string> warnings;
   for (std::size_t p = 0; p < sim.runs.size(); ++p)
     if (const TokenSummary& s = sim.summaries[p]; s.steps_over_capacity > 0)
-      std::fprintf(stderr,
-                   "ddpsim %s: warning: policy %s: in %d of %d steps a rank needs more memory than %s's "
-                   "capacity (up to %.0f of %.0f MiB): a real run would run out of memory; cap the batch with "
-                   "training.b_max (\"model\" derives the cap from the memory model)\n",
-                   verb, sim.runs[p].label.c_str(), s.steps_over_capacity, s.steps, m.name.c_str(), s.max_peak_mem_mib,
-                   m.mem_capacity_mib);
+      warnings.push_back("policy " + sim.runs[p].label + ": in " + std::to_string(s.steps_over_capacity) + " of " +
+                         std::to_string(s.steps) + " steps a rank needs more memory than " + m.name +
+                         "'s capacity (up to " + std::to_string(std::llround(s.max_peak_mem_mib)) + " of " +
+                         mib(m.mem_capacity_mib) +
+                         "): a real run would run out of memory; cap the batch with training.b_max (\"model\" "
+                         "derives the cap from the memory model)");
+  return warnings;
+}
+
+nlohmann::json provenance(const Config& config, const std::vector<std::string>& warnings) {
+  nlohmann::json p = config.provenance();
+  if (!warnings.empty()) p["warnings"] = warnings;
+  return p;
 }
 
 // What compare was given, as a registration records it (--steps as its --set equivalent).
@@ -352,7 +354,9 @@ int simulate_verb(const Args& args, bool compare) {
     seeds = replicates_report(config, *source, sim, quiet.run ? &*quiet.run : nullptr, replicates, std::ref(progress));
     std::cout << seeds.report;
   }
-  warn_over_capacity(config, sim, compare ? "compare" : "run");
+  const std::vector<std::string> warnings = capacity_warnings(config, sim);
+  for (const std::string& warning : warnings)
+    std::cerr << "ddpsim " << (compare ? "compare" : "run") << ": warning: " << warning << "\n";
 
   std::vector<std::pair<std::filesystem::path, std::string>> files;
   if (vm.count("register")) {
@@ -361,7 +365,7 @@ int simulate_verb(const Args& args, bool compare) {
   }
   if (trace)
     files.emplace_back(dir / "summary.json",
-                       summary_json(config.resolved, sim.runs, sim.summaries, config.provenance(),
+                       summary_json(config.resolved, sim.runs, sim.summaries, provenance(config, warnings),
                                     seeds.json.is_null() ? nlohmann::ordered_json()
                                                          : nlohmann::ordered_json{{"replicates", seeds.json}}));
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));

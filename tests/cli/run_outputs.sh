@@ -81,9 +81,14 @@ grep -q "qwen2-7b-h200" "$WORK/out" || fail "configs/llm-rollouts.json does not 
 # steps; capped from the model's memory, the same run has none.
 long='{"source":"lognormal","mean":300,"std":80,"min":10,"max":512}'
 expect_ok "$DDPSIM" run --steps 20 --policies static,sorted --set training.global_batch=512 \
-  --set training.max_length=512 --set "data=$long"
+  --set training.max_length=512 --set "data=$long" --out "$WORK/over"
 grep -q 'warning: policy static: in 20 of 20 steps a rank needs more memory than rtx3090-distilbert.s capacity' "$WORK/err" ||
   fail "no warning for batches above the memory capacity: $(cat "$WORK/err")"
+python3 - "$WORK/over/summary.json" <<'PY1' || fail "summary.json lacks the run's warnings"
+import json, sys
+warnings = json.load(open(sys.argv[1]))["provenance"]["warnings"]
+assert warnings[0].startswith("policy static: in 20 of 20 steps a rank needs more memory"), warnings
+PY1
 expect_ok "$DDPSIM" run --steps 20 --policies minmax --set training.global_batch=256 --set training.max_length=512 \
   --set "data=$long" --set 'training.b_max="model"'
 # (grep, not an empty stderr: SimGrid's context switches draw a warning from AddressSanitizer)
