@@ -293,6 +293,27 @@ Config model_config(const std::string& parallel) {
 
 }  // namespace
 
+TEST_CASE("FSDP's keys in a pipeline job are refused as its parallel section's business; their defaults pass") {
+  const auto job = [](const nlohmann::json& training) {
+    nlohmann::json doc = nlohmann::json::parse(R"({"training": {"world_size": 4, "steps": 3},
+                                                   "parallel": {"stages": 2, "abstract": {}}})");
+    doc["training"].update(training);
+    return parse_config(doc, "c.json", "");
+  };
+  for (const auto& [key, value] : {std::pair<const char*, nlohmann::json>{"shard_group", 2},
+                                   {"wrap", "root"},
+                                   {"forward_prefetch", 2},
+                                   {"reshard_after_forward", false},
+                                   {"no_sync", true}}) {
+    CAPTURE(key);
+    const std::string says = "c.json: training: " + std::string(key) +
+                             " is sharded data parallelism's (data_parallel \"fsdp\" or \"hybrid\"); a pipeline "
+                             "job's data parallelism is its parallel section's data_parallel (ddp or zero2)";
+    CHECK_THROWS_WITH_AS(job({{key, value}}), doctest::Contains(says.c_str()), InputError);
+  }
+  CHECK_NOTHROW(job({{"wrap", "layer"}, {"no_sync", false}, {"forward_prefetch", 1}}));  // a printed config's
+}
+
 TEST_CASE("model mode: ZeRO-2's reduce-scatter and all-gather move what DDP's allreduce moves") {
   const auto zero2 = simulate_parallel(model_config(R"({"stages": 2, "micro_batches": 4, "data_parallel": "zero2"})"));
   const auto ddp = simulate_parallel(model_config(R"({"stages": 2, "micro_batches": 4, "data_parallel": "ddp"})"));

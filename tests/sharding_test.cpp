@@ -1,15 +1,17 @@
 // FSDP (full sharding) in the fast step engine against hand-computed steps: the ring all-gather
 // alone, a compute-bound step (every gather but the first of each pass hidden), a
 // communication-bound one (every collective in a row), a slow rank holding the others at each
-// unit; the units read from a layout; the memory of a sharded rank; the refusals.
+// unit; the units read from a layout; the memory of a sharded rank; the refusals and notes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "alpha_beta.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
 #include "eval/sharding.hpp"
+#include "eval/simulate.hpp"
 #include "model/perf_model.hpp"
 
 using namespace ddpsim;
@@ -177,6 +179,8 @@ TEST_CASE("forward_prefetch: gathers issued further ahead fill the stream where 
   refused({{"data_parallel", "fsdp"}, {"forward_prefetch", true}},
           "c.json: training: forward_prefetch is how many units forward gathers ahead");
   refused({{"data_parallel", "fsdp"}, {"forward_prefetch", 0}}, "forward_prefetch");
+  refused({{"data_parallel", "fsdp"}, {"forward_prefetch", 2.0}},
+          "to 64 (FSDP2's set_modules_to_forward_prefetch), got 2.0 (written without a decimal point or exponent)");
   refused({{"forward_prefetch", 2}}, "forward_prefetch sets FSDP's gathers ahead");
 }
 
@@ -222,4 +226,50 @@ TEST_CASE("backward_prefetch_depth: re-gathers issued further ahead in backward,
           "backward_prefetch_depth deepens backward_prefetch \"backward_pre\"'s re-gathers; backward_prefetch is "
           "\"backward_post\"");
   refused({{"backward_prefetch_depth", 2}}, "backward_prefetch_depth sets FSDP's re-gathers ahead");
+}
+
+TEST_CASE("a sharding key the config leaves nothing to act on gets a note, and indeed changes no step") {
+  const nlohmann::json base = {{"model", "h100-distilbert"},
+                               {"training", {{"data_parallel", "fsdp"}, {"world_size", 4}, {"global_batch", 32}}}};
+  const auto config = [&](const nlohmann::json& training) {
+    nlohmann::json doc = base;
+    doc["training"].update(training);
+    return parse_config(doc, "c.json", "");
+  };
+  const auto notes = [&](const nlohmann::json& training) {
+    std::string all;
+    for (const std::string& note : config(training).notes) all += note + "\n";
+    return all;
+  };
+  // Whether two settings give every rank-step the same time, to a picosecond: SimGrid's clock
+  // runs on across a process's runs, so a collective measured later can differ in its last bit.
+  const auto same_steps = [&](const nlohmann::json& a, const nlohmann::json& b) {
+    const auto steps = [&](const nlohmann::json& training) {
+      Config c = config(training);
+      c.training.steps = 5;
+      const auto dataset = make_length_source(c.data, c.training.max_length)->dataset(c.training.seed);
+      return simulate(c, dataset, {0, 0}).runs.front().rows;
+    };
+    const auto x = steps(a), y = steps(b);
+    return x.size() == y.size() && std::ranges::equal(x, y, [](const RankStep& p, const RankStep& q) {
+             return std::abs(p.step_ms - q.step_ms) < 1e-9;
+           });
+  };
+  const nlohmann::json one_unit = {{"wrap", "root"}, {"forward_prefetch", 2}, {"backward_prefetch", "none"}};
+  CHECK(notes(one_unit) ==
+        "training.forward_prefetch and training.backward_prefetch have no effect: the model is "
+        "one unit (training.wrap), gathered once and kept through backward, so nothing is "
+        "prefetched\n");
+  CHECK(same_steps(one_unit, {{"wrap", "root"}}));
+  const nlohmann::json kept = {{"reshard_after_forward", false}, {"backward_prefetch_depth", 2}};
+  CHECK(notes(kept) ==
+        "training.backward_prefetch_depth has no effect: with training.reshard_after_forward false "
+        "every unit stays gathered from its forward to its backward, so backward re-gathers nothing\n");
+  CHECK(same_steps(kept, {{"reshard_after_forward", false}}));
+  CHECK(notes({{"reshard_after_forward", false}, {"forward_prefetch", 2}}).empty());  // forward's still acts
+  CHECK(notes({{"no_sync", true}}).find("training.no_sync has no effect: a step of one micro-batch") == 0);
+  CHECK(same_steps({{"no_sync", true}}, nlohmann::json::object()));
+  CHECK_FALSE(same_steps({{"backward_prefetch", "none"}}, nlohmann::json::object()));  // the check can tell
+  CHECK(notes({{"no_sync", true}, {"micro_batches", 2}}).empty());
+  CHECK(notes({{"backward_prefetch_depth", 2}, {"forward_prefetch", 3}}).empty());
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/stats.hpp"
 #include "eval/pipeline_uncertainty.hpp"
 #include "report/outputs.hpp"
@@ -79,6 +80,17 @@ nlohmann::ordered_json replicates_json(const Config& config, const SeedFigures& 
           {"policies", std::move(policies)}};
 }
 
+// Runs one replicate; a refusal names its seed, since the run printed above had another and passed.
+template <class Body>
+void as_replicate(const Config& seeded, int r, int replicates, Body&& body) {
+  try {
+    body();
+  } catch (const InputError& e) {
+    throw InputError("replicate " + std::to_string(r + 1) + " of " + std::to_string(replicates) + " (training.seed " +
+                     std::to_string(seeded.training.seed) + "): " + e.what());
+  }
+}
+
 }  // namespace
 
 Replicates replicates_result(const Config& config, const SeedFigures& f, int replicates,
@@ -140,10 +152,12 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
   for (int r = 1; r < replicates; ++r) {
     Config seeded = config;
     seeded.training.seed = config.training.seed + r;
-    const std::vector<int> dataset = config_dataset(seeded, source);
-    add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), f.gains, true);  // the summaries alone
-    if (first_quiet)
-      add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), f.quiet_gains, false);
+    as_replicate(seeded, r, replicates, [&] {
+      const std::vector<int> dataset = config_dataset(seeded, source);
+      add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), f.gains, true);  // the summaries alone
+      if (first_quiet)
+        add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), f.quiet_gains, false);
+    });
     if (progress) progress(r + 1, replicates);
   }
   const std::vector<GainPrediction> predicted =
@@ -176,8 +190,10 @@ Replicates pipeline_replicates(const Config& config, const std::vector<PipelineF
   for (int r = 1; r < replicates; ++r) {
     Config seeded = config;
     seeded.training.seed = config.training.seed + r;
-    add(simulate_parallel(seeded), f.gains, true);
-    if (quiet) add(simulate_parallel(without_compute_noise(seeded)), f.quiet_gains, false);
+    as_replicate(seeded, r, replicates, [&] {
+      add(simulate_parallel(seeded), f.gains, true);
+      if (quiet) add(simulate_parallel(without_compute_noise(seeded)), f.quiet_gains, false);
+    });
     if (progress) progress(r + 1, replicates);
   }
   return replicates_result(config, f, replicates,

@@ -134,7 +134,8 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
   std::string units = n == 1              ? std::string("one unit (the whole model)")
                       : t.wrap == "layer" ? std::to_string(n) + " units (a root and a unit per block)"
                                           : std::to_string(n) + " units (a root and " + std::to_string(n - 1) +
-                                                " of at least " + format("%g", t.min_num_params) + " parameters)";
+                                                " of at least " + format("%g", t.min_num_params) +
+                                                (t.min_num_params == 1 ? " parameter)" : " parameters)");
   if (n == 1 && t.wrap == "size") units += ", no module holds " + format("%g", t.min_num_params) + " parameters";
   units += t.reshard_after_forward ? ", resharded after forward" : ", kept gathered from forward to backward";
   if (accumulates(config))
@@ -166,7 +167,10 @@ std::vector<std::string> capacity_warnings(const Config& config, const Simulatio
   const auto mib = [](double v) { return std::to_string(std::llround(v)) + " MiB"; };
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.sharded()) {
     const std::string& dp = config.training.data_parallel;
-    return {m.name + "'s fixed memory under " + (dp == "fsdp" ? "FSDP" : dp == "zero2" ? "ZeRO-2" : "HSDP") +
+    return {m.name + "'s fixed memory under " +
+            (dp == "fsdp"    ? "FSDP"
+             : dp == "zero2" ? "ZeRO-2"
+                             : "HSDP") +
             " alone (its shard of weights, gradients and optimizer state, and what it gathers: " + mib(m.mem_m0_mib) +
             ") passes its capacity of " + mib(m.mem_capacity_mib) +
             ": no batch fits a rank, and the times assume memory allowed (more ranks a shard group shard it "

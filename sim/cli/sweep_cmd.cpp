@@ -259,6 +259,7 @@ int sweep(const Args& args) {
     Progress progress("checking", "cells");
     grid = expand(spec, [&](std::size_t done, std::size_t total) { progress(long(done), long(total)); });
   }
+  for (const std::string& note : grid.note_lines()) std::cerr << "note: " << note << "\n";
   const std::size_t policies = cell_config(spec, grid, grid.cells.front()).policies.size();
   std::cout << "  " << policies << (policies == 1 ? " policy per cell" : " policies per cell")
             << " (in the first): " << grid.cells.size() * policies << " results; grid " << grid.hash << "\n";

@@ -78,7 +78,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   Config c;
   c.origin = origin;
   if (top.has("data")) c.data = parse_data(top.raw("data"), origin + ": data", base_dir);
-  if (top.has("training")) c.training = parse_training(top.raw("training"), origin + ": training");
+  if (top.has("training")) c.training = parse_training(top.raw("training"), origin + ": training", top.has("parallel"));
   if (c.data.source == "lognormal" && c.data.min > c.training.max_length)
     throw InputError(origin + ": data: min (" + std::to_string(c.data.min) + ") is more than training.max_length (" +
                      std::to_string(c.training.max_length) + "): every sample would be truncated below it");
@@ -234,6 +234,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
           c.training.data_parallel +
           "\": its units, not DDP's buckets, set the collectives, which always overlap compute");
     interference_notes(c);
+    unused_sharding_notes(c);
   }
   // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
   if (const AttentionWindow& w = c.model->attention_window;

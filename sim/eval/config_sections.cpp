@@ -61,8 +61,29 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
 
 namespace {
 
+// A pipeline job's data parallelism is its parallel section's (ddp, zero2): none of FSDP's keys
+// has anything to act on there. A printed config names their defaults, which are no request.
+void refuse_in_pipeline(const JsonFields& f, const std::string& where) {
+  const TrainingConfig d;
+  const std::pair<const char*, nlohmann::json> defaults[] = {{"shard_group", nullptr},
+                                                             {"wrap", d.wrap},
+                                                             {"min_num_params", d.min_num_params},
+                                                             {"reshard_after_forward", d.reshard_after_forward},
+                                                             {"forward_prefetch", d.forward_prefetch},
+                                                             {"backward_prefetch", d.backward_prefetch},
+                                                             {"backward_prefetch_depth", d.backward_prefetch_depth},
+                                                             {"no_sync", d.no_sync}};
+  for (const auto& [key, value] : defaults)
+    if (f.has(key) && f.raw(key) != value)
+      throw InputError(where + ": " + key +
+                       " is sharded data parallelism's (data_parallel \"fsdp\" or \"hybrid\"); a pipeline job's "
+                       "data parallelism is its parallel section's data_parallel (ddp or zero2), which takes none "
+                       "of FSDP's keys (leave it out)");
+}
+
 // training's sharding keys: the kind, HSDP's groups and FSDP's options (docs/sharding.md).
-void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfig& t) {
+void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfig& t, bool pipeline) {
+  if (pipeline) refuse_in_pipeline(f, where);
   t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
   if (t.data_parallel != "ddp" && t.data_parallel != "zero2" && t.data_parallel != "fsdp" &&
       t.data_parallel != "hybrid")
@@ -91,7 +112,7 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
   // A prefetch depth: a whole number of units from 1 to 64; `is` says what it counts.
   const auto depth = [&](const char* key, int value, const char* is) {
     if (f.has(key) && !f.raw(key).is_number_integer())
-      throw InputError(where + ": " + key + is + ", got " + f.raw(key).dump());
+      throw InputError(where + ": " + key + is + ", got " + f.raw(key).dump() + integer_spelling(f.raw(key)));
     return f.get_in<int>(key, value, 1, 64);
   };
   t.forward_prefetch = depth("forward_prefetch", t.forward_prefetch,
@@ -138,7 +159,7 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
 
 }  // namespace
 
-TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where) {
+TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where, bool pipeline) {
   JsonFields f(doc, where);
   TrainingConfig t;
   t.world_size = f.get_in<int>("world_size", t.world_size, 1, 65536);
@@ -151,7 +172,7 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
-  parse_sharding(f, where, t);
+  parse_sharding(f, where, t, pipeline);
   t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
   if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
     throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +

@@ -15,7 +15,7 @@ namespace ddpsim::config_detail {
 // A path as written in a config, taken from the config's folder.
 std::string resolve(const std::string& path, const std::string& base_dir);
 DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const std::string& base_dir);
-TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where);
+TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where, bool pipeline = false);
 PolicySpec parse_policy(const nlohmann::json& item, const std::string& where);
 SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& where, int G);
 // Where a platform's figures came from when no model's network is beneath it: those the config

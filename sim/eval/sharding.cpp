@@ -225,4 +225,32 @@ void interference_notes(Config& c) {
                       "across groups");
 }
 
+void unused_sharding_notes(Config& c) {
+  const TrainingConfig& t = c.training;
+  const TrainingConfig defaults;
+  std::vector<std::string> prefetch;  // the prefetch keys given other than their defaults
+  if (t.forward_prefetch != defaults.forward_prefetch) prefetch.push_back("forward_prefetch");
+  if (t.backward_prefetch != defaults.backward_prefetch) prefetch.push_back("backward_prefetch");
+  if (t.backward_prefetch_depth != defaults.backward_prefetch_depth) prefetch.push_back("backward_prefetch_depth");
+  std::vector<std::string> backward;  // of those, backward's
+  for (const std::string& key : prefetch)
+    if (key != "forward_prefetch") backward.push_back(key);
+  const auto named = [](const std::vector<std::string>& keys) {
+    std::string text;
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      text += (k == 0 ? "training." : k + 1 == keys.size() ? " and training." : ", training.") + keys[k];
+    return text + (keys.size() == 1 ? " has" : " have");
+  };
+  if (!prefetch.empty() && shard_units(*c.model, t.wrap, t.min_num_params).size() == 1)
+    c.notes.push_back(named(prefetch) + " no effect: the model is one unit (training.wrap), gathered once and " +
+                      "kept through backward, so nothing is prefetched");
+  else if (!backward.empty() && !t.reshard_after_forward)
+    c.notes.push_back(named(backward) + " no effect: with training.reshard_after_forward false every unit stays " +
+                      "gathered from its forward to its backward, so backward re-gathers nothing");
+  if (t.no_sync && !accumulates(c))
+    c.notes.push_back(
+        "training.no_sync has no effect: a step of one micro-batch (training.micro_batches 1) "
+        "accumulates no gradients");
+}
+
 }  // namespace ddpsim

@@ -1,5 +1,6 @@
 #include "sweep/grid.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <string_view>
@@ -196,6 +197,24 @@ std::string SweepGrid::describe(const SweepCell& cell) const {
   return text + ")";
 }
 
+std::vector<std::string> SweepGrid::note_lines() const {
+  std::vector<std::string> lines;
+  for (const auto& [note, at] : notes) {
+    std::string where;
+    if (at.size() == cells.size()) {
+      where = "every cell";
+    } else {
+      const std::size_t shown = std::min<std::size_t>(at.size(), 5);
+      for (std::size_t k = 0; k < shown; ++k)
+        where += (k == 0 ? "" : k + 1 == at.size() ? " and " : ", ") + std::to_string(at[k]);
+      if (shown < at.size()) where += " and " + std::to_string(at.size() - shown) + " more";
+      where = (at.size() == 1 ? "cell " : "cells ") + where;
+    }
+    lines.push_back(note + " (" + where + ")");
+  }
+  return lines;
+}
+
 Config cell_config(const SweepSpec& spec, const SweepGrid& grid, const SweepCell& cell) {
   const std::string origin = spec.origin + ", " + grid.describe(cell);
   nlohmann::json doc = spec.base;
@@ -253,6 +272,11 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
                        (abstract ? "abstract mode (time units)" : "model mode (ms)") + ", " +
                        grid.describe(grid.cells.front()) + " in " + (abstract ? "model mode" : "abstract mode") +
                        ": one sweep's step times share one unit, so sweep them apart");
+    for (const std::string& note : config.notes) {
+      auto known = std::ranges::find(grid.notes, note, [](const auto& n) { return n.first; });
+      if (known == grid.notes.end()) known = grid.notes.insert(known, {note, {}});
+      known->second.push_back(i);
+    }
     if (const auto [it, fresh] = seen.emplace(cell.hash, i); !fresh)
       throw InputError(spec.origin + ": " + grid.describe(cell) + " is the same config as " +
                        grid.describe(grid.cells[it->second]) + ": a value listed twice, or one the config ignores");

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,9 +53,13 @@ struct SweepGrid {
   std::vector<std::string> keys;
   std::vector<SweepCell> cells;
   std::string hash;  // of the keys and every cell's hash: shards of one sweep share it
+  // The cells' config notes, each once with the cells that gave it (expand's, not a read-back grid's).
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> notes;
 
   // "cell 3 (training.world_size=8, platform.topology=nvlink)", for messages.
   std::string describe(const SweepCell& cell) const;
+  // Each note as a line: "<note> (every cell)" or "(cells 0, 2 and 5)".
+  std::vector<std::string> note_lines() const;
 };
 
 // Reads and checks a sweep file (unknown keys, empty axes, zipped lists of unequal length, a

@@ -30,6 +30,10 @@ expect_exit 2 "--replicates 0: expected 1 \(no replicates\) to 1000 seeds" "$DDP
 expect_exit 2 "--replicates 1001: expected 1" "$DDPSIM" compare --replicates 1001
 expect_exit 2 "an abstract pipeline job has no sample stream to redraw" "$DDPSIM" run "$SRC/configs/pipeline-study.json" \
   --replicates 3
+# A replicate's refusal names its seed: the run printed before it had another, and passed.
+expect_exit 1 "replicate 2 of 3 \\(training\\.seed 2\\): policy minmax, step 1: rank 0 runs 8 micro-batches" \
+  "$DDPSIM" compare --set training.data_parallel=fsdp --set training.micro_batches=8 --set training.seed=1 \
+  --steps 5 --policies static,minmax --replicates 3
 # token_budget takes more samples a step: its gain is on time per sample, and says so.
 expect_ok "$DDPSIM" compare --policies static,token_budget --replicates 3 --steps 40
 grep -qE '^token_budget .*\+1[0-9]\.[0-9]+% \[.*\] per sample$' "$WORK/out" ||

@@ -119,4 +119,11 @@ echo '{"base": "base.json", "axes": {"training.global_batch": [16, 32]}}' >"$WOR
   fail "the sweep resumed from another folder was refused: $(cat "$WORK/out")"
 grep -q "2 already done, 0 to run" "$WORK/out" ||
   fail "the sweep resumed from another folder ran cells again: $(cat "$WORK/out")"
+# A cell's notes are the sweep's, each said once with the cells it holds for.
+echo '{"set": {"training.steps": 3, "training.data_parallel": "fsdp"}, "axes": {"training.bucket_mb": [25, 10, 5]},
+       "policies": ["static"]}' >"$WORK/noted.json"
+expect_ok "$DDPSIM" sweep "$WORK/noted.json" --out "$WORK/noted" --jobs 1
+[[ $(grep -c '^note: ' "$WORK/err") == 1 ]] &&
+  grep -q '^note: training.overlap, bucket_mb and first_bucket_mb have no effect under .* (cells 1 and 2)$' "$WORK/err" ||
+  fail "a sweep's cells' notes are not said once, with their cells: $(cat "$WORK/err")"
 finish
