@@ -82,6 +82,7 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   const auto columns = simulate_parallel(config, record);
   std::cout << pipeline_table(config, columns);
   nlohmann::ordered_json summary = pipeline_summary(config, columns);
+  if (!config.parallel->abstract_mode) summary["provenance"] = config.provenance();  // time units need none
   if (replicates > 1) {
     Progress progress("replicates", "seeds");
     const Replicates seeds = pipeline_replicates(config, columns, replicates, std::ref(progress));

@@ -216,4 +216,13 @@ step = {(r["parallel.schedule"], r["parallel.channels.exclusive"]): float(r["mea
 assert abs(step["gpipe", "none"] - 46.53) < 0.01 and abs(step["1f1b", "grad_sync"] - 70.83) < 0.01, step
 assert all(0 < float(r["grad_sync_utilisation"]) < 1 for r in rows), rows
 PY
+# A model-mode job's summary says where its model and platform came from; an abstract one's has none.
+expect_ok "$DDPSIM" run "$SRC/configs/llama3-8b-pipeline.json" --steps 2 --out "$WORK/prov"
+python3 - "$WORK/prov/summary.json" <<'PY' || fail "a pipeline job's summary.json lacks its provenance"
+import json, sys
+p = json.load(open(sys.argv[1]))["provenance"]
+assert p["model_source"].startswith("derived from specs, not profiled") and p["platform"]["topology"] == "cluster", p
+PY
+expect_ok "$DDPSIM" run "$SRC/configs/pipeline-study.json" --steps 2 --out "$WORK/abstract"
+! grep -q '"provenance"' "$WORK/abstract/summary.json" || fail "an abstract pipeline job names a model"
 finish
