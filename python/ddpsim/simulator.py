@@ -243,7 +243,8 @@ def _progress(progress):
     if not (progress is None or isinstance(progress, bool) or callable(progress)):
         raise _core.UsageError(f"progress: expected a callable(what, done, total), True, False or None, "
                                f"got {type(progress).__name__}")
-    if progress is None and sys.stderr is not None and (sys.stderr.isatty() or "ipykernel" in sys.modules):
+    if progress is True or (progress is None and sys.stderr is not None and
+                            (sys.stderr.isatty() or "ipykernel" in sys.modules)):
         return _tqdm_progress()
     return None if progress is False else progress
 
@@ -302,8 +303,8 @@ def run(config: ConfigLike = None, *, policies=None, steps: Optional[int] = None
     (``ddpsim.run(**{"training.world_size": 8})``). ``policies`` replaces the config's (a list
     or "a,b"), ``steps`` sets training.steps and ``replicates=R`` adds the seeds' ranges and the
     gains' prediction intervals (summary["replicates"]). ``progress(what, done, total)`` hears
-    long work (default: a tqdm bar on a terminal or in a notebook where tqdm is installed; False:
-    none); Ctrl-C stops the work cleanly. Refusals raise InputError / UsageError with the
+    long work (default: a tqdm bar on a terminal or in a notebook where tqdm is installed; True:
+    such a bar wherever the output goes; False: none); Ctrl-C stops the work cleanly. Refusals raise InputError / UsageError with the
     command line's messages."""
     return _simulate("run", config, policies, steps, replicates, progress, overrides)
 

@@ -264,6 +264,7 @@ class ProgressAndStop(unittest.TestCase):
                 tempfile.tempdir = shared
             self.assertEqual(os.listdir(private), [])  # nothing half-written left behind
         self.assertEqual(len(ddpsim.run(steps=5, progress=False).files), 2)  # and the next run is whole
+        self.assertEqual(len(ddpsim.run(steps=5, progress=True).files), 2)  # a bar where tqdm is, else none
 
     def test_notes_become_warnings(self):
         with warnings.catch_warnings(record=True) as caught:
