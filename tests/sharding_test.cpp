@@ -255,12 +255,19 @@ TEST_CASE("a sharding key the config leaves nothing to act on gets a note, and i
              return std::abs(p.step_ms - q.step_ms) < 1e-9;
            });
   };
-  const nlohmann::json one_unit = {{"wrap", "root"}, {"forward_prefetch", 2}, {"backward_prefetch", "none"}};
+  const nlohmann::json one_unit = {
+      {"wrap", "root"}, {"reshard_after_forward", false}, {"forward_prefetch", 2}, {"backward_prefetch", "none"}};
   CHECK(notes(one_unit) ==
-        "training.forward_prefetch and training.backward_prefetch have no effect: the model is "
-        "one unit (training.wrap), gathered once and kept through backward, so nothing is "
-        "prefetched\n");
+        "training.reshard_after_forward, training.forward_prefetch and training.backward_prefetch have no effect: "
+        "the model is one unit (training.wrap), gathered once and kept through backward\n");
   CHECK(same_steps(one_unit, {{"wrap", "root"}}));
+  const nlohmann::json two_units = {{"wrap", "size"}, {"min_num_params", 3e7}};  // a root and one module
+  nlohmann::json post = two_units;
+  post["backward_prefetch"] = "backward_post";
+  CHECK(notes(post) ==
+        "training.backward_prefetch has no effect: with one unit besides the root (training.wrap), backward "
+        "re-gathers that unit alone, as it begins\n");
+  CHECK(same_steps(post, two_units));
   const nlohmann::json kept = {{"reshard_after_forward", false}, {"backward_prefetch_depth", 2}};
   CHECK(notes(kept) ==
         "training.backward_prefetch_depth has no effect: with training.reshard_after_forward false "

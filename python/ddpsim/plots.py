@@ -36,23 +36,29 @@ def _script(name: str):
     return importlib.import_module(name)
 
 
-def _arguments_named(message: str) -> str:
-    """A script's message with its options ("--where") as this package's arguments ("where=")."""
-    option = r"(?<![\w-])--([a-z][a-z-]*[a-z])\b(?: (?=[\w.]))?"  # and the space before its value
-    return re.sub(option, lambda m: m.group(1).replace("-", "_") + "=", message)
+def _arguments_named(message: str, given: Optional[dict] = None) -> str:
+    """A script's message in this package's words: its option "--by KEY" followed by the value
+    the call gave is "by=KEY"; any other "--by" is the argument's name, "by"."""
+    def named(m: re.Match) -> str:
+        name, value = m.group(1).replace("-", "_"), m.group(2)
+        if value is not None and str((given or {}).get(name)) == value:
+            return f"{name}={value}"
+        return name + (" " + value if value is not None else "")
+
+    return re.sub(r"(?<![\w-])--([a-z](?:[a-z-]*[a-z])?)\b(?: ([^\s,;:()]+))?", named, message)
 
 
 @contextlib.contextmanager
-def _refusals(folder: str):
+def _refusals(folder: str, given: Optional[dict] = None):
     """The scripts end with a one-line message (sys.exit): here it is an InputError, naming the
     result's files rather than the temporary folder they were written to, and the function's
-    arguments rather than the script's options."""
+    arguments (``given``: their values) rather than the script's options."""
     try:
         yield
     except SystemExit as e:
         message = str(e.code) if e.code not in (None, 0) else "the figure could not be drawn"
         message = message.removeprefix("ddpsim.plots: ").replace(folder + os.sep, "")
-        raise _core.InputError(_arguments_named(message)) from None
+        raise _core.InputError(_arguments_named(message, given)) from None
 
 
 def _shown(figures: dict) -> dict:
@@ -103,9 +109,9 @@ def sweep(result, x: str, *, kind: str = "lines", metric: Optional[str] = None, 
     class Refuse:  # what the script's parser would say, as the package says it
         @staticmethod
         def error(message):
-            raise _core.UsageError(_arguments_named(message))
+            raise _core.UsageError(_arguments_named(message, vars(args)))
 
-    with tempfile.TemporaryDirectory(prefix="ddpsim-plots-") as folder, _refusals(folder):
+    with tempfile.TemporaryDirectory(prefix="ddpsim-plots-") as folder, _refusals(folder, vars(args)):
         result.write(folder)
         res = script.Results(os.path.join(folder, "results.csv"))
         res.name = name  # the title's sweep name, not the temporary folder's

@@ -91,7 +91,8 @@ class Result(Outputs):
         """How much better ``policy`` does than the first policy on ``figure``, in % of the
         first's, as compare's and sweep's gains are stated (positive: better). The default
         figure is the mean step (``mean_max_step_ms``; a pipeline job's ``mean_step_time``). A
-        time's gain is the share saved; a rate's (``*_per_s``), the share gained."""
+        rate's gain (``*_per_s``, ``*_throughput``, ``*_utilisation``, ``compute_share``) is the
+        share gained; any other figure's (a time, a wait, padding), the share saved."""
         rows = {p["policy"]: p for p in self._policy_rows()}
         if policy not in rows:
             raise _core.UsageError(f"policy {policy!r}: not in this result ({', '.join(rows)})")
@@ -105,7 +106,8 @@ class Result(Outputs):
                                    f"(one of {', '.join(numeric)})")
         if base == 0:
             raise _core.UsageError(f"figure {figure!r}: the first policy's is 0, so no gain is a share of it")
-        return 100.0 * (this / base - 1 if figure.endswith("_per_s") else 1 - this / base)
+        higher_is_better = figure.endswith(("_per_s", "_throughput", "_utilisation")) or figure == "compute_share"
+        return 100.0 * (this / base - 1 if higher_is_better else 1 - this / base)
 
     def to_pandas(self) -> Frames:
         """The result as DataFrames (pandas is imported here, and only here)."""
@@ -177,30 +179,40 @@ def _tqdm_progress() -> Optional[Progress]:
     return update
 
 
+class _NotConfig(TypeError):
+    pass
+
+
 def _json(value, what: str) -> str:
-    """A Python value as the JSON a config holds; NumPy's numbers and arrays as Python's."""
+    """A Python value as the JSON a config holds; NumPy's numbers and arrays as Python's, a path
+    as its text."""
     def plain(v):
         if hasattr(v, "tolist"):  # a NumPy scalar or array
             return v.tolist()
-        raise TypeError(type(v).__name__)
+        if isinstance(v, os.PathLike):
+            return os.fspath(v)
+        raise _NotConfig(f"{type(v).__name__} is not a config value (expected a number, a string, a bool, None, "
+                         f"a list or a dict)")
 
     try:
         return json.dumps(value, allow_nan=False, default=plain)
-    except TypeError as e:
-        raise _core.UsageError(f"{what}: a {e} is not a config value (expected a number, a string, a bool, "
-                               f"None, a list or a dict)") from None
-    except ValueError:
-        raise _core.UsageError(f"{what}: {value!r} holds a NaN or an infinity, which no config key takes") from None
+    except (TypeError, ValueError) as e:
+        why = e if isinstance(e, TypeError) else "a NaN or an infinity, which no config key takes"
+        raise _core.UsageError(f"{what}: {why}") from None
 
 
 def _set_text(value, what: str) -> str:
     """--set's text for a Python value: a string as written where --set reads it back as that
     string ("fsdp"), quoted where --set would read something else ("8", "true", "")."""
-    if isinstance(value, str) and value and value[0] not in "{[\"":
+    if isinstance(value, str) and value:
         try:
-            json.loads(value)
-        except ValueError:
+            parsed = json.loads(value)
+        except ValueError:  # a plain string, or JSON gone wrong, which --set names
             return value
+        else:
+            if isinstance(parsed, (dict, list, str)):  # JSON for the command line, not a Python value
+                raise _core.UsageError(f"{what}: {value!r} is JSON text; pass the value itself, as Python "
+                                       f"(a dict, a list, or the string unquoted)")
     return _json(value, what)
 
 
@@ -213,10 +225,10 @@ def _integer(value, what: str) -> int:
 def _policy_list(policies) -> str:
     if isinstance(policies, str):
         return policies
-    if isinstance(policies, (dict, bytes)) or not hasattr(policies, "__iter__") or \
-            not all(isinstance(p, str) for p in policies):
+    names = None if isinstance(policies, (dict, bytes)) or not hasattr(policies, "__iter__") else list(policies)
+    if names is None or not all(isinstance(p, str) for p in names):
         raise _core.UsageError(f"policies: expected policy names, as a list or \"a,b\", got {policies!r}")
-    return ",".join(policies)
+    return ",".join(names)
 
 
 def _arguments(config: ConfigLike, policies, steps, replicates, overrides: dict) -> list:

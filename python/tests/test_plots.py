@@ -71,7 +71,7 @@ class SameFigures(unittest.TestCase):
         self.assertEqual([t.get_text() for t in fig.axes[0].get_legend().get_texts()], ["ddp", "zero2"])
         # The script's message, in the function's arguments (by=, policies=), not its options.
         with self.assertRaisesRegex(ddpsim.InputError, r"^results.csv: by=training.data_parallel draws a line per "
-                                    r"value of training.data_parallel for one policy: name it with policies= \("):
+                                    r"value of training.data_parallel for one policy: name it with policies \("):
             ddpsim.plots.sweep(grid, "training.world_size", by="training.data_parallel")
 
 

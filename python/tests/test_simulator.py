@@ -175,19 +175,25 @@ class Refusals(unittest.TestCase):
 class PythonArguments(unittest.TestCase):
     """What a notebook passes that the command line never sees: NumPy values, Python types."""
 
-    def test_numpy_values_are_their_python_values(self):
+    def test_numpy_values_paths_and_generators_are_their_python_values(self):
         import numpy
+        import pathlib
 
-        plain = ddpsim.run(steps=5, progress=False, **{"training.world_size": 2, "training.seed": 3})
-        from_numpy = ddpsim.run(steps=numpy.int64(5), progress=False,
-                                **{"training.world_size": numpy.int64(2), "training.seed": numpy.array(3)})
+        model = os.path.join(SOURCE, "models", "h100-distilbert-measured.json")
+        plain = ddpsim.run(steps=5, progress=False, policies=["static", "minmax"],
+                           **{"training.world_size": 2, "training.seed": 3, "model": model})
+        from_numpy = ddpsim.run(steps=numpy.int64(5), progress=False, policies=(p for p in ["static", "minmax"]),
+                                **{"training.world_size": numpy.int64(2), "training.seed": numpy.array(3),
+                                   "model": pathlib.Path(model)})
         self.assertEqual(measured_apart(plain.files), measured_apart(from_numpy.files))
 
     def test_a_value_is_refused_as_its_python_type(self):
         refused_as_the_binary(self, "run", ["--set", 'training.world_size="8"'],
                               lambda: ddpsim.run(**{"training.world_size": "8"}))
         refusals = {"NaN": lambda: ddpsim.run(**{"simulation.unit_jitter": float("nan")}),
-                    "a object is not a config value": lambda: ddpsim.run(**{"training.seed": object()}),
+                    "training.seed: object is not a config value": lambda: ddpsim.run(**{"training.seed": object()}),
+                    "training.b_max: '\"model\"' is JSON text; pass the value itself":
+                        lambda: ddpsim.run(**{"training.b_max": '"model"'}),
                     "steps: expected an integer, got str": lambda: ddpsim.run(steps="5"),
                     "replicates: expected an integer, got bool": lambda: ddpsim.run(replicates=True),
                     "policies: expected policy names": lambda: ddpsim.run(policies=[1, 2]),

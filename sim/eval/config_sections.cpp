@@ -64,6 +64,7 @@ namespace {
 // A pipeline job's data parallelism is its parallel section's (ddp, zero2): none of FSDP's keys
 // has anything to act on there. A printed config names their defaults, which are no request.
 void refuse_in_pipeline(const JsonFields& f, const std::string& where) {
+  if (f.has("data_parallel") && f.raw("data_parallel") != "ddp") return;  // check_sharded: "leave one out"
   const TrainingConfig d;
   const std::pair<const char*, nlohmann::json> defaults[] = {{"shard_group", nullptr},
                                                              {"wrap", d.wrap},

@@ -228,25 +228,29 @@ void interference_notes(Config& c) {
 void unused_sharding_notes(Config& c) {
   const TrainingConfig& t = c.training;
   const TrainingConfig defaults;
-  std::vector<std::string> prefetch;  // the prefetch keys given other than their defaults
-  if (t.forward_prefetch != defaults.forward_prefetch) prefetch.push_back("forward_prefetch");
-  if (t.backward_prefetch != defaults.backward_prefetch) prefetch.push_back("backward_prefetch");
-  if (t.backward_prefetch_depth != defaults.backward_prefetch_depth) prefetch.push_back("backward_prefetch_depth");
-  std::vector<std::string> backward;  // of those, backward's
-  for (const std::string& key : prefetch)
-    if (key != "forward_prefetch") backward.push_back(key);
+  std::vector<std::string> backward;  // backward's prefetch keys given other than their defaults
+  if (t.backward_prefetch != defaults.backward_prefetch) backward.push_back("backward_prefetch");
+  if (t.backward_prefetch_depth != defaults.backward_prefetch_depth) backward.push_back("backward_prefetch_depth");
+  std::vector<std::string> any = backward;  // and forward's
+  if (t.forward_prefetch != defaults.forward_prefetch) any.insert(any.begin(), "forward_prefetch");
+  if (!t.reshard_after_forward) any.insert(any.begin(), "reshard_after_forward");
   const auto named = [](const std::vector<std::string>& keys) {
     std::string text;
     for (std::size_t k = 0; k < keys.size(); ++k)
       text += (k == 0 ? "training." : k + 1 == keys.size() ? " and training." : ", training.") + keys[k];
     return text + (keys.size() == 1 ? " has" : " have");
   };
-  if (!prefetch.empty() && shard_units(*c.model, t.wrap, t.min_num_params).size() == 1)
-    c.notes.push_back(named(prefetch) + " no effect: the model is one unit (training.wrap), gathered once and " +
-                      "kept through backward, so nothing is prefetched");
+  std::size_t blocks = 0;  // units besides the root
+  for (const ShardUnit& u : shard_units(*c.model, t.wrap, t.min_num_params)) blocks += !u.root;
+  if (!any.empty() && blocks == 0)
+    c.notes.push_back(named(any) + " no effect: the model is one unit (training.wrap), gathered once and kept " +
+                      "through backward");
   else if (!backward.empty() && !t.reshard_after_forward)
     c.notes.push_back(named(backward) + " no effect: with training.reshard_after_forward false every unit stays " +
                       "gathered from its forward to its backward, so backward re-gathers nothing");
+  else if (!backward.empty() && blocks == 1)
+    c.notes.push_back(named(backward) + " no effect: with one unit besides the root (training.wrap), backward " +
+                      "re-gathers that unit alone, as it begins");
   if (t.no_sync && !accumulates(c))
     c.notes.push_back(
         "training.no_sync has no effect: a step of one micro-batch (training.micro_batches 1) "
