@@ -99,11 +99,13 @@ class Result(Outputs):
         first = self._policy_rows()[0]
         if figure is None:
             figure = "mean_max_step_ms" if "mean_max_step_ms" in first else "mean_step_time"
-        numeric = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        def number(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
         base, this = first.get(figure), rows[policy].get(figure)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (base, this)):
+        if not (number(base) and number(this)):
             raise _core.UsageError(f"figure {figure!r}: not a number of this result's policies "
-                                   f"(one of {', '.join(numeric)})")
+                                   f"(one of {', '.join(k for k, v in first.items() if number(v))})")
         if base == 0:
             raise _core.UsageError(f"figure {figure!r}: the first policy's is 0, so no gain is a share of it")
         higher_is_better = figure.endswith(("_per_s", "_throughput", "_utilisation")) or figure == "compute_share"

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "common/error.hpp"
+#include "common/split.hpp"
 #include "engine/platform.hpp"
 #include "sched/scheduler.hpp"
 
@@ -213,8 +214,7 @@ void interference_notes(Config& c) {
   if (c.model->comm_slowdown != 1) factors.push_back("comm_slowdown");
   if (c.model->allreduce_slowdown != 1) factors.push_back("allreduce_slowdown");
   if (factors.empty()) return;
-  const std::string named =
-      "model " + c.model->name + "'s " + (factors.size() == 2 ? factors[0] + " and " + factors[1] : factors[0]);
+  const std::string named = "model " + c.model->name + "'s " + and_list(factors);
   if (S == 1)
     c.notes.push_back(named + (factors.size() == 2 ? " have" : " has") +
                       " no effect under training.shard_group 1: a group of one rank gathers and reduce-scatters "
@@ -234,11 +234,9 @@ void unused_sharding_notes(Config& c) {
   std::vector<std::string> any = backward;  // and forward's
   if (t.forward_prefetch != defaults.forward_prefetch) any.insert(any.begin(), "forward_prefetch");
   if (!t.reshard_after_forward) any.insert(any.begin(), "reshard_after_forward");
-  const auto named = [](const std::vector<std::string>& keys) {
-    std::string text;
-    for (std::size_t k = 0; k < keys.size(); ++k)
-      text += (k == 0 ? "training." : k + 1 == keys.size() ? " and training." : ", training.") + keys[k];
-    return text + (keys.size() == 1 ? " has" : " have");
+  const auto named = [](std::vector<std::string> keys) {
+    for (std::string& key : keys) key.insert(0, "training.");
+    return and_list(keys) + (keys.size() == 1 ? " has" : " have");
   };
   std::size_t blocks = 0;  // units besides the root
   for (const ShardUnit& u : shard_units(*c.model, t.wrap, t.min_num_params)) blocks += !u.root;

@@ -43,8 +43,8 @@ void interference_notes(Config& config);
 
 // Under fsdp and hybrid, a note for each key given that the config leaves nothing to act on:
 // prefetching or resharding with one unit, backward's prefetch where nothing or one unit is
-// re-gathered, no_sync without micro-batches. Only a value other than the default is a request (a sweep may set
-// defaults).
+// re-gathered, no_sync without micro-batches. Only a value other than the default is a request
+// (a sweep may set defaults).
 void unused_sharding_notes(Config& config);
 
 // Refuses what a sharded config cannot take yet, naming the key.

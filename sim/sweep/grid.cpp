@@ -11,6 +11,7 @@
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
 #include "common/json_util.hpp"
+#include "common/split.hpp"
 #include "report/outputs.hpp"
 
 namespace fs = std::filesystem;
@@ -204,11 +205,10 @@ std::vector<std::string> SweepGrid::note_lines() const {
     if (at.size() == cells.size()) {
       where = "every cell";
     } else {
-      const std::size_t shown = std::min<std::size_t>(at.size(), 5);
-      for (std::size_t k = 0; k < shown; ++k)
-        where += (k == 0 ? "" : k + 1 == at.size() ? " and " : ", ") + std::to_string(at[k]);
-      if (shown < at.size()) where += " and " + std::to_string(at.size() - shown) + " more";
-      where = (at.size() == 1 ? "cell " : "cells ") + where;
+      std::vector<std::string> shown;
+      for (std::size_t k = 0; k < std::min<std::size_t>(at.size(), 5); ++k) shown.push_back(std::to_string(at[k]));
+      if (shown.size() < at.size()) shown.push_back(std::to_string(at.size() - shown.size()) + " more");
+      where = (at.size() == 1 ? "cell " : "cells ") + and_list(shown);
     }
     lines.push_back(note + " (" + where + ")");
   }
