@@ -36,8 +36,11 @@ for pad in 1 16; do
     --measured traces/h100/prereg3/runs/pad$pad/minmax-cost-tokens/steps.csv \
     --baseline traces/h100/prereg3/runs/pad$pad/static/steps.csv --model traces/h100/prereg3/model-bf16.json
 done
-for p in minmax-cost-tokens sorted; do
-  validate_into traces/cpu/prereg2/validation/$p --registered traces/cpu/prereg2/prediction.json \
-    --measured traces/cpu/prereg2/runs/$p/steps.csv --baseline traces/cpu/prereg2/runs/static/steps.csv
+for reg in prereg2 prereg3 prereg4; do
+  [[ -d traces/cpu/$reg/runs ]] || continue  # registered, its run not yet in
+  for p in minmax-cost-tokens sorted; do
+    validate_into traces/cpu/$reg/validation/$p --registered traces/cpu/$reg/prediction.json \
+      --measured traces/cpu/$reg/runs/$p/steps.csv --baseline traces/cpu/$reg/runs/static/steps.csv
+  done
 done
 "$ddpsim" scorecard traces --out docs/scorecard.md

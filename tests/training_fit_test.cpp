@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "calib/training_fit.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "eval/simulate.hpp"
+#include "eval/uncertainty.hpp"
 #include "test_data.hpp"
 
 using namespace ddpsim;
@@ -156,4 +158,47 @@ TEST_CASE("measured steps keep their regime: a launch-bound run's spikes shrink 
     else
       CHECK(largest < 1.05);
   }
+}
+
+TEST_CASE("runs trained in turn at different levels give the spread of a gain's run-level term") {
+  const Config config = spiky_config("static", "off", 60);
+  const auto dataset = make_length_source(config.data, 256)->dataset(5);
+  const SimulationRun sim = simulate(config, dataset);
+  Trace fast = as_trace(sim, "4"), slow = as_trace(sim, "4");
+  fast.path = "runs/static/steps.csv";
+  slow.path = "runs/sorted/steps.csv";
+  for (RankStep& r : slow.runs[0].rows) r.fwd_ms *= 1.1, r.bwd_ms *= 1.1, r.opt_ms *= 1.1;
+  const Calibration surface = known_surface(*config.model);
+  CHECK(fit_training({fast}, surface).run_level_spread == 0);
+  const TrainingFit t = fit_training({fast, slow}, surface);
+  REQUIRE(t.run_levels.size() == 2);
+  CHECK(t.run_levels[1].second / t.run_levels[0].second == doctest::Approx(1.1).epsilon(1e-6));
+  // Two draws 10% apart: the standard deviation of their logs is ln 1.1 / √2.
+  const double spread = std::pow(1.1, 1.96) - 1;
+  CHECK(t.run_level_spread == doctest::Approx(spread).epsilon(1e-6));
+  CHECK(training_report(t).find("run level: two runs' levels may differ by 20.5% (95%; levels static ×") !=
+        std::string::npos);
+
+  // The model keeps it, and every gain predicted with it carries it, scaled by 1 − gain.
+  auto doc = nlohmann::ordered_json::parse(spiky_model().dump());
+  add_training(doc, t, {fast, slow});
+  const PerfModel m = parse_perf_model(nlohmann::json::parse(doc.dump()), "trained");
+  CHECK(m.run_level_spread == doctest::Approx(spread).epsilon(1e-3));
+  const TokenSummary any{};
+  const auto terms = fixed_terms(m, 20, any, any);
+  const auto it = std::find_if(terms.begin(), terms.end(), [](const auto& x) { return x.name == "run level"; });
+  REQUIRE(it != terms.end());
+  CHECK(it->half_width_pp == doctest::Approx(100 * m.run_level_spread * 0.8));
+}
+
+TEST_CASE("a model's run level is checked key by key") {
+  nlohmann::json doc = spiky_model();
+  doc["run_level"] = {{"spread", 0.05}};
+  CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains("m.json: run_level: missing \"source\""),
+                       InputError);
+  doc["run_level"] = {{"spread", -1}, {"source", "s"}};
+  CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains("spread must be a finite number ≥ 0"),
+                       InputError);
+  doc["run_level"] = {{"spread", 0.05}, {"source", "s"}, {"spreed", 1}};
+  CHECK_THROWS_AS(parse_perf_model(doc, "m.json"), InputError);
 }

@@ -27,6 +27,37 @@ bool one_process(const Trace& t) {
   return said != t.metadata.end() && said->second != "0" && said->second != "1";
 }
 
+// One training run's rank-steps: compute over the surface, the surface's sum, optimizer times.
+struct RunTimes {
+  std::string name;
+  std::vector<double> ratios, opt;
+  double surface_ms = 0;
+};
+
+// Each run's level: its own shapes at its median factor and its mean optimizer, over the same
+// shapes at the pooled runs' (`typical` factor, fit.optimizer_ms). Runs of one setting trained
+// in turn share the minutes, so what tells their levels apart is none of the session's. The
+// spread is the 95% half-width of the ratio of two runs' levels, 1.96·√2 times the sample
+// standard deviation of the levels' logs: a pre-run's few runs are a few draws, and their range
+// alone understated the next run's (the fourth registered CPU prediction).
+void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& fit) {
+  std::vector<double> logs;
+  for (const RunTimes& run : runs) {
+    if (run.ratios.empty()) continue;
+    const double n = double(run.ratios.size()), opt = fit.optimizer_ms >= 0 ? fit.optimizer_ms : 0;
+    const double own_opt = run.opt.empty() ? opt : mean(run.opt);
+    const double level =
+        (percentile(run.ratios, 50) * run.surface_ms + own_opt * n) / (typical * run.surface_ms + opt * n);
+    fit.run_levels.emplace_back(run.name, level);
+    logs.push_back(std::log(level));
+  }
+  if (logs.size() < 2) return;
+  const double centre = mean(logs);
+  double squares = 0;
+  for (double x : logs) squares += (x - centre) * (x - centre);
+  fit.run_level_spread = std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / double(logs.size() - 1)));
+}
+
 }  // namespace
 
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
@@ -52,6 +83,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   std::size_t width = 0;
   long timed = 0, above = 0;  // rank-steps timed, and those from the profile's knee
   std::string files;
+  std::vector<RunTimes> runs;
   for (const Trace& t : training) {
     files += (files.empty() ? "" : ", ") + t.path;
     // Rows in the order they ran: step by step, the policies in turn within a step, then ranks.
@@ -61,6 +93,9 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     std::stable_sort(order.begin(), order.end(), [](const Timed& a, const Timed& b) {
       return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank);
     });
+    const std::size_t first_run = runs.size();
+    for (const PolicyRun& run : t.runs)
+      runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, {}, {}, 0});
     const bool shared = one_process(t);
     std::map<int, std::set<std::pair<int, int>>> met;    // per process
     std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
@@ -84,6 +119,10 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
       s.predicted.push_back(predicted);
       s.first.push_back(first);
       if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
+      RunTimes& own = runs[first_run + static_cast<std::size_t>(x.run)];
+      own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
+      own.surface_ms += predicted;
+      if (!std::isnan(r.opt_ms)) own.opt.push_back(r.opt_ms);
     }
   }
   // Whole steps only, all of one world: a step's ranks are drawn together.
@@ -132,6 +171,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   fit.above_share = timed ? double(above) / double(timed) : 0;
   if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
     fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
+  run_levels(runs, typical, fit);
   char line[256];
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
   fit.source = line + files;
@@ -157,6 +197,18 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
     model["noise"]["steps_regime"] = t.above_share > 0.5 ? "above" : "below";
     model["noise"]["above"] = {
         {"tokens", t.knee_tokens}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", t.steps_scale}};
+  }
+  if (t.run_levels.size() >= 2) {
+    nlohmann::ordered_json levels = nlohmann::ordered_json::object();
+    for (const auto& [name, level] : t.run_levels) levels[name] = std::round(level * 1e4) / 1e4;
+    model["run_level"] = {{"spread", std::round(t.run_level_spread * 1e4) / 1e4},
+                          {"levels", levels},
+                          {"source",
+                           "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation "
+                           "of the logs of the " +
+                               std::to_string(t.run_levels.size()) +
+                               " training runs' levels: compute and optimizer over the runs' pooled), by "
+                               "ddpsim calibrate --training"}};
   }
   model["calibration"]["fit"]["training"] = {
       {"rank_steps", t.rank_steps},
@@ -187,6 +239,20 @@ std::string training_report(const TrainingFit& t) {
   if (t.optimizer_ms >= 0) {
     std::snprintf(line, sizeof line,
                   "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
+    out += line;
+  }
+  if (t.run_levels.size() >= 2) {
+    std::string each;
+    for (const auto& [name, level] : t.run_levels) {
+      const std::filesystem::path path(name);  // runs/static/steps.csv: "static"
+      const std::string shown = path.has_parent_path() ? path.parent_path().filename().string() : name;
+      std::snprintf(line, sizeof line, "%s%s ×%.3f", each.empty() ? "" : ", ", shown.c_str(), level);
+      each += line;
+    }
+    std::snprintf(line, sizeof line,
+                  "            run level: two runs' levels may differ by %.1f%% (95%%; levels %s): a term of every "
+                  "gain's prediction interval\n",
+                  100 * t.run_level_spread, each.c_str());
     out += line;
   }
   if (t.knee_tokens > 0) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,12 @@ struct TrainingFit {
   // ratio of its regimes (above / below) that scales a factor drawn across the knee.
   long long knee_tokens = 0;
   double above_share = 0, steps_scale = 1;
-  std::string source;        // one line: which traces, how many steps and ranks
+  std::string source;  // one line: which traces, how many steps and ranks
+  // Each run's level, its rank-steps' compute and optimizer over the pooled runs' (its own
+  // shapes at the pooled factor and optimizer), and the 95% half-width of the ratio of two
+  // runs' levels (PerfModel::run_level_spread; 0 with one run).
+  std::vector<std::pair<std::string, double>> run_levels;
+  double run_level_spread = 0;
 };
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

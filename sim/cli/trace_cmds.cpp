@@ -52,8 +52,9 @@ are reduced to their median, and fits minimise relative error:
                       per-rank compute over the surface (from step 1; drawn whole steps at a
                       time in place of the noise above: the run's level, tail and spikes that
                       strike a step's ranks together), the first use of a shape in a process
-                      (median extra over the surface; emulated ranks share one process), and
-                      the optimizer's time
+                      (median extra over the surface; emulated ranks share one process), the
+                      optimizer's time, and with several runs trained in turn how far their
+                      levels differed (a term of every predicted gain's interval)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
@@ -148,8 +149,8 @@ int calibrate(const Args& args) {
       "residuals", po::value<std::string>(), "write phase,b,L,measured_ms,predicted_ms rows for residual plots")(
       "training", po::value<std::vector<std::string>>()->multitoken(),
       "TRACE.csv...: training runs of the setting (e.g. the static run); not fitted into the surface: they give "
-      "the rank-steps' spread around it (drawn a step at a time), a shape's first-use cost and the optimizer")(
-      "help,h", "this help");
+      "the rank-steps' spread around it (drawn a step at a time), a shape's first-use cost, the optimizer and, "
+      "from several runs trained in turn, how far their levels differed")("help,h", "this help");
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("trace", -1);

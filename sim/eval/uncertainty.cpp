@@ -132,6 +132,9 @@ std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct
   if (!model.fit_warning.empty())
     terms.push_back({"fit", 100 * model.fit_heldout_mape * std::max(0.0, 1 - gain_pct / 100)});
   if (model.spec_derived()) terms.push_back({"spec-derived compute", kSpecGainShare * std::abs(gain_pct)});
+  // Levels a and b of the two runs move 1 − gain by their ratio: by at most the spread.
+  if (model.run_level_spread > 0)
+    terms.push_back({"run level", 100 * model.run_level_spread * std::max(0.0, 1 - gain_pct / 100)});
   return terms;
 }
 

@@ -19,7 +19,7 @@ namespace ddpsim {
 
 // One source of a gain's uncertainty: its 95% half-width in percentage points.
 struct UncertaintyTerm {
-  std::string name;  // "model form", "session", "first use", "spec-derived compute", "network", "fit"
+  std::string name;  // "model form", "session", "first use", "spec-derived compute", "network", "fit", "run level"
   double half_width_pp = 0;
 };
 
@@ -58,7 +58,8 @@ inline constexpr double kRunsApartFactor = 2.5;
 
 // The terms a gain carries without simulating: the session's, for the regime that each of the
 // two runs' slowest micro-batches sits in (TokenSummary) and wider for runs apart (a prediction
-// assumes policies trained in turn), a poor fit's held-out error, and a spec's share of its gain.
+// assumes policies trained in turn), a poor fit's held-out error, a spec's share of its gain, and
+// how far runs trained in turn differed in level (PerfModel::run_level_spread).
 std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct, const TokenSummary& policy,
                                          const TokenSummary& base, bool runs_apart = false);
 // The regime of a gain's two runs, as the session term reads it: "compute-bound",

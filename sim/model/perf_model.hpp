@@ -46,6 +46,12 @@ struct PerfModel {
   // model, and a prediction takes this project's campaign figures (eval/uncertainty.hpp).
   double session_below_pp = -1, session_above_pp = -1;
   std::string session_source;
+  // How far the levels of runs of one setting, trained in turn in one session, differed for
+  // what no policy explains (ddpsim calibrate --training with several runs: on a CPU, each
+  // model at a level of its own): the 95% half-width of the ratio of two runs' levels, less 1.
+  // A gain compares two such runs, so it carries that much of a term; 0: not measured.
+  double run_level_spread = 0;
+  std::string run_level_source;
   double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
   // Log-normal σ of a factor drawn once per step for all ranks: slow spells of a machine the
   // ranks share (emulated ranks in one process, cores of one host), which independent per-rank

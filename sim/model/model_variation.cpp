@@ -1,0 +1,138 @@
+// How a model's times vary around its phases: the compute noise (σ's, slow spells, measured
+// training steps), how far a gain moves between sessions, and between runs trained in turn.
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model_fields.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+// Positive, non-decreasing factors, scaled here to median one (the phases give a quiet machine's
+// time; spells lift it).
+std::vector<double> quantile_table(const nlohmann::json& list, const std::string& where) {
+  const char* expected =
+      "an array of at least 2 non-decreasing numbers > 0 (slow-spell factors at evenly spaced "
+      "probabilities from 0 to 1)";
+  if (!list.is_array()) throw wrong_type(list, where, expected);
+  if (list.size() < 2)
+    throw InputError(where + " has " + std::to_string(list.size()) + " value(s): expected " + expected);
+  std::vector<double> q;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& v = list[i];
+    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e6) ||
+        (!q.empty() && v.get<double>() < q.back()))
+      throw wrong_type(v, where + "[" + std::to_string(i) + "]",
+                       q.empty() ? "a number in (0, 1e6]" : "a number in (0, 1e6], at least the one before");
+    q.push_back(v.get<double>());
+  }
+  const double scale = quantile_table_at(q, 0.5);
+  for (double& x : q) x /= scale;
+  return q;
+}
+
+// The compute-bound regime's noise (PerfModel::NoiseAbove): a knee of at least one token.
+PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::string& where) {
+  JsonFields f(doc, where);
+  PerfModel::NoiseAbove a;
+  if (!f.has("tokens"))
+    throw InputError(where + ": missing \"tokens\" (the padded tokens per rank-step from which this noise holds)");
+  a.tokens = f.get_in<long long>("tokens", 1, 1, 1LL << 40);
+  if (!f.has("sigma"))
+    throw InputError(where + ": missing \"sigma\" (the log-normal σ of the rank-steps from \"tokens\" on, 0 for none)");
+  a.sigma = non_negative(f, "sigma", 0, 3);
+  a.shared_sigma = non_negative(f, "shared_sigma", 0, 3);
+  if (f.has("spells")) a.spells = quantile_table(f.raw("spells"), where + ": spells");
+  a.steps_scale = f.get<double>("steps_scale", 1);
+  if (!(a.steps_scale > 0 && a.steps_scale <= 1e3))
+    throw InputError(where +
+                     ": steps_scale must be in (0, 1000] (a measured step's log factor across the knee is "
+                     "scaled by it), got " +
+                     nlohmann::json(a.steps_scale).dump());
+  f.reject_unknown();
+  return a;
+}
+
+// Measured steps: rows of equal length (one factor per rank), each factor > 0.
+std::vector<std::vector<double>> step_table(const nlohmann::json& list, const std::string& where) {
+  const char* expected = "a non-empty array of steps, each an array of one factor > 0 per rank, all of one length";
+  if (!list.is_array() || list.empty()) throw wrong_type(list, where, expected);
+  std::vector<std::vector<double>> steps;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& row = list[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!row.is_array() || row.empty() || (!steps.empty() && row.size() != steps.front().size()))
+      throw wrong_type(row, at, expected);
+    std::vector<double> factors;
+    for (std::size_t g = 0; g < row.size(); ++g) {
+      const auto& v = row[g];
+      if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e6))
+        throw wrong_type(v, at + "[" + std::to_string(g) + "]", "a number in (0, 1e6]");
+      factors.push_back(v.get<double>());
+    }
+    steps.push_back(std::move(factors));
+  }
+  return steps;
+}
+
+}  // namespace
+
+double quantile_table_mean(std::span<const double> q) {
+  double sum = 0;
+  for (std::size_t k = 0; k + 1 < q.size(); ++k) sum += 0.5 * (q[k] + q[k + 1]);
+  return q.size() < 2 ? (q.empty() ? 1.0 : q[0]) : sum / double(q.size() - 1);
+}
+
+double quantile_table_at(std::span<const double> q, double u) {
+  if (q.size() < 2) return q.empty() ? 1.0 : q[0];
+  const double x = std::clamp(u, 0.0, 1.0) * double(q.size() - 1);
+  const std::size_t k = std::min(static_cast<std::size_t>(x), q.size() - 2);
+  return q[k] + (x - double(k)) * (q[k + 1] - q[k]);
+}
+
+void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origin) {
+  if (f.has("session")) {
+    JsonFields s(f.raw("session"), origin + ": session");
+    for (const char* key : {"below_pp", "above_pp", "source"})
+      if (!s.has(key))
+        throw InputError(s.where() + ": missing \"" + key +
+                         "\" (below_pp and above_pp: a gain's 95% half-width between sessions, in percentage points, "
+                         "launch-bound and compute-bound; source: where the figures come from)");
+    m.session_below_pp = non_negative(s, "below_pp", 0, 100);
+    m.session_above_pp = non_negative(s, "above_pp", 0, 100);
+    m.session_source = s.require<std::string>("source");
+    s.reject_unknown();
+  }
+  if (f.has("noise")) {
+    JsonFields n(f.raw("noise"), origin + ": noise");
+    if (!n.has("sigma")) throw InputError(origin + ": noise: missing \"sigma\" (each rank's log-normal σ, 0 for none)");
+    m.noise_sigma = non_negative(n, "sigma", 0, 3);
+    m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
+    if (n.has("spells")) m.spell_quantiles = quantile_table(n.raw("spells"), origin + ": noise: spells");
+    if (n.has("steps")) m.step_factors = step_table(n.raw("steps"), origin + ": noise: steps");
+    m.step_factors_source = n.get<std::string>("steps_source", "");
+    const std::string regime = n.get<std::string>("steps_regime", "below");
+    if (regime != "below" && regime != "above")
+      throw InputError(origin + ": noise: steps_regime is \"below\" or \"above\" the knee, got \"" + regime + "\"");
+    m.steps_above = regime == "above";
+    if (n.has("above")) m.noise_above = parse_noise_above(n.raw("above"), origin + ": noise: above");
+    n.reject_unknown();
+  }
+  if (f.has("run_level")) {
+    JsonFields r(f.raw("run_level"), origin + ": run_level");
+    for (const char* key : {"spread", "source"})
+      if (!r.has(key))
+        throw InputError(r.where() + ": missing \"" + key +
+                         "\" (spread: how far the levels of runs of one setting trained in turn differed, a "
+                         "fraction; source: where it was measured)");
+    m.run_level_spread = non_negative(r, "spread", 0, 10);
+    m.run_level_source = r.require<std::string>("source");
+    r.reject_unknown({"levels"});  // each run's level, written for the reader
+  }
+}
+
+}  // namespace ddpsim
