@@ -167,21 +167,25 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   Trace fast = as_trace(sim, "4"), slow = as_trace(sim, "4");
   fast.path = "runs/static/steps.csv";
   slow.path = "runs/sorted/steps.csv";
+  slow.runs[0].label = "sorted";
+  for (Trace* t : {&fast, &slow}) t->metadata["interleaved"] = "one step of each policy in turn: static,sorted";
   for (RankStep& r : slow.runs[0].rows) r.fwd_ms *= 1.1, r.bwd_ms *= 1.1, r.opt_ms *= 1.1;
   const Calibration surface = known_surface(*config.model);
   CHECK(fit_training({fast}, surface).run_level_spread == 0);
   const TrainingFit t = fit_training({fast, slow}, surface);
   REQUIRE(t.run_levels.size() == 2);
-  CHECK(t.run_levels[1].second / t.run_levels[0].second == doctest::Approx(1.1).epsilon(1e-6));
+  CHECK(t.run_levels[1].level / t.run_levels[0].level == doctest::Approx(1.1).epsilon(1e-6));
   // Two draws 10% apart: the standard deviation of their logs is ln 1.1 / √2.
   const double spread = std::pow(1.1, 1.96) - 1;
   CHECK(t.run_level_spread == doctest::Approx(spread).epsilon(1e-6));
-  CHECK(training_report(t).find("run level: two runs' levels may differ by 20.5% (95%; levels static ×") !=
-        std::string::npos);
+  const std::string report = training_report(t);
+  CHECK(report.find("run level: two runs' levels may differ by 20.5% (95%; levels static ×") != std::string::npos);
+  CHECK(report.find("not all trained in turn") == std::string::npos);
 
   // The model keeps it, and every gain predicted with it carries it, scaled by 1 − gain.
   auto doc = nlohmann::ordered_json::parse(spiky_model().dump());
   add_training(doc, t, {fast, slow});
+  CHECK(doc["run_level"]["levels"].size() == 2);
   const PerfModel m = parse_perf_model(nlohmann::json::parse(doc.dump()), "trained");
   CHECK(m.run_level_spread == doctest::Approx(spread).epsilon(1e-3));
   const TokenSummary any{};
@@ -189,16 +193,37 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   const auto it = std::find_if(terms.begin(), terms.end(), [](const auto& x) { return x.name == "run level"; });
   REQUIRE(it != terms.end());
   CHECK(it->half_width_pp == doctest::Approx(100 * m.run_level_spread * 0.8));
+
+  // Runs alike, and runs that do not say they were trained in turn.
+  Trace same = fast;
+  same.path = "runs/kk/steps.csv";
+  same.runs[0].label = "kk";
+  const TrainingFit alike = fit_training({fast, same}, surface);
+  CHECK(alike.run_level_spread == 0);
+  CHECK(training_report(alike).find("run level: the runs' levels agreed (levels static ×1.000, kk ×1.000): no term") !=
+        std::string::npos);
+  auto quiet = nlohmann::ordered_json::parse(spiky_model().dump());
+  add_training(quiet, alike, {fast, same});
+  CHECK_FALSE(quiet.contains("run_level"));
+  slow.metadata.erase("interleaved");
+  CHECK(training_report(fit_training({fast, slow}, surface)).find("the runs were not all trained in turn") !=
+        std::string::npos);
 }
 
 TEST_CASE("a model's run level is checked key by key") {
   nlohmann::json doc = spiky_model();
-  doc["run_level"] = {{"spread", 0.05}};
-  CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains("m.json: run_level: missing \"source\""),
-                       InputError);
-  doc["run_level"] = {{"spread", -1}, {"source", "s"}};
-  CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains("spread must be a finite number ≥ 0"),
-                       InputError);
-  doc["run_level"] = {{"spread", 0.05}, {"source", "s"}, {"spreed", 1}};
-  CHECK_THROWS_AS(parse_perf_model(doc, "m.json"), InputError);
+  const auto refused = [&](const nlohmann::json& run_level, const std::string& message) {
+    doc["run_level"] = run_level;
+    CAPTURE(run_level.dump());
+    CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains(message.c_str()), InputError);
+  };
+  refused({{"spread", 0.05}}, "m.json: run_level: missing \"source\"");
+  refused({{"spread", -1}, {"source", "s"}}, "spread must be a finite number ≥ 0 (at most 1.0)");
+  refused({{"spread", 2}, {"source", "s"}}, "spread must be a finite number ≥ 0 (at most 1.0)");
+  refused({{"spread", 0.05}, {"source", ""}}, "source is empty");
+  refused({{"spread", 0.05}, {"source", "s"}, {"levels", {1, 2}}}, "run_level: levels");
+  refused({{"spread", 0.05}, {"source", "s"}, {"levels", {{"a", -5}}}}, "run_level: levels: a");
+  refused({{"spread", 0.05}, {"source", "s"}, {"spreed", 1}}, "spreed");
+  doc["run_level"] = {{"spread", 0.05}, {"source", "s"}, {"levels", {{"a", 0.98}, {"b", 1.02}}}};
+  CHECK(parse_perf_model(doc, "m.json").run_level_spread == doctest::Approx(0.05));
 }

@@ -29,7 +29,7 @@ bool one_process(const Trace& t) {
 
 // One training run's rank-steps: compute over the surface, the surface's sum, optimizer times.
 struct RunTimes {
-  std::string name;
+  std::string name, label;  // the trace (with the policy where it holds several), the policy
   std::vector<double> ratios, opt;
   double surface_ms = 0;
 };
@@ -48,14 +48,17 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     const double own_opt = run.opt.empty() ? opt : mean(run.opt);
     const double level =
         (percentile(run.ratios, 50) * run.surface_ms + own_opt * n) / (typical * run.surface_ms + opt * n);
-    fit.run_levels.emplace_back(run.name, level);
+    if (!(level > 0 && std::isfinite(level))) continue;  // times of 0: no level to compare
+    fit.run_levels.push_back({run.name, run.label, level});
     logs.push_back(std::log(level));
   }
   if (logs.size() < 2) return;
   const double centre = mean(logs);
   double squares = 0;
   for (double x : logs) squares += (x - centre) * (x - centre);
-  fit.run_level_spread = std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / double(logs.size() - 1)));
+  // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
+  fit.run_level_spread =
+      std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / double(logs.size() - 1))));
 }
 
 }  // namespace
@@ -95,7 +98,11 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     });
     const std::size_t first_run = runs.size();
     for (const PolicyRun& run : t.runs)
-      runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, {}, {}, 0});
+      runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, {}, {}, 0});
+    const auto turns = t.metadata.find("interleaved");  // ddptrain --policy A,B,...: a step of each in turn
+    const std::string in_turn = turns == t.metadata.end() ? "" : turns->second;
+    if (first_run == 0) fit.runs_turns = in_turn;
+    fit.runs_in_turn = fit.runs_in_turn && !in_turn.empty() && in_turn == fit.runs_turns;
     const bool shared = one_process(t);
     std::map<int, std::set<std::pair<int, int>>> met;    // per process
     std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
@@ -120,8 +127,10 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
       s.first.push_back(first);
       if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
       RunTimes& own = runs[first_run + static_cast<std::size_t>(x.run)];
-      own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
-      own.surface_ms += predicted;
+      if (!first) {  // as `typical` below: a shape's first use is no level
+        own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
+        own.surface_ms += predicted;
+      }
       if (!std::isnan(r.opt_ms)) own.opt.push_back(r.opt_ms);
     }
   }
@@ -198,9 +207,9 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
     model["noise"]["above"] = {
         {"tokens", t.knee_tokens}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", t.steps_scale}};
   }
-  if (t.run_levels.size() >= 2) {
+  if (t.run_level_spread > 0) {
     nlohmann::ordered_json levels = nlohmann::ordered_json::object();
-    for (const auto& [name, level] : t.run_levels) levels[name] = std::round(level * 1e4) / 1e4;
+    for (const RunLevel& run : t.run_levels) levels[run.name] = std::round(run.level * 1e4) / 1e4;
     model["run_level"] = {{"spread", std::round(t.run_level_spread * 1e4) / 1e4},
                           {"levels", levels},
                           {"source",
@@ -208,7 +217,8 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
                            "of the logs of the " +
                                std::to_string(t.run_levels.size()) +
                                " training runs' levels: compute and optimizer over the runs' pooled), by "
-                               "ddpsim calibrate --training"}};
+                               "ddpsim calibrate --training" +
+                               (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
   }
   model["calibration"]["fit"]["training"] = {
       {"rank_steps", t.rank_steps},
@@ -216,6 +226,32 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
       {"spike_pct", t.spike_pct},
       {"first_uses", t.first_uses},
       {"first_use_ms", t.first_use_ms}};
+}
+
+// The report's run-level line: each run by its policy (by its trace where two share one).
+std::string run_level_report(const TrainingFit& t) {
+  std::map<std::string, int> uses;
+  for (const RunLevel& run : t.run_levels) ++uses[run.label];
+  std::string each;
+  char line[512];
+  for (const RunLevel& run : t.run_levels) {
+    std::snprintf(line, sizeof line, "%s%s ×%.3f", each.empty() ? "" : ", ",
+                  (uses[run.label] > 1 ? run.name : run.label).c_str(), run.level);
+    each += line;
+  }
+  std::string out = "            run level: two runs' levels may differ by " +
+                    std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : "");
+  if (t.run_level_spread < kMaxRunLevelSpread) {
+    std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
+    out += line;
+  }
+  if (t.run_level_spread <= 0) return "            run level: the runs' levels agreed (levels " + each + "): no term\n";
+  out += " (95%; levels " + each + "): a term of every gain's prediction interval\n";
+  if (!t.runs_in_turn)
+    out +=
+        "            the runs were not all trained in turn (no common `interleaved` metadata line): their levels "
+        "hold the drift between their minutes too\n";
+  return out;
 }
 
 std::string training_report(const TrainingFit& t) {
@@ -241,20 +277,7 @@ std::string training_report(const TrainingFit& t) {
                   "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
     out += line;
   }
-  if (t.run_levels.size() >= 2) {
-    std::string each;
-    for (const auto& [name, level] : t.run_levels) {
-      const std::filesystem::path path(name);  // runs/static/steps.csv: "static"
-      const std::string shown = path.has_parent_path() ? path.parent_path().filename().string() : name;
-      std::snprintf(line, sizeof line, "%s%s ×%.3f", each.empty() ? "" : ", ", shown.c_str(), level);
-      each += line;
-    }
-    std::snprintf(line, sizeof line,
-                  "            run level: two runs' levels may differ by %.1f%% (95%%; levels %s): a term of every "
-                  "gain's prediction interval\n",
-                  100 * t.run_level_spread, each.c_str());
-    out += line;
-  }
+  if (t.run_levels.size() >= 2) out += run_level_report(t);
   if (t.knee_tokens > 0) {
     const bool above = t.above_share > 0.5;
     std::snprintf(

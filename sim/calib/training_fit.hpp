@@ -6,7 +6,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,15 @@
 #include "calib/trace_reader.hpp"
 
 namespace ddpsim {
+
+// One training run's level (TrainingFit::run_levels): its trace, its policy, the level.
+struct RunLevel {
+  std::string name, label;
+  double level = 1;
+};
+
+// The run-level spread's cap (PerfModel::run_level_spread): levels 2× apart.
+inline constexpr double kMaxRunLevelSpread = 1.0;
 
 struct TrainingFit {
   // Per measured step, each rank's compute over the surface (first uses' cost taken out).
@@ -35,8 +43,10 @@ struct TrainingFit {
   // Each run's level, its rank-steps' compute and optimizer over the pooled runs' (its own
   // shapes at the pooled factor and optimizer), and the 95% half-width of the ratio of two
   // runs' levels (PerfModel::run_level_spread; 0 with one run).
-  std::vector<std::pair<std::string, double>> run_levels;
+  std::vector<RunLevel> run_levels;
   double run_level_spread = 0;
+  bool runs_in_turn = true;  // every trace says it was trained in turn with the same policies
+  std::string runs_turns;    // the first trace's `interleaved` metadata
 };
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

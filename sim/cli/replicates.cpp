@@ -56,6 +56,7 @@ std::string predictions_report(const Config& config, const std::vector<std::stri
            (gains[p].per_sample ? " per sample" : "") + "\n  " + std::string(width, ' ') + "  " + terms_text(gains[p]) +
            "\n";
   out += "  session: " + session_spread(*config.model).source + "\n";
+  if (config.model->run_level_spread > 0) out += "  run level: " + config.model->run_level_source + "\n";
   if (config.model->supported_forms.empty())
     out += "  model form: the model records no held-out error by form (calibrate writes them), so no form term\n";
   if (!can_simulate_again(config)) out += std::string("  no variant simulated: ") + kXmlOncePerProcess + "\n";

@@ -88,8 +88,8 @@ examples:
 
 namespace {
 
-// The --training runs, each checked to be a run of the profiled setting: not given twice, not a
-// profile nor a byte copy of one, of the profile's device, model and attention mode, and all of
+// The --training runs, each checked to be a run of the profiled setting: not given twice (by
+// name or bytes), not a profile nor a byte copy of one, of the profile's device, model and attention mode, and all of
 // one world size (the steps are drawn whole, a world at a time).
 std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<Trace>& traces,
                                  std::set<std::filesystem::path>& named) {
@@ -112,6 +112,10 @@ std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<
       if (t.hash == run.hash)
         throw InputError(path + " holds the same bytes as the profile " + t.path +
                          ": --training takes a run of the setting, kept out of the surface");
+    for (std::size_t k = 0; k + 1 < training.size(); ++k)
+      if (training[k].hash == run.hash)
+        throw InputError(path + " holds the same bytes as " + training[k].path +
+                         ": a training run given twice would count its steps twice and hide how far runs differ");
     if (meta(run, "policy") == "profile" || run.metadata.count("profile"))
       throw InputError(path +
                        ": a profile (policy=profile), not a training run: --training takes the steps of "

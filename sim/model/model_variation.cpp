@@ -129,9 +129,18 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         throw InputError(r.where() + ": missing \"" + key +
                          "\" (spread: how far the levels of runs of one setting trained in turn differed, a "
                          "fraction; source: where it was measured)");
-    m.run_level_spread = non_negative(r, "spread", 0, 10);
+    m.run_level_spread = non_negative(r, "spread", 0, 1);
     m.run_level_source = r.require<std::string>("source");
-    r.reject_unknown({"levels"});  // each run's level, written for the reader
+    if (m.run_level_source.empty())
+      throw InputError(r.where() + ": source is empty: say where the spread was measured");
+    if (r.has("levels")) {  // each run's level, written for the reader
+      const auto& levels = r.raw("levels");
+      if (!levels.is_object()) throw wrong_type(levels, r.where() + ": levels", "an object of run: level > 0");
+      for (const auto& [run, level] : levels.items())
+        if (!level.is_number() || !(level.get<double>() > 0 && level.get<double>() <= 100))
+          throw wrong_type(level, r.where() + ": levels: " + run, "a level in (0, 100]");
+    }
+    r.reject_unknown();
   }
 }
 

@@ -17,6 +17,19 @@ assert any(t.get("role") == "training" for t in m["calibration"]["traces"])
 assert "training run(s) steps.csv" in m["source"]
 PY
 
+# Several runs trained in turn: each run's level, and the spread every gain's interval then carries.
+pre=$SRC/traces/cpu/prereg4/pre-run
+expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
+  --training "$pre/static/steps.csv" "$pre/minmax-cost-tokens/steps.csv" "$pre/sorted/steps.csv" --out "$WORK/levels.json"
+grep -q "run level: two runs' levels may differ by 15.0% (95%; levels static ×0.981, minmax:cost=tokens ×1.059, sorted ×0.963)" \
+  "$WORK/out" || fail "the run-level line is not the prereg4 pre-run's"
+grep -q "not all trained in turn" "$WORK/out" && fail "runs trained in turn reported as not"
+expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
+  --training "$pre/static/steps.csv" "$SRC/traces/cpu/prereg3/controls/static-alone/steps.csv" --out "$WORK/apart.json"
+grep -q "levels .*pre-run/static/steps.csv ×.*, .*static-alone/steps.csv ×" "$WORK/out" ||
+  fail "two runs of one policy are not told apart by their traces"
+grep -q "the runs were not all trained in turn" "$WORK/out" || fail "runs made apart not said to be"
+
 mean_error() {  # the steady-state mean's error of the policy row in validate's report
   awk -v p="$1" '$1 == p && $2 ~ /^[0-9]+$/ { for (i = 1; i <= NF; ++i) if ($i ~ /^\(/) { gsub(/[(%)]/, "", $i); print $i; exit } }' "$WORK/out"
 }
@@ -44,6 +57,10 @@ expect_exit 1 "static/steps.csv: device=cpu, and the profile .*profile-bf16/step
 cp "$h100/profile-bf16/steps.csv" "$WORK/same.csv"
 expect_exit 1 "same.csv holds the same bytes as the profile" "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" \
   --base "$h100/layout.json" --training "$WORK/same.csv" --out "$WORK/p.json"
+cp "$h100/bf16/static/steps.csv" "$WORK/copy.csv"
+expect_exit 1 "copy.csv holds the same bytes as .*bf16/static/steps.csv: a training run given twice" "$DDPSIM" \
+  calibrate "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" --training "$h100/bf16/static/steps.csv" \
+  "$WORK/copy.csv" --out "$WORK/p.json"
 expect_exit 1 "nccl-1rank/steps.csv: 1 ranks, and .*bf16/static/steps.csv 4: .* share one world size" "$DDPSIM" \
   calibrate "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" --training "$h100/bf16/static/steps.csv" \
   "$h100/nccl-1rank/steps.csv" --out "$WORK/p.json"
