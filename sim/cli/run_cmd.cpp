@@ -12,6 +12,7 @@
 #include "cli/pipeline_verb.hpp"
 #include "cli/progress.hpp"
 #include "cli/replicates.hpp"
+#include "cli/run_report.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "eval/sharding.hpp"
@@ -84,8 +85,9 @@ off (the plan alone): a gain the noise model makes is then visible as such.
 
 With --replicates R, each gain also gets a 95% prediction interval: the seeds' range widened
 by what the model does not know — the spread over the forms its fit supports, the session a
-run meets (by compute regime), the first-use cost, a poor fit's held-out error, and for a
-model derived from specs its efficiency, launch floor and network — and the source that
+run meets (by compute regime), the first-use cost, a poor fit's held-out error, how far runs
+trained in turn differed in level (a model calibrated with several --training runs), and for
+a model derived from specs its efficiency, launch floor and network — and the source that
 dominates it (docs/intervals.md). summary.json carries both ranges under "replicates". A
 model-mode pipeline job takes --replicates too: its gains are in mean pipeline step time, and
 carry the wider, launch-bound session spread (a pipeline step is no one rank-step to place in a
@@ -120,85 +122,6 @@ std::pair<int, int> parse_range(const std::string& text) {
   throw UsageError("--timeline-steps \"" + text + "\": expected FROM:TO with 0 <= FROM < TO, e.g. 10:12");
 }
 
-// How the ranks meet: DDP's buckets, or FSDP's units (inside groups, under HSDP).
-std::string data_parallel_line(const Config& config, std::size_t buckets) {
-  const TrainingConfig& t = config.training;
-  if (!t.sharded())
-    return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
-           (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
-  if (t.data_parallel == "zero2")
-    return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) +
-           " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
-           (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
-  const std::size_t n = shard_units(*config.model, t.wrap, t.min_num_params).size();
-  std::string units = n == 1              ? std::string("one unit (the whole model)")
-                      : t.wrap == "layer" ? std::to_string(n) + " units (a root and a unit per block)"
-                                          : std::to_string(n) + " units (a root and " + std::to_string(n - 1) +
-                                                " of at least " + format("%g", t.min_num_params) +
-                                                (t.min_num_params == 1 ? " parameter)" : " parameters)");
-  if (n == 1 && t.wrap == "size") units += ", no module holds " + format("%g", t.min_num_params) + " parameters";
-  units += t.reshard_after_forward ? ", resharded after forward" : ", kept gathered from forward to backward";
-  if (accumulates(config))
-    units += t.no_sync ? ", reduce-scattered after the last micro-batch (no_sync)"
-                       : ", reduce-scattered after every micro-batch";
-  if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward && n > 1)
-    units += ", backward_prefetch " + t.backward_prefetch;
-  if (t.forward_prefetch > 1 && n > 1) units += ", " + std::to_string(t.forward_prefetch) + " units gathered ahead";
-  if (t.backward_prefetch_depth > 1 && t.reshard_after_forward && n > 1)
-    units += ", " + std::to_string(t.backward_prefetch_depth) + " re-gathered ahead in backward";
-  if (config.simulation.unit_jitter > 0 && n > 1)
-    units += ", unit jitter σ " + format("%g", config.simulation.unit_jitter);
-  const int groups = t.world_size / t.shard_group;
-  if (t.data_parallel == "fsdp" || groups == 1)
-    return "data parallel: " + t.data_parallel + " (full sharding" +
-           (t.data_parallel == "hybrid" ? " in one group of every rank: fsdp" : "") + "), " + units +
-           ", ring all-gather and reduce-scatter, " + config.simulation.mode + " mode";
-  const auto count = [](int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
-  return "data parallel: hybrid (full sharding inside " + count(groups, "group") + " of " +
-         count(t.shard_group, "rank") + ", replicated across them), " + units +
-         ", ring all-gather and reduce-scatter in a group, ring allreduce of each shard across groups, " +
-         config.simulation.mode + " mode";
-}
-
-// The memory model predicts an out-of-memory the simulator itself would not notice: what to
-// warn of, printed and kept in summary.json's provenance beside the figures it qualifies.
-std::vector<std::string> capacity_warnings(const Config& config, const SimulationRun& sim) {
-  const PerfModel& m = *config.model;
-  const auto mib = [](double v) { return std::to_string(std::llround(v)) + " MiB"; };
-  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.sharded()) {
-    const std::string& dp = config.training.data_parallel;
-    return {m.name + "'s fixed memory under " +
-            (dp == "fsdp"    ? "FSDP"
-             : dp == "zero2" ? "ZeRO-2"
-                             : "HSDP") +
-            " alone (its shard of weights, gradients and optimizer state, and what it gathers: " + mib(m.mem_m0_mib) +
-            ") passes its capacity of " + mib(m.mem_capacity_mib) +
-            ": no batch fits a rank, and the times assume memory allowed (more ranks a shard group shard it "
-            "thinner)"};
-  }
-  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib)
-    return {m.name + "'s fixed memory alone (weights, gradients, optimizer state: " + mib(m.mem_m0_mib) +
-            ") passes its capacity of " + mib(m.mem_capacity_mib) +
-            ": no batch fits a rank under plain DDP, and the times assume memory allowed (sharding is for that: "
-            "training.data_parallel \"fsdp\", or a parallel section with data_parallel zero2)"};
-  std::vector<std::string> warnings;
-  for (std::size_t p = 0; p < sim.runs.size(); ++p)
-    if (const TokenSummary& s = sim.summaries[p]; s.steps_over_capacity > 0)
-      warnings.push_back("policy " + sim.runs[p].label + ": in " + std::to_string(s.steps_over_capacity) + " of " +
-                         std::to_string(s.steps) + " steps a rank needs more memory than " + m.name +
-                         "'s capacity (up to " + std::to_string(std::llround(s.max_peak_mem_mib)) + " of " +
-                         mib(m.mem_capacity_mib) +
-                         "): a real run would run out of memory; cap the batch with training.b_max (\"model\" "
-                         "derives the cap from the memory model)");
-  return warnings;
-}
-
-nlohmann::json provenance(const Config& config, const std::vector<std::string>& warnings) {
-  nlohmann::json p = config.provenance();
-  if (!warnings.empty()) p["warnings"] = warnings;
-  return p;
-}
-
 // What compare was given, as a registration records it (--steps as its --set equivalent).
 RegisteredInputs registered_inputs(const po::variables_map& vm, const Args& args) {
   RegisteredInputs in;
@@ -210,10 +133,7 @@ RegisteredInputs registered_inputs(const po::variables_map& vm, const Args& args
   return in;
 }
 
-int simulate_verb(const Args& args, bool compare) {
-  po::options_description visible("options"), hidden;
-  po::positional_options_description positional;
-  add_config_options(visible, hidden, positional);
+void add_simulate_options(po::options_description& visible) {
   visible.add_options()("out", po::value<std::string>(),
                         "write DIR/steps.csv (trace schema) and DIR/summary.json (a pipeline job: DIR/summary.json and "
                         "DIR/pipeline_steps.csv)")(
@@ -232,15 +152,10 @@ int simulate_verb(const Args& args, bool compare) {
       "FILE: compare only, with --replicates: write the prediction as registered before its run (the config, its "
       "--set, the model's hash, every policy's figures and each gain's prediction interval), for ddpsim validate "
       "--registered FILE to score")("help,h", "this help");
-  po::variables_map vm;
-  if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
-  const Config config = load_config(vm);
-  if (!config.parallel)
-    for (const char* option : {"link-series", "link-bin"})
-      if (vm.count(option))
-        throw UsageError(std::string("--") + option +
-                         " is for pipeline jobs (a config with a parallel section); a DDP run's communication is in "
-                         "its --timeline");
+}
+
+// --replicates and --register against the config; returns the replicates.
+int checked_replicates(const po::variables_map& vm, const Config& config, bool compare) {
   const int replicates = vm["replicates"].as<int>();
   if (replicates < 1 || replicates > 1000)
     throw UsageError("--replicates " + std::to_string(replicates) + ": expected 1 (no replicates) to 1000 seeds");
@@ -251,45 +166,112 @@ int simulate_verb(const Args& args, bool compare) {
     throw UsageError(
         "--replicates repeats a run under other seeds; an abstract pipeline job has no sample stream to "
         "redraw");
-  if (vm.count("register")) {
-    const std::string file = vm["register"].as<std::string>();
-    if (!compare) throw UsageError("--register writes a prediction of gains: use ddpsim compare");
-    if (config.parallel)
-      throw UsageError("--register " + file +
-                       ": a registered prediction is scored by ddpsim validate against a traced data-parallel run, "
-                       "and no trainer here runs a pipeline job");
-    if (vm.count("config-json"))  // a registration names its config file, which a later validate reads
-      throw UsageError("--register " + file + " records the config file it predicts from: write the config to a file");
-    if (replicates < 2)
-      throw UsageError("--register " + file +
-                       " registers each gain with its prediction interval, which needs the seeds' range: add "
-                       "--replicates R (20 is usual)");
-    if (config.policies.size() < 2)
-      throw UsageError("--register " + file +
-                       ": a registered prediction is of gains over the first policy; give two "
-                       "or more with --policies");
-    check_output_path(file, "--register");
-  }
+  if (!vm.count("register")) return replicates;
+  const std::string file = vm["register"].as<std::string>();
+  if (!compare) throw UsageError("--register writes a prediction of gains: use ddpsim compare");
+  if (config.parallel)
+    throw UsageError("--register " + file +
+                     ": a registered prediction is scored by ddpsim validate against a traced data-parallel run, "
+                     "and no trainer here runs a pipeline job");
+  if (vm.count("config-json"))  // a registration names its config file, which a later validate reads
+    throw UsageError("--register " + file + " records the config file it predicts from: write the config to a file");
+  if (replicates < 2)
+    throw UsageError("--register " + file +
+                     " registers each gain with its prediction interval, which needs the seeds' range: add "
+                     "--replicates R (20 is usual)");
+  if (config.policies.size() < 2)
+    throw UsageError("--register " + file +
+                     ": a registered prediction is of gains over the first policy; give two "
+                     "or more with --policies");
+  check_output_path(file, "--register");
+  return replicates;
+}
+
+// The steps a --timeline or --link-series records ({0, 0}: none), its options checked first.
+std::pair<int, int> checked_timeline(const po::variables_map& vm, const Config& config) {
+  if (!config.parallel)
+    for (const char* option : {"link-series", "link-bin"})
+      if (vm.count(option))
+        throw UsageError(std::string("--") + option +
+                         " is for pipeline jobs (a config with a parallel section); a DDP run's communication is in "
+                         "its --timeline");
   if (vm.count("link-bin") && !vm.count("link-series"))
     throw UsageError("--link-bin sets the bins of a --link-series FILE, which is not given");
   if (vm.count("link-bin") && !(vm["link-bin"].as<double>() > 0 && std::isfinite(vm["link-bin"].as<double>())))
     throw UsageError("--link-bin " + format("%g", vm["link-bin"].as<double>()) + ": expected a positive width");
   const bool recorded = vm.count("timeline") || vm.count("link-series");
-  std::pair<int, int> timeline{0, 0};
   if (!recorded && !vm["timeline-steps"].defaulted())
     throw UsageError("--timeline-steps chooses the steps of a --timeline FILE (or --link-series), which is not given");
-  if (recorded) {
-    timeline = parse_range(vm["timeline-steps"].as<std::string>());
-    if (timeline.first >= config.training.steps)
-      throw UsageError("--timeline-steps " + vm["timeline-steps"].as<std::string>() + ": the run has " +
-                       std::to_string(config.training.steps) + " steps (0 to " +
-                       std::to_string(config.training.steps - 1) + "), so the timeline would be empty");
-    for (const char* option : {"timeline", "link-series"})
-      if (vm.count(option))
-        check_output_path(vm[option].as<std::string>(), std::string("--") + option);  // before the work
+  if (!recorded) return {0, 0};
+  const std::pair<int, int> timeline = parse_range(vm["timeline-steps"].as<std::string>());
+  if (timeline.first >= config.training.steps)
+    throw UsageError("--timeline-steps " + vm["timeline-steps"].as<std::string>() + ": the run has " +
+                     std::to_string(config.training.steps) + " steps (0 to " +
+                     std::to_string(config.training.steps - 1) + "), so the timeline would be empty");
+  for (const char* option : {"timeline", "link-series"})
+    if (vm.count(option))
+      check_output_path(vm[option].as<std::string>(), std::string("--") + option);  // before the work
+  return timeline;
+}
+
+// DIR/steps.csv, written while the steps are simulated so that a long run never holds its rows.
+std::unique_ptr<TraceWriter> open_trace(const Config& config, const LengthSource& source, const char* tool,
+                                        const std::filesystem::path& dir, std::unique_ptr<AtomicFile>& file) {
+  const StepShape shape = config.shape();
+  const Metadata metadata = {{"tool", tool},
+                             {"config", config.origin},
+                             {"data", source.describe()},
+                             {"world_size", std::to_string(shape.G)},
+                             {"global_batch", std::to_string(shape.B)},
+                             {"seed", std::to_string(shape.seed)},
+                             {"model", config.model->origin},
+                             {"platform", config.platform.topology},
+                             {"algorithm", config.simulation.algorithm},
+                             {"mode", config.simulation.mode},
+                             {"attention", config.training.attention}};
+  file = std::make_unique<AtomicFile>(dir / "steps.csv");
+  return std::make_unique<TraceWriter>(file->stream(), metadata, trace_columns_for(config));
+}
+
+// The registration, summary.json and the timeline beside steps.csv: all of them or none.
+void publish_outputs(const po::variables_map& vm, const Args& args, const Config& config, const SimulationRun& sim,
+                     const nlohmann::ordered_json& seeds, const std::vector<std::string>& warnings,
+                     std::unique_ptr<AtomicFile> trace_file, bool trace, const std::filesystem::path& dir) {
+  std::vector<std::pair<std::filesystem::path, std::string>> files;
+  if (vm.count("register")) {
+    const std::string file = vm["register"].as<std::string>();
+    files.emplace_back(file, registration_json(file, config, registered_inputs(vm, args), seeds).dump(2) + "\n");
   }
+  if (trace)
+    files.emplace_back(
+        dir / "summary.json",
+        summary_json(config.resolved, sim.runs, sim.summaries, provenance(config, warnings),
+                     seeds.is_null() ? nlohmann::ordered_json() : nlohmann::ordered_json{{"replicates", seeds}}));
+  if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
+  std::vector<std::unique_ptr<AtomicFile>> written;
+  if (trace_file) written.push_back(std::move(trace_file));
+  publish(files, std::move(written));
+  if (trace || !files.empty()) {
+    std::cout << "wrote";
+    if (trace) std::cout << " " << (dir / "steps.csv").string();
+    for (const auto& [path, content] : files) std::cout << " " << path.string();
+    std::cout << "\n";
+  }
+}
+
+int simulate_verb(const Args& args, bool compare) {
+  po::options_description visible("options"), hidden;
+  po::positional_options_description positional;
+  add_config_options(visible, hidden, positional);
+  add_simulate_options(visible);
+  po::variables_map vm;
+  if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
+  const Config config = load_config(vm);
+  const std::pair<int, int> timeline = checked_timeline(vm, config);
+  const int replicates = checked_replicates(vm, config, compare);
   if (print_config(vm, config)) return 0;  // after the options' checks: a refused command is refused either way
   if (config.parallel) return parallel_verb(config, vm, compare, timeline, replicates);
+  const char* verb = compare ? "compare" : "run";
   std::vector<std::filesystem::path> outputs;
   if (vm.count("out"))
     for (const char* name : {"steps.csv", "summary.json"})
@@ -297,46 +279,13 @@ int simulate_verb(const Args& args, bool compare) {
   if (vm.count("timeline")) outputs.emplace_back(vm["timeline"].as<std::string>());
   check_outputs(outputs);
 
-  const StepShape shape = config.shape();
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = config_dataset(config, *source);
-  const auto buckets = config_buckets(config);
-  std::cout << "ddpsim " << (compare ? "compare" : "run") << ": " << config.origin << "\n  data: " << source->describe()
-            << "\n  G=" << shape.G << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length "
-            << shape.max_length << ", seed " << shape.seed << "\n  model: " << config.model->name << " ("
-            << config.model->origin << ")\n  model source: " << config.model->source
-            << (config.model->fit_warning.empty() ? "" : "\n  warning: this model " + config.model->fit_warning)
-            << "\n  platform: " << config.platform.to_json().dump()
-            << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source) << "\n  "
-            << data_parallel_line(config, buckets.size()) << "\n  gradients: " << config.gradients() << "\n";
-  // A rank's share of the batch at the data's longest length: where the model's measured
-  // range ends before that, say so, since the prediction is then the model's extrapolation.
-  const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
-  const std::string beyond =
-      config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
-  if (!beyond.empty()) std::cout << "  note: " << beyond << "\n";
-  std::cout << "\n";
-
-  // steps.csv is written while the steps are simulated, so a long run never holds its rows.
+  print_header(std::cout, config, *source, dataset, verb);
   std::unique_ptr<AtomicFile> trace_file;
   std::unique_ptr<TraceWriter> trace;
-  std::filesystem::path dir;
-  if (vm.count("out")) {
-    dir = vm["out"].as<std::string>();
-    const Metadata metadata = {{"tool", compare ? "ddpsim compare" : "ddpsim run"},
-                               {"config", config.origin},
-                               {"data", source->describe()},
-                               {"world_size", std::to_string(shape.G)},
-                               {"global_batch", std::to_string(shape.B)},
-                               {"seed", std::to_string(shape.seed)},
-                               {"model", config.model->origin},
-                               {"platform", config.platform.topology},
-                               {"algorithm", config.simulation.algorithm},
-                               {"mode", config.simulation.mode},
-                               {"attention", config.training.attention}};
-    trace_file = std::make_unique<AtomicFile>(dir / "steps.csv");
-    trace = std::make_unique<TraceWriter>(trace_file->stream(), metadata, trace_columns_for(config));
-  }
+  const std::filesystem::path dir = vm.count("out") ? vm["out"].as<std::string>() : "";
+  if (vm.count("out")) trace = open_trace(config, *source, compare ? "ddpsim compare" : "ddpsim run", dir, trace_file);
   RowSink sink;
   if (trace) sink = [&](const std::string& policy, std::span<const RankStep> rows) { trace->write(policy, rows); };
 
@@ -349,7 +298,7 @@ int simulate_verb(const Args& args, bool compare) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << step_table(sim.runs, sim.summaries, /*changes=*/compare);
   std::fprintf(stdout, "\nsimulated %ld rank-steps in %.2f s\n",
-               static_cast<long>(sim.runs.size()) * config.training.steps * shape.G, wall_s);
+               static_cast<long>(sim.runs.size()) * config.training.steps * config.shape().G, wall_s);
   const NoiseOff quiet = noise_off(config, dataset, sim);
   std::cout << quiet.report;
   Replicates seeds;
@@ -359,29 +308,9 @@ int simulate_verb(const Args& args, bool compare) {
     std::cout << seeds.report;
   }
   const std::vector<std::string> warnings = capacity_warnings(config, sim);
-  for (const std::string& warning : warnings)
-    std::cerr << "ddpsim " << (compare ? "compare" : "run") << ": warning: " << warning << "\n";
+  for (const std::string& warning : warnings) std::cerr << "ddpsim " << verb << ": warning: " << warning << "\n";
 
-  std::vector<std::pair<std::filesystem::path, std::string>> files;
-  if (vm.count("register")) {
-    const std::string file = vm["register"].as<std::string>();
-    files.emplace_back(file, registration_json(file, config, registered_inputs(vm, args), seeds.json).dump(2) + "\n");
-  }
-  if (trace)
-    files.emplace_back(dir / "summary.json",
-                       summary_json(config.resolved, sim.runs, sim.summaries, provenance(config, warnings),
-                                    seeds.json.is_null() ? nlohmann::ordered_json()
-                                                         : nlohmann::ordered_json{{"replicates", seeds.json}}));
-  if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
-  std::vector<std::unique_ptr<AtomicFile>> written;
-  if (trace_file) written.push_back(std::move(trace_file));
-  publish(files, std::move(written));  // all of them or none
-  if (trace || !files.empty()) {
-    std::cout << "wrote";
-    if (trace) std::cout << " " << (dir / "steps.csv").string();
-    for (const auto& [path, content] : files) std::cout << " " << path.string();
-    std::cout << "\n";
-  }
+  publish_outputs(vm, args, config, sim, seeds.json, warnings, std::move(trace_file), trace != nullptr, dir);
   return 0;
 }
 

@@ -1,0 +1,107 @@
+#include "cli/run_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "eval/sharding.hpp"
+#include "report/outputs.hpp"
+
+namespace ddpsim::cli {
+
+std::string data_parallel_line(const Config& config, std::size_t buckets) {
+  const TrainingConfig& t = config.training;
+  if (!t.sharded())
+    return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
+           (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+  if (t.data_parallel == "zero2")
+    return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) +
+           " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
+           (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+  const std::size_t n = shard_units(*config.model, t.wrap, t.min_num_params).size();
+  std::string units = n == 1              ? std::string("one unit (the whole model)")
+                      : t.wrap == "layer" ? std::to_string(n) + " units (a root and a unit per block)"
+                                          : std::to_string(n) + " units (a root and " + std::to_string(n - 1) +
+                                                " of at least " + format("%g", t.min_num_params) +
+                                                (t.min_num_params == 1 ? " parameter)" : " parameters)");
+  if (n == 1 && t.wrap == "size") units += ", no module holds " + format("%g", t.min_num_params) + " parameters";
+  units += t.reshard_after_forward ? ", resharded after forward" : ", kept gathered from forward to backward";
+  if (accumulates(config))
+    units += t.no_sync ? ", reduce-scattered after the last micro-batch (no_sync)"
+                       : ", reduce-scattered after every micro-batch";
+  if (t.backward_prefetch != "backward_pre" && t.reshard_after_forward && n > 1)
+    units += ", backward_prefetch " + t.backward_prefetch;
+  if (t.forward_prefetch > 1 && n > 1) units += ", " + std::to_string(t.forward_prefetch) + " units gathered ahead";
+  if (t.backward_prefetch_depth > 1 && t.reshard_after_forward && n > 1)
+    units += ", " + std::to_string(t.backward_prefetch_depth) + " re-gathered ahead in backward";
+  if (config.simulation.unit_jitter > 0 && n > 1)
+    units += ", unit jitter σ " + format("%g", config.simulation.unit_jitter);
+  const int groups = t.world_size / t.shard_group;
+  if (t.data_parallel == "fsdp" || groups == 1)
+    return "data parallel: " + t.data_parallel + " (full sharding" +
+           (t.data_parallel == "hybrid" ? " in one group of every rank: fsdp" : "") + "), " + units +
+           ", ring all-gather and reduce-scatter, " + config.simulation.mode + " mode";
+  const auto count = [](int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+  return "data parallel: hybrid (full sharding inside " + count(groups, "group") + " of " +
+         count(t.shard_group, "rank") + ", replicated across them), " + units +
+         ", ring all-gather and reduce-scatter in a group, ring allreduce of each shard across groups, " +
+         config.simulation.mode + " mode";
+}
+
+std::vector<std::string> capacity_warnings(const Config& config, const SimulationRun& sim) {
+  const PerfModel& m = *config.model;
+  const auto mib = [](double v) { return std::to_string(std::llround(v)) + " MiB"; };
+  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib && config.training.sharded()) {
+    const std::string& dp = config.training.data_parallel;
+    return {m.name + "'s fixed memory under " +
+            (dp == "fsdp"    ? "FSDP"
+             : dp == "zero2" ? "ZeRO-2"
+                             : "HSDP") +
+            " alone (its shard of weights, gradients and optimizer state, and what it gathers: " + mib(m.mem_m0_mib) +
+            ") passes its capacity of " + mib(m.mem_capacity_mib) +
+            ": no batch fits a rank, and the times assume memory allowed (more ranks a shard group shard it "
+            "thinner)"};
+  }
+  if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib)
+    return {m.name + "'s fixed memory alone (weights, gradients, optimizer state: " + mib(m.mem_m0_mib) +
+            ") passes its capacity of " + mib(m.mem_capacity_mib) +
+            ": no batch fits a rank under plain DDP, and the times assume memory allowed (sharding is for that: "
+            "training.data_parallel \"fsdp\", or a parallel section with data_parallel zero2)"};
+  std::vector<std::string> warnings;
+  for (std::size_t p = 0; p < sim.runs.size(); ++p)
+    if (const TokenSummary& s = sim.summaries[p]; s.steps_over_capacity > 0)
+      warnings.push_back("policy " + sim.runs[p].label + ": in " + std::to_string(s.steps_over_capacity) + " of " +
+                         std::to_string(s.steps) + " steps a rank needs more memory than " + m.name +
+                         "'s capacity (up to " + std::to_string(std::llround(s.max_peak_mem_mib)) + " of " +
+                         mib(m.mem_capacity_mib) +
+                         "): a real run would run out of memory; cap the batch with training.b_max (\"model\" "
+                         "derives the cap from the memory model)");
+  return warnings;
+}
+
+nlohmann::json provenance(const Config& config, const std::vector<std::string>& warnings) {
+  nlohmann::json p = config.provenance();
+  if (!warnings.empty()) p["warnings"] = warnings;
+  return p;
+}
+
+void print_header(std::ostream& out, const Config& config, const LengthSource& source, const std::vector<int>& dataset,
+                  const char* verb) {
+  const StepShape shape = config.shape();
+  out << "ddpsim " << verb << ": " << config.origin << "\n  data: " << source.describe() << "\n  G=" << shape.G
+      << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length " << shape.max_length
+      << ", seed " << shape.seed << "\n  model: " << config.model->name << " (" << config.model->origin
+      << ")\n  model source: " << config.model->source
+      << (config.model->fit_warning.empty() ? "" : "\n  warning: this model " + config.model->fit_warning)
+      << "\n  platform: " << config.platform.to_json().dump()
+      << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source) << "\n  "
+      << data_parallel_line(config, config_buckets(config).size()) << "\n  gradients: " << config.gradients() << "\n";
+  // A rank's share of the batch at the data's longest length: where the model's measured
+  // range ends before that, say so, since the prediction is then the model's extrapolation.
+  const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
+  const std::string beyond =
+      config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
+  if (!beyond.empty()) out << "  note: " << beyond << "\n";
+  out << "\n";
+}
+
+}  // namespace ddpsim::cli
