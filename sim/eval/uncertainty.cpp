@@ -212,7 +212,8 @@ std::vector<GainPrediction> gain_predictions(const Config& config, std::span<con
 std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name) {
   return signed_pct(g.gain_pct, 2) + "% (" + seeds_name + " [" + signed_pct(g.seeds_lo, 2) + ", " +
          signed_pct(g.seeds_hi, 2) + "]; prediction [" + signed_pct(g.lo, 1) + ", " + signed_pct(g.hi, 1) +
-         "], mostly: " + g.mostly + (g.told_from_noise() ? ")" : "; cannot be told from no gain)");
+         "], mostly: " + (g.mostly == "seeds" ? seeds_name : g.mostly) +
+         (g.told_from_noise() ? ")" : "; cannot be told from no gain)");
 }
 
 std::string terms_text(const GainPrediction& g) {
