@@ -61,52 +61,67 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
       std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / double(logs.size() - 1))));
 }
 
-}  // namespace
 
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
-  auto surface = [&](const RankStep& r) {
-    if (c.packed)
-      return c.forward.model.packed(double(r.real_tokens), double(r.sq_tokens)) +
-             c.backward.model.packed(double(r.real_tokens), double(r.sq_tokens));
-    if (r.micro.empty())
-      return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
-    double sum = 0;
-    for (const auto& mb : r.micro)
-      sum += c.forward.model.at(mb.batch_size, mb.max_len) + c.backward.model.at(mb.batch_size, mb.max_len);
-    return sum;
-  };
-  TrainingFit fit;
-  struct Step {
-    std::vector<double> measured, predicted;
-    std::vector<bool> first;
-  };
+// A rank-step's forward and backward on the profile's surface, over its micro-batches.
+double surface_ms(const Calibration& c, const RankStep& r) {
+  if (c.packed)
+    return c.forward.model.packed(double(r.real_tokens), double(r.sq_tokens)) +
+           c.backward.model.packed(double(r.real_tokens), double(r.sq_tokens));
+  if (r.micro.empty())
+    return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
+  double sum = 0;
+  for (const auto& mb : r.micro)
+    sum += c.forward.model.at(mb.batch_size, mb.max_len) + c.backward.model.at(mb.batch_size, mb.max_len);
+  return sum;
+}
+
+// One step of one run: each rank's compute measured and on the surface, and whether it met a shape first.
+struct Step {
+  std::vector<double> measured, predicted;
+  std::vector<bool> first;
+};
+
+// Every timed rank-step after step 0 of the traces, in the order they ran.
+struct TimedSteps {
   std::vector<Step> steps;
-  std::vector<double> extras_measured, extras_predicted, opt;
-  std::vector<double> steady;  // ratios of rank-steps that met no new shape
-  std::size_t width = 0;
+  std::vector<RunTimes> runs;
+  std::vector<double> opt;
   long timed = 0, above = 0;  // rank-steps timed, and those from the profile's knee
   std::string files;
-  std::vector<RunTimes> runs;
+};
+
+// A trace's runs in the order their rows ran: step by step, the policies in turn, then ranks.
+std::vector<Timed> run_order(const Trace& t) {
+  std::vector<Timed> order;
+  for (std::size_t k = 0; k < t.runs.size(); ++k)
+    for (const RankStep& r : t.runs[k].rows) order.push_back({r.step, static_cast<int>(k), r.rank, &r});
+  std::stable_sort(order.begin(), order.end(), [](const Timed& a, const Timed& b) {
+    return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank);
+  });
+  return order;
+}
+
+// Whether the traces say they were trained in turn, the same policies each (ddptrain's
+// `interleaved` metadata line).
+void note_turns(const Trace& t, bool first_trace, TrainingFit& fit) {
+  const auto turns = t.metadata.find("interleaved");
+  const std::string in_turn = turns == t.metadata.end() ? "" : turns->second;
+  if (first_trace) fit.runs_turns = in_turn;
+  fit.runs_in_turn = fit.runs_in_turn && !in_turn.empty() && in_turn == fit.runs_turns;
+}
+
+TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, TrainingFit& fit) {
+  TimedSteps all;
   for (const Trace& t : training) {
-    files += (files.empty() ? "" : ", ") + t.path;
-    // Rows in the order they ran: step by step, the policies in turn within a step, then ranks.
-    std::vector<Timed> order;
-    for (std::size_t k = 0; k < t.runs.size(); ++k)
-      for (const RankStep& r : t.runs[k].rows) order.push_back({r.step, static_cast<int>(k), r.rank, &r});
-    std::stable_sort(order.begin(), order.end(), [](const Timed& a, const Timed& b) {
-      return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank);
-    });
-    const std::size_t first_run = runs.size();
+    all.files += (all.files.empty() ? "" : ", ") + t.path;
+    const std::size_t first_run = all.runs.size();
     for (const PolicyRun& run : t.runs)
-      runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, {}, {}, 0});
-    const auto turns = t.metadata.find("interleaved");  // ddptrain --policy A,B,...: a step of each in turn
-    const std::string in_turn = turns == t.metadata.end() ? "" : turns->second;
-    if (first_run == 0) fit.runs_turns = in_turn;
-    fit.runs_in_turn = fit.runs_in_turn && !in_turn.empty() && in_turn == fit.runs_turns;
+      all.runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, {}, {}, 0});
+    note_turns(t, first_run == 0, fit);
     const bool shared = one_process(t);
     std::map<int, std::set<std::pair<int, int>>> met;    // per process
     std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
-    for (const Timed& x : order) {
+    for (const Timed& x : run_order(t)) {
       const RankStep& r = *x.row;
       bool first = false;
       auto& seen = met[shared ? 0 : r.rank];
@@ -115,32 +130,31 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
       else
         for (const auto& mb : r.micro) first = seen.emplace(mb.batch_size, mb.max_len).second || first;
       if (r.step < 1 || std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms)) continue;
-      const double predicted = surface(r);
+      const double predicted = surface_ms(c, r);
       if (!(predicted > 0)) continue;
-      ++timed;
-      above += c.regimes.knee_tokens > 0 && regime_tokens(r, c.packed) >= c.regimes.knee_tokens;
-      const auto [at, fresh] = step_of.emplace(std::pair(x.run, r.step), steps.size());
-      if (fresh) steps.emplace_back();
-      Step& s = steps[at->second];
+      ++all.timed;
+      all.above += c.regimes.knee_tokens > 0 && regime_tokens(r, c.packed) >= c.regimes.knee_tokens;
+      const auto [at, fresh] = step_of.emplace(std::pair(x.run, r.step), all.steps.size());
+      if (fresh) all.steps.emplace_back();
+      Step& s = all.steps[at->second];
       s.measured.push_back(r.fwd_ms + r.bwd_ms);
       s.predicted.push_back(predicted);
       s.first.push_back(first);
-      if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
-      RunTimes& own = runs[first_run + static_cast<std::size_t>(x.run)];
-      if (!first) {  // as `typical` below: a shape's first use is no level
+      RunTimes& own = all.runs[first_run + static_cast<std::size_t>(x.run)];
+      if (!first) {  // as `typical` in fit_first_use: a shape's first use is no level
         own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
         own.surface_ms += predicted;
       }
-      if (!std::isnan(r.opt_ms)) own.opt.push_back(r.opt_ms);
+      if (!std::isnan(r.opt_ms)) all.opt.push_back(r.opt_ms), own.opt.push_back(r.opt_ms);
     }
   }
-  // Whole steps only, all of one world: a step's ranks are drawn together.
-  for (const Step& s : steps) width = std::max(width, s.measured.size());
-  std::erase_if(steps, [&](const Step& s) { return s.measured.size() != width; });
-  if (steps.empty())
-    throw InputError(files +
-                     ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
-                     "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
+  return all;
+}
+
+// The first-use cost: the median extra of the rank-steps that met a shape first over the
+// steady ones' typical factor; returns that factor.
+double fit_first_use(const std::vector<Step>& steps, std::size_t width, TrainingFit& fit) {
+  std::vector<double> extras_measured, extras_predicted, steady;
   for (const Step& s : steps)
     for (std::size_t g = 0; g < width; ++g)
       if (s.first[g])
@@ -155,6 +169,11 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
       extra.push_back(extras_measured[i] - typical * extras_predicted[i]);
     fit.first_use_ms = std::max(0.0, percentile(extra, 50));
   }
+  return typical;
+}
+
+// Each step's per-rank factors over the surface (first uses' cost taken out), and their spread.
+void fit_step_factors(const std::vector<Step>& steps, std::size_t width, TrainingFit& fit) {
   std::vector<double> all;
   for (const Step& s : steps) {
     std::vector<double> factors;
@@ -175,15 +194,32 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   fit.spike_pct = 100.0 *
                   double(std::count_if(all.begin(), all.end(), [&](double f) { return f > 1.5 * fit.factor_p50; })) /
                   double(all.size());
-  if (!opt.empty()) fit.optimizer_ms = mean(opt);
+}
+
+}  // namespace
+
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
+  TrainingFit fit;
+  TimedSteps read = read_steps(training, c, fit);
+  // Whole steps only, all of one world: a step's ranks are drawn together.
+  std::size_t width = 0;
+  for (const Step& s : read.steps) width = std::max(width, s.measured.size());
+  std::erase_if(read.steps, [&](const Step& s) { return s.measured.size() != width; });
+  if (read.steps.empty())
+    throw InputError(read.files +
+                     ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
+                     "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
+  const double typical = fit_first_use(read.steps, width, fit);
+  fit_step_factors(read.steps, width, fit);
+  if (!read.opt.empty()) fit.optimizer_ms = mean(read.opt);
   fit.knee_tokens = c.regimes.knee_tokens;
-  fit.above_share = timed ? double(above) / double(timed) : 0;
+  fit.above_share = read.timed ? double(read.above) / double(read.timed) : 0;
   if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
     fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
-  run_levels(runs, typical, fit);
+  run_levels(read.runs, typical, fit);
   char line[256];
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
-  fit.source = line + files;
+  fit.source = line + read.files;
   return fit;
 }
 
