@@ -53,14 +53,10 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     logs.push_back(std::log(level));
   }
   if (logs.size() < 2) return;
-  const double centre = mean(logs);
-  double squares = 0;
-  for (double x : logs) squares += (x - centre) * (x - centre);
+  const double n = double(logs.size()), sample_std = population_std(logs) * std::sqrt(n / (n - 1));
   // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
-  fit.run_level_spread =
-      std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / double(logs.size() - 1))));
+  fit.run_level_spread = std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * sample_std));
 }
-
 
 // A rank-step's forward and backward on the profile's surface, over its micro-batches.
 double surface_ms(const Calibration& c, const RankStep& r) {
@@ -101,13 +97,10 @@ std::vector<Timed> run_order(const Trace& t) {
   return order;
 }
 
-// Whether the traces say they were trained in turn, the same policies each (ddptrain's
-// `interleaved` metadata line).
-void note_turns(const Trace& t, bool first_trace, TrainingFit& fit) {
+// A trace's `interleaved` metadata line (ddptrain --policy A,B,...: a step of each in turn), or "".
+std::string turns_of(const Trace& t) {
   const auto turns = t.metadata.find("interleaved");
-  const std::string in_turn = turns == t.metadata.end() ? "" : turns->second;
-  if (first_trace) fit.runs_turns = in_turn;
-  fit.runs_in_turn = fit.runs_in_turn && !in_turn.empty() && in_turn == fit.runs_turns;
+  return turns == t.metadata.end() ? "" : turns->second;
 }
 
 TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, TrainingFit& fit) {
@@ -117,7 +110,8 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
     const std::size_t first_run = all.runs.size();
     for (const PolicyRun& run : t.runs)
       all.runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, {}, {}, 0});
-    note_turns(t, first_run == 0, fit);
+    // Trained in turn: every trace says so, naming the same policies.
+    fit.runs_in_turn = fit.runs_in_turn && !turns_of(t).empty() && turns_of(t) == turns_of(training.front());
     const bool shared = one_process(t);
     std::map<int, std::set<std::pair<int, int>>> met;    // per process
     std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
@@ -275,14 +269,11 @@ std::string run_level_report(const TrainingFit& t) {
                   (uses[run.label] > 1 ? run.name : run.label).c_str(), run.level);
     each += line;
   }
-  std::string out = "            run level: two runs' levels may differ by " +
-                    std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : "");
-  if (t.run_level_spread < kMaxRunLevelSpread) {
-    std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
-    out += line;
-  }
   if (t.run_level_spread <= 0) return "            run level: the runs' levels agreed (levels " + each + "): no term\n";
-  out += " (95%; levels " + each + "): a term of every gain's prediction interval\n";
+  std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
+  std::string out = "            run level: two runs' levels may differ by " +
+                    std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) +
+                    " (95%; levels " + each + "): a term of every gain's prediction interval\n";
   if (!t.runs_in_turn)
     out +=
         "            the runs were not all trained in turn (no common `interleaved` metadata line): their levels "

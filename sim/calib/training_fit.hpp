@@ -46,7 +46,6 @@ struct TrainingFit {
   std::vector<RunLevel> run_levels;
   double run_level_spread = 0;
   bool runs_in_turn = true;  // every trace says it was trained in turn with the same policies
-  std::string runs_turns;    // the first trace's `interleaved` metadata
 };
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

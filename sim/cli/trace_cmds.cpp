@@ -89,8 +89,8 @@ examples:
 namespace {
 
 // The --training runs, each checked to be a run of the profiled setting: not given twice (by
-// name or bytes), not a profile nor a byte copy of one, of the profile's device, model and attention mode, and all of
-// one world size (the steps are drawn whole, a world at a time).
+// name or bytes), not a profile nor a byte copy of one, of the profile's device, model and
+// attention mode, and all of one world size (the steps are drawn whole, a world at a time).
 std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<Trace>& traces,
                                  std::set<std::filesystem::path>& named) {
   std::vector<Trace> training;
