@@ -31,6 +31,27 @@ double mape_against_truth(const PhaseTime& fit, const std::vector<ShapePoint>& p
 
 }  // namespace
 
+TEST_CASE("nnls: the best subset's least squares, with no coefficient below zero") {
+  std::vector<std::vector<double>> rows;
+  std::vector<double> rising, falling;
+  for (int x = 0; x < 10; ++x)
+    rows.push_back({1.0, double(x), 0.0}), rising.push_back(2 + 3 * x), falling.push_back(5 - 0.5 * x);
+  auto c = nnls(rows, rising);  // an exact fit; the column of zeros gets nothing
+  CHECK(c[0] == doctest::Approx(2));
+  CHECK(c[1] == doctest::Approx(3));
+  CHECK(c[2] == 0);
+  // Falling: the free fit's slope is negative. The intercept alone (the mean, 2.75, squared
+  // error 20.6) beats the slope alone (82.5/285, squared error 72.4).
+  c = nnls(rows, falling);
+  CHECK(c[0] == doctest::Approx(2.75));
+  CHECK(c[1] == 0);
+  CHECK(nnls(rows, std::vector<double>(10, -1.0)) == std::vector<double>{0, 0, 0});  // nothing feasible beats c = 0
+  // Fewer rows than columns: a solution that fits the one row exactly.
+  c = nnls({{1.0, 1.0, 0.0}}, {2.0});
+  CHECK(c[0] + c[1] == doctest::Approx(2));
+  CHECK(std::min(c[0], c[1]) >= 0);
+}
+
 TEST_CASE("under multiplicative noise, the relative-error fit beats plain least squares") {
   // Times span 2 ms to 200 ms: unweighted least squares fits the large shapes and lets the
   // intercept, which is most of a small shape's time, wander.

@@ -7,13 +7,54 @@
 #include <limits>
 #include <map>
 #include <numeric>
-#include <set>
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "common/stats.hpp"
 
 namespace ddpsim {
+
+namespace {
+
+// nnls on a matrix. One QR of the unit-scaled columns, X = Q·R with Q orthogonal, serves every
+// subset S of them: ‖X_S·c − y‖² = ‖R_S·c − (Qᵀy)_head‖² + ‖(Qᵀy)_tail‖² (head: the first n
+// entries), so each subset is a least-squares problem of n rows rather than one row per shape.
+Eigen::VectorXd nnls(Eigen::MatrixXd X, Eigen::VectorXd Y) {
+  const Eigen::Index n = X.cols();
+  if (X.rows() < n) {  // rows of zeros change no fit and leave R square
+    const Eigen::Index m = X.rows();
+    X.conservativeResize(n, Eigen::NoChange), Y.conservativeResize(n);
+    X.bottomRows(n - m).setZero(), Y.tail(n - m).setZero();
+  }
+  Eigen::VectorXd scale = X.colwise().norm().transpose();
+  for (Eigen::Index j = 0; j < n; ++j)
+    if (scale(j) == 0) scale(j) = 1;
+  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(X * scale.cwiseInverse().asDiagonal());
+  const Eigen::MatrixXd R = qr.matrixQR().topRows(n).triangularView<Eigen::Upper>();
+  const Eigen::VectorXd qy = qr.householderQ().adjoint() * Y;
+  const Eigen::VectorXd z = qy.head(n);
+  const double outside = qy.tail(qy.size() - n).squaredNorm();  // what no subset of the columns reaches
+  Eigen::VectorXd best = Eigen::VectorXd::Zero(n);
+  double best_error = Y.squaredNorm();
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    std::vector<Eigen::Index> cols;
+    for (Eigen::Index j = 0; j < n; ++j)
+      if (mask & (1u << j)) cols.push_back(j);
+    Eigen::MatrixXd sub(n, static_cast<Eigen::Index>(cols.size()));
+    for (std::size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = R.col(cols[k]);
+    const Eigen::VectorXd c = sub.colPivHouseholderQr().solve(z);
+    if ((c.array() < 0).any()) continue;
+    const double error = (sub * c - z).squaredNorm() + outside;
+    if (error < best_error) {
+      best_error = error;
+      best.setZero();
+      for (std::size_t k = 0; k < cols.size(); ++k) best(cols[k]) = c(static_cast<Eigen::Index>(k));
+    }
+  }
+  return best.cwiseQuotient(scale);
+}
+
+}  // namespace
 
 std::vector<double> nnls(const std::vector<std::vector<double>>& rows, const std::vector<double>& y) {
   const auto m = static_cast<Eigen::Index>(rows.size()), n = static_cast<Eigen::Index>(rows.front().size());
@@ -23,29 +64,8 @@ std::vector<double> nnls(const std::vector<std::vector<double>>& rows, const std
     for (Eigen::Index j = 0; j < n; ++j) X(i, j) = rows[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
     Y(i) = y[static_cast<std::size_t>(i)];
   }
-  Eigen::VectorXd scale = X.colwise().norm().transpose();
-  for (Eigen::Index j = 0; j < n; ++j)
-    if (scale(j) == 0) scale(j) = 1;
-  const Eigen::MatrixXd Xs = X * scale.cwiseInverse().asDiagonal();
-  Eigen::VectorXd best = Eigen::VectorXd::Zero(n);
-  double best_error = Y.squaredNorm();
-  for (unsigned mask = 1; mask < (1u << n); ++mask) {
-    std::vector<Eigen::Index> cols;
-    for (Eigen::Index j = 0; j < n; ++j)
-      if (mask & (1u << j)) cols.push_back(j);
-    Eigen::MatrixXd sub(m, static_cast<Eigen::Index>(cols.size()));
-    for (std::size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = Xs.col(cols[k]);
-    const Eigen::VectorXd c = sub.colPivHouseholderQr().solve(Y);
-    if ((c.array() < 0).any()) continue;
-    const double error = (sub * c - Y).squaredNorm();
-    if (error < best_error) {
-      best_error = error;
-      best.setZero();
-      for (std::size_t k = 0; k < cols.size(); ++k) best(cols[k]) = c(static_cast<Eigen::Index>(k));
-    }
-  }
-  best = best.cwiseQuotient(scale);
-  return {best.data(), best.data() + n};
+  const Eigen::VectorXd c = nnls(std::move(X), std::move(Y));
+  return {c.data(), c.data() + n};
 }
 
 std::vector<ShapePoint> shape_medians(const std::vector<std::pair<int, int>>& bl, const std::vector<double>& ms) {
@@ -74,16 +94,17 @@ std::vector<ShapePoint> packed_medians(const std::vector<std::pair<double, doubl
 
 PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative, bool quadratic) {
   auto fit = [&](const std::vector<double>& weights) {
-    std::vector<std::vector<double>> rows;
-    std::vector<double> y;
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const ShapePoint& p = points[i];
+    const auto m = static_cast<Eigen::Index>(points.size());
+    Eigen::MatrixXd X(m, 3);
+    Eigen::VectorXd y(m);
+    for (Eigen::Index i = 0; i < m; ++i) {
+      const ShapePoint& p = points[static_cast<std::size_t>(i)];
       // Weight 1/ms turns squared error into squared relative error.
-      const double w = weights[i] * (relative && p.ms > 0 ? 1.0 / p.ms : 1.0);
-      rows.push_back({w, w * p.tokens(), quadratic ? w * p.pairs() : 0.0});
-      y.push_back(w * p.ms);
+      const double w = weights[static_cast<std::size_t>(i)] * (relative && p.ms > 0 ? 1.0 / p.ms : 1.0);
+      X.row(i) << w, w * p.tokens(), quadratic ? w * p.pairs() : 0.0;
+      y(i) = w * p.ms;
     }
-    const auto c = nnls(rows, y);
+    const Eigen::VectorXd c = nnls(std::move(X), std::move(y));
     return PhaseTime{c[0], c[1], quadratic ? c[2] : 0.0};
   };
   std::vector<double> weights(points.size(), 1.0);
@@ -92,13 +113,17 @@ PhaseTime fit_analytic(const std::vector<ShapePoint>& points, bool relative, boo
   // Tukey's bisquare by reweighting: a shape that sits far off its neighbours' surface (measured
   // through a slow spell, or a cache cliff of its own) stops pulling every other shape with it.
   constexpr double TUKEY_C = 4.685;  // 95% efficiency under normal errors
+  std::vector<double> residual(points.size()), spread(points.size());
   for (int iteration = 0; iteration < 50; ++iteration) {
-    std::vector<double> residual, spread;
-    for (const ShapePoint& p : points) residual.push_back(p.ms > 0 ? t.packed(p.tokens(), p.pairs()) / p.ms - 1 : 0.0);
-    const double centre = percentile(residual, 50);
-    for (double r : residual) spread.push_back(std::abs(r - centre));
-    const double scale = 1.4826 * percentile(spread, 50);  // the MAD, as a normal σ
-    if (scale <= 1e-12) break;                             // an exact fit: nothing to reweigh
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const ShapePoint& p = points[i];
+      residual[i] = p.ms > 0 ? t.packed(p.tokens(), p.pairs()) / p.ms - 1 : 0.0;
+    }
+    spread = residual;
+    const double centre = percentile_in_place(spread, 50);
+    for (std::size_t i = 0; i < points.size(); ++i) spread[i] = std::abs(residual[i] - centre);
+    const double scale = 1.4826 * percentile_in_place(spread, 50);  // the MAD, as a normal σ
+    if (scale <= 1e-12) break;                                      // an exact fit: nothing to reweigh
     int kept = 0;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const double u = residual[i] / (TUKEY_C * scale);
@@ -204,9 +229,13 @@ double floor_level(const std::vector<ShapePoint>& floor) {
 
 // The compute part needs shapes whose tokens and token-pairs vary apart.
 bool enough_for_compute(const std::vector<ShapePoint>& points) {
-  std::set<double> tokens, lengths;
-  for (const ShapePoint& p : points) tokens.insert(p.tokens()), lengths.insert(p.pairs() / std::max(p.tokens(), 1e-9));
-  return points.size() >= 3 && tokens.size() >= 2 && lengths.size() >= 2;
+  if (points.size() < 3) return false;
+  const auto length = [](const ShapePoint& p) { return p.pairs() / std::max(p.tokens(), 1e-9); };
+  const ShapePoint& first = points.front();
+  const auto varies = [&](auto value) {
+    return std::any_of(points.begin(), points.end(), [&](const ShapePoint& p) { return value(p) != value(first); });
+  };
+  return varies([](const ShapePoint& p) { return p.tokens(); }) && varies(length);
 }
 
 double compute_loss(const std::vector<ShapePoint>& points, const PhaseTime& t) {
@@ -221,13 +250,19 @@ PhaseTime fit_compute(const std::vector<ShapePoint>& compute) {
   return compute_loss(compute, full) < kQuadraticGain * compute_loss(compute, linear) ? full : linear;
 }
 
+// A shape at the knee, where compute meets the floor to the last bits, goes to the floor: a
+// tie left to rounding would make the split (and everything fitted from it) depend on it.
+bool on_floor(const Roofline& r, const ShapePoint& p) {
+  return r.compute.packed(p.tokens(), p.pairs()) < r.floor_ms * (1 + 1e-9);
+}
+
 // The roofline with the shapes split into floor and compute, then reassigned until stable.
 Roofline fit_split(std::vector<ShapePoint> floor, std::vector<ShapePoint> compute) {
   Roofline r{floor_level(floor), fit_compute(compute)};
   for (int iteration = 0; iteration < 20; ++iteration) {
     std::vector<ShapePoint> f, c;
     for (const auto* part : {&floor, &compute})
-      for (const ShapePoint& p : *part) (r.compute.packed(p.tokens(), p.pairs()) < r.floor_ms ? f : c).push_back(p);
+      for (const ShapePoint& p : *part) (on_floor(r, p) ? f : c).push_back(p);
     if (f.size() == floor.size() || !enough_for_compute(c)) break;
     floor = std::move(f), compute = std::move(c);
     r = {floor_level(floor), fit_compute(compute)};

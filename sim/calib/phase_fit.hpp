@@ -35,7 +35,7 @@ struct ShapePoint {
 
 // min ‖Xc − y‖ subject to c ≥ 0 for a handful of columns (X given row by row): the optimum is
 // the unconstrained least-squares solution on some subset of the columns, so every subset is
-// solved (column-pivoted QR on unit-scaled columns) and the best feasible one kept.
+// solved (from one QR of the unit-scaled columns) and the best feasible one kept.
 std::vector<double> nnls(const std::vector<std::vector<double>>& rows, const std::vector<double>& y);
 
 // One median per distinct (b, L) of the rows, sorted by (b, L).
