@@ -205,6 +205,20 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   auto quiet = nlohmann::ordered_json::parse(spiky_model().dump());
   add_training(quiet, alike, {fast, same});
   CHECK_FALSE(quiet.contains("run_level"));
+  // A second session (another process: its metadata differs), 20% slower throughout, its runs
+  // 10% apart as in the first: a gain within a session sees only that, not the 20%.
+  Trace fast2 = fast, slow2 = slow;
+  for (Trace* t : {&fast2, &slow2}) {
+    t->metadata["seed"] = "2";
+    for (RankStep& r : t->runs[0].rows) r.fwd_ms *= 0.8, r.bwd_ms *= 0.8, r.opt_ms *= 0.8;
+  }
+  const TrainingFit two = fit_training({fast, slow, fast2, slow2}, surface);
+  CHECK(two.sessions == 2);
+  CHECK(two.run_level_spread == doctest::Approx(spread).epsilon(1e-6));
+  CHECK(training_report(two).find("two runs of one session may differ by 20.5% (95%; each against its session's "
+                                  "mean, 2 sessions; levels") != std::string::npos);
+  for (Trace* t : {&fast2, &slow2}) t->metadata.erase("seed");  // one session of four: the 20% counts
+  CHECK(fit_training({fast, slow, fast2, slow2}, surface).run_level_spread > 2 * spread);
   slow.metadata.erase("interleaved");
   CHECK(training_report(fit_training({fast, slow}, surface)).find("the runs were not all trained in turn") !=
         std::string::npos);

@@ -30,18 +30,21 @@ bool one_process(const Trace& t) {
 // One training run's rank-steps: compute over the surface, the surface's sum, optimizer times.
 struct RunTimes {
   std::string name, label;  // the trace (with the policy where it holds several), the policy
+  std::string session;      // runs of one process share it (session_of)
   std::vector<double> ratios, opt;
   double surface_ms = 0;
 };
 
 // Each run's level: its own shapes at its median factor and its mean optimizer, over the same
-// shapes at the pooled runs' (`typical` factor, fit.optimizer_ms). Runs of one setting trained
-// in turn share the minutes, so what tells their levels apart is none of the session's. The
-// spread is the 95% half-width of the ratio of two runs' levels, 1.96·√2 times the sample
-// standard deviation of the levels' logs: a pre-run's few runs are a few draws, and their range
-// alone understated the next run's (the fourth registered CPU prediction).
+// shapes at the pooled runs' (`typical` factor, fit.optimizer_ms). The spread is the 95%
+// half-width of the ratio of two runs' levels, 1.96·√2 times the sample standard deviation of
+// the levels' logs: a pre-run's few runs are a few draws, and their range alone understated the
+// next run's (the fourth registered CPU prediction). Runs trained in turn in one process (a
+// session) share its minutes, and so a level of the session's own that a gain between two of
+// them never sees: each log is taken from its session's mean, over N − S degrees of freedom (N
+// runs in S sessions). Runs not trained in turn share no minutes: one session.
 void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& fit) {
-  std::vector<double> logs;
+  std::map<std::string, std::vector<double>> sessions, pooled;
   for (const RunTimes& run : runs) {
     if (run.ratios.empty()) continue;
     const double n = double(run.ratios.size()), opt = fit.optimizer_ms >= 0 ? fit.optimizer_ms : 0;
@@ -50,10 +53,16 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
         (percentile(run.ratios, 50) * run.surface_ms + own_opt * n) / (typical * run.surface_ms + opt * n);
     if (!(level > 0 && std::isfinite(level))) continue;  // times of 0: no level to compare
     fit.run_levels.push_back({run.name, run.label, level});
-    logs.push_back(std::log(level));
+    sessions[fit.runs_in_turn ? run.session : ""].push_back(std::log(level));
+    pooled[""].push_back(std::log(level));
   }
-  if (logs.size() < 2) return;
-  const double n = double(logs.size()), sample_std = population_std(logs) * std::sqrt(n / (n - 1));
+  const double n = double(fit.run_levels.size());
+  if (n < 2) return;
+  if (n - double(sessions.size()) < 1) sessions = pooled;  // no session holds two runs
+  double squares = 0;
+  for (const auto& [key, logs] : sessions) squares += population_std(logs) * population_std(logs) * double(logs.size());
+  fit.sessions = static_cast<int>(sessions.size());
+  const double sample_std = std::sqrt(squares / (n - double(sessions.size())));
   // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
   fit.run_level_spread = std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * sample_std));
 }
@@ -103,13 +112,24 @@ std::string turns_of(const Trace& t) {
   return turns == t.metadata.end() ? "" : turns->second;
 }
 
+// Runs of one process: the trace's path where it holds several, else every metadata line but
+// the policy (ddptrain writes each policy's trace with the same lines).
+std::string session_of(const Trace& t) {
+  if (t.runs.size() > 1) return t.path;
+  std::string key;
+  for (const auto& [name, value] : t.metadata)
+    if (name != "policy") key += name + "=" + value + "\n";
+  return key;
+}
+
 TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, TrainingFit& fit) {
   TimedSteps all;
   for (const Trace& t : training) {
     all.files += (all.files.empty() ? "" : ", ") + t.path;
     const std::size_t first_run = all.runs.size();
     for (const PolicyRun& run : t.runs)
-      all.runs.push_back({t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, {}, {}, 0});
+      all.runs.push_back(
+          {t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, session_of(t), {}, {}, 0});
     // Trained in turn: every trace says so, naming the same policies.
     fit.runs_in_turn = fit.runs_in_turn && !turns_of(t).empty() && turns_of(t) == turns_of(training.front());
     const bool shared = one_process(t);
@@ -240,15 +260,18 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
   if (t.run_level_spread > 0) {
     nlohmann::ordered_json levels = nlohmann::ordered_json::object();
     for (const RunLevel& run : t.run_levels) levels[run.name] = std::round(run.level * 1e4) / 1e4;
-    model["run_level"] = {{"spread", std::round(t.run_level_spread * 1e4) / 1e4},
-                          {"levels", levels},
-                          {"source",
-                           "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation "
-                           "of the logs of the " +
-                               std::to_string(t.run_levels.size()) +
-                               " training runs' levels: compute and optimizer over the runs' pooled), by "
-                               "ddpsim calibrate --training" +
-                               (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
+    model["run_level"] = {
+        {"spread", std::round(t.run_level_spread * 1e4) / 1e4},
+        {"levels", levels},
+        {"source",
+         "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation "
+         "of the logs of the " +
+             std::to_string(t.run_levels.size()) +
+             " training runs' levels: compute and optimizer over the runs' pooled" +
+             (t.sessions > 1
+                  ? ", each against its session's mean, " + std::to_string(t.sessions) + " sessions trained in turn"
+                  : "") +
+             "), by ddpsim calibrate --training" + (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
   }
   model["calibration"]["fit"]["training"] = {
       {"rank_steps", t.rank_steps},
@@ -271,9 +294,12 @@ std::string run_level_report(const TrainingFit& t) {
   }
   if (t.run_level_spread <= 0) return "            run level: the runs' levels agreed (levels " + each + "): no term\n";
   std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
-  std::string out = "            run level: two runs' levels may differ by " +
-                    std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) +
-                    " (95%; levels " + each + "): a term of every gain's prediction interval\n";
+  std::string out =
+      "            run level: two " + std::string(t.sessions > 1 ? "runs of one session" : "runs' levels") +
+      " may differ by " +
+      std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) + " (95%; " +
+      (t.sessions > 1 ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
+      "levels " + each + "): a term of every gain's prediction interval\n";
   if (!t.runs_in_turn)
     out +=
         "            the runs were not all trained in turn (no common `interleaved` metadata line): their levels "

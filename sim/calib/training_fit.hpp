@@ -42,9 +42,10 @@ struct TrainingFit {
   std::string source;  // one line: which traces, how many steps and ranks
   // Each run's level, its rank-steps' compute and optimizer over the pooled runs' (its own
   // shapes at the pooled factor and optimizer), and the 95% half-width of the ratio of two
-  // runs' levels (PerfModel::run_level_spread; 0 with one run).
+  // levels of one session's runs (PerfModel::run_level_spread; 0 with one run).
   std::vector<RunLevel> run_levels;
   double run_level_spread = 0;
+  int sessions = 1;          // processes the runs came from, each the level its runs' logs are taken from
   bool runs_in_turn = true;  // every trace says it was trained in turn with the same policies
 };
 
