@@ -36,9 +36,11 @@ for pad in 1 16; do
     --measured traces/h100/prereg3/runs/pad$pad/minmax-cost-tokens/steps.csv \
     --baseline traces/h100/prereg3/runs/pad$pad/static/steps.csv --model traces/h100/prereg3/model-bf16.json
 done
-for reg in prereg2 prereg3 prereg4; do
+for reg in prereg2 prereg3 prereg4 prereg5; do
   [[ -d traces/cpu/$reg/runs ]] || continue  # registered, its run not yet in
-  for p in minmax-cost-tokens sorted; do
+  policies=(minmax-cost-tokens sorted)
+  [[ $reg == prereg5 ]] && policies=(kk sorted)
+  for p in "${policies[@]}"; do
     validate_into traces/cpu/$reg/validation/$p --registered traces/cpu/$reg/prediction.json \
       --measured traces/cpu/$reg/runs/$p/steps.csv --baseline traces/cpu/$reg/runs/static/steps.csv
   done
