@@ -202,10 +202,17 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   CHECK(alike.run_level_spread == 0);
   CHECK(training_report(alike).find("run level: the runs' levels agreed (levels static ×1.000, kk ×1.000): no term") !=
         std::string::npos);
+  Trace same2 = same, fast3 = fast;  // two sessions, alike within each, 20% apart
+  for (Trace* t : {&same2, &fast3}) {
+    t->metadata["seed"] = "2";
+    for (RankStep& r : t->runs[0].rows) r.fwd_ms *= 0.8, r.bwd_ms *= 0.8, r.opt_ms *= 0.8;
+  }
+  CHECK(training_report(fit_training({fast, same, fast3, same2}, surface))
+            .find("run level: the runs' levels agreed within each session (levels") != std::string::npos);
   auto quiet = nlohmann::ordered_json::parse(spiky_model().dump());
   add_training(quiet, alike, {fast, same});
   CHECK_FALSE(quiet.contains("run_level"));
-  // A second session (another process: its metadata differs), 20% slower throughout, its runs
+  // A second session (another process: its metadata differs), 20% faster throughout, its runs
   // 10% apart as in the first: a gain within a session sees only that, not the 20%.
   Trace fast2 = fast, slow2 = slow;
   for (Trace* t : {&fast2, &slow2}) {
@@ -219,6 +226,13 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
                                   "mean, 2 sessions; levels") != std::string::npos);
   for (Trace* t : {&fast2, &slow2}) t->metadata.erase("seed");  // one session of four: the 20% counts
   CHECK(fit_training({fast, slow, fast2, slow2}, surface).run_level_spread > 2 * spread);
+  // One run a process: nothing to take within a session, so the levels pool, and it is said.
+  slow2.metadata["seed"] = "2";
+  const TrainingFit apart = fit_training({fast, slow2}, surface);
+  CHECK(apart.sessions_pooled);
+  CHECK(apart.run_level_spread > spread);
+  CHECK(training_report(apart).find("no process trained two of the runs: their levels were pooled") !=
+        std::string::npos);
   slow.metadata.erase("interleaved");
   CHECK(training_report(fit_training({fast, slow}, surface)).find("the runs were not all trained in turn") !=
         std::string::npos);
@@ -240,4 +254,18 @@ TEST_CASE("a model's run level is checked key by key") {
   refused({{"spread", 0.05}, {"source", "s"}, {"spreed", 1}}, "spreed");
   doc["run_level"] = {{"spread", 0.05}, {"source", "s"}, {"levels", {{"a", 0.98}, {"b", 1.02}}}};
   CHECK(parse_perf_model(doc, "m.json").run_level_spread == doctest::Approx(0.05));
+}
+
+TEST_CASE("a model's source tells its traces apart by the folders they do not share") {
+  const auto names = [](std::vector<std::string> paths) {
+    std::vector<Trace> traces(paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) traces[i].path = paths[i];
+    return trace_names(traces);
+  };
+  CHECK(names({"runs/a/static/steps.csv", "runs/a/kk/steps.csv", "runs/b/static/steps.csv"}) ==
+        "a/static/steps.csv, a/kk/steps.csv, b/static/steps.csv");
+  CHECK(names({"traces/cpu/profile-1core/steps.csv"}) == "profile-1core/steps.csv");
+  CHECK(names({"steps.csv"}) == "steps.csv");
+  CHECK(names({"x/one.csv", "x/two.csv"}) == "one.csv, two.csv");
+  CHECK(names({"/abs/run/steps.csv", "rel/steps.csv"}) == "/abs/run/steps.csv, rel/steps.csv");
 }

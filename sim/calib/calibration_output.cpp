@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -21,12 +20,11 @@ namespace ddpsim {
 nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<Trace>& traces, const PerfModel& base,
                                         const std::string& name, const std::string& gpu) {
   nlohmann::ordered_json sources = nlohmann::ordered_json::array();
-  std::string files;
+  const std::string files = trace_names(traces);
   for (const Trace& t : traces) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
     for (const auto& [k, v] : t.metadata) meta[k] = v;
     sources.push_back({{"file", t.path}, {"fnv1a64", t.hash}, {"rows", t.rows}, {"metadata", meta}});
-    files += (files.empty() ? "" : ", ") + std::filesystem::path(t.path).filename().string();
   }
   auto phase = [](const PhaseModel& p) {
     nlohmann::ordered_json j = {

@@ -35,7 +35,7 @@ Eigen::VectorXd nnls(Eigen::MatrixXd X, Eigen::VectorXd Y) {
   const Eigen::VectorXd z = qy.head(n);
   const double outside = qy.tail(qy.size() - n).squaredNorm();  // what no subset of the columns reaches
   Eigen::VectorXd best = Eigen::VectorXd::Zero(n);
-  double best_error = Y.squaredNorm();
+  double best_error = z.squaredNorm() + outside;  // c = 0, scored as every subset is
   for (unsigned mask = 1; mask < (1u << n); ++mask) {
     std::vector<Eigen::Index> cols;
     for (Eigen::Index j = 0; j < n; ++j)

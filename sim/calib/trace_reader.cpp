@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -240,6 +241,31 @@ Trace read_trace(const std::string& path, const std::vector<std::string>& requir
   if (trace.rows == 0) throw InputError(path + ": no data rows");
   for (auto& run : trace.runs) finish_run(run, path, trace.metadata, top_rank[run.label], step_line);
   return trace;
+}
+
+std::string trace_names(const std::vector<Trace>& traces) {
+  std::vector<std::vector<std::string>> parts;
+  for (const Trace& t : traces) {
+    parts.emplace_back();
+    for (const auto& part : std::filesystem::path(t.path).lexically_normal()) parts.back().push_back(part.string());
+  }
+  if (parts.empty()) return "";
+  std::size_t shared = 0;  // leading folders every path has
+  const auto folder_shared = [&](std::size_t k) {
+    return std::all_of(parts.begin(), parts.end(),
+                       [&](const auto& p) { return p.size() > k + 1 && p[k] == parts[0][k]; });
+  };
+  if (parts.size() == 1)
+    shared = parts[0].size() > 2 ? parts[0].size() - 2 : 0;
+  else
+    while (folder_shared(shared)) ++shared;
+  std::string names;
+  for (const auto& p : parts) {
+    std::filesystem::path name;
+    for (std::size_t k = shared; k < p.size(); ++k) name /= p[k];
+    names += (names.empty() ? "" : ", ") + name.string();
+  }
+  return names;
 }
 
 }  // namespace ddpsim

@@ -36,4 +36,8 @@ std::optional<ModelledAllreduce> modelled_allreduce(const Trace& trace);
 // A trace whose (step, rank) pairs repeat without a policy column is refused: runs are mixed.
 Trace read_trace(const std::string& path, const std::vector<std::string>& required = {});
 
+// How a model's source names its traces: each path past the folders all of them share, so that
+// ddptrain's DIR/POLICY/steps.csv stay told apart; a lone trace keeps its own folder.
+std::string trace_names(const std::vector<Trace>& traces);
+
 }  // namespace ddpsim

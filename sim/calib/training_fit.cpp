@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
@@ -58,9 +57,13 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
   }
   const double n = double(fit.run_levels.size());
   if (n < 2) return;
-  if (n - double(sessions.size()) < 1) sessions = pooled;  // no session holds two runs
+  fit.sessions_pooled = n - double(sessions.size()) < 1;  // no session holds two runs
+  if (fit.sessions_pooled) sessions = pooled;
   double squares = 0;
-  for (const auto& [key, logs] : sessions) squares += population_std(logs) * population_std(logs) * double(logs.size());
+  for (const auto& [key, logs] : sessions) {
+    const double centre = mean(logs);
+    for (double x : logs) squares += (x - centre) * (x - centre);
+  }
   fit.sessions = static_cast<int>(sessions.size());
   const double sample_std = std::sqrt(squares / (n - double(sessions.size())));
   // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
@@ -238,14 +241,13 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
 }
 
 void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std::vector<Trace>& training) {
-  std::string files;
   for (const Trace& tr : training) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
     for (const auto& [k, v] : tr.metadata) meta[k] = v;
     model["calibration"]["traces"].push_back(
         {{"file", tr.path}, {"fnv1a64", tr.hash}, {"rows", tr.rows}, {"role", "training"}, {"metadata", meta}});
-    files += (files.empty() ? "" : ", ") + std::filesystem::path(tr.path).filename().string();
   }
+  const std::string files = trace_names(training);
   model["source"] = model["source"].get<std::string>() + "; the rank-steps' spread" +
                     (t.first_uses >= kMinFirstUses ? ", the first-use cost of a shape" : "") +
                     (t.optimizer_ms >= 0 ? " and the optimizer" : "") + " from the training run(s) " + files;
@@ -268,9 +270,9 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
          "of the logs of the " +
              std::to_string(t.run_levels.size()) +
              " training runs' levels: compute and optimizer over the runs' pooled" +
-             (t.sessions > 1
-                  ? ", each against its session's mean, " + std::to_string(t.sessions) + " sessions trained in turn"
-                  : "") +
+             (t.sessions > 1 ? ", each against its session's mean, from " + std::to_string(t.sessions) +
+                                   " sessions each training the policies in turn"
+                             : "") +
              "), by ddpsim calibrate --training" + (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
   }
   model["calibration"]["fit"]["training"] = {
@@ -292,7 +294,9 @@ std::string run_level_report(const TrainingFit& t) {
                   (uses[run.label] > 1 ? run.name : run.label).c_str(), run.level);
     each += line;
   }
-  if (t.run_level_spread <= 0) return "            run level: the runs' levels agreed (levels " + each + "): no term\n";
+  if (t.run_level_spread <= 0)
+    return "            run level: the runs' levels agreed" +
+           std::string(t.sessions > 1 ? " within each session" : "") + " (levels " + each + "): no term\n";
   std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
   std::string out =
       "            run level: two " + std::string(t.sessions > 1 ? "runs of one session" : "runs' levels") +
@@ -300,6 +304,10 @@ std::string run_level_report(const TrainingFit& t) {
       std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) + " (95%; " +
       (t.sessions > 1 ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
       "levels " + each + "): a term of every gain's prediction interval\n";
+  if (t.sessions_pooled)
+    out +=
+        "            no process trained two of the runs: their levels were pooled, the drift between processes "
+        "with them\n";
   if (!t.runs_in_turn)
     out +=
         "            the runs were not all trained in turn (no common `interleaved` metadata line): their levels "

@@ -45,8 +45,9 @@ struct TrainingFit {
   // levels of one session's runs (PerfModel::run_level_spread; 0 with one run).
   std::vector<RunLevel> run_levels;
   double run_level_spread = 0;
-  int sessions = 1;          // processes the runs came from, each the level its runs' logs are taken from
-  bool runs_in_turn = true;  // every trace says it was trained in turn with the same policies
+  int sessions = 1;              // sessions the spread was taken within (1 when pooled)
+  bool sessions_pooled = false;  // trained in turn, but no process trained two of the runs
+  bool runs_in_turn = true;      // every trace says it was trained in turn with the same policies
 };
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

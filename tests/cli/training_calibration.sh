@@ -14,7 +14,7 @@ m = json.load(open(sys.argv[1]))
 assert 100 < m["first_use_ms"] < 200, m["first_use_ms"]
 assert len(m["noise"]["steps"]) == 799 and all(len(s) == 4 for s in m["noise"]["steps"])
 assert any(t.get("role") == "training" for t in m["calibration"]["traces"])
-assert "training run(s) steps.csv" in m["source"]
+assert "training run(s) static/steps.csv" in m["source"], m["source"]
 PY
 
 # Several runs trained in turn: each run's level, and the spread every gain's interval then carries.
