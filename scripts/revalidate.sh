@@ -38,9 +38,9 @@ for pad in 1 16; do
 done
 for reg in prereg2 prereg3 prereg4 prereg5; do
   [[ -d traces/cpu/$reg/runs ]] || continue  # registered, its run not yet in
-  policies=(minmax-cost-tokens sorted)
-  [[ $reg == prereg5 ]] && policies=(kk sorted)
-  for p in "${policies[@]}"; do
+  for dir in traces/cpu/$reg/runs/*/; do
+    p=$(basename "$dir")
+    [[ $p == static || $p == profile ]] && continue  # the baseline, and the profile taken alongside
     validate_into traces/cpu/$reg/validation/$p --registered traces/cpu/$reg/prediction.json \
       --measured traces/cpu/$reg/runs/$p/steps.csv --baseline traces/cpu/$reg/runs/static/steps.csv
   done

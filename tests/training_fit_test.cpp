@@ -55,6 +55,11 @@ Trace as_trace(const SimulationRun& sim, const std::string& emulated) {
   return t;
 }
 
+// A run at another level: every phase's time ×f.
+void scale_times(Trace& t, double f) {
+  for (RankStep& r : t.runs[0].rows) r.fwd_ms *= f, r.bwd_ms *= f, r.opt_ms *= f;
+}
+
 // The surface the training run is read against: the known model's own (a perfect profile).
 Calibration known_surface(const PerfModel& m) {
   Calibration c;
@@ -169,7 +174,7 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   slow.path = "runs/sorted/steps.csv";
   slow.runs[0].label = "sorted";
   for (Trace* t : {&fast, &slow}) t->metadata["interleaved"] = "one step of each policy in turn: static,sorted";
-  for (RankStep& r : slow.runs[0].rows) r.fwd_ms *= 1.1, r.bwd_ms *= 1.1, r.opt_ms *= 1.1;
+  scale_times(slow, 1.1);
   const Calibration surface = known_surface(*config.model);
   CHECK(fit_training({fast}, surface).run_level_spread == 0);
   const TrainingFit t = fit_training({fast, slow}, surface);
@@ -205,7 +210,7 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   Trace same2 = same, fast3 = fast;  // two sessions, alike within each, 20% apart
   for (Trace* t : {&same2, &fast3}) {
     t->metadata["seed"] = "2";
-    for (RankStep& r : t->runs[0].rows) r.fwd_ms *= 0.8, r.bwd_ms *= 0.8, r.opt_ms *= 0.8;
+    scale_times(*t, 0.8);
   }
   CHECK(training_report(fit_training({fast, same, fast3, same2}, surface))
             .find("run level: the runs' levels agreed within each session (levels") != std::string::npos);
@@ -217,7 +222,7 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   Trace fast2 = fast, slow2 = slow;
   for (Trace* t : {&fast2, &slow2}) {
     t->metadata["seed"] = "2";
-    for (RankStep& r : t->runs[0].rows) r.fwd_ms *= 0.8, r.bwd_ms *= 0.8, r.opt_ms *= 0.8;
+    scale_times(*t, 0.8);
   }
   const TrainingFit two = fit_training({fast, slow, fast2, slow2}, surface);
   CHECK(two.sessions == 2);

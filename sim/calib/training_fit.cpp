@@ -43,7 +43,8 @@ struct RunTimes {
 // them never sees: each log is taken from its session's mean, over N − S degrees of freedom (N
 // runs in S sessions). Runs not trained in turn share no minutes: one session.
 void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& fit) {
-  std::map<std::string, std::vector<double>> sessions, pooled;
+  std::map<std::string, std::vector<double>> sessions;
+  std::vector<double> logs;
   for (const RunTimes& run : runs) {
     if (run.ratios.empty()) continue;
     const double n = double(run.ratios.size()), opt = fit.optimizer_ms >= 0 ? fit.optimizer_ms : 0;
@@ -53,16 +54,16 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     if (!(level > 0 && std::isfinite(level))) continue;  // times of 0: no level to compare
     fit.run_levels.push_back({run.name, run.label, level});
     sessions[fit.runs_in_turn ? run.session : ""].push_back(std::log(level));
-    pooled[""].push_back(std::log(level));
+    logs.push_back(std::log(level));
   }
   const double n = double(fit.run_levels.size());
   if (n < 2) return;
   fit.sessions_pooled = n - double(sessions.size()) < 1;  // no session holds two runs
-  if (fit.sessions_pooled) sessions = pooled;
+  if (fit.sessions_pooled) sessions = {{"", logs}};
   double squares = 0;
-  for (const auto& [key, logs] : sessions) {
-    const double centre = mean(logs);
-    for (double x : logs) squares += (x - centre) * (x - centre);
+  for (const auto& [key, own] : sessions) {
+    const double centre = mean(own);
+    for (double x : own) squares += (x - centre) * (x - centre);
   }
   fit.sessions = static_cast<int>(sessions.size());
   const double sample_std = std::sqrt(squares / (n - double(sessions.size())));
