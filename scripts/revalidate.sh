@@ -36,7 +36,8 @@ for pad in 1 16; do
     --measured traces/h100/prereg3/runs/pad$pad/minmax-cost-tokens/steps.csv \
     --baseline traces/h100/prereg3/runs/pad$pad/static/steps.csv --model traces/h100/prereg3/model-bf16.json
 done
-for reg in prereg2 prereg3 prereg4 prereg5; do
+for reg in traces/cpu/prereg?*/; do
+  reg=$(basename "$reg")
   [[ -d traces/cpu/$reg/runs ]] || continue  # registered, its run not yet in
   for dir in traces/cpu/$reg/runs/*/; do
     p=$(basename "$dir")
