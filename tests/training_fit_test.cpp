@@ -243,6 +243,60 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
         std::string::npos);
 }
 
+TEST_CASE("the optimizer, the same work in every run, tells a machine that runs each model at its own level") {
+  const Config config = spiky_config("static", "off", 60);
+  const auto dataset = make_length_source(config.data, 256)->dataset(5);
+  const SimulationRun sim = simulate(config, dataset);
+  std::vector<Trace> runs;
+  for (const std::string policy : {"static", "kk", "sorted"}) {
+    Trace t = as_trace(sim, "4");
+    t.path = "runs/" + policy + "/steps.csv";
+    t.runs[0].label = policy;
+    t.metadata["interleaved"] = "one step of each policy in turn: static,kk,sorted";
+    runs.push_back(t);
+  }
+  const Calibration surface = known_surface(*config.model);
+  const auto optimizer_times = [](Trace& t, double f) {
+    for (RankStep& r : t.runs[0].rows) r.opt_ms *= f;
+  };
+  optimizer_times(runs[1], 1.05);
+  const TrainingFit alike = fit_training(runs, surface);
+  REQUIRE(alike.optimizer_by_session.size() == 1);
+  CHECK(alike.optimizer_by_session[0][1].first == "kk");
+  CHECK(alike.optimizer_apart == doctest::Approx(0.05).epsilon(1e-9));
+  const std::string quiet = training_report(alike);
+  CHECK(quiet.find("optimizer, the same work in every run: its medians at most 5.0% apart (static ") !=
+        std::string::npos);
+  CHECK(quiet.find("a level of its own") == std::string::npos);
+
+  // A second process 30% slower throughout is its session's level, not a model's; a model 25%
+  // slower than the others of its process is.
+  std::vector<Trace> both = runs;
+  for (Trace t : runs) {
+    t.metadata["seed"] = "2";
+    optimizer_times(t, 1.3);
+    both.push_back(t);
+  }
+  CHECK(fit_training(both, surface).optimizer_apart == doctest::Approx(0.05).epsilon(1e-9));
+  optimizer_times(both[5], 1.25);
+  const TrainingFit own = fit_training(both, surface);
+  CHECK(own.optimizer_by_session.size() == 2);
+  CHECK(own.optimizer_apart == doctest::Approx(0.25).epsilon(1e-9));
+  const std::string warned = training_report(own);
+  CHECK(warned.find("its medians within a session at most 25.0% apart") != std::string::npos);
+  CHECK(warned.find("the machine ran each run's model at a level of its own") != std::string::npos);
+  auto doc = nlohmann::ordered_json::parse(spiky_model().dump());
+  add_training(doc, own, both);
+  CHECK(doc["calibration"]["fit"]["training"]["optimizer_apart"] == 0.25);
+
+  // Traces without optimizer times: no control, no line.
+  for (Trace& t : runs)
+    for (RankStep& r : t.runs[0].rows) r.opt_ms = std::nan("");
+  const TrainingFit untimed = fit_training(runs, surface);
+  CHECK(untimed.optimizer_apart < 0);
+  CHECK(training_report(untimed).find("optimizer, the same work") == std::string::npos);
+}
+
 TEST_CASE("a model's run level is checked key by key") {
   nlohmann::json doc = spiky_model();
   const auto refused = [&](const nlohmann::json& run_level, const std::string& message) {

@@ -71,6 +71,24 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
   fit.run_level_spread = std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * sample_std));
 }
 
+// After run_levels, whose sessions it takes (one when the runs were pooled or not in turn).
+void optimizer_control(const std::vector<RunTimes>& runs, TrainingFit& fit) {
+  std::map<std::string, std::size_t> index;
+  for (const RunTimes& run : runs) {
+    if (run.opt.empty()) continue;
+    const std::string key = fit.runs_in_turn && !fit.sessions_pooled ? run.session : "";
+    const auto [at, fresh] = index.emplace(key, fit.optimizer_by_session.size());
+    if (fresh) fit.optimizer_by_session.emplace_back();
+    fit.optimizer_by_session[at->second].emplace_back(run.label, percentile(run.opt, 50));
+  }
+  for (const auto& session : fit.optimizer_by_session) {
+    if (session.size() < 2) continue;
+    const auto [low, high] = std::minmax_element(session.begin(), session.end(),
+                                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (low->second > 0) fit.optimizer_apart = std::max(fit.optimizer_apart, high->second / low->second - 1);
+  }
+}
+
 // A rank-step's forward and backward on the profile's surface, over its micro-batches.
 double surface_ms(const Calibration& c, const RankStep& r) {
   if (c.packed)
@@ -235,6 +253,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
     fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
   run_levels(read.runs, typical, fit);
+  optimizer_control(read.runs, fit);
   char line[256];
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
   fit.source = line + read.files;
@@ -282,76 +301,8 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
       {"spike_pct", t.spike_pct},
       {"first_uses", t.first_uses},
       {"first_use_ms", t.first_use_ms}};
-}
-
-// The report's run-level line: each run by its policy (by its trace where two share one).
-std::string run_level_report(const TrainingFit& t) {
-  std::map<std::string, int> uses;
-  for (const RunLevel& run : t.run_levels) ++uses[run.label];
-  std::string each;
-  char line[512];
-  for (const RunLevel& run : t.run_levels) {
-    std::snprintf(line, sizeof line, "%s%s ×%.3f", each.empty() ? "" : ", ",
-                  (uses[run.label] > 1 ? run.name : run.label).c_str(), run.level);
-    each += line;
-  }
-  if (t.run_level_spread <= 0)
-    return "            run level: the runs' levels agreed" +
-           std::string(t.sessions > 1 ? " within each session" : "") + " (levels " + each + "): no term\n";
-  std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
-  std::string out =
-      "            run level: two " + std::string(t.sessions > 1 ? "runs of one session" : "runs' levels") +
-      " may differ by " +
-      std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) + " (95%; " +
-      (t.sessions > 1 ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
-      "levels " + each + "): a term of every gain's prediction interval\n";
-  if (t.sessions_pooled)
-    out +=
-        "            no process trained two of the runs: their levels were pooled, the drift between processes "
-        "with them\n";
-  if (!t.runs_in_turn)
-    out +=
-        "            the runs were not all trained in turn (no common `interleaved` metadata line): their levels "
-        "hold the drift between their minutes too\n";
-  return out;
-}
-
-std::string training_report(const TrainingFit& t) {
-  char line[768];
-  std::string out;
-  std::snprintf(line, sizeof line,
-                "  training  %s: each rank-step's compute over the surface, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
-                "P99 ×%.4f; %.1f%% of rank-steps above 1.5× the median. The model draws these steps whole (a "
-                "step's ranks together), in place of the profile's noise\n",
-                t.source.c_str(), t.factor_p50, t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
-  out += line;
-  if (t.first_uses >= kMinFirstUses)
-    std::snprintf(line, sizeof line,
-                  "            first use of a shape in a process: +%.4g ms (median over %ld first uses after step 0)\n",
-                  t.first_use_ms, t.first_uses);
-  else
-    std::snprintf(line, sizeof line,
-                  "            first use of a shape: not fitted, %ld first use(s) after step 0 (at least %ld needed)\n",
-                  t.first_uses, kMinFirstUses);
-  out += line;
-  if (t.optimizer_ms >= 0) {
-    std::snprintf(line, sizeof line,
-                  "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
-    out += line;
-  }
-  if (t.run_levels.size() >= 2) out += run_level_report(t);
-  if (t.knee_tokens > 0) {
-    const bool above = t.above_share > 0.5;
-    std::snprintf(
-        line, sizeof line,
-        "            regimes: %.0f%% of the run's rank-steps from the profile's knee (%lld padded tokens), so "
-        "the steps stand for the %s regime; drawn for a rank-step %s the knee, a factor's log is scaled "
-        "by %.4g (the profile's σ %s)\n",
-        100 * t.above_share, t.knee_tokens, above ? "compute-bound" : "launch-bound", above ? "below" : "from",
-        above ? 1 / t.steps_scale : t.steps_scale, above ? "below over σ above" : "above over σ below");
-    out += line;
-  }
-  return out;
+  if (t.optimizer_apart >= 0)  // the control's finding kept with the model it warns about
+    model["calibration"]["fit"]["training"]["optimizer_apart"] = std::round(t.optimizer_apart * 1e4) / 1e4;
 }
 
 }  // namespace ddpsim

@@ -1,0 +1,109 @@
+// calibrate --training's report: what the training runs added to the model, and what the
+// run-level term and the optimizer control say about the machine the runs trained on.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "calib/training_fit.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+// The report's run-level line: each run by its policy (by its trace where two share one).
+std::string run_level_report(const TrainingFit& t) {
+  std::map<std::string, int> uses;
+  for (const RunLevel& run : t.run_levels) ++uses[run.label];
+  std::string each;
+  char line[512];
+  for (const RunLevel& run : t.run_levels) {
+    std::snprintf(line, sizeof line, "%s%s ×%.3f", each.empty() ? "" : ", ",
+                  (uses[run.label] > 1 ? run.name : run.label).c_str(), run.level);
+    each += line;
+  }
+  if (t.run_level_spread <= 0)
+    return "            run level: the runs' levels agreed" +
+           std::string(t.sessions > 1 ? " within each session" : "") + " (levels " + each + "): no term\n";
+  std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
+  std::string out =
+      "            run level: two " + std::string(t.sessions > 1 ? "runs of one session" : "runs' levels") +
+      " may differ by " +
+      std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) + " (95%; " +
+      (t.sessions > 1 ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
+      "levels " + each + "): a term of every gain's prediction interval\n";
+  if (t.sessions_pooled)
+    out +=
+        "            no process trained two of the runs: their levels were pooled, the drift between processes "
+        "with them\n";
+  if (!t.runs_in_turn)
+    out +=
+        "            the runs were not all trained in turn (no common `interleaved` metadata line): their levels "
+        "hold the drift between their minutes too\n";
+  return out;
+}
+
+// The optimizer control's line, and a warning where the runs' models ran at levels of their own.
+std::string optimizer_control_report(const TrainingFit& t) {
+  std::string each;
+  char line[256];
+  for (const auto& session : t.optimizer_by_session) {
+    each += each.empty() ? "" : "; ";
+    for (std::size_t i = 0; i < session.size(); ++i) {
+      std::snprintf(line, sizeof line, "%s%s %.1f", i ? ", " : "", session[i].first.c_str(), session[i].second);
+      each += line;
+    }
+    each += " ms";
+  }
+  std::snprintf(line, sizeof line, "%.1f%%", 100 * t.optimizer_apart);
+  std::string out = "            optimizer, the same work in every run: its medians " +
+                    std::string(t.optimizer_by_session.size() > 1 ? "within a session " : "") + "at most " + line +
+                    " apart (" + each + ")\n";
+  if (t.optimizer_apart > kOwnLevelApart)
+    out +=
+        "            the machine ran each run's model at a level of its own, not the policy's: a gain between "
+        "them carries it, and the run-level term holds it\n";
+  return out;
+}
+
+}  // namespace
+
+std::string training_report(const TrainingFit& t) {
+  char line[768];
+  std::string out;
+  std::snprintf(line, sizeof line,
+                "  training  %s: each rank-step's compute over the surface, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
+                "P99 ×%.4f; %.1f%% of rank-steps above 1.5× the median. The model draws these steps whole (a "
+                "step's ranks together), in place of the profile's noise\n",
+                t.source.c_str(), t.factor_p50, t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
+  out += line;
+  if (t.first_uses >= kMinFirstUses)
+    std::snprintf(line, sizeof line,
+                  "            first use of a shape in a process: +%.4g ms (median over %ld first uses after step 0)\n",
+                  t.first_use_ms, t.first_uses);
+  else
+    std::snprintf(line, sizeof line,
+                  "            first use of a shape: not fitted, %ld first use(s) after step 0 (at least %ld needed)\n",
+                  t.first_uses, kMinFirstUses);
+  out += line;
+  if (t.optimizer_ms >= 0) {
+    std::snprintf(line, sizeof line,
+                  "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
+    out += line;
+  }
+  if (t.run_levels.size() >= 2) out += run_level_report(t);
+  if (t.optimizer_apart >= 0) out += optimizer_control_report(t);
+  if (t.knee_tokens > 0) {
+    const bool above = t.above_share > 0.5;
+    std::snprintf(
+        line, sizeof line,
+        "            regimes: %.0f%% of the run's rank-steps from the profile's knee (%lld padded tokens), so "
+        "the steps stand for the %s regime; drawn for a rank-step %s the knee, a factor's log is scaled "
+        "by %.4g (the profile's σ %s)\n",
+        100 * t.above_share, t.knee_tokens, above ? "compute-bound" : "launch-bound", above ? "below" : "from",
+        above ? 1 / t.steps_scale : t.steps_scale, above ? "below over σ above" : "above over σ below");
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace ddpsim
