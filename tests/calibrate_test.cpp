@@ -219,6 +219,15 @@ TEST_CASE("a gain compares the two runs over the same steps, from the later one'
   const auto json = validation_json(shared, turn, "m")["policies"]["minmax"];
   CHECK(json["measured_gain_ci95"][0] == in_turn.low);
   CHECK(json["gain_paired"] == true);
+  // The optimizer is the same work in both: past 10% apart, each model ran at a level of its own.
+  CHECK(validation_report(shared).find("the same work in both runs") == std::string::npos);
+  std::vector<PolicyRun> own = runs;
+  for (auto& row : own[1].rows) row.opt_ms *= 1.3;
+  std::ofstream(dir / "minmax-own.csv") << trace_csv({own[1]}, one_run);
+  const std::string own_level = validation_report(validate(read_trace(dir / "minmax-own.csv"), config, &turn_baseline));
+  CHECK(own_level.find("the optimizer, the same work in both runs, took ") != std::string::npos);
+  CHECK(own_level.find("under the baseline (30% apart): the machine ran each model at a level of its own") !=
+        std::string::npos);
   // Another run's baseline (any other metadata differs) keeps its own warm-up, as does a fixed one.
   std::ofstream(dir / "static-other.csv") << trace_csv({runs[0]}, {{"seed", "1"}, {"interleaved", "static,minmax"}});
   const Trace other = read_trace(dir / "static-other.csv");

@@ -30,6 +30,30 @@ grep -q "levels .*pre-run/static/steps.csv ×.*, .*static-alone/steps.csv ×" "$
   fail "two runs of one policy are not told apart by their traces"
 grep -q "the runs were not all trained in turn" "$WORK/out" || fail "runs made apart not said to be"
 
+# The optimizer as a control: the same work in every model of a process. On the Xeon VM each
+# model ran at a level of its own (prereg5's pre-runs); on the AMD VM none did (prereg6's).
+for reg in prereg5 prereg6; do
+  P=$SRC/traces/cpu/$reg
+  expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
+    --training "$P"/pre-run-a/{static,kk,sorted}/steps.csv "$P"/pre-run-b/{static,kk,sorted}/steps.csv \
+    --out "$WORK/$reg.json"
+  cp "$WORK/out" "$WORK/$reg.txt"
+done
+grep -q "optimizer, the same work in every run: its medians within a session at most 42.0% apart (static 321.8, kk" \
+  "$WORK/prereg5.txt" || fail "prereg5's optimizer control is not 42.0%"
+grep -q "at a level of its own" "$WORK/prereg5.txt" || fail "prereg5's models at their own levels not said"
+grep -q "its medians within a session at most 1.4% apart" "$WORK/prereg6.txt" || fail "prereg6's control is not 1.4%"
+grep -q "at a level of its own" "$WORK/prereg6.txt" && fail "prereg6's models said to run at levels of their own"
+for reg in prereg5 prereg6; do
+  R=$SRC/traces/cpu/$reg/runs
+  expect_ok "$DDPSIM" validate --registered "$SRC/traces/cpu/$reg/prediction.json" --measured "$R/kk/steps.csv" \
+    --baseline "$R/static/steps.csv"
+  cp "$WORK/out" "$WORK/$reg-kk.txt"
+done
+grep -q "the optimizer, the same work in both runs, took 173.2 ms a rank-step under kk and 224.8 under the baseline" \
+  "$WORK/prereg5-kk.txt" || fail "validate does not say that prereg5's kk model ran at a level of its own"
+grep -q "the same work in both runs" "$WORK/prereg6-kk.txt" && fail "validate warns of prereg6's kk"
+
 mean_error() {  # the steady-state mean's error of the policy row in validate's report
   awk -v p="$1" '$1 == p && $2 ~ /^[0-9]+$/ { for (i = 1; i <= NF; ++i) if ($i ~ /^\(/) { gsub(/[(%)]/, "", $i); print $i; exit } }' "$WORK/out"
 }
