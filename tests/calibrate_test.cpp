@@ -226,7 +226,7 @@ TEST_CASE("a gain compares the two runs over the same steps, from the later one'
   std::ofstream(dir / "minmax-own.csv") << trace_csv({own[1]}, one_run);
   const std::string own_level = validation_report(validate(read_trace(dir / "minmax-own.csv"), config, &turn_baseline));
   CHECK(own_level.find("the optimizer, the same work in both runs, took ") != std::string::npos);
-  CHECK(own_level.find("under the baseline (30% apart): the machine ran each model at a level of its own") !=
+  CHECK(own_level.find("under the baseline (medians, 30.0% apart): the machine ran each model at a level of its own") !=
         std::string::npos);
   // Another run's baseline (any other metadata differs) keeps its own warm-up, as does a fixed one.
   std::ofstream(dir / "static-other.csv") << trace_csv({runs[0]}, {{"seed", "1"}, {"interleaved", "static,minmax"}});

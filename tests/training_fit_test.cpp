@@ -289,6 +289,20 @@ TEST_CASE("the optimizer, the same work in every run, tells a machine that runs 
   add_training(doc, own, both);
   CHECK(doc["calibration"]["fit"]["training"]["optimizer_apart"] == 0.25);
 
+  // Two processes started alike are one session: its runs named by their traces where a policy repeats.
+  std::vector<Trace> alike_flags = runs;
+  for (Trace t : runs) {
+    t.path = "again/" + t.path;
+    alike_flags.push_back(t);
+  }
+  const TrainingFit repeated = fit_training(alike_flags, surface);
+  REQUIRE(repeated.optimizer_by_session.size() == 1);
+  CHECK(repeated.optimizer_by_session[0][3].first == "again/runs/static/steps.csv");
+  // Runs not trained in turn differ by their minutes' drift too: no control.
+  std::vector<Trace> apart = both;
+  for (Trace& t : apart) t.metadata.erase("interleaved");
+  CHECK(fit_training(apart, surface).optimizer_apart < 0);
+
   // Traces without optimizer times: no control, no line.
   for (Trace& t : runs)
     for (RankStep& r : t.runs[0].rows) r.opt_ms = std::nan("");

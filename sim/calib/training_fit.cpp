@@ -71,19 +71,28 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
   fit.run_level_spread = std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * sample_std));
 }
 
-// After run_levels, whose sessions it takes (one when the runs were pooled or not in turn).
+// Within a session only: a level the whole process shares cancels out of a gain between its
+// runs, and runs not trained in turn differ by their minutes' drift too. After run_levels, which
+// finds whether the runs form sessions.
 void optimizer_control(const std::vector<RunTimes>& runs, TrainingFit& fit) {
-  std::map<std::string, std::size_t> index;
+  if (!fit.runs_in_turn || fit.sessions_pooled) return;
+  std::map<std::string, std::vector<const RunTimes*>> sessions;
+  std::vector<std::string> order;  // sessions as the runs were given
   for (const RunTimes& run : runs) {
     if (run.opt.empty()) continue;
-    const std::string key = fit.runs_in_turn && !fit.sessions_pooled ? run.session : "";
-    const auto [at, fresh] = index.emplace(key, fit.optimizer_by_session.size());
-    if (fresh) fit.optimizer_by_session.emplace_back();
-    fit.optimizer_by_session[at->second].emplace_back(run.label, percentile(run.opt, 50));
+    auto& own = sessions[run.session];
+    if (own.empty()) order.push_back(run.session);
+    own.push_back(&run);
   }
-  for (const auto& session : fit.optimizer_by_session) {
-    if (session.size() < 2) continue;
-    const auto [low, high] = std::minmax_element(session.begin(), session.end(),
+  for (const std::string& key : order) {
+    const auto& own = sessions[key];
+    if (own.size() < 2) continue;
+    std::map<std::string, int> uses;  // two processes started alike form one session: name by trace
+    for (const RunTimes* run : own) ++uses[run->label];
+    auto& named = fit.optimizer_by_session.emplace_back();
+    for (const RunTimes* run : own)
+      named.emplace_back(uses[run->label] > 1 ? run->name : run->label, percentile(run->opt, 50));
+    const auto [low, high] = std::minmax_element(named.begin(), named.end(),
                                                  [](const auto& a, const auto& b) { return a.second < b.second; });
     if (low->second > 0) fit.optimizer_apart = std::max(fit.optimizer_apart, high->second / low->second - 1);
   }

@@ -50,14 +50,15 @@ struct TrainingFit {
   bool sessions_pooled = false;  // trained in turn, but no process trained two of the runs
   bool runs_in_turn = true;      // every trace says it was trained in turn with the same policies
   // The optimizer as a control: the same work in every run, so its medians within a session
-  // show what the machine does to each run's model apart from any policy. Per session, each
-  // run's name and median; the largest ratio − 1 of two of them (< 0: no session of two timed runs).
+  // show what the machine does to each run's model apart from any policy. Per session of two
+  // timed runs or more, each run's policy (its trace where two share one) and median; the
+  // largest ratio − 1 of two of them (< 0: no such session, or runs not trained in turn).
   std::vector<std::vector<std::pair<std::string, double>>> optimizer_by_session;
   double optimizer_apart = -1;
 };
 
 // Optimizer medians further apart than this within a session: the machine ran each model of
-// the process at a level of its own (on the Intel VM 10–40%, on the AMD VM under 2%).
+// the process at a level of its own (on the Intel VM 15–42%, on the AMD VM under 2%).
 inline constexpr double kOwnLevelApart = 0.10;
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

@@ -172,6 +172,10 @@ PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predict
   v.measured_mean_ci = mean_interval(v.measured_steps_ms);
   v.measured_p95_ci = p95_interval(v.measured_steps_ms);
   v.phases = phase_figures(measured, predicted);
+  std::vector<double> opt;
+  for (const auto& r : measured.rows)
+    if (!std::isnan(r.opt_ms)) opt.push_back(r.opt_ms);
+  if (!opt.empty()) v.measured_optimizer_median_ms = percentile(opt, 50);
   return v;
 }
 

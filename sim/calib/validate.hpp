@@ -2,6 +2,7 @@
 // (not resampled), and the prediction compared with the measurement step by step.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct PolicyValidation {
   double step_p95_abs_error_ms = 0;              // per-step |error|, 95th percentile
   Interval measured_mean_ci, measured_p95_ci;    // 95%, a block bootstrap over the steps
   std::vector<PhaseFigures> phases;              // those the trace measured, in step order
+  // The optimizer's median per rank-step, measured (NaN: not timed); robust to a slow first
+  // step, for comparing runs whose optimizers do the same work.
+  double measured_optimizer_median_ms = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> measured_steps_ms, predicted_steps_ms;
 };
 

@@ -83,21 +83,19 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
 // Runs trained in turn do the same optimizer work, so its times far apart say that the machine
 // ran each run's model at a level of its own (calibrate --training's control, for the run itself).
 std::string own_level_notes(const ValidationSet& set) {
-  const auto optimizer = [](const PolicyValidation& p) {
-    const auto f = std::find_if(p.phases.begin(), p.phases.end(), [](auto& x) { return x.phase == "optimizer"; });
-    return f == p.phases.end() ? 0.0 : f->measured_ms;
-  };
-  const double base = optimizer(set.baseline);
+  const double base = set.baseline.measured_optimizer_median_ms;
   std::string out;
   char line[384];
   for (const auto& p : set.policies) {
-    const double own = optimizer(p);
-    if (!(own > 0 && base > 0) || std::max(own, base) / std::min(own, base) - 1 <= kOwnLevelApart) continue;
+    const double own = p.measured_optimizer_median_ms;
+    if (!(own > 0 && base > 0)) continue;  // NaN too: not timed
+    const double apart = std::max(own, base) / std::min(own, base) - 1;
+    if (apart <= kOwnLevelApart) continue;
     std::snprintf(line, sizeof line,
                   "  the optimizer, the same work in both runs, took %.1f ms a rank-step under %s and %.1f under the "
-                  "baseline (%.0f%% apart): the machine ran each model at a level of its own, and the measured gain "
-                  "carries it\n",
-                  own, p.policy.c_str(), base, 100 * (std::max(own, base) / std::min(own, base) - 1));
+                  "baseline (medians, %.1f%% apart): the machine ran each model at a level of its own, and the "
+                  "measured gain carries it\n",
+                  own, p.policy.c_str(), base, 100 * apart);
     out += line;
   }
   return out;
