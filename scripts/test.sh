@@ -4,6 +4,8 @@
 # libFuzzer harnesses for a fixed time each (FUZZ_SECONDS, default 25). The sanitized build
 # leaves the trainer out: its inputs (TSV, safetensors header) are parsed by code the fuzzers
 # cover, and LibTorch code under ASan took half of that build's time (11 → 6 minutes, 2 cores).
+# It builds at -O1 with line tables only (-g1, enough for a sanitizer's stack trace): 689 → 389 s
+# on a 2-core AMD VM, for 9 s more of its tests (245 → 254 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -11,7 +13,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 for variant in release asan; do
   dir=build/$variant
   flags=(-DCMAKE_BUILD_TYPE=Release)
-  [[ $variant == asan ]] && flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPSIM_SANITIZE=ON -DDDPSIM_BUILD_TRAINER=OFF)
+  [[ $variant == asan ]] && flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DDDPSIM_SANITIZE=ON -DDDPSIM_BUILD_TRAINER=OFF)
   echo "== $variant: configure and build ($dir)"
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
   cmake --build "$dir" -j "$jobs"
