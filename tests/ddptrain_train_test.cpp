@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "test_data.hpp"
+#include "train/optimizer_control.hpp"
 #include "train/padding.hpp"
 #include "train/trainer.hpp"
 
@@ -122,9 +123,9 @@ TEST_CASE("20 straight steps and 10 + resume + 10 give identical parameters") {
   // On CUDA, kernels that reduce with atomics (attention's backward) are not bitwise reproducible:
   // there the parameters must agree within 1e-5, where another dropout stream moves them ~lr.
   for (const auto& p : a)
-    CHECK_MESSAGE((p.value().is_cuda() ? torch::allclose(p.value(), b[p.key()], 0, 1e-5)
-                                       : torch::equal(p.value(), b[p.key()])),
-                  p.key());
+    CHECK_MESSAGE(
+        (p.value().is_cuda() ? torch::allclose(p.value(), b[p.key()], 0, 1e-5) : torch::equal(p.value(), b[p.key()])),
+        p.key());
   for (std::size_t i = 0; i < resumed.rows().size(); ++i)
     CHECK(resumed.rows()[i].real_tokens == straight.rows()[20 + i].real_tokens);
 
@@ -216,8 +217,9 @@ TEST_CASE("padded_length rounds up to the multiple, never past max_length, and l
   CHECK(padded_length(13, 1, 128) == 13);
 }
 
-TEST_CASE("--pad-to-multiple-of pads every batch to a multiple of N (capped at --max-length), the trace says so, "
-          "and the losses are the unpadded run's") {
+TEST_CASE(
+    "--pad-to-multiple-of pads every batch to a multiple of N (capped at --max-length), the trace says so, "
+    "and the losses are the unpadded run's") {
   TempDir dir;
   TrainOptions o;
   o.synthetic_lengths = "sst2";
@@ -282,4 +284,30 @@ TEST_CASE("--pad-to-multiple-of pads every batch to a multiple of N (capped at -
                          doctest::Contains("--pad-to-multiple-of must be from 1 to --max-length (20), got"),
                          ddpsim::UsageError);
   }
+}
+
+TEST_CASE("the optimizer control: medians after step 0 by policy, and a warning past 10% apart") {
+  // Two ranks, steps 0-4: step 0 (a first step's warm-up) is left out, rank 1 too.
+  const auto rows = [](double opt) {
+    std::vector<ddpsim::RankStep> out;
+    for (int step = 0; step < 5; ++step)
+      for (int rank = 0; rank < 2; ++rank) {
+        ddpsim::RankStep r;
+        r.step = step, r.rank = rank;
+        r.opt_ms = step == 0 ? 1000 : rank == 1 ? 5 * opt : opt + step;  // medians: opt + 2.5
+        out.push_back(r);
+      }
+    return out;
+  };
+  const auto a = rows(17.5), b = rows(18.5), c = rows(22.5);
+  CHECK(
+      optimizer_control_text({{"static", &a}, {"kk", &b}}) ==
+      "optimizer, the same work in every policy's model, median after step 0: static 20.0, kk 21.0 ms (5.0% apart)\n");
+  const std::string warned = optimizer_control_text({{"static", &a}, {"kk", &b}, {"sorted", &c}});
+  CHECK(warned.find(
+            "static 20.0, kk 21.0, sorted 25.0 ms (25.0% apart)\nwarning: this machine ran each policy's model at "
+            "a level of its own") != std::string::npos);
+  std::vector<ddpsim::RankStep> untimed = a;
+  for (auto& r : untimed) r.opt_ms = std::nan("");
+  CHECK(optimizer_control_text({{"static", &a}, {"kk", &untimed}}).empty());
 }

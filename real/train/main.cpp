@@ -20,6 +20,7 @@
 #include "model/layout.hpp"
 #include "train/command_line.hpp"
 #include "train/launcher.hpp"
+#include "train/optimizer_control.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -82,6 +83,9 @@ void run_interleaved(const ddptrain::CommandLine& c, const std::shared_ptr<ddptr
   }
   for (auto& run : runs) run->finish();
   if (profiler) profiler->finish_profile_alongside();
+  std::vector<std::pair<std::string, const std::vector<ddpsim::RankStep>*>> timed;
+  for (std::size_t k = 0; k < runs.size(); ++k) timed.emplace_back(policies[k], &runs[k]->rows());
+  log << ddptrain::optimizer_control_text(timed);
 }
 
 // Argument positions kept for the ranks --nproc-per-node starts: every argument but that option.

@@ -26,10 +26,20 @@ grep -q '"optimizer_impl": "foreach"' "$WORK/real/summary.json" || fail "summary
 # Policies interleaved in one run, a step each in turn: each policy's trace is the one its own
 # run writes, sample for sample and loss for loss (dropout on: each keeps its own stream).
 expect_ok "$DDPTRAIN" "${common[@]}" --policy kk,minmax:buffer=16 --nproc-per-node 2 --out "$WORK/turns"
+cp "$WORK/out" "$WORK/turns.log"
 expect_ok "$DDPTRAIN" "${common[@]}" --policy kk --nproc-per-node 2 --out "$WORK/kk"
 grep -q '^# interleaved=one step of each policy in turn: kk,minmax:buffer=16$' "$WORK/turns/kk/steps.csv" ||
   fail "an interleaved trace does not say so"
 grep -q '^# interleaved' "$WORK/kk/steps.csv" && fail "a run alone says it was interleaved"
+# ... and the optimizer, the same work in both models, read as a control: kk's median as its
+# trace gives it (the trace rounds to 4 decimals, so within 0.06 ms of the printed one).
+kk_opt=$(awk -F, '!/^#/ && $1 >= 1 && $2 == 0 { print $11 }' "$WORK/turns/kk/steps.csv" | sort -g |
+  awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+line=$(grep "^optimizer, the same work in every policy's model, median after step 0: kk [0-9.]*, minmax:buffer=16 [0-9.]* ms ([0-9.]*% apart)$" \
+  "$WORK/turns.log") || fail "the interleaved run does not print its optimizer control"
+printed=$(sed -n 's/.*step 0: kk \([0-9.]*\),.*/\1/p' <<<"$line")
+awk -v a="$printed" -v b="$kk_opt" 'BEGIN { d = a - b; exit !(d < 0.06 && d > -0.06) }' ||
+  fail "the optimizer control printed kk's median as $printed ms, its trace gives $kk_opt"
 tr -d ' \n' <"$WORK/turns/kk/summary.json" | grep -q '"interleaved":\["kk","minmax:buffer=16"\]' ||
   fail "an interleaved run's summary.json does not list the policies trained in turn"
 grep -q '"interleaved"' "$WORK/kk/summary.json" && fail "a run alone's summary.json says it was interleaved"

@@ -1,0 +1,40 @@
+#include "train/optimizer_control.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/stats.hpp"
+
+namespace ddptrain {
+
+std::string optimizer_control_text(
+    const std::vector<std::pair<std::string, const std::vector<ddpsim::RankStep>*>>& runs) {
+  std::string each;
+  double low = 0, high = 0;
+  int timed = 0;
+  char text[160];
+  for (const auto& [policy, rows] : runs) {
+    std::vector<double> opt;
+    for (const ddpsim::RankStep& r : *rows)
+      if (r.rank == 0 && r.step >= 1 && std::isfinite(r.opt_ms)) opt.push_back(r.opt_ms);
+    if (opt.empty()) continue;
+    const double median = ddpsim::percentile(opt, 50);
+    low = timed ? std::min(low, median) : median;
+    high = timed ? std::max(high, median) : median;
+    ++timed;
+    std::snprintf(text, sizeof text, "%s%s %.1f", each.empty() ? "" : ", ", policy.c_str(), median);
+    each += text;
+  }
+  if (timed < 2 || !(low > 0)) return "";
+  const double apart = high / low - 1;
+  std::snprintf(text, sizeof text, " ms (%.1f%% apart)\n", 100 * apart);
+  std::string out = "optimizer, the same work in every policy's model, median after step 0: " + each + text;
+  if (apart > kOwnLevelApart)
+    out +=
+        "warning: this machine ran each policy's model at a level of its own; a gain between these runs carries it "
+        "(ddpsim calibrate --training and validate say so too)\n";
+  return out;
+}
+
+}  // namespace ddptrain
