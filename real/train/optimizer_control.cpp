@@ -30,7 +30,7 @@ std::string optimizer_control_text(
   const double apart = high / low - 1;
   std::snprintf(text, sizeof text, " ms (%.1f%% apart)\n", 100 * apart);
   std::string out = "optimizer, the same work in every policy's model, median after step 0: " + each + text;
-  if (apart > kOwnLevelApart)
+  if (apart > ddpsim::kOwnLevelApart)
     out +=
         "warning: this machine ran each policy's model at a level of its own; a gain between these runs carries it "
         "(ddpsim calibrate --training and validate say so too)\n";

@@ -12,12 +12,8 @@
 
 namespace ddptrain {
 
-// Past this, apart (as ddpsim's calibrate and validate judge it): on a 2-core Intel VM 15–42%,
-// on an AMD VM under 3%.
-inline constexpr double kOwnLevelApart = 0.10;
-
 // One line of each policy's optimizer median (rank 0's rows after step 0) and how far apart they
-// lie, and a second, a warning, past kOwnLevelApart; "" with fewer than two timed runs.
+// lie, and a second, a warning, past ddpsim::kOwnLevelApart; "" with fewer than two timed runs.
 std::string optimizer_control_text(
     const std::vector<std::pair<std::string, const std::vector<ddpsim::RankStep>*>>& runs);
 

@@ -57,10 +57,6 @@ struct TrainingFit {
   double optimizer_apart = -1;
 };
 
-// Optimizer medians further apart than this within a session: the machine ran each model of
-// the process at a level of its own (on the Intel VM 15–42%, on the AMD VM under 2%).
-inline constexpr double kOwnLevelApart = 0.10;
-
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.
 inline constexpr long kMinFirstUses = 5;
 

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "calib/training_fit.hpp"
 #include "common/stats.hpp"
 #include "report/outputs.hpp"
 

@@ -53,6 +53,11 @@ struct RankStep {
   std::vector<MicroBatchShape> micro;
 };
 
+// Optimizer medians of runs trained in turn further apart than this: the machine ran each model
+// of the process at a level of its own (the optimizer is the same work in each; on a 2-core Intel
+// VM 15–42%, on an AMD VM under 3%). ddptrain, calibrate --training and validate judge by it.
+inline constexpr double kOwnLevelApart = 0.10;
+
 struct PolicyRun {
   std::string label;   // PolicySpec::label()
   std::string solver;  // Scheduler::solver()
