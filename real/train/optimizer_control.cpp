@@ -13,7 +13,7 @@ std::string optimizer_control_text(
   std::string each;
   double low = 0, high = 0;
   int timed = 0;
-  char text[160];
+  char text[64];
   for (const auto& [policy, rows] : runs) {
     std::vector<double> opt;
     for (const ddpsim::RankStep& r : *rows)
@@ -23,8 +23,8 @@ std::string optimizer_control_text(
     low = timed ? std::min(low, median) : median;
     high = timed ? std::max(high, median) : median;
     ++timed;
-    std::snprintf(text, sizeof text, "%s%s %.1f", each.empty() ? "" : ", ", policy.c_str(), median);
-    each += text;
+    std::snprintf(text, sizeof text, " %.1f", median);
+    each += (each.empty() ? "" : ", ") + policy + text;
   }
   if (timed < 2 || !(low > 0)) return "";
   const double apart = high / low - 1;

@@ -1,7 +1,8 @@
 // Policies trained in turn in one process: the optimizer does the same work in every policy's
 // model, so its medians far apart say the machine ran each model at a level of its own, and a
 // gain between the runs carries it. ddptrain says so where the runs are made; ddpsim calibrate
-// --training and validate read the same from the traces.
+// --training (over every rank's rows) and validate (from the steady state) read the same
+// control from the traces.
 #pragma once
 
 #include <string>
@@ -12,7 +13,8 @@
 
 namespace ddptrain {
 
-// One line of each policy's optimizer median (rank 0's rows after step 0) and how far apart they
+// One line of each policy's optimizer median (rank 0's rows, which time the process's own
+// optimizer, after step 0, which pays the first step's warm-up) and how far apart they
 // lie, and a second, a warning, past ddpsim::kOwnLevelApart; "" with fewer than two timed runs.
 std::string optimizer_control_text(
     const std::vector<std::pair<std::string, const std::vector<ddpsim::RankStep>*>>& runs);

@@ -55,7 +55,7 @@ struct RankStep {
 
 // Optimizer medians of runs trained in turn further apart than this: the machine ran each model
 // of the process at a level of its own (the optimizer is the same work in each; on a 2-core Intel
-// VM 15–42%, on an AMD VM under 3%). ddptrain, calibrate --training and validate judge by it.
+// VM 10–42%, one session 9.8%, on an AMD VM under 3%). ddptrain, calibrate --training and validate judge by it.
 inline constexpr double kOwnLevelApart = 0.10;
 
 struct PolicyRun {
