@@ -11,23 +11,19 @@ namespace ddptrain {
 std::string optimizer_control_text(
     const std::vector<std::pair<std::string, const std::vector<ddpsim::RankStep>*>>& runs) {
   std::string each;
-  double low = 0, high = 0;
-  int timed = 0;
+  std::vector<double> medians;
   char text[64];
   for (const auto& [policy, rows] : runs) {
     std::vector<double> opt;
     for (const ddpsim::RankStep& r : *rows)
       if (r.rank == 0 && r.step >= 1 && std::isfinite(r.opt_ms)) opt.push_back(r.opt_ms);
     if (opt.empty()) continue;
-    const double median = ddpsim::percentile(opt, 50);
-    low = timed ? std::min(low, median) : median;
-    high = timed ? std::max(high, median) : median;
-    ++timed;
-    std::snprintf(text, sizeof text, " %.1f", median);
+    medians.push_back(ddpsim::percentile(opt, 50));
+    std::snprintf(text, sizeof text, " %.1f", medians.back());
     each += (each.empty() ? "" : ", ") + policy + text;
   }
-  if (timed < 2 || !(low > 0)) return "";
-  const double apart = high / low - 1;
+  const double apart = ddpsim::levels_apart(medians);
+  if (apart < 0) return "";
   std::snprintf(text, sizeof text, " ms (%.1f%% apart)\n", 100 * apart);
   std::string out = "optimizer, the same work in every policy's model, median after step 0: " + each + text;
   if (apart > ddpsim::kOwnLevelApart)

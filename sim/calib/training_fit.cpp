@@ -90,11 +90,12 @@ void optimizer_control(const std::vector<RunTimes>& runs, TrainingFit& fit) {
     std::map<std::string, int> uses;  // two processes started alike form one session: name by trace
     for (const RunTimes* run : own) ++uses[run->label];
     auto& named = fit.optimizer_by_session.emplace_back();
-    for (const RunTimes* run : own)
-      named.emplace_back(uses[run->label] > 1 ? run->name : run->label, percentile(run->opt, 50));
-    const auto [low, high] = std::minmax_element(named.begin(), named.end(),
-                                                 [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (low->second > 0) fit.optimizer_apart = std::max(fit.optimizer_apart, high->second / low->second - 1);
+    std::vector<double> medians;
+    for (const RunTimes* run : own) {
+      medians.push_back(percentile(run->opt, 50));
+      named.emplace_back(uses[run->label] > 1 ? run->name : run->label, medians.back());
+    }
+    fit.optimizer_apart = std::max(fit.optimizer_apart, levels_apart(medians));
   }
 }
 

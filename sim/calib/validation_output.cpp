@@ -88,7 +88,7 @@ std::string own_level_notes(const ValidationSet& set) {
   for (const auto& p : set.policies) {
     const double own = p.measured_optimizer_median_ms;
     if (!(own > 0 && base > 0)) continue;  // NaN too: not timed
-    const double apart = std::max(own, base) / std::min(own, base) - 1;
+    const double apart = levels_apart(std::vector{own, base});
     if (apart <= kOwnLevelApart) continue;
     std::snprintf(line, sizeof line,
                   "  the optimizer, the same work in both runs, took %.1f ms a rank-step under %s and %.1f under the "

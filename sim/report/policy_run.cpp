@@ -207,4 +207,10 @@ TokenSummary summarize(const PolicyRun& run, double capacity_mib) {
   return builder.finish();
 }
 
+double levels_apart(std::span<const double> medians) {
+  if (medians.size() < 2) return -1;
+  const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
+  return *low > 0 ? *high / *low - 1 : -1;
+}
+
 }  // namespace ddpsim

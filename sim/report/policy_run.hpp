@@ -54,9 +54,14 @@ struct RankStep {
 };
 
 // Optimizer medians of runs trained in turn further apart than this: the machine ran each model
-// of the process at a level of its own (the optimizer is the same work in each; on a 2-core Intel
-// VM 10–42%, one session 9.8%, on an AMD VM under 3%). ddptrain, calibrate --training and validate judge by it.
+// of the process at a level of its own (the optimizer is the same work in each; on a 2-core
+// Intel VM 10–42%, one session 9.8%, on an AMD VM under 3%). ddptrain, calibrate --training and
+// validate judge by it, with levels_apart.
 inline constexpr double kOwnLevelApart = 0.10;
+
+// How far apart such medians lie: the largest over the smallest, less 1; < 0 with fewer than
+// two, or a smallest ≤ 0 (nothing timed).
+double levels_apart(std::span<const double> medians);
 
 struct PolicyRun {
   std::string label;   // PolicySpec::label()
