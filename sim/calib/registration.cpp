@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "calib/registration_schema.hpp"
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
@@ -54,8 +55,10 @@ const nlohmann::json& field(const nlohmann::json& doc, const char* key, const st
 // The file a registration names, relative to its folder, holding the bytes it held then.
 std::string checked_file(const Registration& r, const nlohmann::json& record, const char* what) {
   const fs::path dir = fs::path(r.path).parent_path();
-  const std::string path = (dir / field(record, "file", r.path + ": " + what).get<std::string>()).string();
-  const std::string want = field(record, "fnv1a64", r.path + ": " + what).get<std::string>();
+  const std::string where = r.path + ": " + what;
+  const std::string path =
+      (dir / convert<std::string>(field(record, "file", where), where + ": key \"file\"")).string();
+  const std::string want = convert<std::string>(field(record, "fnv1a64", where), where + ": key \"fnv1a64\"");
   if (!fs::exists(path)) throw InputError(r.path + ": " + what + " " + path + " is gone");
   if (const std::string got = file_hash(path); got != want)
     throw InputError(r.path + ": " + what + " " + path + " has changed since the prediction was registered (FNV-1a " +
@@ -105,11 +108,13 @@ Registration read_registration(const std::string& path) {
     throw InputError(path + ": not a registered prediction (expected \"format\": \"" + kRegistrationFormat +
                      "\", as ddpsim compare --register writes)");
   for (const char* key : {"config", "model", "setting", "predicted"}) field(r.doc, key, path);
+  check_registration_figures(r.doc, path);
   const auto& model = r.doc["model"];
   if (model.contains("builtin")) {
-    const std::string name = model["builtin"].get<std::string>();
+    const std::string name = convert<std::string>(model["builtin"], path + ": model: key \"builtin\"");
     if (!is_builtin_model(name)) throw InputError(path + ": model: no built-in model \"" + name + "\"");
-    if (fnv1a64_hex(builtin_model_text(name)) != field(model, "fnv1a64", path + ": model").get<std::string>())
+    if (fnv1a64_hex(builtin_model_text(name)) !=
+        convert<std::string>(field(model, "fnv1a64", path + ": model"), path + ": model: key \"fnv1a64\""))
       throw InputError(path + ": the built-in model " + name +
                        " has changed since the prediction was registered: score it with the ddpsim that made it");
   } else {

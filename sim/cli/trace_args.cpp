@@ -245,4 +245,14 @@ std::string platform_line(const Config& config, const Trace& trace) {
          "\ngradients: " + config.gradients() + recorded_gradients(config, trace) + "\n";
 }
 
+std::string trained_other_model(const PerfModel& model, const Trace& trace) {
+  const auto trained = trace.metadata.find("model");
+  if (trained == trace.metadata.end() || model.calibrated_on.empty() || model.calibrated_on.contains(trained->second))
+    return "";
+  std::string others;
+  for (const std::string& m : model.calibrated_on) others += (others.empty() ? "\"" : ", \"") + m + "\"";
+  return trace.path + " trained model \"" + trained->second + "\", but " + model.name +
+         " was calibrated on traces of " + others + ": its times are another model's";
+}
+
 }  // namespace ddpsim::cli

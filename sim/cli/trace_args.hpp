@@ -33,4 +33,9 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
 // in force, beside the dtype the trace recorded where it did.
 std::string platform_line(const Config& config, const Trace& trace);
 
+// Where the trace names the model it trained ("# model=") and the performance model was
+// calibrated on traces of others: a sentence saying so, since its times are another model's
+// (a tiny model's run against a small model's surface is off by an order of magnitude); else "".
+std::string trained_other_model(const PerfModel& model, const Trace& trace);
+
 }  // namespace ddpsim::cli

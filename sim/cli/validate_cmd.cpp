@@ -136,9 +136,10 @@ int validate(const Args& given) {
                    std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
+  const std::string other_model = trained_other_model(*config.model, measured);
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
             << platform_line(config, measured) << "\n"
-            << beyond.note << validation_report(v);
+            << (other_model.empty() ? "" : "warning: " + other_model + "\n") << beyond.note << validation_report(v);
   nlohmann::ordered_json scored;
   if (registration) {
     scored = score_registered(*registration, v);
@@ -149,6 +150,7 @@ int validate(const Args& given) {
     auto doc = validation_json(v, measured, config.model->origin);
     if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
     if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
+    if (!other_model.empty()) doc["model_trained_other"] = other_model;
     if (registration) doc["registered"] = scored;
     write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
     std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";

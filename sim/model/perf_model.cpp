@@ -118,6 +118,19 @@ void set_window(PerfModel& m, const nlohmann::json& doc, const std::string& wher
   for (PhaseModel* p : {&m.forward, &m.backward}) p->analytic.window = p->roofline.compute.window = m.attention_window;
 }
 
+// Provenance only: a calibration section that does not hold what calibrate writes names nothing.
+std::set<std::string> calibrated_models(const nlohmann::json& doc) {
+  std::set<std::string> models;
+  const auto traces = doc.contains("calibration") && doc["calibration"].is_object()
+                          ? doc["calibration"].value("traces", nlohmann::json::array())
+                          : nlohmann::json::array();
+  for (const auto& t : traces.is_array() ? traces : nlohmann::json::array())
+    if (t.is_object() && t.contains("metadata") && t["metadata"].is_object() && t["metadata"].contains("model") &&
+        t["metadata"]["model"].is_string())
+      models.insert(t["metadata"]["model"].get<std::string>());
+  return models;
+}
+
 }  // namespace
 
 PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin) {
@@ -188,6 +201,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     pf.reject_unknown();
   }
   f.reject_unknown({"$comment", "calibration"});  // calibration: provenance written by ddpsim calibrate
+  m.calibrated_on = calibrated_models(doc);
   return m;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -104,6 +105,9 @@ struct PerfModel {
   // for a model that measured no allreduce: the config's platform (or its default) is in force.
   nlohmann::json platform = nlohmann::json::object();
   std::string platform_source;  // how those figures were obtained
+  // The trained models (a trace's "# model=") of the traces ddpsim calibrate fitted this model
+  // to, from its calibration section; empty for a model not calibrated on traces that say.
+  std::set<std::string> calibrated_on;
 
   double fwd_ms(int b, int L) const { return forward.at(b, L); }
   double bwd_ms(int b, int L) const { return backward.at(b, L); }

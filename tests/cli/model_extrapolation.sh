@@ -1,7 +1,8 @@
 # A prediction beyond a calibrated model's measured range says so: compare from the config
 # (the registered GPU setting reaches L = 256 on a model measured to L = 66), and validate
 # from the trace's own shapes, with the share of rank-steps in the JSON; a model fitted on
-# those shapes says nothing.
+# those shapes says nothing. A run of another model than the one the model was calibrated on
+# is named too.
 source "$(dirname "$0")/lib.sh"
 prereg=$SRC/traces/h100/prereg
 link=(--set platform.link_GBps=50 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
@@ -22,4 +23,12 @@ expect_ok "$DDPSIM" validate --measured "$prereg/runs/kk/steps.csv" --baseline "
   --model "$SRC/traces/h100/validation2/models/prereg-posthoc.json" "${link[@]}" --out "$WORK/posthoc"
 grep -q "note:" "$WORK/out" && fail "a model measured on the run's own shapes carries an extrapolation note"
 grep -q model_extrapolated "$WORK/posthoc/validation.json" && fail "validation.json names an extrapolation that is none"
+cpu=$SRC/traces/cpu/prereg8
+sed 's/^# model=small$/# model=tiny/' "$cpu/runs/static/steps.csv" >"$WORK/tiny.csv"
+expect_ok "$DDPSIM" validate --measured "$WORK/tiny.csv" --model "$cpu/model-1core-training.json" --out "$WORK/tiny"
+grep -q '^warning: .*tiny.csv trained model "tiny", but cpu-distilbert-small-1core-trained was calibrated on traces of "small"' \
+  "$WORK/out" || fail "validate does not say the run trained another model: $(head -8 "$WORK/out")"
+grep -q '"model_trained_other"' "$WORK/tiny/validation.json" || fail "validation.json does not name the other model"
+expect_ok "$DDPSIM" validate --measured "$cpu/runs/static/steps.csv" --model "$cpu/model-1core-training.json"
+grep -q '^warning:' "$WORK/out" && fail "a run of the calibrated model is warned of: $(grep warning "$WORK/out")"
 finish

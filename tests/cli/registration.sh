@@ -40,6 +40,29 @@ expect_exit 1 "the baseline policy is kk, the registered prediction's .* static"
 expect_exit 2 "--model beside --registered" "$DDPSIM" validate --registered "$WORK/reg/p.json" \
   --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv" --model h100-distilbert
 expect_exit 2 "give --baseline" "$DDPSIM" validate --registered "$WORK/reg/p.json" --measured "$runs/kk/steps.csv"
+# A registration edited by hand or cut short: refused before any report, naming its key.
+edited() {  # edited NAME PYTHON-STATEMENT-ON-d: a copy of p.json beside it, changed
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))' "$WORK/reg/p.json" "$WORK/reg/$1.json" "$2"
+}
+gain='d["predicted"]["policies"]["minmax:cost=tokens"]["gain"]'
+edited no-gain "del $gain[\"gain_pct\"]"
+edited text-gain "$gain[\"gain_pct\"] = \"high\""
+edited far-gain "$gain[\"gain_pct\"] = 50"
+edited no-static 'del d["predicted"]["policies"]["static"]'
+edited set-number 'd["config"]["set"] = [5]'
+edited other-base 'd["predicted"]["baseline"] = "kk"'
+for case in 'no-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct is missing' \
+  'text-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct is string: expected a finite number' \
+  'far-gain:gain_pct is 50, outside its own prediction_interval: the file was edited since' \
+  'no-static:key predicted.policies.static is missing' 'set-number:key config.set\[0\] is number 5: expected a string' \
+  'other-base:key predicted.baseline is "kk", not the first registered policy "static"'; do
+  expect_exit 1 "${case#*:}" "$DDPSIM" validate --registered "$WORK/reg/${case%%:*}.json" \
+    --measured "$runs/minmax-cost-tokens/steps.csv" --baseline "$runs/static/steps.csv"
+  [[ ! -s $WORK/out ]] || fail "${case%%:*}: a report was printed before the refusal: $(head -2 "$WORK/out")"
+done
 echo " " >>"$WORK/reg/model-1core.json"
 expect_exit 1 "model .*model-1core.json has changed since the prediction was registered" "$DDPSIM" validate \
   --registered "$WORK/reg/p.json" --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv"
