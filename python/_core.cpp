@@ -108,6 +108,7 @@ class Stream {
       shape_.time_cost =
           std::make_shared<ModelTimeCost>(std::make_shared<const PerfModel>(load_perf_model(perf_model)));
     const PolicySpec spec = parse_policy_spec(policy);
+    check_micro_batches(spec, micro_batches);
     label_ = spec.label();
     policy_ = make_scheduler(spec, shape_);
     resolved_ = resolved_policy(spec, shape_).label();
@@ -117,6 +118,21 @@ class Stream {
                        std::to_string(global_batch) + ": a step would train on samples twice");
     sampler_ = std::make_unique<DistributedSampler>(lengths_, world_size, seed);
     buffers_ = std::make_unique<RankBuffers>(*sampler_);
+  }
+
+  // The refusals compare and ddptrain make of a count (a sampler is one policy: verl alone).
+  void check_micro_batches(const PolicySpec& spec, int count) const {
+    if (count > 10000)
+      throw InputError("micro_batches " + std::to_string(count) + ": expected an integer from 1 to 10000");
+    if (shape_.B >= shape_.G && count > shape_.B / shape_.G)
+      throw InputError("micro_batches (" + std::to_string(count) +
+                       ") is more than a rank's share of the global batch (" + std::to_string(shape_.B) + " over " +
+                       std::to_string(shape_.G) + " ranks: " + std::to_string(shape_.B / shape_.G) +
+                       "): every micro-batch needs a sample");
+    if (spec.name == "verl" && count > 1)
+      throw InputError("micro_batches " + std::to_string(count) +
+                       ": verl forms its own micro-batches (as many as its max_token_len tokens per micro-batch "
+                       "need), so the count would be ignored: leave it out (and size them with verl:max_token_len=N)");
   }
 
   std::shared_ptr<Plan> next() {

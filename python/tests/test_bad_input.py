@@ -56,6 +56,17 @@ class BadInput(unittest.TestCase):
         self.cli_says(text, "--set", "training.world_size=4", "--set", "training.global_batch=16", "--set",
                       "training.b_max=[2,2,2,2]", "--policies", "minmax")
 
+    def test_micro_batch_counts_the_command_line_refuses(self):
+        text = message(micro_batches=5)
+        self.assertEqual("micro_batches (5) is more than a rank's share of the global batch (16 over 4 ranks: 4): "
+                         "every micro-batch needs a sample", text)
+        self.cli_says(text, "--set", "training.global_batch=16", "--set", "training.micro_batches=5")
+        self.assertIn("micro_batches 10001: expected an integer from 1 to 10000",
+                      message(global_batch=400000, lengths=[3] * 400000, micro_batches=10001))
+        self.assertIn("micro_batches 2: verl forms its own micro-batches", message(policy="verl", micro_batches=2))
+        self.cli_says("training.micro_batches 2: verl forms its own micro-batches", "--policies", "verl",
+                      "--set", "training.micro_batches=2")
+
     def test_unknown_policy(self):
         text = message(policy="minmux")
         self.assertIn('unknown policy "minmux" (did you mean "minmax"?)', text)

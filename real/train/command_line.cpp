@@ -56,7 +56,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   std::string &bmax = c.bmax, &backend = c.backend, &precision = c.precision;
   int &nproc = c.nproc, &timeout_s = c.timeout_s, &threads = c.threads;
   std::int64_t seed = 0;  // signed, so that -1 is refused instead of wrapping around
-  ProfileText grid;  // the --profile-* lists as written, read once the mode is known
+  ProfileText grid;       // the --profile-* lists as written, read once the mode is known
   std::string &profile_batches = grid.batches, &profile_lengths = grid.lengths, &profile_warmup = grid.warmup,
               &profile_bytes = grid.bytes;
   po::options_description data("data"), model("model"), sched("batch policy"), optim("optimisation"),
@@ -86,7 +86,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       "global-batch", po::value(&o.global_batch)->default_value(o.global_batch), "B, samples per step over all ranks")(
       "micro-batches", po::value(&o.micro_batches)->default_value(o.micro_batches),
       "gradient accumulation: each rank's batch in this many micro-batches, reduced once after the last "
-      "(verl forms its own, by its max_token_len, and refuses a count)")("steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
+      "(verl forms its own by its max_token_len: a count for verl alone is refused; in a --policy list the "
+      "other policies take it)")("steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
       "bmax", po::value(&bmax),
       "per-rank batch cap: N; a ddpsim model JSON whose memory model gives it; or 'probe' (CUDA): the largest "
       "batch of --max-length samples whose forward and backward fit, with AdamW's state and --probe-reserve aside")(
@@ -155,8 +156,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   const auto parsed = po::command_line_parser(argc, argv).options(all).run();
   for (const auto& option : parsed.options)  // Boost keeps stray words aside; they are mistakes here
     if (option.position_key >= 0)
-      throw ddpsim::UsageError("unexpected argument \"" + option.value.front() +
-                               "\": ddptrain takes options only");
+      throw ddpsim::UsageError("unexpected argument \"" + option.value.front() + "\": ddptrain takes options only");
   po::store(parsed, vm);
   if (vm.count("help")) {
     std::ostringstream text;

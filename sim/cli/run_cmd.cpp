@@ -100,7 +100,9 @@ examples:
   ddpsim compare configs/llama3-8b-pipeline.json --replicates 10 --steps 50
   ddpsim compare my.json --policies static,minmax --set simulation.algorithm=tree
   ddpsim compare configs/llm-rollouts.json --policies static,verl:max_token_len=16384 \
-      --set training.micro_batches=4
+      --set training.micro_batches=4 --set training.attention=packed
+      # VeRL's dynamic batching against 4 fixed micro-batches, both remove-padding as in VeRL
+      # (padded, verl's few large micro-batches each pad to their longest sample)
 )";
 
 std::pair<int, int> parse_range(const std::string& text) {

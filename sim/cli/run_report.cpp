@@ -89,6 +89,9 @@ void print_header(std::ostream& out, const Config& config, const LengthSource& s
   const StepShape shape = config.shape();
   out << "ddpsim " << verb << ": " << config.origin << "\n  data: " << source.describe() << "\n  G=" << shape.G
       << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length " << shape.max_length
+      << (config.training.micro_batches > 1 && !config.parallel
+              ? ", " + std::to_string(config.training.micro_batches) + " micro-batches a rank"
+              : "")
       << ", seed " << shape.seed << "\n  model: " << config.model->name << " (" << config.model->origin
       << ")\n  model source: " << config.model->source
       << (config.model->fit_warning.empty() ? "" : "\n  warning: this model " + config.model->fit_warning)

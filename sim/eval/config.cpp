@@ -193,6 +193,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                      ") is more than a rank's share of the global batch (" + std::to_string(c.training.global_batch) +
                      " over " + std::to_string(ranks) + " ranks: " + std::to_string(c.training.global_batch / ranks) +
                      "): every micro-batch needs a sample");
+  check_micro_batch_count(c, origin);
   // Every policy against the shape, before any work: option values and B/G/K constraints.
   // Runs stream their rows (in blocks of about 2^18 rank-steps) and keep a few numbers per step
   // for the summary's percentiles. Refuse a run that could not fit rather than fail hours in with

@@ -18,6 +18,10 @@ DataConfig parse_data(const nlohmann::json& doc, const std::string& where, const
 TrainingConfig parse_training(const nlohmann::json& doc, const std::string& where, bool pipeline = false);
 PolicySpec parse_policy(const nlohmann::json& item, const std::string& where);
 SimulationConfig parse_simulation(const nlohmann::json& doc, const std::string& where, int G);
+// verl cuts a rank's batch itself, into as many micro-batches as its max_token_len needs (as
+// ddptrain does): training.micro_batches is for the other policies, and with verl alone it is
+// refused, since nothing would read it; beside others, a note says which policies take it.
+void check_micro_batch_count(Config& c, const std::string& origin);
 // Where a platform's figures came from when no model's network is beneath it: those the config
 // gives, and those a topology's preset fills in (nominal figures: an assumption, said so).
 std::string preset_source(const nlohmann::json& given, const PlatformConfig& platform);

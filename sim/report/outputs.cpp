@@ -150,6 +150,9 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
                          const std::vector<TokenSummary>& summaries, const nlohmann::json& provenance,
                          const nlohmann::ordered_json& extra) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
+  // As in the table: where one policy accumulates, every policy has the figure (1 without).
+  const bool any_micro =
+      std::any_of(summaries.begin(), summaries.end(), [](const TokenSummary& s) { return s.micro_batched; });
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const TokenSummary& s = summaries[i];
     nlohmann::ordered_json p;
@@ -174,7 +177,7 @@ std::string summary_json(const nlohmann::json& config, const std::vector<PolicyR
     p["padding_waste"] = s.padding_waste;
     p["samples_consumed"] = s.samples;
     p["mean_global_batch"] = s.mean_global_batch;
-    if (s.micro_batched) p["mean_micro_batches"] = s.mean_micro_batches;
+    if (any_micro) p["mean_micro_batches"] = s.mean_micro_batches;
     p["distinct_shapes_per_rank"] = s.mean_distinct_shapes;
     p["changes_samples_per_step"] = changes_batch(s, summaries.front());
     if (s.timed()) {
@@ -263,7 +266,8 @@ std::string step_table(const std::vector<PolicyRun>& runs, const std::vector<Tok
     for (std::size_t r = 0; r < shown.size(); ++r) {
       const double v = summaries[i].*shown[r].field, base = summaries[0].*shown[r].field;
       std::string text = format(shown[r].spec, v);
-      if (changes && i > 0 && base != 0) text += " (" + format("%+.1f", ddpsim::shown(100.0 * (v - base) / base, 1)) + "%)";
+      if (changes && i > 0 && base != 0)
+        text += " (" + format("%+.1f", ddpsim::shown(100.0 * (v - base) / base, 1)) + "%)";
       cells[r + 1].push_back(text);
     }
   }

@@ -15,6 +15,19 @@ awk -F, '$3 == "static" { if ($17 != 3 || $18 != "6;5;5") bad++ }
          END { exit bad > 0 }' <(grep -v '^#' "$run/steps.csv" | tail -n +2) ||
   fail "micro-batch columns do not add up: $(grep -v '^#' "$run/steps.csv" | head -4)"
 grep -q '"mean_micro_batches": 3' "$run/summary.json" || fail "summary.json lacks mean_micro_batches 3"
+grep -q 'training.micro_batches 3 is for static; verl forms its own' "$WORK/err" ||
+  fail "no note that verl ignores the micro-batch count: $(cat "$WORK/err")"
+grep -q '3 micro-batches a rank' "$WORK/out" || fail "the header does not name the micro-batch count"
+# A count given for verl alone would be read by nothing: refused, as ddptrain refuses it.
+expect_exit 1 'training.micro_batches 2: verl forms its own micro-batches' \
+  "$DDPSIM" run --policies verl --set training.micro_batches=2
+# The figure is in summary.json for every policy once one accumulates (1 where none does).
+expect_ok "$DDPSIM" compare --steps 3 --policies static,verl:max_token_len=128 --set training.max_length=128 \
+  --out "$WORK/one"
+python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["policies"]
+assert p["static"]["mean_micro_batches"] == 1 and p["verl:max_token_len=128"]["mean_micro_batches"] > 1, p' \
+  "$WORK/one/summary.json" || fail "summary.json lacks mean_micro_batches for a policy of one micro-batch"
 expect_ok "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert \
   --out "$WORK/replay"
 cmp <(grep -v '^#' "$run/steps.csv") <(grep -v '^#' "$WORK/replay/steps.csv") ||
