@@ -29,7 +29,8 @@ static std::vector<int> parse_bmax(const std::string& text, int ranks, int max_l
   } else {
     const auto model = ddpsim::load_perf_model(text);
     if (model.mem_capacity_mib <= 0)
-      throw ddpsim::InputError("--bmax " + text + ": the model gives no device memory (memory_mib.capacity is 0), so "
+      throw ddpsim::InputError("--bmax " + text +
+                               ": the model gives no device memory (memory_mib.capacity is 0), so "
                                "no batch cap follows from it: give a number, or a model with a memory model");
     cap = model.max_batch(max_length);
     if (cap < 1)
@@ -79,7 +80,8 @@ void check_ranges(const TrainOptions& o, const po::variables_map& vm) {
   require(!vm.count("emulate-ranks") || in(o.emulate_ranks, 1, 4096), "--emulate-ranks must be from 1 to 4096");
   require(in(o.emulate_link_GBps, 1e-6, 1e6), "--emulate-link-GBps must be from 1e-06 to 1000000 (GB/s)");
   require(in(o.emulate_latency_us, 0, 1e9), "--emulate-latency-us must be from 0 to 1e9 (µs)");
-  require(in(o.eval_every, 0, 1e9) && in(o.ckpt_every, 0, 1e9), "--eval-every and --ckpt-every must be from 0 (off) to 1e9");
+  require(in(o.eval_every, 0, 1e9) && in(o.ckpt_every, 0, 1e9),
+          "--eval-every and --ckpt-every must be from 0 (off) to 1e9");
   require(in(o.log_every, 1, 1e9), "--log-every must be from 1 to 1e9");
 }
 
@@ -90,12 +92,18 @@ std::vector<std::string> split_policies(const std::string& text) {
     if (item.empty())
       throw ddpsim::UsageError("--policy \"" + text +
                                "\": an empty policy in the list (policies are separated by commas)");
-    std::string label = item;
+    ddpsim::PolicySpec spec;
     try {
-      label = ddpsim::parse_policy_spec(item).label();
+      spec = ddpsim::parse_policy_spec(item);
     } catch (const ddpsim::InputError& e) {
       throw ddpsim::UsageError("--policy: " + std::string(e.what()));
     }
+    try {
+      ddpsim::require_known_policy(spec.name);  // before any model is built for it
+    } catch (const ddpsim::InputError& e) {
+      throw ddpsim::InputError("--policy " + item + ": " + e.what());
+    }
+    const std::string label = spec.label();
     if (std::find(labels.begin(), labels.end(), label) != labels.end())
       throw ddpsim::UsageError("--policy \"" + text + "\": " + label + " is listed twice");
     labels.push_back(label);
@@ -114,7 +122,7 @@ std::string policy_folder(const std::string& out, const std::string& policy) {
 // (one message, not one per rank): a file where a folder goes, or a folder where a file goes, is
 // refused before the training instead of after it.
 static void check_output_paths(const std::string& out, const std::vector<std::string>& policies, bool profile,
-                        bool alongside) {
+                               bool alongside) {
   if (out.empty()) return;
   struct Folder {
     std::string path, what;  // what: empty for --out itself
@@ -145,7 +153,9 @@ static void check_output_paths(const std::string& out, const std::vector<std::st
   }
 }
 
-bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
+bool given(const po::variables_map& vm, const char* name) {
+  return vm.count(name) && !vm[name].defaulted();
+}
 
 void refuse_unused(const po::variables_map& vm) {
   const auto refuse_beside = [&](const char* mode, const char* why, std::initializer_list<const char*> names) {
@@ -181,8 +191,9 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
                     &profile_bytes = grid.bytes;
   const int nproc = c.nproc, threads = c.threads, timeout_s = c.timeout_s;
   if (policies.size() > 1 && given(vm, "resume"))
-    throw ddpsim::UsageError("--resume continues one run; an interleaved --policy list cannot be resumed (each "
-                             "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
+    throw ddpsim::UsageError(
+        "--resume continues one run; an interleaved --policy list cannot be resumed (each "
+        "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
   // verl cuts each rank's batch itself, into as many micro-batches as its max_token_len needs:
   // a count given for it alone would be read by nothing (in a list, the other policies take it).
   const auto forms_own = [](const std::string& p) { return p.substr(0, p.find(':')) == "verl"; };
@@ -198,8 +209,9 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
   const bool several_ranks = (given(vm, "nproc-per-node") && nproc > 1) || (world && std::atoi(world) > 1);
   // Both say how many ranks there are: --nproc-per-node wins (it spawns them here); say so.
   if (given(vm, "nproc-per-node") && std::getenv("SLURM_NTASKS") && std::string(std::getenv("SLURM_NTASKS")) != "1")
-    std::cerr << "note: --nproc-per-node " << nproc << " starts this node's ranks itself; Slurm's SLURM_NTASKS="
-              << std::getenv("SLURM_NTASKS") << " (srun's tasks) is not used (leave --nproc-per-node out under srun)\n";
+    std::cerr << "note: --nproc-per-node " << nproc
+              << " starts this node's ranks itself; Slurm's SLURM_NTASKS=" << std::getenv("SLURM_NTASKS")
+              << " (srun's tasks) is not used (leave --nproc-per-node out under srun)\n";
   if (!c.profiling && !alongside)
     for (const char* option : {"profile-batches", "profile-lengths", "profile-bytes", "profile-warmup",
                                "profile-max-warmup", "profile-reps"})
@@ -222,8 +234,7 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
                                  " is not a whole number of 4-byte (fp32) gradient elements");
     if (profile.max_warmup < 6 || profile.max_warmup > 10000)
       throw ddpsim::UsageError("--profile-max-warmup must be from 6 to 10000");
-    if (profile.reps < 1 || profile.reps > 10000)
-      throw ddpsim::UsageError("--profile-reps must be from 1 to 10000");
+    if (profile.reps < 1 || profile.reps > 10000) throw ddpsim::UsageError("--profile-reps must be from 1 to 10000");
     if (given(vm, "profile-max-warmup") && profile_warmup != "auto")
       throw ddpsim::UsageError("--profile-max-warmup caps --profile-warmup auto, and --profile-warmup is " +
                                profile_warmup);
@@ -235,7 +246,8 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
     if (!several_ranks)
       for (const char* option : {"profile-warmup", "profile-max-warmup", "profile-reps"})
         if (given(vm, option))
-          throw ddpsim::UsageError(std::string("--") + option + " sizes the allreduce profile --profile-alongside "
+          throw ddpsim::UsageError(std::string("--") + option +
+                                   " sizes the allreduce profile --profile-alongside "
                                    "takes with several ranks, and this run has one (the grid's points are timed "
                                    "once a turn)");
   }
@@ -249,8 +261,9 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
   if (o.eval_every > 0 && !given(vm, "dev") && !given(vm, "synthetic-lengths"))
     throw ddpsim::UsageError("--eval-every measures accuracy on --dev, which is not given (a --data run's dev set)");
   if (given(vm, "profile-bytes") && !several_ranks)
-    throw ddpsim::UsageError("--profile-bytes sizes the allreduces a profile of several ranks times; this one has one "
-                             "rank (--nproc-per-node N, or a launcher's WORLD_SIZE)");
+    throw ddpsim::UsageError(
+        "--profile-bytes sizes the allreduces a profile of several ranks times; this one has one "
+        "rank (--nproc-per-node N, or a launcher's WORLD_SIZE)");
   if (vm.count("dev") && vm.count("synthetic-lengths"))
     throw ddpsim::UsageError("--dev is a TSV for --data runs; --synthetic-lengths makes its own dev set");
   if (vm.count("data") && vm.count("synthetic-lengths"))
@@ -269,7 +282,8 @@ void apply_ranks(CommandLine& c, int ranks) {
   try {
     o.b_max = parse_bmax(c.bmax, ranks, o.max_length);
   } catch (const ddpsim::InputError& e) {
-    throw ddpsim::InputError(std::string(e.what()).rfind("--bmax", 0) == 0 ? e.what() : "--bmax: " + std::string(e.what()));
+    throw ddpsim::InputError(std::string(e.what()).rfind("--bmax", 0) == 0 ? e.what()
+                                                                           : "--bmax: " + std::string(e.what()));
   }
   o.probe_bmax = c.bmax == "probe";
   o.profiling = c.profiling;
@@ -277,8 +291,10 @@ void apply_ranks(CommandLine& c, int ranks) {
     throw ddpsim::UsageError("--global-batch " + std::to_string(o.global_batch) + " is less than the " +
                              std::to_string(ranks) + " ranks: every rank needs a sample each step");
   if (!c.profiling && o.micro_batches > o.global_batch / std::max(ranks, 1))
-    throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) + " is more than a rank's share of "
-                             "--global-batch (" + std::to_string(o.global_batch) + " over " + std::to_string(ranks) +
+    throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) +
+                             " is more than a rank's share of "
+                             "--global-batch (" +
+                             std::to_string(o.global_batch) + " over " + std::to_string(ranks) +
                              " ranks: " + std::to_string(o.global_batch / std::max(ranks, 1)) +
                              "): every micro-batch needs a sample");
 }

@@ -1,6 +1,7 @@
 // The policies of docs/method.md, "Policy names" behind the Scheduler interface, and the factory that
 // validates a run's shape against each one's constraints before the first step.
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <set>
 #include <type_traits>
@@ -345,14 +346,7 @@ std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape,
                      " is smaller than G=" + std::to_string(shape.G) + " (" + shape_text(shape) + ")");
   const auto entry =
       std::find_if(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return spec.name == p.name; });
-  if (entry == std::end(POLICIES)) {
-    std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
-    const std::string hint = closest_key(spec.name, known);
-    std::string names;
-    for (const PolicyEntry& p : POLICIES) names += (names.empty() ? "" : ", ") + std::string(p.name);
-    throw InputError("unknown policy \"" + spec.name + "\"" +
-                     (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") + "; known: " + names);
-  }
+  if (entry == std::end(POLICIES)) require_known_policy(spec.name);
   std::unique_ptr<Scheduler> policy = entry->make(shape, options);
   options.reject_unknown();
   if (shape.micro_batches < 1)
@@ -363,6 +357,19 @@ std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape,
 }
 
 }  // namespace
+
+void require_known_policy(const std::string& name) {
+  if (std::any_of(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return name == p.name; }))
+    return;
+  std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string hint = known.contains(lower) ? lower : closest_key(name, known);
+  std::string names;
+  for (const PolicyEntry& p : POLICIES) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  throw InputError("unknown policy \"" + name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                   "; known: " + names);
+}
 
 std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {
   PolicyOptions options(spec);

@@ -32,6 +32,9 @@ struct PolicySpec {
 PolicySpec parse_policy_spec(std::string_view text);
 // Policy names in the order outputs list them.
 const std::vector<std::string>& policy_names();
+// Throws InputError "unknown policy" (with the closest name, case aside) where `name` is none of
+// policy_names(): for callers that take policy names long before they build a scheduler.
+void require_known_policy(const std::string& name);
 
 // What every policy needs to know about the run.
 struct StepShape {

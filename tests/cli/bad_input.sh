@@ -13,6 +13,7 @@ run_bad 1 "B=3 is smaller than G=4" "$DDPSIM" balance --set training.global_batc
 run_bad 1 "B=48 exceeds the 40 samples" "$DDPSIM" balance --policies minmax --set training.b_max=10
 run_bad 1 "not divisible by G=4" "$DDPSIM" balance --policies static --set training.global_batch=50
 run_bad 1 'unknown policy "minmx" \(did you mean "minmax"' "$DDPSIM" balance --policies static,minmx
+run_bad 1 'unknown policy "VERL" \(did you mean "verl"' "$DDPSIM" balance --policies static,VERL
 run_bad 1 'unknown option "bufer" \(did you mean "buffer"' "$DDPSIM" balance --policies minmax:bufer=3
 printf '{"counts": [[3, 5], [2, 1]]}' >"$WORK/hist.json"
 run_bad 1 "hist.json: counts\[1\]: lengths must be strictly ascending" "$DDPSIM" balance \

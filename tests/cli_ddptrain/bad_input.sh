@@ -145,6 +145,8 @@ expect_exit 2 "--eval-every measures accuracy on --dev, which is not given" "$DD
 expect_exit 2 'an empty policy in the list' "$DDPTRAIN" "${tinyrun[@]}" --policy static,,kk
 expect_exit 2 'kk is listed twice' "$DDPTRAIN" "${tinyrun[@]}" --policy kk,static,kk
 expect_exit 1 'unknown policy "nope"' "$DDPTRAIN" "${tinyrun[@]}" --policy static,nope
+expect_exit 1 '--policy vrel: unknown policy "vrel" \(did you mean "verl"' "$DDPTRAIN" "${tinyrun[@]}" --policy static,vrel
+! grep -q 'weights' "$WORK/out" || fail "a model was built for a misspelled policy: $(cat "$WORK/out")"
 expect_exit 2 'minmax:buffer=64 is minmax with its options written out .*: the same policy twice' "$DDPTRAIN" \
   "${tinyrun[@]}" --policy minmax,kk,minmax:buffer=64
 mkdir -p "$WORK/turns" && : >"$WORK/turns/kk"
