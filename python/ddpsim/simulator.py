@@ -358,11 +358,19 @@ def sweep(spec: Union[str, os.PathLike, dict], out: Optional[str] = None, *, job
         return SweepResult(report, notes, _files(folder), folder if out is not None else None)
 
 
-def validate(measured: str, model: str, baseline: Optional[str] = None, config: Optional[str] = None, *,
-             progress: Union[None, bool, Progress] = None, **options) -> Validation:
+def validate(measured: str, model: Optional[str] = None, baseline: Optional[str] = None,
+             config: Optional[str] = None, *, progress: Union[None, bool, Progress] = None,
+             **options) -> Validation:
     """``ddpsim validate``: the model's predictions for the measured trace (and its gain over
-    ``baseline``) against what was measured. ``options`` are validate's own (``warmup=20``,
-    ``registered="prediction.json"``); ``set={"platform.link_GBps": 10}`` gives --set's."""
+    ``baseline``) against what was measured. ``options`` are validate's own (``warmup=20``);
+    ``set={"platform.link_GBps": 10}`` gives --set's. A prediction registered before its run is
+    scored with ``registered="prediction.json"`` in place of ``model`` (it names its own)."""
+    registered = options.get("registered")
+    if model is None and registered is None:
+        raise _core.UsageError("validate: give model (a built-in name or a model JSON), or registered= (a "
+                               "prediction.json from compare(register=...))")
+    if model is not None and registered is not None:
+        raise _core.UsageError("validate: registered= names the model its prediction was made with: leave model out")
     sets = options.pop("set", {}) or {}
     if not isinstance(sets, dict):
         raise _core.UsageError(f"set: expected a dict of --set's keys and values, got {type(sets).__name__}")

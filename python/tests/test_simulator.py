@@ -124,6 +124,18 @@ class TheOtherVerbs(unittest.TestCase):
             self.assertIn(f"{kept} already done", resumed.report)
             self.assertEqual(resumed.files["results.csv"], ddpsim.sweep(spec, progress=False).files["results.csv"])
 
+    def test_a_registered_prediction_scored_without_a_model(self):
+        folder = os.path.join(SOURCE, "traces", "cpu", "prereg8")
+        measured, baseline = (os.path.join(folder, "runs", p, "steps.csv")
+                              for p in ("verl-max_token_len-128", "static"))
+        v = ddpsim.validate(measured, registered=os.path.join(folder, "prediction.json"), baseline=baseline,
+                            progress=False)
+        score = v.validation["registered"]["policies"]["verl:max_token_len=128"]
+        with open(os.path.join(folder, "validation", "verl-max_token_len-128", "validation.json")) as f:
+            committed = json.load(f)["registered"]["policies"]["verl:max_token_len=128"]
+        self.assertEqual(score["measured_gain_pct"], committed["measured_gain_pct"])
+        self.assertTrue(score["measured_in_prediction_interval"])
+
     def test_validate_and_calibrate_as_the_binary(self):
         runs = os.path.join(SOURCE, "traces", "cpu", "prereg2", "runs")
         model = os.path.join(SOURCE, "traces", "cpu", "prereg", "model-1core.json")
@@ -198,7 +210,10 @@ class PythonArguments(unittest.TestCase):
                     "replicates: expected an integer, got bool": lambda: ddpsim.run(replicates=True),
                     "policies: expected policy names": lambda: ddpsim.run(policies=[1, 2]),
                     "progress: expected a callable": lambda: ddpsim.run(progress=5),
-                    "set: expected a dict": lambda: ddpsim.validate("m.csv", "model.json", set=["a"])}
+                    "set: expected a dict": lambda: ddpsim.validate("m.csv", "model.json", set=["a"]),
+                    "give model .*, or registered=": lambda: ddpsim.validate("m.csv"),
+                    "registered= names the model .*: leave model out":
+                        lambda: ddpsim.validate("m.csv", "model.json", registered="p.json")}
         for message, call in refusals.items():
             with self.assertRaisesRegex(ddpsim.UsageError, message):
                 call()
