@@ -43,7 +43,7 @@ commands:
   bench [--json]            scheduler decision latency (G = 4 … 1024) and simulator speed
   lengths TSV --vocab V --out HIST.json
                             tokenize a GLUE TSV (BERT uncased WordPiece), write a length histogram
-  policies                  every batch policy with its options, defaults and values
+  policies [NAME...]        every batch policy (or those named), its options, defaults, values
 
 exit codes: 0 success, 1 bad input (file, key, value), 2 bad usage
 )";

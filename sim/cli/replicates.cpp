@@ -104,12 +104,14 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
                   shown(percentile(x, 97.5), 2));
     return std::string(text);
   };
+  int width = 30;  // the policy column, as wide as its longest label
+  for (const std::string& label : f.labels) width = std::max(width, static_cast<int>(label.size()));
   char line[480];
   std::snprintf(line, sizeof line,
                 "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n"
-                "%-30s %-28s %-28s %-30s%s\n",
+                "%-*s %-28s %-28s %-30s%s\n",
                 replicates, static_cast<long long>(config.training.seed),
-                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, "policy",
+                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, width, "policy",
                 (f.figure + ", mean (ms)").c_str(), (f.figure + ", P95 (ms)").c_str(),
                 ("gain over " + f.labels[0]).c_str(), quiet ? " gain, compute noise off" : "");
   std::string out = line;
@@ -119,7 +121,7 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
     const std::string off = !quiet   ? ""
                             : p == 0 ? " -"
                                      : " " + cell(f.quiet_gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
-    std::snprintf(line, sizeof line, "%-30s %-28s %-28s %-30s%s", f.labels[p].c_str(),
+    std::snprintf(line, sizeof line, "%-*s %-28s %-28s %-30s%s", width, f.labels[p].c_str(),
                   cell(f.means[p], "%.2f [%.2f, %.2f]").c_str(), cell(f.p95s[p], "%.2f [%.2f, %.2f]").c_str(),
                   gain.c_str(), off.c_str());
     out += line;

@@ -32,4 +32,9 @@ done <"$WORK/policies"
 grep -q '^    buffer=64 *integer from 1 to 65536$' "$WORK/policies" || fail "minmax's buffer is not listed with its range"
 grep -q '^    cost=tokens *tokens | tokens_sq | workload | model$' "$WORK/policies" ||
   fail "minmax's cost values are not listed"
+# Named policies alone; a misspelt one is refused as --policies refuses it.
+expect_ok "$DDPSIM" policies verl kk
+[[ $(sed -n 's/^\([a-z_]\+\) .*/\1/p' "$WORK/out" | tr '\n' ' ') == "kk verl " ]] ||
+  fail "ddpsim policies verl kk lists others: $(cat "$WORK/out")"
+expect_exit 1 'unknown policy "vrel" \(did you mean "verl"' "$DDPSIM" policies vrel
 finish

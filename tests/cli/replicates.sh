@@ -38,4 +38,12 @@ expect_exit 1 "replicate 2 of 3 \\(training\\.seed 2\\): policy minmax, step 1: 
 expect_ok "$DDPSIM" compare --policies static,token_budget --replicates 3 --steps 40
 grep -qE '^token_budget .*\+1[0-9]\.[0-9]+% \[.*\] per sample$' "$WORK/out" ||
   fail "token_budget's replicated gain is not per sample: $(tail -2 "$WORK/out")"
+# A label longer than the policy column widens it: the figures stay under their headers.
+expect_ok "$DDPSIM" compare --policies static,verl:max_token_len=256:micro_balance=off --replicates 2 --steps 10
+header=$(grep '^policy ' "$WORK/out" | head -1)
+row=$(grep '^verl:max_token_len=256:micro_balance=off ' "$WORK/out" | head -1)
+label_column=${header%%max step time*}  # "policy" and its padding
+label=${row%% [0-9]*}                      # the row up to its first figure
+[[ -n $row && ${#label_column} -eq $((${#label} + 1)) ]] ||
+  fail "the replicates table is misaligned: $header / $row"
 finish
