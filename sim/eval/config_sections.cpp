@@ -219,7 +219,10 @@ PolicySpec parse_policy(const nlohmann::json& item, const std::string& where) {
   if (!item.is_object()) throw InputError(where + ": a policy is a string like \"minmax:cost=tokens\" or an object");
   PolicySpec spec;
   for (const auto& [key, value] : item.items()) {
-    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    // JSON's true and false are the on and off of a switch option ("balance": false).
+    const std::string text = value.is_string()    ? value.get<std::string>()
+                             : value.is_boolean() ? (value.get<bool>() ? "on" : "off")
+                                                  : value.dump();
     if (key == "name") {
       spec.name = text;
     } else {

@@ -224,8 +224,10 @@ class VerlPolicy final : public Scheduler {
     o_.balance = on_off(options, "balance");
     o_.micro_balance = on_off(options, "micro_balance");
     if (o_.max_token_len < s.max_length)
-      throw InputError("verl: max_token_len=" + std::to_string(o_.max_token_len) + " is below max_length=" +
-                       std::to_string(s.max_length) + ", so a longest sample fits no micro-batch");
+      throw InputError("verl: max_token_len=" + std::to_string(o_.max_token_len) +
+                       " is below max_length=" + std::to_string(s.max_length) +
+                       ", so a longest sample fits no micro-batch (where the data's longest sample is shorter, "
+                       "lower max_length to it)");
     if (o_.linear == 0 && o_.quadratic == 0) throw InputError("verl: linear and quadratic are both 0: no workload");
   }
   std::size_t buffer_size() const override { return static_cast<std::size_t>(shape_.B / shape_.G); }

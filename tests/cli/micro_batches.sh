@@ -21,6 +21,10 @@ grep -q '3 micro-batches a rank' "$WORK/out" || fail "the header does not name t
 # A count given for verl alone would be read by nothing: refused, as ddptrain refuses it.
 expect_exit 1 'training.micro_batches 2: verl forms its own micro-batches' \
   "$DDPSIM" run --policies verl --set training.micro_batches=2
+# A config's policy object may switch verl's options with JSON's true and false.
+printf '{"policies": ["static", {"name": "verl", "balance": false, "max_token_len": 300}]}' >"$WORK/switch.json"
+expect_ok "$DDPSIM" compare "$WORK/switch.json" --steps 2
+grep -q 'verl:balance=off:max_token_len=300' "$WORK/out" || fail "balance: false is not verl's balance=off"
 # The figure is in summary.json for every policy once one accumulates (1 where none does).
 expect_ok "$DDPSIM" compare --steps 3 --policies static,verl:max_token_len=128 --set training.max_length=128 \
   --out "$WORK/one"
