@@ -122,7 +122,7 @@ class Stream {
 
   // The refusals compare and ddptrain make of a count (a sampler is one policy: verl alone).
   void check_micro_batches(const PolicySpec& spec, int count) const {
-    if (count > 10000)
+    if (count < 1 || count > 10000)
       throw InputError("micro_batches " + std::to_string(count) + ": expected an integer from 1 to 10000");
     if (shape_.B >= shape_.G && count > shape_.B / shape_.G)
       throw InputError("micro_batches (" + std::to_string(count) +

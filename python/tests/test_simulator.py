@@ -133,7 +133,8 @@ class TheOtherVerbs(unittest.TestCase):
         score = v.validation["registered"]["policies"]["verl:max_token_len=128"]
         with open(os.path.join(folder, "validation", "verl-max_token_len-128", "validation.json")) as f:
             committed = json.load(f)["registered"]["policies"]["verl:max_token_len=128"]
-        self.assertEqual(score["measured_gain_pct"], committed["measured_gain_pct"])
+        for key in ("measured_gain_pct", "registered_gain_pct", "registered_prediction_interval", "gain_error_pp"):
+            self.assertEqual(score[key], committed[key], key)
         self.assertTrue(score["measured_in_prediction_interval"])
 
     def test_validate_and_calibrate_as_the_binary(self):

@@ -162,6 +162,9 @@ void check_registered_setting(const Registration& r, const Trace& measured, cons
         differs(*t, "training.max_length", "at least " + std::to_string(longest), s["max_length"].dump());
       if (std::find(policies.begin(), policies.end(), run.label) == policies.end())
         differs(*t, "the policy", run.label, "policies are " + s["policies"].dump());
+      if (t == &measured && run.label == policies.front())
+        throw InputError(t->path + ": the policy is " + run.label + ", the registered baseline (" + r.path +
+                         "): give a run of another registered policy as --measured, whose gain over it is scored");
     }
     metadata(*t, "global_batch", "training.global_batch", s.at("global_batch"));
     metadata(*t, "seed", "training.seed", s.at("seed"));

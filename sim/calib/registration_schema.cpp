@@ -13,7 +13,8 @@ namespace ddpsim {
 
 namespace {
 
-// A registration's keys are written as a dotted path ("predicted.policies.\"kk\".gain") in errors.
+// A registration's keys are written as a dotted path in errors, a key quoted where it holds a dot,
+// colon, equals sign or space ("predicted.policies.\"minmax:cost=tokens\".gain").
 class Where {
  public:
   Where(std::string file, std::string path) : file_(std::move(file)), path_(std::move(path)) {}

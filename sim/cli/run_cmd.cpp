@@ -102,7 +102,7 @@ examples:
   ddpsim compare configs/llm-rollouts.json --policies static,verl:max_token_len=16384 \
       --set training.micro_batches=4 --set training.attention=packed
       # VeRL's dynamic batching against 4 fixed micro-batches, both remove-padding as in VeRL
-      # (padded, verl's few large micro-batches each pad to their longest sample)
+      # (with padded attention, each of verl's few large micro-batches would pad to its longest)
 )";
 
 std::pair<int, int> parse_range(const std::string& text) {

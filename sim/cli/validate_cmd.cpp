@@ -83,6 +83,36 @@ Args with_registration(const Args& given, std::optional<Registration>& registrat
   return args;
 }
 
+// The baseline's trace, refused where it is the measured one (a gain over itself is 0); null
+// without --baseline.
+std::unique_ptr<Trace> read_baseline(const po::variables_map& vm, const Trace& measured) {
+  if (!vm.count("baseline")) return nullptr;
+  const std::string path = vm["baseline"].as<std::string>();
+  if (std::error_code ec; std::filesystem::equivalent(path, vm["measured"].as<std::string>(), ec))
+    throw UsageError("--baseline " + path +
+                     " is the --measured trace: a gain over itself is 0 by definition; give "
+                     "the baseline policy's own trace");
+  auto baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
+  if (baseline->hash == measured.hash)
+    throw UsageError("--baseline " + path + " holds the same bytes as --measured " + vm["measured"].as<std::string>() +
+                     ": a gain over a copy of itself is 0; give the baseline policy's own trace");
+  return baseline;
+}
+
+int parse_warmup(const std::string& text) {
+  if (text == "auto") return AUTO_WARMUP;
+  std::size_t used = 0;
+  int warmup = -1;
+  try {
+    warmup = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || warmup < 0)
+    throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + text + "\"");
+  return warmup;
+}
+
 }  // namespace
 
 int validate(const Args& given) {
@@ -103,40 +133,17 @@ int validate(const Args& given) {
     throw UsageError("--registered scores gains: give --baseline, the trace of the registered baseline policy (" +
                      registration->doc["setting"]["policies"][0].get<std::string>() + ")");
   const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
-  std::unique_ptr<Trace> baseline;
-  if (vm.count("baseline")) {
-    const std::string path = vm["baseline"].as<std::string>();
-    if (std::error_code ec; std::filesystem::equivalent(path, vm["measured"].as<std::string>(), ec))
-      throw UsageError("--baseline " + path +
-                       " is the --measured trace: a gain over itself is 0 by definition; give "
-                       "the baseline policy's own trace");
-    baseline = std::make_unique<Trace>(read_trace(path, {"step_ms"}));
-    if (baseline->hash == measured.hash)
-      throw UsageError("--baseline " + path + " holds the same bytes as --measured " +
-                       vm["measured"].as<std::string>() +
-                       ": a gain over a copy of itself is 0; give the baseline "
-                       "policy's own trace");
-  }
+  const std::unique_ptr<Trace> baseline = read_baseline(vm, measured);
   if (registration) check_registered_setting(*registration, measured, baseline.get());
   const Config config = config_for_trace(vm, measured);
-  const std::string warmup_text = vm["warmup"].as<std::string>();
-  int warmup = AUTO_WARMUP;
-  if (warmup_text != "auto") {
-    std::size_t used = 0;
-    try {
-      warmup = std::stoi(warmup_text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != warmup_text.size() || warmup < 0)
-      throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + warmup_text + "\"");
-  }
+  const int warmup = parse_warmup(vm["warmup"].as<std::string>());
   if (vm.count("out"))
     check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json",
                    std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
-  const std::string other_model = trained_other_model(*config.model, measured);
+  std::string other_model = trained_other_model(*config.model, measured);
+  if (baseline && other_model.empty()) other_model = trained_other_model(*config.model, *baseline);
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
             << platform_line(config, measured) << "\n"
             << (other_model.empty() ? "" : "warning: " + other_model + "\n") << beyond.note << validation_report(v);

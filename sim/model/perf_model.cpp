@@ -118,6 +118,16 @@ void set_window(PerfModel& m, const nlohmann::json& doc, const std::string& wher
   for (PhaseModel* p : {&m.forward, &m.backward}) p->analytic.window = p->roofline.compute.window = m.attention_window;
 }
 
+// The network the model's allreduce was measured on: its keys are checked where the config
+// parses a platform, with the config's own rules.
+void read_platform(const nlohmann::json& platform, const std::string& origin, PerfModel& m) {
+  JsonFields pf(platform, origin + ": platform");
+  for (const char* key : {"topology", "link_GBps", "latency_us", "host_GBps"})
+    if (pf.has(key)) m.platform[key] = pf.raw(key);
+  m.platform_source = pf.require<std::string>("source");
+  pf.reject_unknown();
+}
+
 // Provenance only: a calibration section that does not hold what calibrate writes names nothing.
 std::set<std::string> calibrated_models(const nlohmann::json& doc) {
   std::set<std::string> models;
@@ -193,13 +203,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   }
   if (!(fraction_sum > 0)) throw InputError(origin + ": layers: the bwd_fraction values must not all be 0");
   for (auto& l : m.layers) l.bwd_fraction /= fraction_sum;  // relative weights; normalised here
-  if (f.has("platform")) {  // checked key by key where the config parses it, with the config's own rules
-    JsonFields pf(f.raw("platform"), origin + ": platform");
-    for (const char* key : {"topology", "link_GBps", "latency_us", "host_GBps"})
-      if (pf.has(key)) m.platform[key] = pf.raw(key);
-    m.platform_source = pf.require<std::string>("source");
-    pf.reject_unknown();
-  }
+  if (f.has("platform")) read_platform(f.raw("platform"), origin, m);
   f.reject_unknown({"$comment", "calibration"});  // calibration: provenance written by ddpsim calibrate
   m.calibrated_on = calibrated_models(doc);
   return m;

@@ -335,6 +335,17 @@ const std::vector<std::string>& micro_batching_names() {
 
 namespace {
 
+[[noreturn]] void throw_unknown_policy(const std::string& name) {
+  std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
+  std::string lower = name;  // MINMX is minmax's typo too
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string hint = closest_key(lower, known);
+  std::string names;
+  for (const PolicyEntry& p : POLICIES) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  throw InputError("unknown policy \"" + name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                   "; known: " + names);
+}
+
 std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape, PolicyOptions& options) {
   if (std::find(micro_batching_names().begin(), micro_batching_names().end(), shape.micro_batching) ==
       micro_batching_names().end())
@@ -348,7 +359,7 @@ std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape,
                      " is smaller than G=" + std::to_string(shape.G) + " (" + shape_text(shape) + ")");
   const auto entry =
       std::find_if(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return spec.name == p.name; });
-  if (entry == std::end(POLICIES)) require_known_policy(spec.name);
+  if (entry == std::end(POLICIES)) throw_unknown_policy(spec.name);
   std::unique_ptr<Scheduler> policy = entry->make(shape, options);
   options.reject_unknown();
   if (shape.micro_batches < 1)
@@ -361,16 +372,8 @@ std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape,
 }  // namespace
 
 void require_known_policy(const std::string& name) {
-  if (std::any_of(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return name == p.name; }))
-    return;
-  std::set<std::string, std::less<>> known(policy_names().begin(), policy_names().end());
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  const std::string hint = known.contains(lower) ? lower : closest_key(name, known);
-  std::string names;
-  for (const PolicyEntry& p : POLICIES) names += (names.empty() ? "" : ", ") + std::string(p.name);
-  throw InputError("unknown policy \"" + name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
-                   "; known: " + names);
+  if (std::none_of(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return name == p.name; }))
+    throw_unknown_policy(name);
 }
 
 std::unique_ptr<Scheduler> make_scheduler(const PolicySpec& spec, const StepShape& shape) {

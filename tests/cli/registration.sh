@@ -63,6 +63,11 @@ for case in 'no-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct i
     --measured "$runs/minmax-cost-tokens/steps.csv" --baseline "$runs/static/steps.csv"
   [[ ! -s $WORK/out ]] || fail "${case%%:*}: a report was printed before the refusal: $(head -2 "$WORK/out")"
 done
+# The baseline's own run has no gain to score.
+sed '1s/$/ /' "$runs/static/steps.csv" >"$WORK/static-copy.csv"
+expect_exit 1 'static-copy.csv: the policy is static, the registered baseline' "$DDPSIM" validate \
+  --registered "$WORK/reg/p.json" --measured "$WORK/static-copy.csv" --baseline "$runs/static/steps.csv"
+[[ ! -s $WORK/out ]] || fail "the baseline scored as measured printed a report first: $(head -2 "$WORK/out")"
 echo " " >>"$WORK/reg/model-1core.json"
 expect_exit 1 "model .*model-1core.json has changed since the prediction was registered" "$DDPSIM" validate \
   --registered "$WORK/reg/p.json" --measured "$runs/kk/steps.csv" --baseline "$runs/static/steps.csv"
