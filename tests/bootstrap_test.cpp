@@ -96,6 +96,23 @@ Interval naive_p95_interval(const std::vector<double>& x) {
 
 }  // namespace
 
+TEST_CASE("a gain per sample is the step gain once each run's samples are divided out") {
+  std::vector<double> policy(120), baseline(120);
+  Rng rng(5);
+  for (std::size_t i = 0; i < policy.size(); ++i)
+    policy[i] = 150 + 20 * rng.uniform(), baseline[i] = 100 + 20 * rng.uniform();
+  // Constant samples a step: 64 against 48, so per sample the policy's time is ×0.75.
+  const std::vector<double> own(policy.size(), 64), base(baseline.size(), 48);
+  std::vector<double> scaled = policy;
+  for (double& t : scaled) t *= 0.75;
+  for (bool paired : {true, false}) {
+    const Interval a = gain_interval_per_sample(policy, own, baseline, base, paired);
+    const Interval b = gain_interval(scaled, baseline, paired);
+    CHECK(a.low == doctest::Approx(b.low).epsilon(1e-9));
+    CHECK(a.high == doctest::Approx(b.high).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("P95 intervals by counting ranks equal the sorted resamples' exactly, ties and short runs included") {
   for (std::size_t n : {1, 2, 7, 64, 65, 300, 5000}) {
     std::vector<double> x = noisy(n, n, 50, 8);

@@ -236,6 +236,36 @@ TEST_CASE("a gain compares the two runs over the same steps, from the later one'
   CHECK(validate(turn, config, &turn_baseline, 5).shared_warmup == -1);
 }
 
+TEST_CASE("a policy that trains another number of samples a step gains per sample, as compare's gains") {
+  TempDir dir;
+  const Trace trace = read_trace(simulated_trace(dir, 0.0, "exact", {"static", "token_budget:max_tokens=1024"}, 60));
+  nlohmann::json doc = default_config_json();
+  doc["model"] = dir / "exact.json";
+  doc["training"]["max_length"] = 256;
+  doc["training"]["global_batch"] = 48;
+  doc["policies"] = {"static", "token_budget:max_tokens=1024"};
+  const Config config = parse_config(doc, "test", "");
+  std::ofstream(dir / "static.csv") << trace_csv({trace.runs[0]}, {});
+  std::ofstream(dir / "budget.csv") << trace_csv({trace.runs[1]}, {});
+  const Trace baseline = read_trace(dir / "static.csv"), measured = read_trace(dir / "budget.csv");
+  const Validation v = validate(measured, config, &baseline, 0);
+  REQUIRE(v.all.gain_per_sample.size() == 1);
+  CHECK(v.all.gain_per_sample[0]);
+  const TokenSummary own = summarize(trace.runs[1]), base = summarize(trace.runs[0]);
+  REQUIRE(std::abs(own.mean_global_batch / base.mean_global_batch - 1) > 0.1);  // the case this tests
+  const double per_sample =
+      100 * (1 - own.mean_max_step_ms * base.mean_global_batch / own.mean_global_batch / base.mean_max_step_ms);
+  CHECK(v.all.measured_gain_pct[0] == doctest::Approx(per_sample).epsilon(1e-9));
+  CHECK(v.all.predicted_gain_pct[0] == doctest::Approx(per_sample).epsilon(1e-4));  // its own model, no noise
+  CHECK(v.all.measured_gain_ci[0].contains(per_sample));
+  CHECK(validation_report(v).find("over the baseline, per sample") != std::string::npos);
+  CHECK(validation_json(v, measured, "m")["policies"]["token_budget:max_tokens=1024"]["gain_per_sample"] == true);
+  // Runs of one batch keep their gain per step, and say nothing of samples.
+  const Validation same = validate(baseline, config, &baseline, 0);
+  CHECK(!same.all.gain_per_sample[0]);
+  CHECK(validation_report(same).find("per sample") == std::string::npos);
+}
+
 TEST_CASE("the ring's alpha-beta comes back from allreduce timings of the simulated platform") {
   TempDir dir;
   EngineSetup setup;

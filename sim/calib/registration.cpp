@@ -200,6 +200,8 @@ nlohmann::ordered_json score_set(const nlohmann::json& predicted, const Validati
                        {"measured_in_seeds_interval", seeds[0] <= measured && measured <= seeds[1]},
                        {"registered_in_measured_ci", ci.contains(g)},
                        {"measured_gain_resolved", !ci.contains(0)},
+                       {"per_sample", set.gain_per_sample[i]},
+                       {"registered_per_sample", gain.value("per_sample", false)},
                        {"registered_mean_ms", predicted.at(label).at("mean_max_step_ms").at("mean")},
                        {"measured_mean_ms", set.policies[i].measured_mean_ms}};
   }
@@ -241,11 +243,16 @@ std::string set_report(const nlohmann::ordered_json& score) {
         std::string(inside ? "the measured gain inside the prediction interval"
                            : "the measured gain OUTSIDE the prediction interval") +
         (p["registered_in_measured_ci"].get<bool>() ? "; the registered gain inside the measured interval" : "") +
-        (p["measured_gain_resolved"].get<bool>() ? "" : "; the measured gain cannot be told from noise");
+        (p["measured_gain_resolved"].get<bool>() ? "" : "; the measured gain cannot be told from noise") +
+        (p["per_sample"] == p["registered_per_sample"]
+             ? ""
+             : "; NOT the same quantity: the one gain per sample, the other per step (another number of samples a "
+               "step in one of the runs)");
     std::snprintf(line, sizeof line,
-                  "  %s: gain registered %+.2f%% (seeds [%+.2f, %+.2f]; prediction [%+.1f, %+.1f]), measured %+.2f%% "
+                  "  %s: gain%s registered %+.2f%% (seeds [%+.2f, %+.2f]; prediction [%+.1f, %+.1f]), measured %+.2f%% "
                   "[%+.2f, %+.2f], %+.2f pp: %s\n",
-                  label.c_str(), shown(p["registered_gain_pct"].get<double>(), 2), shown(seeds[0].get<double>(), 2),
+                  label.c_str(), p["per_sample"].get<bool>() ? " per sample" : "",
+                  shown(p["registered_gain_pct"].get<double>(), 2), shown(seeds[0].get<double>(), 2),
                   shown(seeds[1].get<double>(), 2), shown(pi[0].get<double>(), 1), shown(pi[1].get<double>(), 1),
                   shown(p["measured_gain_pct"].get<double>(), 2), shown(ci[0].get<double>(), 2),
                   shown(ci[1].get<double>(), 2), shown(p["gain_error_pp"].get<double>(), 2), verdict.c_str());

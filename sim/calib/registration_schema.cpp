@@ -55,6 +55,7 @@ void check_gain(const nlohmann::json& gain, const Where& where) {
   const auto prediction = interval(gain, where, "prediction_interval");
   read<std::string>(gain, where, "mostly");
   if (gain.contains("regime")) read<std::string>(gain, where, "regime");
+  if (gain.contains("per_sample")) read<bool>(gain, where, "per_sample");
   // compare widens the interval around the gain: a gain outside its own was edited since.
   if (g < prediction[0] || g > prediction[1])
     throw InputError((where / "gain_pct").text() + " is " + format("%g", g) +

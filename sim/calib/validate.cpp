@@ -140,6 +140,17 @@ std::vector<PhaseFigures> phase_figures(const PolicyRun& measured, const PolicyR
   return out;
 }
 
+std::vector<double> samples_per_step(const PolicyRun& run) {
+  std::vector<double> out;
+  const auto G = static_cast<std::size_t>(run.G);
+  for (std::size_t i = 0; i < run.rows.size(); i += G) {
+    double samples = 0;
+    for (std::size_t g = 0; g < G; ++g) samples += run.rows[i + g].batch_size;
+    out.push_back(samples);
+  }
+  return out;
+}
+
 PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predicted_run, const std::string& path,
                          int first, int count = std::numeric_limits<int>::max()) {
   for (const auto& r : measured_run.rows)
@@ -155,6 +166,7 @@ PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predict
   v.first_step = first;
   v.measured_steps_ms = max_step_ms(measured);
   v.predicted_steps_ms = max_step_ms(predicted);
+  v.step_samples = samples_per_step(measured);
   v.steps = static_cast<int>(v.measured_steps_ms.size());
   const TokenSummary m = summarize(measured), p = summarize(predicted);
   v.measured_mean_ms = m.mean_max_step_ms, v.predicted_mean_ms = p.mean_max_step_ms;
@@ -219,11 +231,12 @@ double replayed_mean_ms(const PolicyRun& replayed, int first, int count) {
 // against others; in runs trained in turn, step k of each ran together).
 // A predicted gain's prediction interval over `count` steps from each run's `first` step: the
 // steps' interval widened by the variants' gains over the same steps and the model's fixed terms.
+// `scale` turns the policy's step time into the baseline's samples (1 unless the gain is per sample).
 GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::size_t p, int run_first, int base_first,
-                               int count, double predicted, const Interval& steps, bool paired) {
+                               int count, double predicted, const Interval& steps, bool paired, double scale) {
   const auto gain = [&](const SimulationRun& run, const SimulationRun& base) {
-    return 100 *
-           (1 - replayed_mean_ms(run.runs[p], run_first, count) / replayed_mean_ms(base.runs[0], base_first, count));
+    return 100 * (1 - scale * replayed_mean_ms(run.runs[p], run_first, count) /
+                          replayed_mean_ms(base.runs[0], base_first, count));
   };
   std::vector<VariantGain> variants;
   for (const Replays::Variant& v : r.variants) variants.push_back({v.term, gain(v.measured, v.baseline)});
@@ -268,18 +281,26 @@ void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline,
     set.gain_end_cut.push_back(end < std::max(run_end, base_end));
     set.gain_restricted.push_back(set.gain_end_cut.back() || first > std::min(run_first + set.policies[p].first_step,
                                                                               base_first + set.baseline.first_step));
-    set.measured_gain_pct.push_back(100 * (1 - policy.measured_mean_ms / base_line.measured_mean_ms));
-    set.predicted_gain_pct.push_back(100 * (1 - policy.predicted_mean_ms / base_line.predicted_mean_ms));
+    const double samples = mean(policy.step_samples), base_samples = mean(base_line.step_samples);
+    const bool per_sample = changes_samples_per_step(samples, base_samples);
+    const double scale = per_sample ? base_samples / samples : 1.0;
+    set.gain_per_sample.push_back(per_sample);
+    set.measured_gain_pct.push_back(100 * (1 - scale * policy.measured_mean_ms / base_line.measured_mean_ms));
+    set.predicted_gain_pct.push_back(100 * (1 - scale * policy.predicted_mean_ms / base_line.predicted_mean_ms));
     set.predicted_quiet_gain_pct.push_back(
         r.quiet_measured.runs.empty()
             ? std::nan("")
-            : 100 * (1 - replayed_mean_ms(r.quiet_measured.runs[p], first - run_first, end - first) /
+            : 100 * (1 - scale * replayed_mean_ms(r.quiet_measured.runs[p], first - run_first, end - first) /
                              replayed_mean_ms(r.quiet_baseline.runs[0], first - base_first, end - first)));
-    set.measured_gain_ci.push_back(gain_interval(policy.measured_steps_ms, base_line.measured_steps_ms, paired));
-    set.predicted_gain_ci.push_back(gain_interval(policy.predicted_steps_ms, base_line.predicted_steps_ms, paired));
+    const auto interval = [&](const std::vector<double>& own, const std::vector<double>& base) {
+      return per_sample ? gain_interval_per_sample(own, policy.step_samples, base, base_line.step_samples, paired)
+                        : gain_interval(own, base, paired);
+    };
+    set.measured_gain_ci.push_back(interval(policy.measured_steps_ms, base_line.measured_steps_ms));
+    set.predicted_gain_ci.push_back(interval(policy.predicted_steps_ms, base_line.predicted_steps_ms));
     set.predicted_gain_pi.push_back(gain_prediction(model, r, p, first - run_first, first - base_first, end - first,
-                                                    set.predicted_gain_pct.back(), set.predicted_gain_ci.back(),
-                                                    paired));
+                                                    set.predicted_gain_pct.back(), set.predicted_gain_ci.back(), paired,
+                                                    scale));
   }
 }
 
@@ -294,8 +315,9 @@ void check_baseline(const Trace& measured, const Trace& baseline) {
                        std::to_string(run.G) + ": a gain compares runs of one world size");
   const auto b = baseline.metadata.find("global_batch"), m = measured.metadata.find("global_batch");
   if (b != baseline.metadata.end() && m != measured.metadata.end() && b->second != m->second)
-    throw InputError(baseline.path + ": global_batch=" + b->second + ", " + measured.path + " global_batch=" +
-                     m->second + ": a gain compares runs of one global batch (step times of other batches differ "
+    throw InputError(baseline.path + ": global_batch=" + b->second + ", " + measured.path +
+                     " global_batch=" + m->second +
+                     ": a gain compares runs of one global batch (step times of other batches differ "
                      "for that alone)");
   const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
   for (const auto& run : measured.runs)

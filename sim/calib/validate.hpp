@@ -47,6 +47,7 @@ struct PolicyValidation {
   // step, for comparing runs whose optimizers do the same work.
   double measured_optimizer_median_ms = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> measured_steps_ms, predicted_steps_ms;
+  std::vector<double> step_samples;  // the samples each step trained (a replay trains the same)
 };
 
 // Every run's figures over one range of steps, and the gains over the baseline there.
@@ -60,6 +61,9 @@ struct ValidationSet {
   // The predicted gain with the compute noise off (NaN where the config draws none): how much of
   // the prediction the noise model makes.
   std::vector<double> predicted_quiet_gain_pct;
+  // Per sample where the policy trains another number of samples a step than the baseline
+  // (token_budget): each run's mean step time over its mean samples a step, as compare's gains.
+  std::vector<bool> gain_per_sample;
   std::vector<int> gain_from_step, gain_end_step;
   std::vector<bool> gain_restricted, gain_end_cut;  // the latter: steps left out at the end too
   // 95% intervals of those gains; paired: the runs were trained in turn, step k beside step k.

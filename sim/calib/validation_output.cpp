@@ -56,9 +56,9 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
       std::snprintf(quiet, sizeof quiet, ", noise off %+.2f%%", shown(set.predicted_quiet_gain_pct[i], 2));
     std::snprintf(
         line, sizeof line,
-        "gain of %s over the baseline%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
+        "gain of %s over the baseline%s%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
         "(%+.2f .. %+.2f%s), %+.2f pp; %s\n",
-        policies[i].policy.c_str(),
+        policies[i].policy.c_str(), set.gain_per_sample[i] ? ", per sample (it trains another number of samples a step)" : "",
         !set.gain_restricted[i] ? ""
         : set.gain_end_cut[i]   ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
                                 : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),
@@ -184,6 +184,7 @@ nlohmann::ordered_json validation_json(const Validation& v, const Trace& measure
       if (!std::isnan(set.predicted_quiet_gain_pct[i]))
         f["predicted_gain_noise_off_pct"] = set.predicted_quiet_gain_pct[i];
       f["gain_error_pp"] = set.predicted_gain_pct[i] - set.measured_gain_pct[i];
+      if (set.gain_per_sample[i]) f["gain_per_sample"] = true;
       f["gain_from_step"] = set.gain_from_step[i];
       f["gain_to_step"] = set.gain_end_step[i] - 1;
       const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];

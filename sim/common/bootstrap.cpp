@@ -147,7 +147,14 @@ Interval p95_interval(std::span<const double> steps) {
 }
 
 Interval gain_interval(std::span<const double> policy, std::span<const double> baseline, bool paired) {
+  return gain_interval_per_sample(policy, {}, baseline, {}, paired);
+}
+
+Interval gain_interval_per_sample(std::span<const double> policy, std::span<const double> policy_samples,
+                                  std::span<const double> baseline, std::span<const double> baseline_samples,
+                                  bool paired) {
   if (policy.empty() || baseline.empty()) return {};
+  const bool per_sample = !policy_samples.empty() && !baseline_samples.empty();
   paired = paired && policy.size() == baseline.size();
   Rng rng(SEED);
   std::vector<Blocks> policy_blocks(RESAMPLES), baseline_blocks(paired ? 0 : RESAMPLES);
@@ -156,9 +163,10 @@ Interval gain_interval(std::span<const double> policy, std::span<const double> b
     if (!paired) baseline_blocks[static_cast<std::size_t>(r)] = draw_blocks(rng, baseline.size());
   }
   auto gains = over_resamples<NoScratch>([&](int r, NoScratch&) {
-    const double p = resampled_mean(policy, policy_blocks[static_cast<std::size_t>(r)]);
-    const double b = resampled_mean(
-        baseline, paired ? policy_blocks[static_cast<std::size_t>(r)] : baseline_blocks[static_cast<std::size_t>(r)]);
+    const Blocks& own = policy_blocks[static_cast<std::size_t>(r)];
+    const Blocks& base = paired ? own : baseline_blocks[static_cast<std::size_t>(r)];
+    double p = resampled_mean(policy, own), b = resampled_mean(baseline, base);
+    if (per_sample) p /= resampled_mean(policy_samples, own), b /= resampled_mean(baseline_samples, base);
     return 100 * (1 - p / b);
   });
   return central_95(gains);

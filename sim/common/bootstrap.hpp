@@ -22,5 +22,10 @@ Interval p95_interval(std::span<const double> steps);
 // step k of both ran together (policies trained in turn; equal lengths), so the same blocks are
 // drawn from both and the machine's drift cancels; otherwise each run is resampled alone.
 Interval gain_interval(std::span<const double> policy, std::span<const double> baseline, bool paired);
+// The same gain per sample: each run's mean step time over its mean samples a step, the samples
+// resampled with their steps (a policy that trains more samples a step, token_budget's kind).
+Interval gain_interval_per_sample(std::span<const double> policy, std::span<const double> policy_samples,
+                                  std::span<const double> baseline, std::span<const double> baseline_samples,
+                                  bool paired);
 
 }  // namespace ddpsim
