@@ -136,7 +136,8 @@ def verdict(name, p):
     if "measured_gain_pct" not in p:
         return f"{name}: mean {_signed(p.get('mean_error_pct'), 1)}%, P95 {_signed(p.get('p95_error_pct'), 1)}% off the measurement"
     measured, predicted = p.get("measured_gain_pct"), p.get("predicted_gain_pct")
-    text = (f"{name}: gain measured {_signed(measured)}% {_interval(p.get('measured_gain_ci95'))}, "
+    unit = " per sample" if p.get("gain_per_sample") else ""  # a policy that trains another number of samples
+    text = (f"{name}: gain{unit} measured {_signed(measured)}% {_interval(p.get('measured_gain_ci95'))}, "
             f"predicted {_signed(predicted)}%")
     if "predicted_gain_pi95" in p:
         text += f" (prediction interval {_interval(p['predicted_gain_pi95'], 1)}, mostly {p.get('predicted_gain_pi_mostly')})"

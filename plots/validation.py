@@ -89,7 +89,8 @@ def read_gains(path, gains, all_steps):
                 intervals.append((ci[0], ci[1]))
             else:
                 common.fail(f"{path}: policies.{policy}.{key}: expected [low, high], got {json.dumps(ci)}")
-        gains.setdefault(policy, (*pair, *intervals))
+        label = policy + (" (per sample)" if figures.get("gain_per_sample") is True else "")  # token_budget's kind
+        gains.setdefault(label, (*pair, *intervals))
 
 
 def model_name(path):

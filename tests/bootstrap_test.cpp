@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/bootstrap.hpp"
@@ -111,6 +113,28 @@ TEST_CASE("a gain per sample is the step gain once each run's samples are divide
     CHECK(a.low == doctest::Approx(b.low).epsilon(1e-9));
     CHECK(a.high == doctest::Approx(b.high).epsilon(1e-9));
   }
+}
+
+TEST_CASE("a gain per sample resamples each step's samples with its time") {
+  // Every step takes the same time per sample (2 ms in the policy, 3 in the baseline), its
+  // samples drawn at random: only samples drawn with their own steps give exactly 1 - 2/3.
+  Rng rng(7);
+  const auto run = [&](std::size_t steps, double ms_per_sample, std::vector<double>& times) {
+    std::vector<double> samples(steps);
+    times.resize(steps);
+    for (std::size_t i = 0; i < steps; ++i) samples[i] = 20 + rng.below(40), times[i] = ms_per_sample * samples[i];
+    return samples;
+  };
+  std::vector<double> policy, baseline;
+  for (const auto& [paired, policy_steps] : {std::pair{true, 150}, std::pair{false, 130}}) {
+    const std::vector<double> own = run(static_cast<std::size_t>(policy_steps), 2.0, policy),
+                              base = run(150, 3.0, baseline);
+    const Interval g = gain_interval_per_sample(policy, own, baseline, base, paired);
+    CHECK(g.low == doctest::Approx(100.0 / 3).epsilon(1e-9));
+    CHECK(g.high == doctest::Approx(100.0 / 3).epsilon(1e-9));
+  }
+  CHECK_THROWS_AS(gain_interval_per_sample(policy, {policy.data(), 3}, baseline, baseline, true),
+                  std::invalid_argument);
 }
 
 TEST_CASE("P95 intervals by counting ranks equal the sorted resamples' exactly, ties and short runs included") {

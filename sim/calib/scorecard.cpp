@@ -25,7 +25,7 @@ namespace {
 struct Gain {
   double predicted = 0, measured = 0;
   std::optional<std::pair<double, double>> measured_ci;  // validations before the bootstrap have none
-  std::optional<std::pair<double, double>> interval;  // the prediction interval, where recorded
+  std::optional<std::pair<double, double>> interval;     // the prediction interval, where recorded
 };
 
 struct Registered {
@@ -101,10 +101,16 @@ std::string registered_table(const std::vector<Registered>& rows) {
     const auto& s = r.score;
     const auto seeds = s["registered_seeds_interval"], pi = s["registered_prediction_interval"],
                ci = s["measured_gain_ci95"];
+    // A gain per sample (a policy that trains another number of samples a step) says so, and a
+    // registration and a run that disagree on which it is say that too.
+    const bool per_sample = s.value("registered_per_sample", false);
+    const std::string unit = per_sample ? " per sample" : "";
+    const std::string mismatch = s.value("per_sample", per_sample) == per_sample ? "" : " (measured per step)";
     out += "| " + r.validation + " | " + r.policy + " | " + s.value("regime", std::string("—")) + " | " +
-           cell("%+.2f", s["registered_gain_pct"].get<double>()) + "% [" + cell("%+.2f", seeds[0].get<double>()) +
-           ", " + cell("%+.2f", seeds[1].get<double>()) + "] [" + cell("%+.1f", pi[0].get<double>()) + ", " +
-           cell("%+.1f", pi[1].get<double>()) + "] | " + cell("%+.2f", s["measured_gain_pct"].get<double>()) + "% [" +
+           cell("%+.2f", s["registered_gain_pct"].get<double>()) + "%" + unit + " [" +
+           cell("%+.2f", seeds[0].get<double>()) + ", " + cell("%+.2f", seeds[1].get<double>()) + "] [" +
+           cell("%+.1f", pi[0].get<double>()) + ", " + cell("%+.1f", pi[1].get<double>()) + "] | " +
+           cell("%+.2f", s["measured_gain_pct"].get<double>()) + "%" + mismatch + " [" +
            cell("%+.2f", ci[0].get<double>()) + ", " + cell("%+.2f", ci[1].get<double>()) + "] | " +
            (s["measured_in_prediction_interval"].get<bool>() ? "yes" : "**no**") + " | " +
            (s["registered_in_measured_ci"].get<bool>() ? "yes" : "no") + " |\n";
@@ -147,7 +153,8 @@ std::string scorecard(const std::vector<std::string>& roots) {
   std::string out =
       "# Scorecard\n\nWritten by `ddpsim scorecard`: every predicted gain of a `validation.json` against its "
       "measured gain. The prediction interval is the predicted gain's steps interval widened by what the model "
-      "does not know ([intervals](intervals.md)); validations written before it existed have none (—), and the oldest have no measured interval "
+      "does not know ([intervals](intervals.md)); validations written before it existed have none (—), and the oldest "
+      "have no measured interval "
       "either. Errors are |predicted − measured| in percentage points.\n\n"
       "| campaign | regime | gains | measured inside prediction interval | predicted inside measured interval "
       "| median interval width (pp) | mean error (pp) | P95 error (pp) |\n| --- | --- | --- | --- | --- | --- | --- "

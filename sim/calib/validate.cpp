@@ -248,6 +248,7 @@ GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::si
   for (UncertaintyTerm& t : fixed_terms(model, predicted, policy, base, !paired)) terms.push_back(std::move(t));
   GainPrediction g = predict_gain(predicted, steps.low, steps.high, std::move(terms));
   g.regime = gain_regime(model, policy, base);
+  g.per_sample = scale != 1.0;
   return g;
 }
 

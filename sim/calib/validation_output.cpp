@@ -58,7 +58,8 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
         line, sizeof line,
         "gain of %s over the baseline%s%s: measured %+.2f%% (%+.2f .. %+.2f), predicted %+.2f%% "
         "(%+.2f .. %+.2f%s), %+.2f pp; %s\n",
-        policies[i].policy.c_str(), set.gain_per_sample[i] ? ", per sample (it trains another number of samples a step)" : "",
+        policies[i].policy.c_str(),
+        set.gain_per_sample[i] ? ", per sample (it trains another number of samples a step)" : "",
         !set.gain_restricted[i] ? ""
         : set.gain_end_cut[i]   ? (", both over " + steps_text(set.gain_from_step[i], set.gain_end_step[i])).c_str()
                                 : (", both from step " + std::to_string(set.gain_from_step[i])).c_str(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -155,6 +156,8 @@ Interval gain_interval_per_sample(std::span<const double> policy, std::span<cons
                                   bool paired) {
   if (policy.empty() || baseline.empty()) return {};
   const bool per_sample = !policy_samples.empty() && !baseline_samples.empty();
+  if (per_sample && (policy_samples.size() != policy.size() || baseline_samples.size() != baseline.size()))
+    throw std::invalid_argument("gain_interval_per_sample: a run's samples and step times differ in length");
   paired = paired && policy.size() == baseline.size();
   Rng rng(SEED);
   std::vector<Blocks> policy_blocks(RESAMPLES), baseline_blocks(paired ? 0 : RESAMPLES);

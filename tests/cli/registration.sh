@@ -54,6 +54,11 @@ edited far-gain "$gain[\"gain_pct\"] = 50"
 edited no-static 'del d["predicted"]["policies"]["static"]'
 edited set-number 'd["config"]["set"] = [5]'
 edited other-base 'd["predicted"]["baseline"] = "kk"'
+edited per-sample "$gain[\"per_sample\"] = True"
+expect_ok "$DDPSIM" validate --registered "$WORK/reg/per-sample.json" --measured "$runs/minmax-cost-tokens/steps.csv" \
+  --baseline "$runs/static/steps.csv"
+grep -q 'minmax:cost=tokens: gain registered .*NOT the same quantity' "$WORK/out" ||
+  fail "a gain registered per sample and measured per step is scored without a word: $(grep 'gain registered' "$WORK/out")"
 for case in 'no-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct is missing' \
   'text-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct is string: expected a finite number' \
   'far-gain:gain_pct is 50, outside its own prediction_interval: the file was edited since' \
