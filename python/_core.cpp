@@ -129,10 +129,8 @@ class Stream {
                        ") is more than a rank's share of the global batch (" + std::to_string(shape_.B) + " over " +
                        std::to_string(shape_.G) + " ranks: " + std::to_string(shape_.B / shape_.G) +
                        "): every micro-batch needs a sample");
-    if (spec.name == "verl" && count > 1)
-      throw InputError("micro_batches " + std::to_string(count) +
-                       ": verl forms its own micro-batches (as many as its max_token_len tokens per micro-batch "
-                       "need), so the count would be ignored: leave it out (and size them with verl:max_token_len=N)");
+    if (forms_own_micro_batches(spec.name) && count > 1)
+      throw InputError(own_micro_batches_refusal("micro_batches " + std::to_string(count)));
   }
 
   std::shared_ptr<Plan> next() {

@@ -196,7 +196,7 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
         "policy's checkpoint is OUT/POLICY/checkpoint.pt: resume it with its own --policy)");
   // verl cuts each rank's batch itself, into as many micro-batches as its max_token_len needs:
   // a count given for it alone would be read by nothing (in a list, the other policies take it).
-  const auto forms_own = [](const std::string& p) { return p.substr(0, p.find(':')) == "verl"; };
+  const auto forms_own = [](const std::string& p) { return ddpsim::forms_own_micro_batches(p.substr(0, p.find(':'))); };
   if (!c.profiling && o.micro_batches > 1 && std::all_of(policies.begin(), policies.end(), forms_own))
     throw ddpsim::UsageError("--micro-batches " + std::to_string(o.micro_batches) + ": --policy " + o.policy +
                              " forms its own micro-batches (as many as its max_token_len tokens per micro-batch "

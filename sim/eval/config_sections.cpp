@@ -347,13 +347,11 @@ void check_micro_batch_count(Config& c, const std::string& origin) {
   if (c.parallel || c.training.micro_batches == 1) return;
   std::string takers;
   for (const PolicySpec& p : c.policies)
-    if (p.name != "verl") takers += (takers.empty() ? "" : ", ") + p.label();
+    if (!forms_own_micro_batches(p.name)) takers += (takers.empty() ? "" : ", ") + p.label();
   const std::string count = "training.micro_batches " + std::to_string(c.training.micro_batches);
-  if (takers.empty())
-    throw InputError(origin + ": " + count +
-                     ": verl forms its own micro-batches (as many as its max_token_len tokens per micro-batch "
-                     "need), so the count would be ignored: leave it out (and size them with verl:max_token_len=N)");
-  if (std::any_of(c.policies.begin(), c.policies.end(), [](const PolicySpec& p) { return p.name == "verl"; }))
+  if (takers.empty()) throw InputError(origin + ": " + own_micro_batches_refusal(count));
+  if (std::any_of(c.policies.begin(), c.policies.end(),
+                  [](const PolicySpec& p) { return forms_own_micro_batches(p.name); }))
     c.notes.push_back(count + " is for " + takers + "; verl forms its own micro-batches from its max_token_len");
 }
 

@@ -371,6 +371,16 @@ std::unique_ptr<Scheduler> build(const PolicySpec& spec, const StepShape& shape,
 
 }  // namespace
 
+bool forms_own_micro_batches(const std::string& name) {
+  return name == "verl";
+}
+
+std::string own_micro_batches_refusal(const std::string& count) {
+  return count +
+         ": verl forms its own micro-batches (as many as its max_token_len tokens per micro-batch need), so the "
+         "count would be ignored: leave it out (and size them with verl:max_token_len=N)";
+}
+
 void require_known_policy(const std::string& name) {
   if (std::none_of(std::begin(POLICIES), std::end(POLICIES), [&](const PolicyEntry& p) { return name == p.name; }))
     throw_unknown_policy(name);

@@ -35,6 +35,13 @@ const std::vector<std::string>& policy_names();
 // Throws InputError "unknown policy" (with the closest name, case aside) where `name` is none of
 // policy_names(): for callers that take policy names long before they build a scheduler.
 void require_known_policy(const std::string& name);
+// A policy that cuts a rank's batch into micro-batches itself (verl, by its max_token_len), so
+// that a micro-batch count is for the other policies: the one test compare, the Python sampler
+// and ddptrain apply before any scheduler exists.
+bool forms_own_micro_batches(const std::string& name);
+// Why a micro-batch count given where only such policies train is refused: `count` names it
+// ("training.micro_batches 2").
+std::string own_micro_batches_refusal(const std::string& count);
 
 // What every policy needs to know about the run.
 struct StepShape {
