@@ -53,6 +53,14 @@ std::string simulated_trace(const TempDir& dir, double sigma, const std::string&
   return path;
 }
 
+// The config a replay of simulated_trace(dir, ..., name, ...) runs under: its own model.
+Config replay_config(const TempDir& dir, const std::string& name) {
+  nlohmann::json doc = default_config_json();
+  doc["model"] = dir / (name + ".json");
+  doc["training"]["max_length"] = 256;
+  return parse_config(doc, "test", "");
+}
+
 }  // namespace
 
 TEST_CASE("calibration recovers known parameters from a noisy simulated trace") {
@@ -113,10 +121,7 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   TempDir dir;
   const std::string path = simulated_trace(dir, 0.0, "exact", {"static", "minmax"}, 100);
   const Trace trace = read_trace(path);
-  nlohmann::json doc = default_config_json();
-  doc["model"] = dir / "exact.json";
-  doc["training"]["max_length"] = 256;
-  const Config config = parse_config(doc, "test", "");
+  const Config config = replay_config(dir, "exact");
   const SimulationRun sim = replay(trace, config);
   for (std::size_t p = 0; p < trace.runs.size(); ++p)
     for (std::size_t i = 0; i < trace.runs[p].rows.size(); ++i)
@@ -148,8 +153,7 @@ TEST_CASE("replaying a simulated trace with its own model reproduces it; validat
   for (const char* term : {"a", "beta", "gamma"})
     slow["backward_ms"][term] = 1.25 * slow["backward_ms"][term].get<double>();
   std::ofstream(dir / "slow.json") << slow.dump();
-  doc["model"] = dir / "slow.json";
-  const Validation off = validate(measured, parse_config(doc, "test", ""), &baseline);
+  const Validation off = validate(measured, replay_config(dir, "slow"), &baseline);
   std::map<std::string, double> error;
   for (const auto& phase : off.steady.policies[0].phases) error[phase.phase] = phase.error();
   CHECK(error.size() == 5);
@@ -171,10 +175,7 @@ TEST_CASE("a gain compares the two runs over the same steps, from the later one'
   // from 0, minmax from about 30) the drift would enter the measured gain by about 0.8 pp.
   TempDir dir;
   const Trace trace = read_trace(simulated_trace(dir, 0.0, "exact", {"static", "minmax"}, 100));
-  nlohmann::json doc = default_config_json();
-  doc["model"] = dir / "exact.json";
-  doc["training"]["max_length"] = 256;
-  const Config config = parse_config(doc, "test", "");
+  const Config config = replay_config(dir, "exact");
   std::vector<PolicyRun> runs = trace.runs;
   for (auto& run : runs)
     for (auto& row : run.rows) {
@@ -240,12 +241,7 @@ TEST_CASE("a policy that trains another number of samples a step gains per sampl
   TempDir dir;
   // With the model's noise, so that validate replays its runs with the noise off too (a term).
   const Trace trace = read_trace(simulated_trace(dir, 0.05, "noisy", {"static", "token_budget:max_tokens=1024"}, 60));
-  nlohmann::json doc = default_config_json();
-  doc["model"] = dir / "noisy.json";
-  doc["training"]["max_length"] = 256;
-  doc["training"]["global_batch"] = 48;
-  doc["policies"] = {"static", "token_budget:max_tokens=1024"};
-  const Config config = parse_config(doc, "test", "");
+  const Config config = replay_config(dir, "noisy");
   std::ofstream(dir / "static.csv") << trace_csv({trace.runs[0]}, {});
   std::ofstream(dir / "budget.csv") << trace_csv({trace.runs[1]}, {});
   const Trace baseline = read_trace(dir / "static.csv"), measured = read_trace(dir / "budget.csv");
