@@ -36,14 +36,21 @@ for pad in 1 16; do
     --measured traces/h100/prereg3/runs/pad$pad/minmax-cost-tokens/steps.csv \
     --baseline traces/h100/prereg3/runs/pad$pad/static/steps.csv --model traces/h100/prereg3/model-bf16.json
 done
-for reg in traces/cpu/prereg?*/; do
-  reg=$(basename "$reg")
-  [[ -d traces/cpu/$reg/runs ]] || continue  # registered, its run not yet in
-  for dir in traces/cpu/$reg/runs/*/; do
+for reg in traces/{cpu,h100,h200}/prereg?*/; do
+  reg=${reg%/}
+  # Registered and run, by compare --register (h100/prereg3's runs are per padding, scored above).
+  [[ -f $reg/prediction.json && -f $reg/runs/static/steps.csv ]] || continue
+  for dir in "$reg"/runs/*/; do
     p=$(basename "$dir")
     [[ $p == static || $p == profile ]] && continue  # the baseline, and the profile taken alongside
-    validate_into traces/cpu/$reg/validation/$p --registered traces/cpu/$reg/prediction.json \
-      --measured traces/cpu/$reg/runs/$p/steps.csv --baseline traces/cpu/$reg/runs/static/steps.csv
+    validate_into "$reg/validation/$p" --registered "$reg/prediction.json" \
+      --measured "$reg/runs/$p/steps.csv" --baseline "$reg/runs/static/steps.csv"
   done
 done
+# Campaign 4's traced decoder run (H200): against its profile's model, and its last 30 steps
+# against the model that took the first 30 as --training (traces/h200/README.md).
+dec=traces/h200/decoder
+validate_into $dec/calibrated/validation-run --measured $dec/smollm-135m-run/steps.csv --model $dec/calibrated/smollm-135m.json
+validate_into $dec/calibrated/validation-last30 --measured $dec/calibrated/run-last30.csv \
+  --model $dec/calibrated/smollm-135m-first30.json
 "$ddpsim" scorecard traces --out docs/scorecard.md
