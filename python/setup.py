@@ -18,7 +18,7 @@ class CMakeBuild(build_ext):
         build = os.path.abspath(os.path.join(self.build_temp, "cmake"))
         subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                                "-DDDPSIM_BUILD_SIM=ON", "-DDDPSIM_BUILD_TRAINER=OFF", "-DDDPSIM_BUILD_TESTS=OFF",
-                               f"-DPython3_EXECUTABLE={sys.executable}"])
+                               f"-DPython_EXECUTABLE={sys.executable}"])
         subprocess.check_call(["cmake", "--build", build, "--target", "ddpsim_core", "-j",
                                os.environ.get("DDPSIM_JOBS", "2")])
         target = self.get_ext_fullpath(ext.name)

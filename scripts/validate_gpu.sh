@@ -109,10 +109,12 @@ if stage build && [[ ! -x $ddptrain ]]; then
   command -v pkg-config >/dev/null || export PKG_CONFIG=$deps/usr/bin/pkgconf
   torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
   # The Python package (python/) for the python3 that has torch, where its headers are there.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDPSIM_BUILD_SIM=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDPSIM_BUILD_SIM=OFF -DPython_EXECUTABLE="$(command -v python3)" \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" -DBoost_NO_SYSTEM_PATHS=ON -DBOOST_ROOT="$deps/usr" \
     -DDDPSIM_SHARED_DATA="$(realpath "$shared")" >"$build.configure.log" 2>&1 ||
-    { tail -40 "$build.configure.log"; exit 1; }
+    { tail -12 "$build.configure.log"
+      echo "validate_gpu: configuring failed (above); again without the Python package, for the trainer" >&2
+      cmake "$build" -DDDPSIM_BUILD_PYTHON=OFF >>"$build.configure.log" 2>&1 || { tail -40 "$build.configure.log"; exit 1; }; }
   cmake --build "$build" -j"$(nproc)" 2>&1 | grep -E 'error|Error|warning: unused|Built target ddptrain$' || true
   if [[ ! -x $ddptrain ]]; then  # the fused AdamW kernel's call is the one part not compiled on CPU
     echo "validate_gpu: the build failed; again without the fused AdamW (-DDDPTRAIN_FUSED_ADAMW=OFF)" >&2

@@ -2,6 +2,7 @@
 library's message, the one the ddpsim command line prints for the same setting."""
 
 import csv
+import json
 import os
 import tempfile
 import unittest
@@ -194,6 +195,24 @@ class BadInput(unittest.TestCase):
             with self.assertRaisesRegex(ddpsim.UsageError, "is a folder"):
                 write_layout(model, out)
             self.assertEqual([f for f in os.listdir(out) if f.endswith(".tmp")], [])
+
+    def test_layout_of_a_billion_parameter_model_calibrates(self):
+        """A layout's backward shares stay shares when one tensor has more than 1e7 elements, as a
+        1B decoder's embedding does: its first GPU profile was refused as a base (issue 46)."""
+        from ddpsim.torch import write_layout
+        model = torch.nn.Sequential(torch.nn.Embedding(1000, 64), torch.nn.Linear(64, 3200),
+                                    torch.nn.Linear(3200, 3200, bias=False))  # 1.02e7 elements
+        profile = os.path.join(os.path.dirname(__file__), "..", "..", "traces", "h200", "decoder",
+                               "smollm-135m-profile.csv")
+        with tempfile.TemporaryDirectory() as out:
+            layout = os.path.join(out, "layout.json")
+            write_layout(model, layout, name="SmolLM-135M")  # the profile's model, as calibrate asks
+            with open(layout) as f:
+                shares = [layer["bwd_fraction"] for layer in json.load(f)["layers"]]
+            self.assertAlmostEqual(sum(shares), 1.0, places=9)
+            report = common.run([common.tool("ddpsim"), "calibrate", profile, "--base", layout, "--folds", "2",
+                                 "--out", os.path.join(out, "model.json")])
+            self.assertIn("held-out MAPE", report)
 
     def test_rank_out_of_range(self):
         for rank in (4, -1):

@@ -3,7 +3,7 @@
 # A python3 without torch skips the torch tests (exit 77), and one without a CUDA device test_cuda.
 set(python_tests scheduler bad_input sampler gradient tracer interference simulator notebook plots decoder unit_jitter cuda)
 foreach(name IN LISTS python_tests)
-  add_test(NAME py_${name} COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_${name}.py)
+  add_test(NAME py_${name} COMMAND ${Python_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_${name}.py)
   set_tests_properties(py_${name} PROPERTIES
     SKIP_RETURN_CODE 77
     ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;DDPTRAIN=$<TARGET_FILE:ddptrain>;DDPSIM=$<TARGET_FILE:ddpsim>;OMP_NUM_THREADS=1")

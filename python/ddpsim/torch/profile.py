@@ -338,9 +338,12 @@ def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> Non
         raise ddpsim.UsageError(f"model {type(module).__name__}: no trained parameters, so no gradient for DDP to "
                                 "bucket: a layout needs at least one")
     embedding = {id(p) for m in module.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
-    layers = [{"name": n, "params": p.numel(),
-               "bwd_fraction": p.numel() / 25.0 if id(p) in embedding else float(p.numel())}
-              for n, p in module.named_parameters()]
+    work = [(n, p.numel(), p.numel() / 25.0 if id(p) in embedding else float(p.numel()))
+            for n, p in module.named_parameters()]
+    # Shares of the whole, not element counts: ddpsim refuses a weight above 1e7 (a 1B model's
+    # embedding is 2.6e8 elements), and normalises them anyway.
+    total = sum(w for _, _, w in work)
+    layers = [{"name": n, "params": count, "bwd_fraction": w / total} for n, count, w in work]
     doc = {"name": name,
            "source": f"parameter layout of the PyTorch model {type(module).__name__} (ddpsim.torch.write_layout); "
                      "no timings: a base for ddpsim calibrate",
