@@ -14,6 +14,7 @@
 #include "common/json_util.hpp"
 #include "data/lengths.hpp"
 #include "data/sampler.hpp"
+#include "ddpsim_version.hpp"
 #include "model/hf_model.hpp"
 #include "model/perf_model.hpp"
 #include "report/outputs.hpp"
@@ -254,6 +255,7 @@ void bind_simulator(py::module_& m);  // simulator.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ddpsim's batch scheduler library (the policies of ddpsim and ddptrain)";
+  m.attr("version") = DDPSIM_VERSION_STRING;  // in trainer-only builds too: traces name their ddpsim
   // The library's two kinds of refusal, with its messages; both are ValueErrors.
   py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
   py::register_exception<UsageError>(m, "UsageError", PyExc_ValueError);

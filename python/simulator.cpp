@@ -21,7 +21,6 @@
 #include "cli/progress.hpp"
 #include "common/error.hpp"
 #include "common/interrupt.hpp"
-#include "ddpsim_version.hpp"
 
 namespace py = pybind11;
 
@@ -175,5 +174,4 @@ py::tuple run_verb(const std::string& verb, const std::vector<std::string>& args
 // Adds the simulator's functions to ddpsim._core.
 void bind_simulator(py::module_& m) {
   m.def("run_verb", &run_verb, py::arg("verb"), py::arg("args"), py::arg("progress") = py::none());
-  m.attr("version") = DDPSIM_VERSION_STRING;
 }

@@ -99,7 +99,7 @@ if hasattr(_core_module, "run_verb"):  # built with the simulator (not a trainer
 
     from ddpsim import plots
 
-    __version__ = _core_module.version  # as `ddpsim --version` names this build
+__version__ = _core_module.version  # as `ddpsim --version` names this build
 
 __all__ = [
     "InputError",
