@@ -47,6 +47,13 @@ for reg in traces/{cpu,h100,h200}/prereg?*/; do
       --measured "$reg/runs/$p/steps.csv" --baseline "$reg/runs/static/steps.csv"
   done
 done
+# Campaign 4's compute-bound H200 runs replayed after the fact with the H200's measured fp32
+# model, fitted on the study's shapes only (docs/validation-gpu.md, "The fourth campaign").
+for p in minmax-buffer-128-cost-tokens kk; do
+  validate_into traces/h200/prereg4/replay-measured/$p traces/h200/prereg4/config.json \
+    --model models/h200-distilbert-measured.json --measured traces/h200/prereg4/runs/$p/steps.csv \
+    --baseline traces/h200/prereg4/runs/static/steps.csv
+done
 # Campaign 4's traced decoder run (H200): against its profile's model, and its last 30 steps
 # against the model that took the first 30 as --training (traces/h200/README.md).
 dec=traces/h200/decoder
