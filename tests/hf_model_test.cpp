@@ -73,6 +73,7 @@ TEST_CASE("a spec file is a performance model: times from the peak, memory from 
   CHECK(m.gpu == "NVIDIA H100 SXM5 80GB");
   CHECK(m.source.rfind("derived from specs", 0) == 0);
   CHECK(m.bytes_per_param == 4);  // bf16 compute, fp32 gradients: autocast DDP
+  CHECK(m.precision == "bf16");   // the spec's dtype: its intervals hold a first-use cost then
   const TransformerSpec llama = shipped("llama-3-8b");
   const double flops = 989.4e12 * 0.4;
   CHECK(
@@ -91,6 +92,7 @@ TEST_CASE("a spec file is a performance model: times from the peak, memory from 
       {"gpu", "a100-80gb"}}.dump();
   const PerfModel gpt2 = load_perf_model(dir / "gpt2.json");
   CHECK(gpt2.name == "gpt2");
+  CHECK(gpt2.precision == "bf16");  // the default dtype
   // About 2 GiB of state, and about 1 GiB of activations per 1,024-token sample.
   CHECK(gpt2.max_batch(1024) > 40);
   CHECK(gpt2.max_batch(1024) < 120);

@@ -40,10 +40,11 @@ TEST_CASE("the built-in models load and describe DistilBERT") {
 }
 
 TEST_CASE("the built-ins bucket their gradients as PyTorch's reducer does: the HF-derived layout, at any cap") {
-  const PerfModel spec = derive_perf_model(
-      {{"hf_config", DDPSIM_SOURCE_DIR "/models/hf/distilbert-base-uncased.json"}, {"gpu", "h100-sxm"}, {"dtype", "fp32"},
-       {"efficiency", 0.5}},
-      "spec");
+  const PerfModel spec = derive_perf_model({{"hf_config", DDPSIM_SOURCE_DIR "/models/hf/distilbert-base-uncased.json"},
+                                            {"gpu", "h100-sxm"},
+                                            {"dtype", "fp32"},
+                                            {"efficiency", 0.5}},
+                                           "spec");
   for (const auto& name : builtin_model_names()) {
     const PerfModel m = load_perf_model(name);
     REQUIRE(m.layers.size() == spec.layers.size());
@@ -95,6 +96,11 @@ TEST_CASE("malformed model files are named with the field at fault") {
   broken = minimal();
   broken["forward_ms"]["delta"] = 1;
   CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("unknown key \"delta\""), InputError);
+  broken = minimal();
+  broken["precision"] = "int8";
+  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"),
+                       doctest::Contains("m.json: precision is \"fp32\", \"tf32\", \"bf16\" or \"fp16\", got \"int8\""),
+                       InputError);
   broken = minimal();
   broken.erase("source");
   CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("missing key \"source\""), InputError);
@@ -163,8 +169,7 @@ TEST_CASE("slow spells: a quantile table scaled to median one on load, drawn lin
   CHECK(quantile_table_at(m.spell_quantiles, 0.25) == doctest::Approx(0.9));
   CHECK(quantile_table_at(m.spell_quantiles, 1.0) == doctest::Approx(2.2));
   CHECK(quantile_table_mean(m.spell_quantiles) == doctest::Approx((0.9 + 1.6) / 2));
-  for (const auto& [spells, message] :
-       std::vector<std::pair<nlohmann::json, std::string>>{
+  for (const auto& [spells, message] : std::vector<std::pair<nlohmann::json, std::string>>{
            {{1.0}, "m.json: noise: spells has 1 value(s): expected an array of at least 2"},
            {"wide", "m.json: noise: spells is string: expected an array of at least 2"},
            {{1.0, 0.5},

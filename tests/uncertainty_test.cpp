@@ -113,6 +113,24 @@ TEST_CASE("a model's variants: its other supported forms, first use either way, 
   CHECK(spec.back().config.platform.link_GBps == doctest::Approx(c.platform.link_GBps / 2));
   CHECK(std::none_of(spec.begin(), spec.end(), [](const auto& v) { return v.term == "stated interference"; }));
 
+  // In reduced precision a spec also lacks the first use of a shape, which the H100 and H200
+  // measured at 136-179 ms in bf16 (under 1 ms in fp32): one more compute variant.
+  m.first_use_ms = 0;
+  c.simulation.first_use = "shared";
+  const auto count_compute = [&](const PerfModel& model) {
+    const auto variants = model_variants(with_model(c, model));
+    return std::count_if(variants.begin(), variants.end(),
+                         [](const auto& v) { return v.term == "spec-derived compute"; });
+  };
+  m.precision = "fp32";
+  CHECK(count_compute(m) == 3);
+  m.precision = "bf16";
+  CHECK(count_compute(m) == 4);
+  const auto bf16 = model_variants(with_model(c, m));
+  CHECK(std::any_of(bf16.begin(), bf16.end(), [](const auto& v) { return v.config.model->first_use_ms > 100; }));
+  c.simulation.first_use = "off";
+  CHECK(count_compute(m) == 3);
+
   m.comm_slowdown = 1.2;  // a spec's stated factor: the gain without it bounds the guess
   const auto stated = model_variants(with_model(c, m));
   const auto it =

@@ -185,6 +185,7 @@ nlohmann::json derived_model_json(const TransformerSpec& spec, const std::string
         {"nu", options.fused_attention || options.checkpointing ? 0.0 : nu_per_layer * spec.layers / MIB},
         {"capacity", preset["memory_gib"].get<double>() * 1024}}},
       {"gradient_bytes_per_param", 4},
+      {"precision", dtype},
       {"layers", layers}};
   if (spec.windowed_layers > 0)
     model["attention_window"] = {{"tokens", spec.window},

@@ -155,6 +155,10 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
   m.first_use_ms = non_negative(f, "first_use_ms", 0);
+  m.precision = f.get<std::string>("precision", "");
+  if (!m.precision.empty() && m.precision != "fp32" && m.precision != "tf32" && m.precision != "bf16" &&
+      m.precision != "fp16")
+    throw InputError(origin + ": precision is \"fp32\", \"tf32\", \"bf16\" or \"fp16\", got \"" + m.precision + "\"");
   // Slow-down factors: one message for every value out of [1, 100], negative or not.
   const auto slowdown = [&](const char* key, const char* meaning) {
     const double v = f.get<double>(key, 1);

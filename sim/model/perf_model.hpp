@@ -89,6 +89,9 @@ struct PerfModel {
   // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
   // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
   double first_use_ms = 0;
+  // The training precision where the model states it ("fp32", "tf32", "bf16", "fp16"; a spec
+  // always does): what a spec cannot know, such as a first-use cost, depends on it. "": unstated.
+  std::string precision;
   // Compute runs this many times slower while a collective is in flight on its rank (NCCL
   // kernels take SMs on a GPU, Gloo's threads take cores on a CPU); 1 = no interference.
   double comm_slowdown = 1;
