@@ -5,12 +5,13 @@ static or the min-max batch loop, G ranks emulated in one process on one GPU as
 `ddptrain --emulate-ranks G` does. Timed as ddptrain times an emulated step: per rank, CUDA
 events around forward and around backward, each rank's batch copied to the GPU before its
 timing starts; a step is the slowest rank's forward + backward, plus the same modelled ring
-allreduce, plus the optimizer. Writes steps.csv (a row per rank and step) and summary.json.
+allreduce, plus the optimizer. Writes steps.csv in ddpsim's trace schema through
+ddpsim.torch.StepTracer (emulate_ranks=G; ddpsim validate reads it) and summary.json; needs the
+ddpsim package on PYTHONPATH (build/release/python).
 
     python3 bench/peer_pytorch.py --data sst2/train.tsv --vocab vocab.txt --policy minmax --out peer/minmax
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -36,6 +37,7 @@ def parse_args():
     p.add_argument("--link-GBps", type=float, default=10, help="the modelled ring allreduce, as ddptrain's default")
     p.add_argument("--latency-us", type=float, default=10, help="its per-step latency")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cuda", help="cuda (the comparison) or cpu (the plumbing alone)")
     p.add_argument("--out", required=True, help="folder for steps.csv and summary.json")
     a = p.parse_args()
     if a.ranks < 1 or a.global_batch < a.ranks:
@@ -117,13 +119,20 @@ def minmax_sizes(buffers, lengths, B):
     return sizes
 
 
+def _step_times(rows, G, allreduce_ms):
+    """Each step's time as the trace gives it: the slowest rank's forward and backward, the
+    modelled allreduce, the optimizer."""
+    steps = [rows[i:i + G] for i in range(0, len(rows), G)]
+    return [max(r["fwd_ms"] + r["bwd_ms"] for r in s) + allreduce_ms + sum(r["opt_ms"] for r in s) for s in steps]
+
+
 def main():
     a = parse_args()
     import torch
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     torch.manual_seed(a.seed)
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
     ids, labels = load_sst2(a.data, a.vocab, a.max_length)
     lengths = [len(x) for x in ids]
     config = DistilBertConfig(vocab_size=30522, max_position_embeddings=512, n_layers=6, dim=768, n_heads=12,
@@ -154,8 +163,16 @@ def main():
         y = torch.tensor([labels[i] for i in samples])
         return x.to(dev, non_blocking=True), m.to(dev, non_blocking=True), y.to(dev, non_blocking=True), L
 
-    os.makedirs(a.out, exist_ok=True)
-    rows, step_ms = [], []
+    import ddpsim
+    from ddpsim.torch import StepTracer
+
+    transformers = __import__("transformers").__version__
+    tracer = StepTracer(os.path.join(a.out, "steps.csv"), policy=a.policy, global_batch=B, device=dev,
+                        model=f"distilbert-base (Hugging Face transformers {transformers}, PyTorch eager)",
+                        data=a.data, seed=a.seed, precision=a.precision, emulate_ranks=G, allreduce_ms=allreduce_ms,
+                        metadata={"attention_kernel": model.config._attn_implementation,
+                                  "grad_dtype": "fp32", "max_length": a.max_length})
+    step_ms = []
     start = time.perf_counter()
     for step in range(a.steps):
         if a.policy == "static":
@@ -166,43 +183,29 @@ def main():
             for g, b in enumerate(sizes):
                 batches.append(buffers[g][:b])
                 buffers[g] = buffers[g][b:] + [shards.take(g) for _ in range(b)]
-        per_rank = []
         for g, samples in enumerate(batches):
-            x, m, y, L = collate(samples)
-            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-            e[0].record()
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-                loss = model(input_ids=x, attention_mask=m, labels=y).loss
-            e[1].record()
-            (loss * (len(samples) / B)).backward()
-            e[2].record()
-            e[2].synchronize()
-            per_rank.append((len(samples), L, e[0].elapsed_time(e[1]), e[1].elapsed_time(e[2])))
-        o = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-        o[0].record()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        o[1].record()
-        o[1].synchronize()
-        opt_ms = o[0].elapsed_time(o[1])
-        slowest = max(f + b for _, _, f, b in per_rank)
-        step_ms.append(slowest + allreduce_ms + opt_ms)
-        for g, (b, L, f, bw) in enumerate(per_rank):
-            rows.append((step, g, b, L, f"{f:.4f}", f"{bw:.4f}", f"{opt_ms:.4f}", f"{step_ms[-1]:.4f}"))
-        if (step + 1) % 200 == 0:
+            x, m, y, L = collate(samples)  # copied to the GPU before the rank's timing starts
+            with tracer.step(batch_size=len(samples), max_len=L, real_tokens=sum(lengths[i] for i in samples),
+                             padded_tokens=len(samples) * L) as s:
+                with s.phase("fwd"), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+                    loss = model(input_ids=x, attention_mask=m, labels=y).loss
+                with s.phase("bwd"):
+                    (loss * (len(samples) / B)).backward()
+                if g == G - 1:  # the step's optimizer, after its last rank
+                    with s.phase("opt"):
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                s.loss = loss
+        if (step + 1) % 200 == 0 or step + 1 == a.steps:
+            step_ms = _step_times(tracer.rows(), G, allreduce_ms)
             print(f"peer {a.policy} {a.precision}: step {step + 1}/{a.steps}, {step_ms[-1]:.2f} ms", flush=True)
     wall_s = time.perf_counter() - start
-
-    with open(os.path.join(a.out, "steps.csv.tmp"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "rank", "batch", "max_len", "fwd_ms", "bwd_ms", "opt_ms", "step_ms"])
-        w.writerows(rows)
-    os.replace(os.path.join(a.out, "steps.csv.tmp"), os.path.join(a.out, "steps.csv"))
+    tracer.close()  # the trace schema (ddpsim validate reads it), written whole or not at all
     steady = sorted(step_ms[min(20, len(step_ms) - 1):])
     summary = {
         "tool": "peer_pytorch.py", "policy": a.policy, "precision": a.precision, "ranks_emulated": G,
-        "global_batch": B, "steps": a.steps, "device": torch.cuda.get_device_name(dev),
-        "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+        "global_batch": B, "steps": a.steps, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__, "transformers": transformers, "ddpsim": ddpsim.__version__,
         "attention": model.config._attn_implementation, "modelled_allreduce_ms": allreduce_ms,
         "mean_max_step_ms": sum(step_ms) / len(step_ms),
         "steady_from_step": min(20, len(step_ms) - 1),

@@ -16,7 +16,8 @@
 #   bf16pad (GPU)  campaign 2: bf16 static and minmax in turn, --pad-to-multiple-of 8
 #   optimizer (GPU) campaign 2: ddptrain's AdamW implementations on the study's setting
 #   peer (GPU)     bench/peer_pytorch.py (PyTorch eager + Hugging Face DistilBERT), static and
-#                  minmax, on the study's setting
+#                  minmax, on the study's setting; its trace through the package's StepTracer
+#                  (needs the package the build stage builds)
 #   wide (GPU)     campaign 3: fp32 and bf16 profiles over b up to 128, L up to 512 (the
 #                  built-in model's measured grid)
 #   turns6 (GPU)   campaign 3: the study's setting, all six policies in turn (held-out runs)
@@ -265,7 +266,7 @@ if stage peer; then
   for p in "${peer_precisions[@]}"; do
     for policy in static minmax; do
       step "peer: PyTorch eager, $policy, $p"
-      PYTHONUNBUFFERED=1 python3 bench/peer_pytorch.py --data "$shared/sst2/train.tsv" \
+      PYTHONUNBUFFERED=1 PYTHONPATH=$build/python python3 bench/peer_pytorch.py --data "$shared/sst2/train.tsv" \
         --vocab "$shared/bert-base-uncased/vocab.txt" --policy "$policy" --precision "$p" --steps "${PEER_STEPS:-$steps}" \
         --out "${PEER_OUT:-$out/peer}/$p-$policy" | grep -v '^{'
     done

@@ -181,6 +181,59 @@ class TracerRoundTrip(unittest.TestCase):
             with self.assertRaises(ddpsim.UsageError):
                 profile(model, None, full_batch, loss_of, os.path.join(out, "p.csv"), batches=[0], lengths=[8])
 
+    def test_emulated_ranks(self):
+        """emulate_ranks: G rank-steps in one process a step, as ddptrain --emulate-ranks writes them
+        (each rank waits for the slowest plus the modelled allreduce; the optimizer is the step's),
+        a trace validate reads; the misuses refused."""
+        model = common.small_transformer()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        samplers = [BalancedBatchSampler(LENGTHS, world_size=2, rank=g, global_batch=8, policy="minmax",
+                                         max_length=MAX_LENGTH) for g in range(2)]
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "steps.csv")
+            with StepTracer(path, policy=samplers[0].policy, global_batch=8, emulate_ranks=2,
+                            allreduce_ms=7.5) as tracer:
+                for step in range(4):
+                    for rank in range(2):
+                        shape = samplers[rank].shape(step)
+                        with tracer.step(**shape) as s:
+                            with s.phase("fwd"):
+                                loss = loss_of(model, full_batch(shape["batch_size"], shape["max_len"]))
+                            with s.phase("bwd"):
+                                loss.backward()
+                            if rank == 1:
+                                with s.phase("opt"):
+                                    optimizer.step()
+                                    optimizer.zero_grad()
+                            s.loss = loss
+            with open(path) as f:
+                lines = f.read().splitlines()
+            self.assertIn("# emulated_ranks=2", lines)
+            self.assertIn("# world_size=1", lines)
+            header = next(line for line in lines if not line.startswith("#")).split(",")
+            rows = [dict(zip(header, line.split(","))) for line in lines if line[0].isdigit()]
+            self.assertEqual([(r["step"], r["rank"]) for r in rows], [(str(i // 2), str(i % 2)) for i in range(8)])
+            for a, b in zip(rows[::2], rows[1::2]):
+                own = [float(r["fwd_ms"]) + float(r["bwd_ms"]) for r in (a, b)]
+                for r, mine in zip((a, b), own):
+                    self.assertAlmostEqual(float(r["comm_wait_ms"]), max(own) - mine + 7.5, places=3)
+                    self.assertAlmostEqual(float(r["step_ms"]), max(own) + 7.5 + float(r["opt_ms"]), places=3)
+                self.assertEqual(a["opt_ms"], b["opt_ms"])
+                self.assertGreater(float(a["opt_ms"]), 0)
+            report = common.run([common.tool("ddpsim"), "validate", "--measured", path, "--model",
+                                 "rtx3090-distilbert"])
+            self.assertIn("minmax", report)
+            with self.assertRaisesRegex(ddpsim.UsageError, "3 rank-steps traced, not a whole number of steps"):
+                with StepTracer(os.path.join(out, "odd.csv"), emulate_ranks=2) as odd:
+                    for _ in range(3):
+                        with odd.step(batch_size=2, max_len=8):
+                            pass
+            self.assertFalse(os.path.exists(os.path.join(out, "odd.csv")))
+        with self.assertRaisesRegex(ddpsim.UsageError, "allreduce_ms is the modelled allreduce of emulated ranks"):
+            StepTracer("x.csv", allreduce_ms=3)
+        with self.assertRaisesRegex(ddpsim.InputError, "allreduce_ms: expected a finite number"):
+            StepTracer("x.csv", emulate_ranks=2, allreduce_ms=-1)
+
     def test_refuses_a_folder(self):
         with tempfile.TemporaryDirectory() as out, self.assertRaises(ddpsim.UsageError):
             StepTracer(out)

@@ -86,6 +86,22 @@ class TracedStep:
         self.phases.append((name, start, end, self._tracer._last_bucket if name == "bwd" else None))
 
 
+def _emulated(rows: list[dict], G: int, allreduce_ms: float) -> list[list[dict]]:
+    """One process's rank-steps as G ranks' rows, as ddptrain --emulate-ranks times a step: each
+    rank waits for the slowest forward and backward, then the modelled allreduce; the optimizer
+    (timed in any of a step's rank-steps) is the step's, and so on every rank's row."""
+    ranks: list[list[dict]] = [[] for _ in range(G)]
+    for first in range(0, len(rows), G):
+        step = rows[first:first + G]
+        slowest = max(r["fwd_ms"] + r["bwd_ms"] for r in step)
+        opt = sum(r["opt_ms"] for r in step)
+        for g, r in enumerate(step):
+            wait = slowest - r["fwd_ms"] - r["bwd_ms"] + allreduce_ms
+            ranks[g].append(dict(r, step=first // G, rank=g, comm_wait_ms=wait, opt_ms=opt,
+                                 step_ms=slowest + allreduce_ms + opt))
+    return ranks
+
+
 def grad_dtype(model: torch.nn.Module) -> str:
     """The dtype DDP's buckets hold: that of the trained parameters (fp32 under autocast), as
     ddpsim names it ("" for a model without trained parameters)."""
@@ -122,6 +138,11 @@ class StepTracer:
     ``global_batch`` the fixed B of every step (omit for token_budget); ``model``, ``data`` and
     ``metadata`` are written as metadata lines. Call :meth:`attach` on the DDP model, wrap each
     step in :meth:`step`, and :meth:`close` (every rank) at the end, or use it as a context manager.
+
+    ``emulate_ranks=G`` traces G ranks run in turn in one process, as ``ddptrain --emulate-ranks``
+    does (one GPU standing for G): a step is G calls of :meth:`step`, rank 0 first, with the
+    optimizer timed as an "opt" phase in any of them; every rank's row then waits for the slowest
+    rank's forward and backward plus ``allreduce_ms``, a modelled allreduce added after it.
     """
 
     def __init__(
@@ -139,8 +160,21 @@ class StepTracer:
         precision: str = "fp32",
         metadata: Optional[dict] = None,
         group: Any = None,
+        emulate_ranks: int = 0,
+        allreduce_ms: float = 0.0,
     ):
         distributed = dist.is_available() and dist.is_initialized()
+        self.emulated = _count("emulate_ranks", emulate_ranks, 0)
+        if isinstance(allreduce_ms, bool) or not isinstance(allreduce_ms, (int, float)) or \
+                not math.isfinite(allreduce_ms) or allreduce_ms < 0:
+            raise ddpsim.InputError(f"allreduce_ms: expected a finite number of ms ≥ 0, got {allreduce_ms!r}")
+        if allreduce_ms and not self.emulated:
+            raise ddpsim.UsageError("allreduce_ms is the modelled allreduce of emulated ranks: give emulate_ranks too "
+                                    "(real ranks' allreduce is measured through attach)")
+        if self.emulated and (distributed or (world_size or 1) > 1):
+            raise ddpsim.UsageError(f"emulate_ranks {self.emulated}: emulated ranks run in one process; trace real "
+                                    "ranks without it (or leave torch.distributed uninitialised)")
+        self.allreduce_ms = float(allreduce_ms)
         group_size = dist.get_world_size(group) if distributed else 1
         self.world_size = group_size if world_size is None else _count("world_size", world_size, 1)
         self.rank = (dist.get_rank(group) if distributed else 0) if rank is None else _count("rank", rank, 0)
@@ -187,7 +221,7 @@ class StepTracer:
             ("tool", "ddpsim.torch"),
             ("device", device),
             ("world_size", str(self.world_size)),
-            ("emulated_ranks", "0"),
+            ("emulated_ranks", str(self.emulated)),
             ("backend", dist.get_backend(self.group) if distributed else "none"),
             ("torch", torch.__version__),
             ("attention", "padded"),
@@ -204,8 +238,12 @@ class StepTracer:
             meta.append(("data", data))
         if self.device.type == "cpu":
             meta.append(("threads", str(torch.get_num_threads())))
-        meta.append(("allreduce", "measured: DDP's buckets, overlapped with backward" if self.world_size > 1
-                     else "none (one rank)"))
+        if self.emulated:
+            meta.append(("allreduce", f"modelled: {self.allreduce_ms:g} ms a step after the slowest rank (no overlap); "
+                                      f"NOT a real {self.emulated}-GPU run"))
+        else:
+            meta.append(("allreduce", "measured: DDP's buckets, overlapped with backward" if self.world_size > 1
+                         else "none (one rank)"))
         return meta
 
     def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel, hook=None, state=None) -> None:
@@ -293,28 +331,34 @@ class StepTracer:
         if not mine:  # the tracer stays open: steps may still come
             raise ddpsim.UsageError(f"close: no step was traced, so {self.path} would hold no row; wrap each "
                                     "training step in `with tracer.step(...)`")
+        if self.emulated and len(mine) % self.emulated:
+            raise ddpsim.UsageError(f"close: {len(mine)} rank-steps traced, not a whole number of steps of "
+                                    f"emulate_ranks {self.emulated}: each step is one `tracer.step(...)` a rank")
         self._closed = True
-        if self.world_size > 1:
+        if self.emulated:
+            gathered = _emulated(mine, self.emulated, self.allreduce_ms)
+        elif self.world_size > 1:
             gathered: list = [None] * self.world_size
             dist.all_gather_object(gathered, mine, group=self.group)
         else:
             gathered = [mine]
         if self.rank != 0:
             return
-        if any(len(r) != len(mine) for r in gathered):
+        if any(len(r) != len(gathered[0]) for r in gathered):
             raise RuntimeError(f"ranks traced different numbers of steps: {[len(r) for r in gathered]}")
+        ranks = len(gathered)
         rows = []
-        for i in range(len(mine)):
-            step = [gathered[g][i] for g in range(self.world_size)]
+        for i in range(len(gathered[0])):
+            step = [gathered[g][i] for g in range(ranks)]
             total = sum(r["batch_size"] for r in step)
             for r in step:
                 r["global_batch"] = r["global_batch"] or total
                 if r["loss_weight"] is None:
-                    r["loss_weight"] = self.world_size * r["batch_size"] / total if total else 0.0
+                    r["loss_weight"] = ranks * r["batch_size"] / total if total else 0.0
                 rows.append(r)
         folder = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(folder, exist_ok=True)
-        ddpsim.write_trace(self.path, self._meta, [(self.policy, self.world_size, rows)])
+        ddpsim.write_trace(self.path, self._meta, [(self.policy, ranks, rows)])
 
     def __enter__(self) -> "StepTracer":
         return self
