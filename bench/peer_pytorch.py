@@ -119,16 +119,12 @@ def minmax_sizes(buffers, lengths, B):
     return sizes
 
 
-def _step_times(rows, G, allreduce_ms):
-    """Each step's time as the trace gives it: the slowest rank's forward and backward, the
-    modelled allreduce, the optimizer."""
-    steps = [rows[i:i + G] for i in range(0, len(rows), G)]
-    return [max(r["fwd_ms"] + r["bwd_ms"] for r in s) + allreduce_ms + sum(r["opt_ms"] for r in s) for s in steps]
-
-
 def main():
     a = parse_args()
     import torch
+
+    import ddpsim  # its StepTracer writes the trace: fail here, before the data and the model load
+    from ddpsim.torch import StepTracer
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     torch.manual_seed(a.seed)
@@ -163,14 +159,14 @@ def main():
         y = torch.tensor([labels[i] for i in samples])
         return x.to(dev, non_blocking=True), m.to(dev, non_blocking=True), y.to(dev, non_blocking=True), L
 
-    import ddpsim
-    from ddpsim.torch import StepTracer
-
     transformers = __import__("transformers").__version__
+    # ddptrain's own line for the same ring, so that validate takes the platform from the trace.
+    ring = (f"modelled: ring alpha-beta over {a.link_GBps:f} GB/s, {a.latency_us:f} us per step, buckets back to "
+            f"back after the slowest rank (no overlap); NOT a real {G}-GPU run")
     tracer = StepTracer(os.path.join(a.out, "steps.csv"), policy=a.policy, global_batch=B, device=dev,
                         model=f"distilbert-base (Hugging Face transformers {transformers}, PyTorch eager)",
                         data=a.data, seed=a.seed, precision=a.precision, emulate_ranks=G, allreduce_ms=allreduce_ms,
-                        metadata={"attention_kernel": model.config._attn_implementation,
+                        metadata={"attention_kernel": model.config._attn_implementation, "allreduce": ring,
                                   "grad_dtype": "fp32", "max_length": a.max_length})
     step_ms = []
     start = time.perf_counter()
@@ -197,7 +193,7 @@ def main():
                         opt.zero_grad(set_to_none=True)
                 s.loss = loss
         if (step + 1) % 200 == 0 or step + 1 == a.steps:
-            step_ms = _step_times(tracer.rows(), G, allreduce_ms)
+            step_ms = [r["step_ms"] for r in tracer.rows()[::G]]
             print(f"peer {a.policy} {a.precision}: step {step + 1}/{a.steps}, {step_ms[-1]:.2f} ms", flush=True)
     wall_s = time.perf_counter() - start
     tracer.close()  # the trace schema (ddpsim validate reads it), written whole or not at all

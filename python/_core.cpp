@@ -255,7 +255,7 @@ void bind_simulator(py::module_& m);  // simulator.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ddpsim's batch scheduler library (the policies of ddpsim and ddptrain)";
-  m.attr("version") = DDPSIM_VERSION_STRING;  // in trainer-only builds too: traces name their ddpsim
+  m.attr("version") = DDPSIM_VERSION_STRING;  // in trainer-only builds too: StepTracer's traces name it
   // The library's two kinds of refusal, with its messages; both are ValueErrors.
   py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
   py::register_exception<UsageError>(m, "UsageError", PyExc_ValueError);

@@ -261,14 +261,17 @@ if stage optimizer; then
   done
 fi
 
-if stage peer; then
+if stage peer && ! PYTHONPATH=$build/python python3 -c 'import ddpsim.torch' 2>/dev/null; then
+  echo "validate_gpu: the Python package does not import from $build/python, and the peer traces through it:" \
+    "the peer stage is skipped" >&2
+elif stage peer; then
   read -r -a peer_precisions <<<"${PEER:-fp32 bf16}"
   for p in "${peer_precisions[@]}"; do
     for policy in static minmax; do
       step "peer: PyTorch eager, $policy, $p"
       PYTHONUNBUFFERED=1 PYTHONPATH=$build/python python3 bench/peer_pytorch.py --data "$shared/sst2/train.tsv" \
         --vocab "$shared/bert-base-uncased/vocab.txt" --policy "$policy" --precision "$p" --steps "${PEER_STEPS:-$steps}" \
-        --out "${PEER_OUT:-$out/peer}/$p-$policy" | grep -v '^{'
+        --out "${PEER_OUT:-$out/peer}/$p-$policy" | grep -v '^{' || failed "the peer, $policy, $p"
     done
   done
 fi

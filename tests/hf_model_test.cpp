@@ -93,6 +93,11 @@ TEST_CASE("a spec file is a performance model: times from the peak, memory from 
   const PerfModel gpt2 = load_perf_model(dir / "gpt2.json");
   CHECK(gpt2.name == "gpt2");
   CHECK(gpt2.precision == "bf16");  // the default dtype
+  std::ofstream(dir / "gpt2-fp8.json") << nlohmann::json{
+      {"hf_config", test::source_path("models/hf/gpt2.json")},
+      {"gpu", "h100-sxm"},
+      {"dtype", "fp8"}}.dump();
+  CHECK(load_perf_model(dir / "gpt2-fp8.json").precision == "fp8");  // every dtype a preset has peaks for
   // About 2 GiB of state, and about 1 GiB of activations per 1,024-token sample.
   CHECK(gpt2.max_batch(1024) > 40);
   CHECK(gpt2.max_batch(1024) < 120);

@@ -98,9 +98,10 @@ TEST_CASE("malformed model files are named with the field at fault") {
   CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("unknown key \"delta\""), InputError);
   broken = minimal();
   broken["precision"] = "int8";
-  CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"),
-                       doctest::Contains("m.json: precision is \"fp32\", \"tf32\", \"bf16\" or \"fp16\", got \"int8\""),
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      parse_perf_model(broken, "m.json"),
+      doctest::Contains("m.json: precision is \"fp32\", \"tf32\", \"bf16\", \"fp16\" or \"fp8\", got \"int8\""),
+      InputError);
   broken = minimal();
   broken.erase("source");
   CHECK_THROWS_WITH_AS(parse_perf_model(broken, "m.json"), doctest::Contains("missing key \"source\""), InputError);

@@ -124,10 +124,15 @@ TEST_CASE("a model's variants: its other supported forms, first use either way, 
   };
   m.precision = "fp32";
   CHECK(count_compute(m) == 3);
-  m.precision = "bf16";
-  CHECK(count_compute(m) == 4);
+  for (const char* reduced : {"bf16", "fp16", "fp8"}) {
+    m.precision = reduced;
+    CHECK(count_compute(m) == 4);
+  }
   const auto bf16 = model_variants(with_model(c, m));
   CHECK(std::any_of(bf16.begin(), bf16.end(), [](const auto& v) { return v.config.model->first_use_ms > 100; }));
+  m.first_use_ms = 50;  // a spec that states its own: the first-use term varies that one instead
+  CHECK(count_compute(m) == 3);
+  m.first_use_ms = 0;
   c.simulation.first_use = "off";
   CHECK(count_compute(m) == 3);
 

@@ -206,9 +206,11 @@ class TracerRoundTrip(unittest.TestCase):
                                     optimizer.step()
                                     optimizer.zero_grad()
                             s.loss = loss
+                self.assertEqual([(r["step"], r["rank"]) for r in tracer.rows()], [(i // 2, i % 2) for i in range(8)])
             with open(path) as f:
                 lines = f.read().splitlines()
             self.assertIn("# emulated_ranks=2", lines)
+            self.assertIn("# ddpsim=" + ddpsim.__version__, lines)
             self.assertIn("# world_size=1", lines)
             header = next(line for line in lines if not line.startswith("#")).split(",")
             rows = [dict(zip(header, line.split(","))) for line in lines if line[0].isdigit()]
@@ -229,6 +231,10 @@ class TracerRoundTrip(unittest.TestCase):
                         with odd.step(batch_size=2, max_len=8):
                             pass
             self.assertFalse(os.path.exists(os.path.join(out, "odd.csv")))
+        with self.assertRaisesRegex(ddpsim.InputError, "emulate_ranks 1: one rank takes no turns"):
+            StepTracer("x.csv", emulate_ranks=1)
+        with self.assertRaisesRegex(ddpsim.UsageError, "rank 1: under emulate_ranks the tracer numbers the ranks"):
+            StepTracer("x.csv", emulate_ranks=2, rank=1)
         with self.assertRaisesRegex(ddpsim.UsageError, "allreduce_ms is the modelled allreduce of emulated ranks"):
             StepTracer("x.csv", allreduce_ms=3)
         with self.assertRaisesRegex(ddpsim.InputError, "allreduce_ms: expected a finite number"):

@@ -82,6 +82,7 @@ nlohmann::ordered_json calibrated_model(const Calibration& c, const std::vector<
                      {"nu", c.has_memory ? c.mem_nu : base.mem_nu_mib},
                      {"capacity", base.mem_capacity_mib}};
   m["gradient_bytes_per_param"] = base.bytes_per_param;
+  if (!base.precision.empty()) m["precision"] = base.precision;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& l : base.layers)
     layers.push_back({{"name", l.name}, {"params", l.params}, {"bwd_fraction", l.bwd_fraction}});

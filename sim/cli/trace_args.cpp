@@ -16,11 +16,12 @@ namespace ddpsim::cli {
 
 namespace {
 
-// Whether --model loads and charges a shape's first use; a model that does not load is left to
-// the config's own loading to name.
+// Whether --model loads and charges a shape's first use (or, a spec in reduced precision, its
+// intervals do); a model that does not load is left to the config's own loading to name.
 bool has_first_use_cost(const std::string& model) {
   try {
-    return load_perf_model(model).first_use_ms > 0;
+    const PerfModel m = load_perf_model(model);
+    return m.first_use_ms > 0 || m.first_use_unknown();
   } catch (const std::exception&) {
     return false;
   }

@@ -129,7 +129,8 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
     const auto& given = top.raw("simulation");
     // A printed config names every default: only a value other than the default is a request.
-    if (given.contains("first_use") && c.simulation.first_use != "own" && c.model->first_use_ms <= 0)
+    if (given.contains("first_use") && c.simulation.first_use != "own" && c.model->first_use_ms <= 0 &&
+        !c.model->first_use_unknown())
       c.notes.push_back("simulation.first_use has no effect: model " + c.model->name +
                         " has no first-use cost (first_use_ms; ddpsim calibrate --training measures it)");
     if (c.simulation.unit_jitter > 0 && (top.has("parallel") || !c.training.fully_sharded()))

@@ -87,7 +87,7 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
       phases[p]->use = PhaseForm::roofline;
     }
   });
-  if ((m.precision == "bf16" || m.precision == "fp16") && m.first_use_ms <= 0 && config.simulation.first_use != "off")
+  if (m.first_use_unknown() && config.simulation.first_use != "off")
     with_model("spec-derived compute", [](PerfModel& v) { v.first_use_ms = kSpecFirstUseMs; });
   // Interference factors a spec states are the user's guess: how far the gain moves without them.
   if (m.comm_slowdown != 1 || m.allreduce_slowdown != 1)

@@ -141,6 +141,23 @@ std::set<std::string> calibrated_models(const nlohmann::json& doc) {
   return models;
 }
 
+std::string read_precision(const JsonFields& f, const std::string& origin) {
+  const auto precision = f.get<std::string>("precision", "");
+  for (const char* known : {"", "fp32", "tf32", "bf16", "fp16", "fp8"})
+    if (precision == known) return precision;
+  throw InputError(origin + ": precision is \"fp32\", \"tf32\", \"bf16\", \"fp16\" or \"fp8\", got \"" + precision +
+                   "\"");
+}
+
+void read_memory(const nlohmann::json& doc, const std::string& origin, PerfModel& m) {
+  JsonFields mem(doc, origin + ": memory_mib");
+  m.mem_m0_mib = non_negative(mem, "m0", 0);
+  m.mem_mu_mib = non_negative(mem, "mu", 0);
+  m.mem_nu_mib = non_negative(mem, "nu", 0);
+  m.mem_capacity_mib = non_negative(mem, "capacity", 0);
+  mem.reject_unknown();
+}
+
 }  // namespace
 
 PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin) {
@@ -155,10 +172,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
   m.first_use_ms = non_negative(f, "first_use_ms", 0);
-  m.precision = f.get<std::string>("precision", "");
-  if (!m.precision.empty() && m.precision != "fp32" && m.precision != "tf32" && m.precision != "bf16" &&
-      m.precision != "fp16")
-    throw InputError(origin + ": precision is \"fp32\", \"tf32\", \"bf16\" or \"fp16\", got \"" + m.precision + "\"");
+  m.precision = read_precision(f, origin);
   // Slow-down factors: one message for every value out of [1, 100], negative or not.
   const auto slowdown = [&](const char* key, const char* meaning) {
     const double v = f.get<double>(key, 1);
@@ -176,14 +190,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
     q.reject_unknown();
   }
   parse_variation(f, m, origin);
-  if (f.has("memory_mib")) {
-    JsonFields mem(f.raw("memory_mib"), origin + ": memory_mib");
-    m.mem_m0_mib = non_negative(mem, "m0", 0);
-    m.mem_mu_mib = non_negative(mem, "mu", 0);
-    m.mem_nu_mib = non_negative(mem, "nu", 0);
-    m.mem_capacity_mib = non_negative(mem, "capacity", 0);
-    mem.reject_unknown();
-  }
+  if (f.has("memory_mib")) read_memory(f.raw("memory_mib"), origin, m);
   m.bytes_per_param = f.get_in<int>("gradient_bytes_per_param", 4, 1, 16);
   if (f.has("attention_window")) set_window(m, f.raw("attention_window"), origin + ": attention_window");
   const auto& layers = f.raw("layers");

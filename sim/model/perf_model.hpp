@@ -89,7 +89,7 @@ struct PerfModel {
   // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
   // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
   double first_use_ms = 0;
-  // The training precision where the model states it ("fp32", "tf32", "bf16", "fp16"; a spec
+  // The training precision where the model states it ("fp32", "tf32", "bf16", "fp16", "fp8"; a spec
   // always does): what a spec cannot know, such as a first-use cost, depends on it. "": unstated.
   std::string precision;
   // Compute runs this many times slower while a collective is in flight on its rank (NCCL
@@ -138,6 +138,11 @@ struct PerfModel {
   long long total_params() const;
   // A model derived from a transformer's config and a GPU's peak figures, profiled nowhere.
   bool spec_derived() const { return source.rfind("derived from specs", 0) == 0; }
+  // A spec in reduced precision: a shape's first use likely costs what the spec cannot know
+  // (136-179 ms in bf16 on an H100 and an H200), which its prediction intervals then hold.
+  bool first_use_unknown() const {
+    return spec_derived() && first_use_ms <= 0 && (precision == "bf16" || precision == "fp16" || precision == "fp8");
+  }
 };
 
 // Parses and validates a model document; `origin` names it in errors.

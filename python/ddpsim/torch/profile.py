@@ -330,7 +330,8 @@ def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> Non
     """The model's parameter layout as a ddpsim model without timings, for ``ddpsim calibrate
     --base``: one layer per parameter tensor in registration order (DDP's bucket order), each
     with its share of backward work (an embedding's elements / 25: its gradient is a scatter of
-    rows, not a matrix product), as ``ddptrain --write-layout`` writes it for DistilBERT."""
+    rows, not a matrix product), as ``ddptrain --write-layout`` weighs DistilBERT's (there in
+    elements, which ddpsim normalises alike)."""
     if not isinstance(model, torch.nn.Module):
         raise ddpsim.UsageError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     module = model.module if hasattr(model, "module") else model

@@ -86,6 +86,26 @@ class TracedStep:
         self.phases.append((name, start, end, self._tracer._last_bucket if name == "bwd" else None))
 
 
+def _emulation(emulate_ranks, allreduce_ms, distributed: bool, world_size, rank) -> tuple[int, float]:
+    """emulate_ranks and allreduce_ms checked against each other and the process's own ranks."""
+    G = _count("emulate_ranks", emulate_ranks, 0)
+    if G == 1:
+        raise ddpsim.InputError("emulate_ranks 1: one rank takes no turns; give 2 or more, or 0 for none")
+    if isinstance(allreduce_ms, bool) or not isinstance(allreduce_ms, (int, float)) or \
+            not math.isfinite(allreduce_ms) or allreduce_ms < 0:
+        raise ddpsim.InputError(f"allreduce_ms: expected a finite number of ms ≥ 0, got {allreduce_ms!r}")
+    if allreduce_ms and not G:
+        raise ddpsim.UsageError("allreduce_ms is the modelled allreduce of emulated ranks: give emulate_ranks too "
+                                "(real ranks' allreduce is measured through attach)")
+    if G and (distributed or (world_size or 1) > 1):
+        raise ddpsim.UsageError(f"emulate_ranks {G}: emulated ranks run in one process; trace real ranks without it "
+                                "(or leave torch.distributed uninitialised)")
+    if G and rank:
+        raise ddpsim.UsageError(f"rank {rank}: under emulate_ranks the tracer numbers the ranks itself, in the order "
+                                "of each step's tracer.step(...) calls; leave rank out")
+    return G, float(allreduce_ms)
+
+
 def _emulated(rows: list[dict], G: int, allreduce_ms: float) -> list[list[dict]]:
     """One process's rank-steps as G ranks' rows, as ddptrain --emulate-ranks times a step: each
     rank waits for the slowest forward and backward, then the modelled allreduce; the optimizer
@@ -164,17 +184,7 @@ class StepTracer:
         allreduce_ms: float = 0.0,
     ):
         distributed = dist.is_available() and dist.is_initialized()
-        self.emulated = _count("emulate_ranks", emulate_ranks, 0)
-        if isinstance(allreduce_ms, bool) or not isinstance(allreduce_ms, (int, float)) or \
-                not math.isfinite(allreduce_ms) or allreduce_ms < 0:
-            raise ddpsim.InputError(f"allreduce_ms: expected a finite number of ms ≥ 0, got {allreduce_ms!r}")
-        if allreduce_ms and not self.emulated:
-            raise ddpsim.UsageError("allreduce_ms is the modelled allreduce of emulated ranks: give emulate_ranks too "
-                                    "(real ranks' allreduce is measured through attach)")
-        if self.emulated and (distributed or (world_size or 1) > 1):
-            raise ddpsim.UsageError(f"emulate_ranks {self.emulated}: emulated ranks run in one process; trace real "
-                                    "ranks without it (or leave torch.distributed uninitialised)")
-        self.allreduce_ms = float(allreduce_ms)
+        self.emulated, self.allreduce_ms = _emulation(emulate_ranks, allreduce_ms, distributed, world_size, rank)
         group_size = dist.get_world_size(group) if distributed else 1
         self.world_size = group_size if world_size is None else _count("world_size", world_size, 1)
         self.rank = (dist.get_rank(group) if distributed else 0) if rank is None else _count("rank", rank, 0)
@@ -224,6 +234,7 @@ class StepTracer:
             ("emulated_ranks", str(self.emulated)),
             ("backend", dist.get_backend(self.group) if distributed else "none"),
             ("torch", torch.__version__),
+            ("ddpsim", ddpsim.__version__),
             ("attention", "padded"),
             ("precision", precision),
             ("policy", self.policy),
@@ -320,14 +331,22 @@ class StepTracer:
         return row
 
     def rows(self) -> list[dict]:
-        """This rank's rows so far (timings in ms)."""
+        """This rank's rows so far (timings in ms); under emulate_ranks, every rank's rows of the
+        whole steps so far, in step and rank order, as the trace will hold them."""
+        mine = self._own_rows()
+        if not self.emulated:
+            return mine
+        whole = mine[:len(mine) - len(mine) % self.emulated]
+        return [row for step in zip(*_emulated(whole, self.emulated, self.allreduce_ms)) for row in step]
+
+    def _own_rows(self) -> list[dict]:
         return [self._row(i, s) for i, s in enumerate(self._steps)]
 
     def close(self) -> None:
         """Gathers every rank's rows (a collective: every rank calls it) and writes the trace (rank 0)."""
         if self._closed:
             return
-        mine = self.rows()
+        mine = self._own_rows()
         if not mine:  # the tracer stays open: steps may still come
             raise ddpsim.UsageError(f"close: no step was traced, so {self.path} would hold no row; wrap each "
                                     "training step in `with tracer.step(...)`")
