@@ -26,6 +26,8 @@
 #   prereg4 (GPU)  campaign 4's registered DistilBERT settings (traces/$GPU/prereg4, prereg4-bf16):
 #                  compute-bound fp32 (B=384, log-normal lengths up to 512) and the study's
 #                  setting in bf16 padded to a multiple of 8, each one run of its policies in turn
+#   prereg5 (GPU)  an H200 registration made from campaign 4's runs (traces/h200/prereg5): the
+#                  study's setting in bf16 padded to 8, static,kk,sorted,minmax in turn
 #   decoder (GPU)  campaign 4's decoders (traces/gpu4/registered/decoder-shapes.json) profiled
 #                  through ddpsim.torch.profile() at the registered shapes, their unit jitter
 #                  (ddpsim.torch.unit_jitter), a traced run over NCCL at world size 1
@@ -44,6 +46,8 @@
 #   STAGES="build test prereg3 pack" CAMPAIGN=3b scripts/validate_gpu.sh     # GPU, its second call
 #   STAGES="build test prereg4 pack" CAMPAIGN=4 scripts/validate_gpu.sh      # GPU, campaign 4
 #   STAGES="build decoder pack" CAMPAIGN=4d scripts/validate_gpu.sh          # GPU, campaign 4's decoders
+#   STAGES="build prereg5 peer pack" CAMPAIGN=5 GPU=h200 PEER=fp32 PEER_OUT=traces/h200/peer5 \
+#     scripts/validate_gpu.sh                                                # an H200's next call
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
 # nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
@@ -72,8 +76,8 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|decoder|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 decoder pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|prereg5|decoder|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 prereg5 decoder pack validate)" >&2; exit 2; }
 done
 if stage carry; then
   # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
@@ -324,6 +328,15 @@ if stage prereg4; then
     --out "$out/prereg4-bf16/runs" | grep -E 'step|wrote' || failed "prereg4 bf16"
 fi
 
+if stage prereg5; then
+  environment
+  # The registered config's flags (traces/h200/prereg5): prereg4-bf16's setting, four policies.
+  step "prereg5: the study's setting, bf16, padded to 8, static,kk,sorted,minmax in turn, ${PREREG5_STEPS:-300} steps each"
+  "$ddptrain" "${common[@]}" "${emu[@]}" --precision bf16 --pad-to-multiple-of 8 --optimizer-impl per-param \
+    --log-every 150 --policy static,kk,sorted,minmax:cost=tokens --steps "${PREREG5_STEPS:-300}" \
+    --out "$out/prereg5/runs" | grep -E 'step|wrote' || failed "prereg5"
+fi
+
 if stage decoder; then
   environment
   if PYTHONPATH=$build/python python3 -c 'import ddpsim.torch' 2>"$out/decoder-import.txt"; then
@@ -354,6 +367,7 @@ if stage pack; then
   [[ ${CAMPAIGN:-2} == 3b ]] && members=(prereg3/runs env-campaign3b.txt)
   [[ ${CAMPAIGN:-2} == 4 ]] && members=(prereg4/runs prereg4-bf16/runs env-campaign4.txt)
   [[ ${CAMPAIGN:-2} == 4d ]] && members=(decoder env-campaign4d.txt)
+  [[ ${CAMPAIGN:-2} == 5 ]] && members=(prereg5/runs peer5 env-campaign5.txt)
   for d in "${members[@]}"; do
     [[ -e $out/$d ]] && parts+=("$d")
   done
