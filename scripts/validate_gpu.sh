@@ -201,6 +201,8 @@ fi
 # turn), so that the machine's drift falls on all of them alike.
 emu=(--emulate-ranks 4)
 supports() { [[ $("$ddptrain" --help) == *"--$1 "* ]]; }
+# Whether the Python package the build stage built imports (its error into the file $1).
+package_imports() { PYTHONPATH=$build/python python3 -c 'import ddpsim.torch' 2>"$1"; }
 failed() { echo "validate_gpu: $1 failed (above); the other stages go on" >&2; }
 environment() {
   local env=$out/env-campaign${CAMPAIGN:-2}.txt
@@ -265,7 +267,7 @@ if stage optimizer; then
   done
 fi
 
-if stage peer && ! PYTHONPATH=$build/python python3 -c 'import ddpsim.torch' 2>/dev/null; then
+if stage peer && ! package_imports /dev/null; then
   echo "validate_gpu: the Python package does not import from $build/python, and the peer traces through it:" \
     "the peer stage is skipped" >&2
 elif stage peer; then
@@ -339,7 +341,7 @@ fi
 
 if stage decoder; then
   environment
-  if PYTHONPATH=$build/python python3 -c 'import ddpsim.torch' 2>"$out/decoder-import.txt"; then
+  if package_imports "$out/decoder-import.txt"; then
     step "decoder: the Python package's CUDA test"
     mkdir -p "$out/decoder"
     rc=0

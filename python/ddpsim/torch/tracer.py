@@ -53,6 +53,13 @@ def _count(name: str, value: Any, minimum: int) -> int:
     return number
 
 
+def _non_negative(name: str, value: Any, unit: str = "") -> float:
+    """A finite number ≥ 0 as a float (a Python or NumPy number, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ddpsim.InputError(f"{name}: expected a finite number{unit} ≥ 0, got {value!r}")
+    return float(value)
+
+
 class TracedStep:
     """One step of one rank: the phases, the loss, and the batch's shape (see StepTracer.step)."""
 
@@ -91,9 +98,7 @@ def _emulation(emulate_ranks, allreduce_ms, distributed: bool, world_size, rank)
     G = _count("emulate_ranks", emulate_ranks, 0)
     if G == 1:
         raise ddpsim.InputError("emulate_ranks 1: one rank takes no turns; give 2 or more, or 0 for none")
-    if isinstance(allreduce_ms, bool) or not isinstance(allreduce_ms, (int, float)) or \
-            not math.isfinite(allreduce_ms) or allreduce_ms < 0:
-        raise ddpsim.InputError(f"allreduce_ms: expected a finite number of ms ≥ 0, got {allreduce_ms!r}")
+    allreduce_ms = _non_negative("allreduce_ms", allreduce_ms, " of ms")
     if allreduce_ms and not G:
         raise ddpsim.UsageError("allreduce_ms is the modelled allreduce of emulated ranks: give emulate_ranks too "
                                 "(real ranks' allreduce is measured through attach)")
@@ -103,7 +108,7 @@ def _emulation(emulate_ranks, allreduce_ms, distributed: bool, world_size, rank)
     if G and rank:
         raise ddpsim.UsageError(f"rank {rank}: under emulate_ranks the tracer numbers the ranks itself, in the order "
                                 "of each step's tracer.step(...) calls; leave rank out")
-    return G, float(allreduce_ms)
+    return G, allreduce_ms
 
 
 def _emulated(rows: list[dict], G: int, allreduce_ms: float) -> list[list[dict]]:
@@ -143,10 +148,7 @@ def _shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_w
     if global_batch is not None:
         global_batch = _count("global_batch", global_batch, 1)
     if loss_weight is not None:
-        if isinstance(loss_weight, bool) or not isinstance(loss_weight, (int, float)) or \
-                not math.isfinite(loss_weight) or loss_weight < 0:
-            raise ddpsim.InputError(f"loss_weight: expected a finite number ≥ 0, got {loss_weight!r}")
-        loss_weight = float(loss_weight)
+        loss_weight = _non_negative("loss_weight", loss_weight)
     return dict(batch_size=batch_size, max_len=max_len, real_tokens=real, padded_tokens=padded,
                 global_batch=global_batch, loss_weight=loss_weight, micro=micro)
 
