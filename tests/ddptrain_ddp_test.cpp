@@ -16,7 +16,9 @@ using namespace ddptrain;
 namespace {
 
 // A LibTorch taken from a PyTorch wheel (the GPU build) has no Gloo: these tests skip there.
-doctest::skip needs_gloo() { return doctest::skip(!gloo_available()); }
+doctest::skip needs_gloo() {
+  return doctest::skip(!gloo_available());
+}
 
 // Runs body(rank, comm) on G threads with a Gloo group over one in-memory store; the body may
 // take the communicator over.
@@ -130,7 +132,8 @@ TEST_CASE("the DDP gradient equals the single-process gradient of the global bat
   }
 }
 
-TEST_CASE("with gradient accumulation too: unequal micro-batch counts and sizes give the same gradient" * needs_gloo()) {
+TEST_CASE("with gradient accumulation too: unequal micro-batch counts and sizes give the same gradient" *
+          needs_gloo()) {
   // minmax gives the ranks unequal batches; the micro-batch sizes below are unequal within and
   // across ranks, and rank 1 runs more of them. Real ranks (buckets reduced only after the last
   // micro-batch) and emulated ones must both give the single-process gradient of all samples.
@@ -224,4 +227,34 @@ TEST_CASE("ranks decide alone and a per-step check proves they agree" * needs_gl
     Trainer trainer(mine, std::move(comm), quiet);
     CHECK_THROWS_WITH(trainer.step(), doctest::Contains("ranks reached different batch allocations"));
   });
+}
+
+TEST_CASE("--data-parallel zero1 makes DDP's updates, and every rank ends with the same parameters" * needs_gloo()) {
+  TrainOptions o = tiny_options(600, 12, 3);
+  o.dropout = 0;
+  o.lr = 1e-3;
+  o.weight_decay = 0.1;
+  std::ostream quiet(nullptr);
+  const auto train = [&](const std::string& data_parallel) {
+    std::vector<std::vector<torch::Tensor>> params(3);             // each rank's, after three steps
+    on_ranks(3, [&](int r, std::unique_ptr<Communicator>& comm) {  // 3 ranks: the last slice is padded
+      TrainOptions mine = o;
+      mine.data_parallel = data_parallel;
+      Trainer trainer(mine, std::move(comm), quiet);
+      for (int s = 0; s < 3; ++s) trainer.step();
+      for (const auto& p : trainer.model()->parameters()) params[static_cast<std::size_t>(r)].push_back(p.detach());
+    });
+    return params;
+  };
+  const auto ddp = train("ddp"), zero1 = train("zero1");
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(relative_difference(zero1[r], ddp[0]) <= 1e-6);
+    CHECK(relative_difference(zero1[r], zero1[0]) == 0);
+  }
+  // The update moved the parameters (a zero1 step that dropped its slices would leave them).
+  DistilBertForSequenceClassification initial(no_dropout(), o.seed);
+  std::vector<torch::Tensor> start;
+  for (const auto& p : initial->parameters()) start.push_back(p.detach());
+  CHECK(relative_difference(zero1[0], start) > 1e-4);
 }

@@ -117,7 +117,7 @@ TEST_CASE("what a sharded config cannot take yet is refused by its key") {
   CHECK(noted.notes[0].find("have no effect under training.data_parallel \"fsdp\"") != std::string::npos);
   CHECK(parse_config(nlohmann::json{{"training", {{"data_parallel", "fsdp"}}}}, "c.json", "").notes.empty());
   CHECK_THROWS_WITH_AS(parse_config(nlohmann::json{{"training", {{"data_parallel", "zero3"}}}}, "c.json", ""),
-                       doctest::Contains("data_parallel is \"ddp\" (bucketed allreduce), \"zero2\""), InputError);
+                       doctest::Contains("data_parallel is \"ddp\" (bucketed allreduce), \"zero1\""), InputError);
 }
 
 TEST_CASE(

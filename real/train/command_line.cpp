@@ -115,6 +115,9 @@ CommandLine parse_command_line(int argc, char** argv) {
       "per-step latency of the modelled ring allreduce")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "DDP bucket cap (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb), "first bucket cap (MiB)")(
+      "data-parallel", po::value(&o.data_parallel)->default_value(o.data_parallel),
+      "ddp, or zero1 (ZeRO stage 1, several real ranks): DDP's allreduce, then each rank steps AdamW on a G-th of "
+      "the flattened parameters and all-gathers the updated parameters, timed as a collective wait")(
       "timeout-s", po::value(&timeout_s)->default_value(timeout_s), "rendezvous and collective timeout")(
       "device", po::value(&o.device)->default_value(o.device), "auto, cpu or cuda")(
       "threads", po::value(&threads)->default_value(threads),

@@ -168,9 +168,10 @@ void refuse_unused(const po::variables_map& vm) {
       if (!value.defaulted() && name != "write-layout" && name != "model" && name != "seed")
         throw ddpsim::UsageError("--" + name + " is not used with --write-layout, which reads --model and --seed only");
   if (given(vm, "profile"))
-    refuse_beside("profile", "it times fixed shapes instead of training",
-                  {"profile-alongside", "policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model",
-                   "micro-batches", "lr", "weight-decay", "warmup", "clip-norm", "pad-to-multiple-of"});
+    refuse_beside(
+        "profile", "it times fixed shapes instead of training",
+        {"profile-alongside", "policy", "steps", "dev", "eval-every", "ckpt-every", "resume", "perf-model",
+         "micro-batches", "lr", "weight-decay", "warmup", "clip-norm", "pad-to-multiple-of", "data-parallel"});
   if (given(vm, "synthetic-lengths") && given(vm, "vocab"))
     throw ddpsim::UsageError("--vocab tokenizes --data; --synthetic-lengths makes its own token ids");
   if (given(vm, "synthetic-samples") && !given(vm, "synthetic-lengths") && !given(vm, "profile"))
@@ -180,6 +181,25 @@ void refuse_unused(const po::variables_map& vm) {
                              vm["policy"].as<std::string>());
   if (given(vm, "ckpt-every") && vm["ckpt-every"].as<int>() > 0 && !given(vm, "out"))
     throw ddpsim::UsageError("--ckpt-every writes checkpoints into --out: give --out DIR");
+}
+
+// --data-parallel zero1 shards the optimizer over real ranks: what it cannot run beside.
+static void check_data_parallel(const TrainOptions& o, const po::variables_map& vm, bool several_ranks) {
+  if (o.data_parallel != "ddp" && o.data_parallel != "zero1")
+    throw ddpsim::UsageError("--data-parallel is ddp or zero1, got \"" + o.data_parallel + "\"");
+  if (o.data_parallel == "ddp") return;
+  if (given(vm, "emulate-ranks"))
+    throw ddpsim::UsageError(
+        "--data-parallel zero1 shards the optimizer over real ranks; --emulate-ranks plays "
+        "them in one process (use --nproc-per-node N)");
+  if (!several_ranks)
+    throw ddpsim::UsageError(
+        "--data-parallel zero1 shards the optimizer over the ranks, and this run has one "
+        "(--nproc-per-node N, or a launcher's WORLD_SIZE)");
+  if (given(vm, "resume") || o.ckpt_every > 0)
+    throw ddpsim::UsageError(
+        "--data-parallel zero1: each rank holds a G-th of AdamW's state, which checkpoints do "
+        "not gather (leave --ckpt-every and --resume out, or train with ddp)");
 }
 
 void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText& grid) {
@@ -271,6 +291,7 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
   if (vm.count("emulate-ranks") && vm.count("nproc-per-node"))
     throw ddpsim::UsageError(
         "--emulate-ranks plays N ranks in one process, --nproc-per-node starts N processes: give one of them");
+  check_data_parallel(o, vm, several_ranks);
   if (threads < 0 || threads > 1024) throw ddpsim::UsageError("--threads must be from 0 to 1024");
   if (vm.count("nproc-per-node") && (nproc < 1 || nproc > 1024))
     throw ddpsim::UsageError("--nproc-per-node must be from 1 to 1024");

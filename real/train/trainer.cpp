@@ -158,6 +158,9 @@ Trainer::Trainer(TrainOptions options, std::shared_ptr<Communicator> comm, std::
         modelled_allreduce_ms(ddp_bucket_bytes(), G_, opt_.emulate_link_GBps, opt_.emulate_latency_us);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), opt_.lr, opt_.weight_decay,
                                        resolve_optimizer_impl(opt_.optimizer_impl, device_));
+  if (opt_.data_parallel == "zero1" && real_ranks())
+    zero1_ =
+        std::make_unique<Zero1Optimizer>(model_->parameters(), *comm_, opt_.lr, opt_.weight_decay, optimizer_->impl());
   torch::manual_seed(opt_.seed + 1000 + static_cast<std::uint64_t>(rank_));  // each rank its own dropout stream
   if (!opt_.resume.empty()) load_checkpoint(opt_.resume);
   rng_ = rng_state(device_);
@@ -250,21 +253,33 @@ double Trainer::step() {
   timer.mark(0);
   ddpsim::StepPlan plan;
   plan_next(plan);
-  optimizer_->set_lr(lr_at(step_));
+  if (zero1_)
+    zero1_->set_lr(lr_at(step_));
+  else
+    optimizer_->set_lr(lr_at(step_));
   model_->train();
 
   const Passes passes = forward_backward(plan, timer);
   const auto &fwd = passes.fwd_ms, &bwd = passes.bwd_ms, &loss = passes.loss, &mem = passes.peak_mem_mib;
-  const std::size_t wait_start = passes.next_mark, wait_end = wait_start + 1, opt_end = wait_start + 2;
+  const std::size_t wait_start = passes.next_mark, wait_end = wait_start + 1, opt_end = wait_start + 2,
+                    gathered = wait_start + 3;
   timer.mark(wait_start);
   if (buckets_) buckets_->wait();
   timer.mark(wait_end);
   if (buckets_) buckets_->unpack();  // DDP's copy out of the buckets: timed with the optimizer, as --profile does
   if (opt_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), opt_.clip_norm);
-  optimizer_->step();
-  optimizer_->zero_grad();  // for the next step; timed with the optimizer, as --profile times it
+  // For the next step, zero_grad: timed with the optimizer, as --profile times it.
+  if (zero1_) {
+    zero1_->step();
+    zero1_->zero_grad();
+  } else {
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
   timer.mark(opt_end);
-  const double opt_ms = timer.ms(wait_end, opt_end);
+  if (zero1_) zero1_->gather();  // a collective wait, as the simulator counts it
+  timer.mark(gathered);
+  const double opt_ms = timer.ms(wait_end, opt_end), gather_ms = timer.ms(opt_end, gathered);
 
   // Every rank's row: gathered from the ranks, or all computed here when emulating.
   torch::Tensor metrics = torch::zeros({G_, METRICS}, torch::kFloat64);
@@ -287,7 +302,7 @@ double Trainer::step() {
     for (int k = 0; k < METRICS; ++k) metrics[g][k] = values[k];
   };
   if (comm_) {
-    put(rank_, timer.ms(passes.backward_end, wait_end), timer.ms(0, opt_end));
+    put(rank_, timer.ms(passes.backward_end, wait_end) + gather_ms, timer.ms(0, gathered));
     // Collectives run on the group's device (NCCL: the GPU), hence the .to(device_).
     metrics = comm_->allgather(metrics[rank_].to(device_)).cpu();
     for (int g = 1; g < G_; ++g)

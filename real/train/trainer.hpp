@@ -24,6 +24,7 @@
 #include "sched/scheduler.hpp"
 #include "train/adamw.hpp"
 #include "train/precision.hpp"
+#include "train/zero1.hpp"
 
 namespace ddptrain {
 
@@ -57,6 +58,9 @@ struct TrainOptions {
   // Distribution.
   int emulate_ranks = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
+  // --data-parallel: "ddp", or "zero1": DDP's allreduce, then each rank steps AdamW on a G-th
+  // of the parameters and all-gathers them (see zero1.hpp).
+  std::string data_parallel = "ddp";
   double emulate_link_GBps = 10, emulate_latency_us = 10;  // the modelled ring allreduce of --emulate-ranks
   std::string device = "auto";
   int local_rank = 0;  // picks the GPU on CUDA
@@ -202,7 +206,8 @@ class Trainer {
   ddpsim::StepShape shape_;
   ddpsim::StepShape policy_shape() const;  // what the policy is made for
   DistilBertForSequenceClassification model_{nullptr};
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<AdamW> optimizer_;  // the whole model's (under zero1 the metadata's, and never stepped)
+  std::unique_ptr<Zero1Optimizer> zero1_;
   std::unique_ptr<GradBuckets> buckets_;
   int step_ = 0;
   double emulated_allreduce_ms_ = 0;

@@ -249,6 +249,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
                                                         {"precision", precision_name(opt_.precision)},
                                                         {"grad_dtype", grad_dtype_name()},
                                                         {"optimizer_impl", optimizer_impl_name(optimizer_->impl())},
+                                                        {"data_parallel", zero1_ ? "zero1" : "ddp"},
                                                         {"seed", std::to_string(opt_.seed)},
                                                         {"policy", opt_.profiling ? "profile" : policy_label()},
                                                         {"global_batch", std::to_string(opt_.global_batch)},

@@ -13,6 +13,10 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
   if (!t.sharded())
     return "allreduce: " + config.simulation.algorithm + ", " + std::to_string(buckets) + " buckets, overlap " +
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+  if (t.data_parallel == "zero1")
+    return "data parallel: zero1 (gradients allreduced in " + std::to_string(buckets) + " buckets, " +
+           config.simulation.algorithm + ", optimizer state sharded, parameters all-gathered after the step in a " +
+           "ring), overlap " + (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
   if (t.data_parallel == "zero2")
     return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) +
            " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
@@ -54,6 +58,7 @@ std::vector<std::string> capacity_warnings(const Config& config, const Simulatio
     const std::string& dp = config.training.data_parallel;
     return {m.name + "'s fixed memory under " +
             (dp == "fsdp"    ? "FSDP"
+             : dp == "zero1" ? "ZeRO-1"
              : dp == "zero2" ? "ZeRO-2"
                              : "HSDP") +
             " alone (its shard of weights, gradients and optimizer state, and what it gathers: " + mib(m.mem_m0_mib) +

@@ -22,18 +22,22 @@ using namespace engine_detail;
 EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
                            const std::function<void(long, long)>& progress) {
   if (s.sharding == "fsdp" || s.sharding == "hybrid") return simulate_full_sharded(s, source, progress);
-  // ZeRO-2 reduce-scatters each micro-batch's buckets and all-gathers the parameters after the
-  // optimizer: a ring over every rank moves (G − 1)/G of either, as the sharded plans do.
-  const bool zero2 = s.sharding == "zero2";
-  Stage stage(s, zero2 ? std::vector<std::string>{"allgather"} : std::vector<std::string>{});
+  // ZeRO-2 reduce-scatters each micro-batch's buckets; ZeRO-1 allreduces them as DDP does. Both
+  // all-gather the parameters after the optimizer: a ring over every rank moves (G − 1)/G of
+  // them, as a reduce-scatter does, and as the sharded plans do.
+  const bool zero2 = s.sharding == "zero2", shards = s.shards_optimizer();
+  Stage stage(s, zero2                   ? std::vector<std::string>{"allgather"}
+                 : s.sharding == "zero1" ? std::vector<std::string>{s.algorithm, "allgather"}
+                                         : std::vector<std::string>{});
   const auto& hosts = stage.hosts;
-  const CollectiveRunner& runner = *stage.runner;
+  const CollectiveRunner& runner = *stage.runner;  // the buckets'
+  const CollectiveRunner& gather = *stage.runners.back();
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);
   auto barrier = sg4::Barrier::create(static_cast<unsigned>(G));
   // Ranks whose bucket k of micro-batch m is ready (actors run one at a time: plain counters
   // suffice); the last one wakes the collectives' actor. Every rank readies them in the same
-  // order, so they become ready in it. ZeRO-2's parameter gather, likewise, once every rank has
+  // order, so they become ready in it. ZeRO's parameter gather, likewise, once every rank has
   // stepped its shard.
   const std::size_t K = s.buckets.size();
   std::vector<int> ready_ranks(K, 0);
@@ -206,10 +210,10 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
           const double bwd_end = sg4::Engine::get_clock();
           reduced[static_cast<std::size_t>(g)]->acquire();
           const double comm_end = sg4::Engine::get_clock();
-          sg4::this_actor::sleep_for((zero2 ? w.opt_ms / G : w.opt_ms) * 1e-3);
-          span(zero2 ? "optimizer (shard)" : "optimizer", comm_end);
+          sg4::this_actor::sleep_for((shards ? w.opt_ms / G : w.opt_ms) * 1e-3);
+          span(shards ? "optimizer (shard)" : "optimizer", comm_end);
           const double stepped_at = sg4::Engine::get_clock();
-          if (zero2) {
+          if (shards) {
             shard_stepped();
             gathered[static_cast<std::size_t>(g)]->acquire();
           }
@@ -249,10 +253,10 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
           spans(zero2 ? reduce_scatter_name(k) : bucket_name(k), start);
         }
         for (std::size_t g = 0; g < Gs; ++g) reduced[g]->release();
-        if (!zero2) continue;
+        if (!shards) continue;
         all_stepped->acquire();
         const double start = sg4::Engine::get_clock();
-        runner.run(parameter_bytes);
+        gather.run(parameter_bytes);
         spans("all-gather parameters", start);
         for (std::size_t g = 0; g < Gs; ++g) gathered[g]->release();
       }

@@ -79,12 +79,13 @@ FastEngine::FastEngine(const EngineSetup& setup) : s_(setup) {
     allreduce_ms_ = measure_allreduce_ms(s_, buckets);
     return;
   }
-  // Every collective of a sharded step on one platform: the buckets' reduce-scatters and the
-  // parameters' all-gather (zero2), or each unit's gather in a group and its shard's allreduce
-  // across groups (fsdp, hybrid).
-  if (s_.sharding == "zero2") {
+  // Every collective of a sharded step on one platform: the buckets' allreduces (zero1) or
+  // reduce-scatters (zero2) and the parameters' all-gather, or each unit's gather in a group and
+  // its shard's allreduce across groups (fsdp, hybrid).
+  if (s_.shards_optimizer()) {
     const double total = std::accumulate(buckets.begin(), buckets.end(), 0.0);
-    const auto ms = measure_collectives_ms(s_, {{"allgather", buckets}, {"allgather", {total}}});
+    const std::string bucket_collective = s_.sharding == "zero1" ? s_.algorithm : "allgather";
+    const auto ms = measure_collectives_ms(s_, {{bucket_collective, buckets}, {"allgather", {total}}});
     allreduce_ms_ = ms[0];
     param_gather_ms_ = ms[1].at(total);
     return;
@@ -109,14 +110,14 @@ void FastEngine::start_policy() {
 // Steps composed from memoised allreduce times. Exact for this engine's model wherever
 // nothing else shares the links during a collective, which holds because buckets are
 // reduced one after another; what it drops is the per-rank skew inside one collective.
-// ZeRO-2 reduce-scatters the buckets instead, steps a G-th of the optimizer, and all-gathers
-// the updated parameters once every rank has stepped its shard.
+// ZeRO-1 and ZeRO-2 step a G-th of the optimizer and all-gather the updated parameters once
+// every rank has stepped its shard; ZeRO-2 reduce-scatters the buckets instead.
 void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::function<void(int)>& progress) {
   if (s_.sharding == "fsdp" || s_.sharding == "hybrid") return advance_sharded(pw, out, progress);
   const EngineSetup& s = s_;
   const int G = s.G;
   const auto Gs = static_cast<std::size_t>(G);
-  const bool zero2 = s.sharding == "zero2";
+  const bool shards = s.shards_optimizer();
   std::vector<double>& prev_end = prev_end_;
   std::vector<double> fwd_end(Gs), bwd_end(Gs), stretched(Gs);
   const std::size_t first_row = out.timing.size();
@@ -128,9 +129,9 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
     const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
     std::fill(stretched.begin(), stretched.end(), 0.0);
     const double end_of_comm = compute_and_reduce(work, sync, fwd_end, bwd_end, stretched, t, out);
-    const auto opt_ms = [&](std::size_t g) { return zero2 ? work(g).opt_ms / G : work(g).opt_ms; };
-    double gathered = 0;  // ZeRO-2: the parameters' all-gather, once the last rank has stepped its shard
-    if (zero2) {
+    const auto opt_ms = [&](std::size_t g) { return shards ? work(g).opt_ms / G : work(g).opt_ms; };
+    double gathered = 0;  // ZeRO: the parameters' all-gather, once the last rank has stepped its shard
+    if (shards) {
       for (std::size_t g = 0; g < Gs; ++g) gathered = std::max(gathered, end_of_comm + opt_ms(g));
       if (in_timeline(s, t))
         for (int g = 0; g < G; ++g)
@@ -140,10 +141,10 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
     for (std::size_t g = 0; g < Gs; ++g) {
       const RankWork& w = work(g);
       const double start = std::max(prev_end[g], sync), opt = opt_ms(g);
-      const double end = zero2 ? gathered : end_of_comm + opt;
+      const double end = shards ? gathered : end_of_comm + opt;
       const double bwd_ms = s.comm_slowdown != 1 ? bwd_end[g] - fwd_end[g] : w.bwd_ms;
-      // Waiting: for the buckets' collectives, and under ZeRO-2 for the parameters after its shard's step.
-      const double wait = end_of_comm - bwd_end[g] + (zero2 ? gathered - (end_of_comm + opt) : 0.0);
+      // Waiting: for the buckets' collectives, and under ZeRO for the parameters after its shard's step.
+      const double wait = end_of_comm - bwd_end[g] + (shards ? gathered - (end_of_comm + opt) : 0.0);
       out.timing[first_row + at(i, G, static_cast<int>(g))] = {
           w.accum_fwd_ms() + w.fwd_ms, w.accum_bwd_ms() + bwd_ms + stretched[g], wait, opt, end - prev_end[g]};
       if (in_timeline(s, t)) {
@@ -153,7 +154,7 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
           out.spans.push_back({t, r, false, "accumulate", start + w.sched_ms, w.accum_ms() + stretched[g]});
         out.spans.push_back({t, r, false, "forward", fwd_end[g] - w.fwd_ms, w.fwd_ms});
         out.spans.push_back({t, r, false, "backward", fwd_end[g], bwd_ms});
-        out.spans.push_back({t, r, false, zero2 ? "optimizer (shard)" : "optimizer", end_of_comm, opt});
+        out.spans.push_back({t, r, false, shards ? "optimizer (shard)" : "optimizer", end_of_comm, opt});
       }
       prev_end[g] = end;
     }

@@ -93,12 +93,13 @@ struct ShardUnit {
 
 struct EngineSetup {
   int G = 4;
-  // "ddp": bucketed allreduce (below); "zero2": the buckets reduce-scattered, a G-th of the
-  // optimizer, the parameters all-gathered after it; "fsdp": full sharding over `units`: each
-  // unit all-gathered before its forward and its backward, reduce-scattered after its backward;
-  // "hybrid": the same inside groups of `shard_group` consecutive ranks, each unit's gradient
-  // shard then allreduced across the groups.
+  // "ddp": bucketed allreduce (below); "zero1": the same allreduce, a G-th of the optimizer, the
+  // parameters all-gathered after it; "zero2": as zero1 with the buckets reduce-scattered; "fsdp": full sharding over
+  // `units`: each unit all-gathered before its forward and its backward, reduce-scattered after its backward; "hybrid":
+  // the same inside groups of `shard_group` consecutive ranks, each unit's gradient shard then allreduced across the
+  // groups.
   std::string sharding = "ddp";
+  bool shards_optimizer() const { return sharding == "zero1" || sharding == "zero2"; }
   std::vector<ShardUnit> units;
   int shard_group = 0;                // 0: all G
   bool reshard_after_forward = true;  // false: a unit stays gathered from its forward to its backward
@@ -164,7 +165,7 @@ class FastEngine {
 
   EngineSetup s_;
   std::map<double, double> allreduce_ms_, gather_ms_, replica_ms_;
-  double param_gather_ms_ = 0;  // zero2: all-gathering the updated parameters
+  double param_gather_ms_ = 0;  // zero1, zero2: all-gathering the updated parameters
   std::vector<double> prev_end_;
   int step_ = 0;
 };

@@ -49,8 +49,9 @@ struct TrainingConfig {
   // The gradients' dtype in the buckets and the allreduce: "model" (its gradient_bytes_per_param:
   // fp32 for a spec-derived model, as autocast DDP keeps them), or fp32 | bf16 | fp16.
   std::string grad_dtype = "model";
-  // ddp: DDP's bucketed allreduce; zero2: its buckets reduce-scattered, the optimizer state
-  // sharded, the parameters all-gathered after the step; fsdp: full sharding (ZeRO-3), one unit
+  // ddp: DDP's bucketed allreduce; zero1: that allreduce, the optimizer state sharded and the
+  // parameters all-gathered after the step (PyTorch's ZeroRedundancyOptimizer, ZeRO stage 1);
+  // zero2: the buckets reduce-scattered instead, the gradients sharded too; fsdp: full sharding (ZeRO-3), one unit
   // per transformer block of the model's layout; hybrid: full sharding inside groups of
   // shard_group ranks, replicated across the groups (HSDP) (docs/sharding.md).
   std::string data_parallel = "ddp";
@@ -76,6 +77,8 @@ struct TrainingConfig {
   double min_num_params = 1e8;                             // wrap "size": PyTorch's size_based_auto_wrap_policy default
   bool sharded() const { return data_parallel != "ddp"; }  // any state sharded
   bool fully_sharded() const { return data_parallel == "fsdp" || data_parallel == "hybrid"; }  // FSDP's units
+  // Gradients reduce-scattered: every rank of a step then runs as many micro-batches.
+  bool shards_gradients() const { return sharded() && data_parallel != "zero1"; }
 };
 
 // Rank `rank` computes `factor` times slower in steps [from_step, to_step) (to_step < 0: to the end).

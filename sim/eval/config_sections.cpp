@@ -86,11 +86,12 @@ void refuse_in_pipeline(const JsonFields& f, const std::string& where) {
 void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfig& t, bool pipeline) {
   if (pipeline) refuse_in_pipeline(f, where);
   t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
-  if (t.data_parallel != "ddp" && t.data_parallel != "zero2" && t.data_parallel != "fsdp" &&
-      t.data_parallel != "hybrid")
+  if (t.data_parallel != "ddp" && t.data_parallel != "zero1" && t.data_parallel != "zero2" &&
+      t.data_parallel != "fsdp" && t.data_parallel != "hybrid")
     throw InputError(where +
-                     ": data_parallel is \"ddp\" (bucketed allreduce), \"zero2\" (buckets reduce-scattered, "
-                     "optimizer state sharded), \"fsdp\" (full sharding: a gather per unit and a reduce-scatter) "
+                     ": data_parallel is \"ddp\" (bucketed allreduce), \"zero1\" (that allreduce, optimizer "
+                     "state sharded), \"zero2\" (buckets reduce-scattered, optimizer state sharded), \"fsdp\" (full "
+                     "sharding: a gather per unit and a reduce-scatter) "
                      "or \"hybrid\" (full sharding inside groups of shard_group ranks, replicated across them), "
                      "got \"" +
                      t.data_parallel + "\"");
@@ -153,9 +154,10 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
             "backward_prefetch_depth sets FSDP's re-gathers ahead", "has none");
   fsdp_only(!t.reshard_after_forward, "reshard_after_forward false is FSDP's", "holds every parameter throughout");
   fsdp_only(t.no_sync, "no_sync picks FSDP's gradient accumulation",
-            t.data_parallel == "ddp" ? "accumulates under no_sync always"
-                                     : "reduce-scatters every micro-batch's gradients (DeepSpeed refuses no_sync with "
-                                       "partitioned gradients)");
+            t.data_parallel == "ddp" || t.data_parallel == "zero1"
+                ? "accumulates under DDP's no_sync always"
+                : "reduce-scatters every micro-batch's gradients (DeepSpeed refuses no_sync with "
+                  "partitioned gradients)");
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wr
 
 void resolve_shard_group(Config& c, const std::string& origin) {
   TrainingConfig& t = c.training;
-  if (t.data_parallel != "hybrid") {  // zero2 and fsdp shard over every rank
+  if (t.data_parallel != "hybrid") {  // zero1, zero2 and fsdp shard over every rank
     t.shard_group = t.world_size;
     return;
   }
@@ -140,8 +140,10 @@ double sharded_memory_offset_mib(const Config& config) {
   const PerfModel& m = *config.model;
   const double state = double(m.total_params()) * 16 / MiB, S = config.training.shard_group;
   if (S <= 1) return 0;  // one rank a group shards and gathers nothing: DDP's memory, the model's own
-  if (config.training.data_parallel == "zero2") {  // the weights whole, at the gradient dtype's size; the rest sharded
-    const double weights = double(m.total_params()) * m.bytes_per_param / MiB, held = weights + (state - weights) / S;
+  const std::string& dp = config.training.data_parallel;
+  if (dp == "zero1" || dp == "zero2") {  // weights (zero1: and gradients) whole, at the gradient dtype's size
+    const double whole = double(m.total_params()) * m.bytes_per_param / MiB * (dp == "zero1" ? 2 : 1),
+                 held = whole + (state - whole) / S;
     return std::max(held - m.mem_m0_mib, held - state);
   }
   // The root unit stays gathered from its forward through its backward (FSDP frees the root's
@@ -182,13 +184,13 @@ void check_sharded(const Config& c, const std::string& origin) {
     throw InputError(origin + ": training.wrap \"layer\" wraps each transformer block, and model " + c.model->name +
                      "'s layout names none (no parameter named layers.N., layer.N., h.N. or blocks.N.): wrap "
                      "\"root\" shards it as one unit");
-  if (c.simulation.algorithm != "ring")
+  if (c.simulation.algorithm != "ring" && c.training.shards_gradients())
     throw InputError(why + "gathers and reduce-scatters in rings over the ranks; simulation.algorithm \"" +
                      c.simulation.algorithm + "\" is DDP's allreduce (leave it out)");
 }
 
 void check_equal_micro_batches(const Config& c, const PolicyRun& run) {
-  if (!c.training.sharded() || run.G <= 0) return;
+  if (!c.training.shards_gradients() || run.G <= 0) return;
   const auto count = [](const RankStep& r) { return std::max<std::size_t>(r.micro.size(), 1); };
   for (std::size_t first = 0; first + static_cast<std::size_t>(run.G) <= run.rows.size(); first += run.G)
     for (std::size_t i = first + 1; i < first + static_cast<std::size_t>(run.G); ++i) {

@@ -50,9 +50,9 @@ void unused_sharding_notes(Config& config);
 // Refuses what a sharded config cannot take yet, naming the key.
 void check_sharded(const Config& config, const std::string& origin);
 
-// Under zero2, fsdp and hybrid every rank of a step must run as many micro-batches (each
-// gathers every unit or reduce-scatters its buckets, collectives of all the ranks): refuses a
-// run where a policy's step does not, naming the policy, the step and the ranks.
+// Under zero2, fsdp and hybrid (not zero1, which accumulates as DDP does) every rank of a step must run as many
+// micro-batches (each gathers every unit or reduce-scatters its buckets, collectives of all the ranks): refuses a run
+// where a policy's step does not, naming the policy, the step and the ranks.
 void check_equal_micro_batches(const Config& config, const PolicyRun& run);
 
 }  // namespace ddpsim

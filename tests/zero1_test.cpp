@@ -1,0 +1,118 @@
+// ZeRO-1 (PyTorch's ZeroRedundancyOptimizer) against hand-computed steps: DDP's buckets
+// allreduced with DDP's algorithm, a G-th of the optimizer, then the parameters all-gathered;
+// full mode against fast mode; memory per ZeRO's stage-1 formula; its keys.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "alpha_beta.hpp"
+#include "cli/run_report.hpp"
+#include "common/error.hpp"
+#include "engine/step_sim.hpp"
+#include "eval/config.hpp"
+#include "model/perf_model.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+// 4 ranks on the α–β platform; two buckets, ready halfway through backward and at its end.
+EngineSetup setup(const std::string& sharding, bool overlap) {
+  EngineSetup s = test::alpha_beta_setup(4);
+  s.sharding = sharding;
+  s.overlap = overlap;
+  s.buckets = {{40e6, 0.5}, {60e6, 1.0}};
+  return s;
+}
+
+double ring_ms(double bytes, int passes) {
+  return test::ring_ms(4, bytes, passes);
+}
+
+RankTiming one_step(const EngineSetup& s, const RankWork& w) {
+  const auto timing = test::one_step(s, std::vector<RankWork>(4, w));
+  for (const RankTiming& t : timing) CHECK(t.step_ms == doctest::Approx(timing[0].step_ms));
+  return timing[0];
+}
+
+Config config(const nlohmann::json& training, const nlohmann::json& simulation = nlohmann::json::object()) {
+  return parse_config(nlohmann::json{{"model", "h100-distilbert"}, {"training", training}, {"simulation", simulation}},
+                      "c.json", "");
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-1 allreduces DDP's buckets as DDP does") {
+  const FastEngine zero1(setup("zero1", true));
+  CHECK(zero1.allreduce_ms().at(40e6) == doctest::Approx(ring_ms(40e6, 2)).epsilon(1e-9));
+  CHECK(zero1.allreduce_ms().at(60e6) == doctest::Approx(ring_ms(60e6, 2)).epsilon(1e-9));
+}
+
+TEST_CASE("without overlap: backward, the allreduces, a quarter of the optimizer, the parameters' gather") {
+  const RankWork w{0, 30, 60, 8};
+  const RankTiming t = one_step(setup("zero1", false), w);
+  const double expected = 30 + 60 + ring_ms(40e6, 2) + ring_ms(60e6, 2) + 8.0 / 4 + ring_ms(100e6, 1);
+  CHECK(t.step_ms == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(t.opt_ms == doctest::Approx(2.0));
+  CHECK(t.comm_wait_ms == doctest::Approx(expected - 30 - 60 - 2));
+}
+
+TEST_CASE("with gradient accumulation ZeRO-1 reduces once, after the last micro-batch, as DDP does") {
+  RankWork tiny{0, 1e-6, 1e-6, 8};
+  tiny.earlier = {{1e-6, 1e-6}, {1e-6, 1e-6}};
+  CHECK(one_step(setup("zero1", false), tiny).step_ms ==
+        doctest::Approx(ring_ms(40e6, 2) + ring_ms(60e6, 2) + 2 + ring_ms(100e6, 1)).epsilon(1e-6));
+}
+
+TEST_CASE("ZeRO-1 in full mode gives fast mode's steps, and names the same spans") {
+  for (const bool overlap : {true, false}) {
+    CAPTURE(overlap);
+    EngineSetup s = setup("zero1", overlap);
+    s.timeline_from = 0, s.timeline_to = 2;
+    std::vector<RankWork> work;
+    for (int g = 0; g < 4; ++g) work.push_back({0, 20.0 + 5 * g, 40.0 + 7 * g, 8});
+    PolicyWork pw;
+    pw.steps = 2;
+    for (int i = 0; i < 2; ++i) pw.work.insert(pw.work.end(), work.begin(), work.end());
+    s.mode = "fast";
+    const EngineResult fast = simulate_steps(s, {pw});
+    s.mode = "full";
+    const EngineResult full = simulate_steps(s, {pw});
+    REQUIRE(fast.policies[0].timing.size() == full.policies[0].timing.size());
+    for (std::size_t i = 0; i < fast.policies[0].timing.size(); ++i)
+      CHECK(full.policies[0].timing[i].step_ms == doctest::Approx(fast.policies[0].timing[i].step_ms).epsilon(1e-9));
+    std::multiset<std::string> fast_names, full_names;
+    for (const Span& span : fast.policies[0].spans) fast_names.insert(span.name);
+    for (const Span& span : full.policies[0].spans) full_names.insert(span.name);
+    CHECK(fast_names == full_names);
+    CHECK(full_names.count("all-gather parameters") == 8);
+    CHECK(full_names.count("optimizer (shard)") == 8);
+  }
+}
+
+TEST_CASE("ZeRO-1 memory: weights and gradients whole, optimizer state over G") {
+  const PerfModel m = load_perf_model("h100-distilbert");
+  constexpr double MiB = 1024.0 * 1024.0;
+  const double psi = 66'955'010.0, state = psi * 16 / MiB, whole = 2 * psi * m.bytes_per_param / MiB;
+  const Config c = config({{"data_parallel", "zero1"}, {"world_size", 8}});
+  // ZeRO's stage 1: 4Ψ + 12Ψ/N in mixed precision, 8Ψ + 8Ψ/N in fp32 (the gradients' size).
+  const double held = whole + (state - whole) / 8;
+  CHECK(c.model->mem_m0_mib == doctest::Approx(m.mem_m0_mib + std::max(held - m.mem_m0_mib, held - state)));
+  const Config zero2 = config({{"data_parallel", "zero2"}, {"world_size", 8}});
+  CHECK(c.model->mem_m0_mib > zero2.model->mem_m0_mib);  // ZeRO-2 shards the gradients too
+}
+
+TEST_CASE("ZeRO-1 keeps DDP's allreduce algorithm and accumulation, and refuses FSDP's keys") {
+  const Config tree = config({{"data_parallel", "zero1"}}, {{"algorithm", "tree"}});
+  CHECK(cli::data_parallel_line(tree, 3).rfind("data parallel: zero1 (gradients allreduced in 3 buckets, tree, ", 0) ==
+        0);
+  CHECK_THROWS_WITH_AS(config({{"data_parallel", "zero2"}}, {{"algorithm", "tree"}}),
+                       doctest::Contains("gathers and reduce-scatters in rings"), InputError);
+  CHECK_THROWS_WITH_AS(config({{"data_parallel", "zero1"}, {"no_sync", true}}),
+                       doctest::Contains("data_parallel \"zero1\" accumulates under DDP's no_sync always"), InputError);
+  CHECK_THROWS_WITH_AS(config({{"data_parallel", "zero1"}, {"shard_group", 2}}),
+                       doctest::Contains("shards over all the ranks"), InputError);
+  CHECK_THROWS_WITH_AS(config({{"data_parallel", "zero3"}}),
+                       doctest::Contains("\"zero1\" (that allreduce, optimizer state sharded)"), InputError);
+}
