@@ -47,6 +47,11 @@ for reg in traces/{cpu,h100,h200}/prereg?*/; do
       --measured "$reg/runs/$p/steps.csv" --baseline "$reg/runs/static/steps.csv"
   done
 done
+# The DDP run that followed prereg11's registered ZeRO-1 one, on its seed: the same model under ddp.
+P=traces/cpu/prereg11
+validate_into $P/validation-ddp-control/sorted $P/config.json --set training.data_parallel=ddp \
+  --model $P/model-2ranks-training.json --measured $P/ddp-control/sorted/steps.csv \
+  --baseline $P/ddp-control/static/steps.csv
 # Campaign 4's compute-bound H200 runs replayed after the fact with the H200's measured fp32
 # model, fitted on the study's shapes only (docs/validation-gpu.md, "The fourth campaign").
 for p in minmax-buffer-128-cost-tokens kk; do

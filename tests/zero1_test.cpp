@@ -4,9 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <set>
 
 #include "alpha_beta.hpp"
+#include "calib/allgather_fit.hpp"
 #include "cli/run_report.hpp"
 #include "common/error.hpp"
 #include "engine/step_sim.hpp"
@@ -115,4 +118,60 @@ TEST_CASE("ZeRO-1 keeps DDP's allreduce algorithm and accumulation, and refuses 
                        doctest::Contains("shards over all the ranks"), InputError);
   CHECK_THROWS_WITH_AS(config({{"data_parallel", "zero3"}}),
                        doctest::Contains("\"zero1\" (that allreduce, optimizer state sharded)"), InputError);
+}
+
+TEST_CASE("allgather_factor stretches ZeRO's parameter all-gather alone, in fast and in full mode") {
+  const RankWork w{0, 30, 60, 8};
+  EngineSetup s = setup("zero1", false);
+  s.allgather_factor = 2.5;
+  const double ring = ring_ms(40e6, 2) + ring_ms(60e6, 2);
+  CHECK(one_step(s, w).step_ms == doctest::Approx(30 + 60 + ring + 2 + 2.5 * ring_ms(100e6, 1)).epsilon(1e-12));
+  s.sharding = "zero2";
+  CHECK(one_step(s, w).step_ms ==
+        doctest::Approx(30 + 60 + ring_ms(40e6, 1) + ring_ms(60e6, 1) + 2 + 2.5 * ring_ms(100e6, 1)).epsilon(1e-12));
+  s.mode = "full";
+  const auto full_step = [&] {
+    return simulate_steps(s, {PolicyWork{1, false, std::vector<RankWork>(4, w)}}).policies[0].timing[0].step_ms;
+  };
+  CHECK(full_step() ==
+        doctest::Approx(30 + 60 + ring_ms(40e6, 1) + ring_ms(60e6, 1) + 2 + 2.5 * ring_ms(100e6, 1)).epsilon(1e-9));
+  s.sharding = "ddp";  // DDP gathers nothing
+  CHECK(full_step() == doctest::Approx(30 + 60 + ring + 8).epsilon(1e-9));
+}
+
+TEST_CASE("calibrate fits allgather_factor at the profiled size nearest the parameters, against the ring") {
+  Calibration c;
+  c.has_allreduce = true;
+  c.allreduce_ranks = 2;
+  c.allreduce_step_latency_us = 1000;
+  c.allreduce_link_GBps = 2;
+  Trace t;
+  t.path = "p.csv";
+  t.metadata["allgather"] = "1048576:2.5,40000000:33.0,67108864:60";
+  // The ring at 40 MB: 1 step of 1 ms + 20 MB over 2 GB/s = 11 ms; measured 33: ×3.
+  const AllgatherFit fit = fit_allgather({t}, c, 44e6);
+  REQUIRE(fit.fitted);
+  CHECK(fit.bytes == 40e6);
+  CHECK(fit.ring_ms == doctest::Approx(11.0));
+  CHECK(fit.factor == doctest::Approx(3.0));
+  nlohmann::ordered_json model;
+  add_allgather(model, fit);
+  CHECK(model["allgather_factor"] == doctest::Approx(3.0));
+  t.metadata["allgather"] = "1048576:0.1";  // faster than the ring: no factor below 1
+  CHECK(fit_allgather({t}, c, 44e6).factor == 1);
+  t.metadata["allgather"] = "1048576;2.5";
+  CHECK_THROWS_WITH_AS(fit_allgather({t}, c, 44e6), doctest::Contains("p.csv: metadata allgather=1048576;2.5"),
+                       InputError);
+  c.allreduce_link_GBps = std::nan("");  // no bandwidth resolved: no ring to compare with
+  CHECK_FALSE(fit_allgather({t}, c, 44e6).fitted);
+}
+
+TEST_CASE("a model's allgather_factor is in [1, 100]") {
+  std::ifstream in(DDPSIM_SOURCE_DIR "/models/cpu-distilbert-small-2ranks.json");
+  nlohmann::json m = nlohmann::json::parse(in);
+  m["allgather_factor"] = 0.5;
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m.json"), doctest::Contains("m.json: allgather_factor must be in [1, 100]"),
+                       InputError);
+  m["allgather_factor"] = 2.7;
+  CHECK(parse_perf_model(m, "m.json").allgather_factor == doctest::Approx(2.7));
 }

@@ -232,8 +232,8 @@ void Trainer::finish_profile_alongside() {
                   std::to_string(timed / n) + (timed % n ? " or " + std::to_string(timed / n + 1) : "") +
                   " times, no warm-up of its own" +
                   (real_ranks() ? "; allreduce warmup " + warmup_text(a.options) + ", repetitions " +
-                                         std::to_string(a.options.reps)
-                                   : std::string()));
+                                      std::to_string(a.options.reps)
+                                : std::string()));
 }
 
 void Trainer::end_profile(const ProfileOptions& p, std::vector<ddpsim::RankStep> rows, std::string what) {
@@ -241,9 +241,11 @@ void Trainer::end_profile(const ProfileOptions& p, std::vector<ddpsim::RankStep>
   if (together) rows = every_rank(rows);
   std::vector<ddpsim::PolicyRun> runs = {{"profile", "", together ? G_ : 1, rows, {}}};
   if (buckets_) buckets_->set_communicate(true);
+  std::string gathers;
   if (together) {
     runs.push_back({"allreduce", "", 1, profile_communication(p), {}});
-    what = "on " + std::to_string(G_) + " ranks at once; then allreduce and interference; " + what;
+    gathers = profile_allgather(p);
+    what = "on " + std::to_string(G_) + " ranks at once; then allreduce, interference and all-gather; " + what;
   }
   if (rank_ != 0 || opt_.out.empty()) return;
   auto meta = metadata();
@@ -255,6 +257,7 @@ void Trainer::end_profile(const ProfileOptions& p, std::vector<ddpsim::RankStep>
       sizes += std::to_string(std::llround(size));
     }
     meta.emplace_back("ddp_buckets", sizes);
+    meta.emplace_back("allgather", gathers);
   }
   ddpsim::write_outputs(opt_.out, {{"steps.csv", ddpsim::trace_csv(runs, meta)}});
   log_ << "wrote " << (std::filesystem::path(opt_.out) / "steps.csv").string() << "\n";
@@ -314,6 +317,37 @@ std::vector<ddpsim::RankStep> Trainer::profile_communication(const ProfileOption
   }
   profile_interference(p, rows);
   return rows;
+}
+
+// The all-gather a ZeRO-1 step ends with (allgather_slices, then the copy into place), at each
+// --profile-bytes size S (a G-th of S from each rank): "S:median ms" pairs, which ddpsim calibrate
+// reads as the collective library's all-gather against the ring its allreduce fit implies.
+std::string Trainer::profile_allgather(const ProfileOptions& p) {
+  std::string out;
+  for (const int size : p.bytes) {
+    const std::int64_t per_rank = std::max<std::int64_t>(1, size / 4 / G_);
+    const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+    const torch::Tensor slice = torch::ones({per_rank}, options), into = torch::empty({per_rank * G_}, options);
+    auto once = [&] {
+      comm_->barrier();
+      StepTimer timer(device_);
+      timer.mark(0);
+      into.copy_(allgather_slices(*comm_, slice, per_rank));
+      timer.mark(1);
+      return timer.ms(0, 1);
+    };
+    warm_up(once, p.warmup, p.max_warmup, [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; });
+    std::vector<double> times;
+    for (int r = 0; r < p.reps; ++r) times.push_back(once());
+    // The slowest rank's median: the collective ends for all when it ends for the last.
+    const double median = comm_->allgather(torch::tensor({ddpsim::percentile(times, 50)}, torch::kFloat64).to(device_))
+                              .max()
+                              .item<double>();
+    log_ << "profile: all-gather of " << per_rank * G_ * 4 << " bytes over " << G_ << " ranks: " << median
+         << " ms (median of " << p.reps << ", the slowest rank's)\n";
+    out += (out.empty() ? "" : ",") + std::to_string(per_rank * G_ * 4) + ":" + ddpsim::format("%.4f", median);
+  }
+  return out;
 }
 
 // Interference, both ways, on every rank at once with DDP's own hooks off (the only

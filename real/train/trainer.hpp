@@ -163,6 +163,7 @@ class Trainer {
   // each rank's own noise, how steps differ their shared noise (ddpsim calibrate splits the two).
   std::vector<ddpsim::RankStep> every_rank(const std::vector<ddpsim::RankStep>& mine);
   std::vector<ddpsim::RankStep> profile_communication(const ProfileOptions& options);
+  std::string profile_allgather(const ProfileOptions& options);
   // The options checked and their auto lists filled; DDP's reduction off; the (b, L) grid in a
   // seeded random order.
   std::vector<std::pair<int, int>> begin_profile(ProfileOptions& options);

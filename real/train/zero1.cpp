@@ -47,12 +47,16 @@ void Zero1Optimizer::zero_grad() {
   slice_.mutable_grad() = torch::Tensor();
 }
 
+torch::Tensor allgather_slices(Communicator& comm, const torch::Tensor& slice, std::int64_t per_rank) {
+  // Gloo gathers equal sizes: the last rank's shorter slice padded.
+  torch::Tensor mine = slice.numel() == per_rank ? slice : torch::zeros({per_rank}, slice.options());
+  if (slice.numel() != per_rank) mine.narrow(0, 0, slice.numel()).copy_(slice);
+  return comm.allgather(mine).reshape(-1);
+}
+
 void Zero1Optimizer::gather() {
   torch::NoGradGuard no_grad;
-  // Gloo gathers equal sizes: the last rank's shorter slice padded.
-  torch::Tensor mine = slice_.numel() == per_rank_ ? slice_ : torch::zeros({per_rank_}, slice_.options());
-  if (slice_.numel() != per_rank_) mine.narrow(0, 0, slice_.numel()).copy_(slice_);
-  const torch::Tensor all = comm_.allgather(mine).reshape(-1);
+  const torch::Tensor all = allgather_slices(comm_, slice_, per_rank_);
   std::int64_t offset = 0;
   for (torch::Tensor& p : params_) {
     p.view(-1).copy_(all.narrow(0, offset, p.numel()));

@@ -16,6 +16,11 @@
 
 namespace ddptrain {
 
+// Every rank's `slice` (the last rank's may be shorter than `per_rank`), gathered in rank
+// order into one flat tensor of G·per_rank elements: the collective of a ZeRO step, which
+// --profile times as well.
+torch::Tensor allgather_slices(Communicator& comm, const torch::Tensor& slice, std::int64_t per_rank);
+
 class Zero1Optimizer {
  public:
   // `comm` must outlive this object; every rank passes the same parameters in the same order.

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli/config_args.hpp"
+#include "cli/run_report.hpp"
 #include "common/error.hpp"
 #include "report/outputs.hpp"
 
@@ -258,7 +259,9 @@ std::string platform_line(const Config& config, const Trace& trace) {
          (config.platform_source.empty() ? std::string("the config and its --set (or their defaults); the model "
                                                        "carries none")
                                          : config.platform_source) +
-         "\ngradients: " + config.gradients() + recorded_gradients(config, trace) + "\n";
+         "\ngradients: " + config.gradients() + recorded_gradients(config, trace) + "\n" +
+         (config.training.data_parallel == "ddp" ? ""
+                                                 : data_parallel_line(config, config_buckets(config).size()) + "\n");
 }
 
 std::string trained_other_model(const PerfModel& model, const Trace& trace) {

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <set>
 
+#include "calib/allgather_fit.hpp"
 #include "calib/calibrate.hpp"
 #include "calib/training_fit.hpp"
 #include "calib/validate.hpp"
@@ -120,6 +121,12 @@ std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<
       throw InputError(path +
                        ": a profile (policy=profile), not a training run: --training takes the steps of "
                        "a run of the setting (ddptrain --policy ...), whose spread the profile cannot show");
+    if (const std::string dp = meta(run, "data_parallel"); !dp.empty() && dp != "ddp")
+      throw InputError(path + ": a run under data_parallel " + dp +
+                       ", whose optimizer column is a shard's step and whose waits hold the parameters' "
+                       "all-gather: --training fits a DDP model's spread, optimizer and first use from DDP runs "
+                       "(simulate " +
+                       dp + " with training.data_parallel)");
     for (const char* key : {"device", "model"})
       if (const std::string mine = meta(run, key), theirs = meta(profile, key);
           !mine.empty() && !theirs.empty() && mine != theirs)
@@ -212,7 +219,9 @@ int calibrate(const Args& args) {
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
-  std::string report = fit_report(c);
+  const AllgatherFit allgather = fit_allgather(traces, c, double(base.total_params()) * base.bytes_per_param);
+  add_allgather(model, allgather);
+  std::string report = fit_report(c) + allgather_report(allgather);
   if (!training.empty()) {
     const TrainingFit t = fit_training(training, c);
     add_training(model, t, training);

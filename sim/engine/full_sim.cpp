@@ -257,6 +257,8 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
         all_stepped->acquire();
         const double start = sg4::Engine::get_clock();
         gather.run(parameter_bytes);
+        // The collective library's own all-gather: the ring's time, stretched by the model's factor.
+        sg4::this_actor::sleep_for((s.allgather_factor - 1) * (sg4::Engine::get_clock() - start));
         spans("all-gather parameters", start);
         for (std::size_t g = 0; g < Gs; ++g) gathered[g]->release();
       }

@@ -87,7 +87,7 @@ FastEngine::FastEngine(const EngineSetup& setup) : s_(setup) {
     const std::string bucket_collective = s_.sharding == "zero1" ? s_.algorithm : "allgather";
     const auto ms = measure_collectives_ms(s_, {{bucket_collective, buckets}, {"allgather", {total}}});
     allreduce_ms_ = ms[0];
-    param_gather_ms_ = ms[1].at(total);
+    param_gather_ms_ = ms[1].at(total) * s_.allgather_factor;
     return;
   }
   for (const ShardUnit& u : s_.units) units.push_back(u.bytes);

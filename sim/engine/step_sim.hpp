@@ -128,6 +128,8 @@ struct EngineSetup {
   // hybrid: while any rank of its group computes; PerfModel::allreduce_slowdown): a collective
   // moves at the pace of its slowest member.
   double allreduce_slowdown = 1;
+  // zero1, zero2: the parameters' all-gather takes this many times the ring's (PerfModel::allgather_factor).
+  double allgather_factor = 1;
   std::string mode = "fast";               // fast | full
   int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
 };

@@ -182,6 +182,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.overlap = config.training.overlap;
   setup.comm_slowdown = config.model->comm_slowdown;
   setup.allreduce_slowdown = config.model->allreduce_slowdown;
+  setup.allgather_factor = config.model->allgather_factor;
   setup.mode = config.simulation.mode;
   setup.timeline_from = timeline.first;
   setup.timeline_to = timeline.second;

@@ -182,6 +182,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   };
   m.comm_slowdown = slowdown("comm_slowdown", "compute is not slowed by communication");
   m.allreduce_slowdown = slowdown("allreduce_slowdown", "communication is not slowed by compute");
+  m.allgather_factor = slowdown("allgather_factor", "the all-gather takes the simulated ring's time");
   if (f.has("fit_quality")) {
     JsonFields q(f.raw("fit_quality"), origin + ": fit_quality");
     m.fit_heldout_mape = non_negative(q, "heldout_mape", 0, 100);
@@ -269,7 +270,7 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   // Interference factors no spec gives: the user's own figure (from a profile of another model,
   // say), checked and stated as given.
   std::vector<std::pair<std::string, nlohmann::json>> given;
-  for (const char* key : {"comm_slowdown", "allreduce_slowdown"})
+  for (const char* key : {"comm_slowdown", "allreduce_slowdown", "allgather_factor"})
     if (f.has(key)) given.emplace_back(key, f.raw(key));
   f.reject_unknown({"$comment"});
   const TransformerSpec spec = transformer_from_hf_config(read_json_file(config.string()), config.string());
@@ -282,8 +283,9 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   for (const auto& [key, value] : given) model[key] = value;
   PerfModel perf = parse_perf_model(model, origin);
   perf.position_table = spec.position_table;
-  for (const auto& [key, factor] :
-       {std::pair{"comm_slowdown", perf.comm_slowdown}, {"allreduce_slowdown", perf.allreduce_slowdown}})
+  for (const auto& [key, factor] : {std::pair{"comm_slowdown", perf.comm_slowdown},
+                                    {"allreduce_slowdown", perf.allreduce_slowdown},
+                                    {"allgather_factor", perf.allgather_factor}})
     if (factor != 1) {
       std::ostringstream text;
       text << "; " << key << " " << factor << " as the spec gives it";

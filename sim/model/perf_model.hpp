@@ -98,6 +98,9 @@ struct PerfModel {
   // A collective runs this many times slower while backward runs on its ranks (on a CPU,
   // Gloo's threads share the cores backward keeps busy); 1 = no interference.
   double allreduce_slowdown = 1;
+  // ZeRO's parameter all-gather takes this many times the simulated ring's time: the collective
+  // library's own (ddptrain's over Gloo took 1.7 times it on a CPU; ddpsim calibrate fits it); 1 = the ring's.
+  double allgather_factor = 1;
   // m(b, L) = m0 + μ·b·L + ν·b·L², in MiB; capacity bounds b_g^max.
   double mem_m0_mib = 0, mem_mu_mib = 0, mem_nu_mib = 0, mem_capacity_mib = 0;
   int bytes_per_param = 4;       // gradient element size

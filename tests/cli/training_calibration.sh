@@ -77,6 +77,15 @@ expect_exit 1 "profile-fp32/steps.csv: a profile \(policy=profile\), not a train
 expect_exit 1 "static/steps.csv: device=cpu, and the profile .*profile-bf16/steps.csv has device=NVIDIA H100" \
   "$DDPSIM" calibrate "$h100/profile-bf16/steps.csv" --base "$h100/layout.json" \
   --training "$SRC/traces/cpu/2ranks/static/steps.csv" --out "$WORK/p.json"
+# ... nor a ZeRO-1 run, whose optimizer column is a shard's step (traces/cpu/prereg11)
+z1="$SRC/traces/cpu/prereg11"
+expect_exit 1 "runs/static/steps.csv: a run under data_parallel zero1, whose optimizer column is a shard's step" \
+  "$DDPSIM" calibrate "$z1/profile/steps.csv" --base "$SRC/traces/cpu/layout.json" \
+  --training "$z1/runs/static/steps.csv" --out "$WORK/p.json"
+# validate takes the ZeRO-1 trace's data_parallel where the config gives none, and says what it simulates
+expect_ok "$DDPSIM" validate --measured "$z1/runs/sorted/steps.csv" --baseline "$z1/runs/static/steps.csv" \
+  --model "$z1/model-2ranks-training.json"
+grep -q "optimizer (shard)\|data parallel: zero1" "$WORK/out" || fail "validate did not simulate the trace's zero1"
 # ... nor a byte copy of the profile under another name, runs of two world sizes, or packed runs
 # for a padded profile (issue 47 probe).
 cp "$h100/profile-bf16/steps.csv" "$WORK/same.csv"

@@ -59,10 +59,11 @@ expect_ok "$DDPTRAIN" "${common[@]}" --policy kk,minmax:buffer=16 --nproc-per-no
 grep -q "profile alongside: 4 (b, L) points, one after each of the 6 turns" "$WORK/out" ||
   fail "the run does not say how it profiles alongside"
 prof="$WORK/along/profile/steps.csv"
-said="^# profile=on 2 ranks at once; then allreduce and interference; alongside training (kk,minmax:buffer=16), "
+said="^# profile=on 2 ranks at once; then allreduce, interference and all-gather; alongside training (kk,minmax:buffer=16), "
 said+="one profiled step after each turn: 6 steps over 4 points in seeded random orders, each point 1 or 2 times, "
 grep -q "${said}no warm-up of its own; allreduce warmup 0, repetitions 2$" "$prof" ||
   fail "the profile alongside lacks its metadata"
+grep -Eq "^# allgather=4096:[0-9.]+,65536:[0-9.]+$" "$prof" || fail "the profile lacks its all-gather times"
 [[ $(grep -c ',profile,' "$prof") == 12 ]] || fail "two ranks should have timed a grid point after each of 6 turns"
 [[ $(grep -c ',allreduce,' "$prof") -gt 0 ]] || fail "the profile alongside lacks its allreduce profile"
 grep -q '^# ddp_buckets=' "$prof" || fail "the profile alongside does not name DDP's buckets"
