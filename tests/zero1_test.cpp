@@ -1,4 +1,4 @@
-// ZeRO-1 (PyTorch's ZeroRedundancyOptimizer) against hand-computed steps: DDP's buckets
+// ZeRO-1 (stage 1, an even partition) against hand-computed steps: DDP's buckets
 // allreduced with DDP's algorithm, a G-th of the optimizer, then the parameters all-gathered;
 // full mode against fast mode; memory per ZeRO's stage-1 formula; its keys.
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 #include <set>
 
 #include "alpha_beta.hpp"
-#include "calib/allgather_fit.hpp"
+#include "calib/zero_fit.hpp"
 #include "cli/run_report.hpp"
 #include "common/error.hpp"
 #include "engine/step_sim.hpp"
@@ -139,6 +139,35 @@ TEST_CASE("allgather_factor stretches ZeRO's parameter all-gather alone, in fast
   CHECK(full_step() == doctest::Approx(30 + 60 + ring + 8).epsilon(1e-9));
 }
 
+TEST_CASE("optimizer_update_share: a rank steps a G-th of the update and all of the rest, in either mode") {
+  const RankWork w{0, 30, 60, 8};
+  EngineSetup s = setup("zero1", false);
+  s.optimizer_update_share = 0.6;
+  const double opt = 8 * (0.4 + 0.6 / 4), ring = ring_ms(40e6, 2) + ring_ms(60e6, 2);
+  const RankTiming fast = one_step(s, w);
+  CHECK(fast.opt_ms == doctest::Approx(opt));
+  CHECK(fast.step_ms == doctest::Approx(30 + 60 + ring + opt + ring_ms(100e6, 1)).epsilon(1e-12));
+  s.mode = "full";
+  const auto full = simulate_steps(s, {PolicyWork{1, false, std::vector<RankWork>(4, w)}}).policies[0].timing[0];
+  CHECK(full.opt_ms == doctest::Approx(opt));
+  CHECK(full.step_ms == doctest::Approx(fast.step_ms).epsilon(1e-9));
+}
+
+TEST_CASE("calibrate takes the profile's optimizer_update_share; a value outside [0, 1] names its trace") {
+  Trace a, b;
+  a.path = "a.csv", b.path = "b.csv";
+  CHECK(std::isnan(optimizer_update_share({a, b})));
+  a.metadata["optimizer_update_share"] = "0.6";
+  b.metadata["optimizer_update_share"] = "0.8";
+  CHECK(optimizer_update_share({a, b}) == doctest::Approx(0.7));
+  nlohmann::ordered_json model;
+  add_update_share(model, 0.7);
+  CHECK(model["optimizer_update_share"] == doctest::Approx(0.7));
+  b.metadata["optimizer_update_share"] = "1.5";
+  CHECK_THROWS_WITH_AS(optimizer_update_share({a, b}), doctest::Contains("b.csv: metadata optimizer_update_share=1.5"),
+                       InputError);
+}
+
 TEST_CASE("calibrate fits allgather_factor at the profiled size nearest the parameters, against the ring") {
   Calibration c;
   c.has_allreduce = true;
@@ -149,7 +178,7 @@ TEST_CASE("calibrate fits allgather_factor at the profiled size nearest the para
   t.path = "p.csv";
   t.metadata["allgather"] = "1048576:2.5,40000000:33.0,67108864:60";
   // The ring at 40 MB: 1 step of 1 ms + 20 MB over 2 GB/s = 11 ms; measured 33: ×3.
-  const AllgatherFit fit = fit_allgather({t}, c, 44e6);
+  const AllgatherFit fit = fit_allgather(allgather_timings({t}), c, 44e6);
   REQUIRE(fit.fitted);
   CHECK(fit.bytes == 40e6);
   CHECK(fit.ring_ms == doctest::Approx(11.0));
@@ -158,12 +187,17 @@ TEST_CASE("calibrate fits allgather_factor at the profiled size nearest the para
   add_allgather(model, fit);
   CHECK(model["allgather_factor"] == doctest::Approx(3.0));
   t.metadata["allgather"] = "1048576:0.1";  // faster than the ring: no factor below 1
-  CHECK(fit_allgather({t}, c, 44e6).factor == 1);
+  CHECK(fit_allgather(allgather_timings({t}), c, 44e6).factor == 1);
   t.metadata["allgather"] = "1048576;2.5";
-  CHECK_THROWS_WITH_AS(fit_allgather({t}, c, 44e6), doctest::Contains("p.csv: metadata allgather=1048576;2.5"),
-                       InputError);
-  c.allreduce_link_GBps = std::nan("");  // no bandwidth resolved: no ring to compare with
-  CHECK_FALSE(fit_allgather({t}, c, 44e6).fitted);
+  CHECK_THROWS_WITH_AS(allgather_timings({t}), doctest::Contains("p.csv: metadata allgather=1048576;2.5"), InputError);
+  t.metadata["allgather"] = "1048576:2.5,1048576:2.6";
+  CHECK_THROWS_WITH_AS(allgather_timings({t}), doctest::Contains("1048576 bytes timed twice"), InputError);
+  t.metadata["allgather"] = "1048576:2.5";
+  c.allreduce_link_GBps = std::nan("");  // no bandwidth resolved: no ring to compare with, and the report says so
+  const AllgatherFit unfitted = fit_allgather(allgather_timings({t}), c, 44e6);
+  CHECK_FALSE(unfitted.fitted);
+  CHECK(allgather_report(unfitted).find("no allgather_factor: the allreduce fit resolved no link bandwidth") !=
+        std::string::npos);
 }
 
 TEST_CASE("a model's allgather_factor is in [1, 100]") {

@@ -133,11 +133,13 @@ CommandLine parse_command_line(int argc, char** argv) {
   profiling.add_options()(
       "profile",
       "instead of training: time forward, backward and optimizer over a (b, L) grid; with several ranks, all "
-      "at once, then allreduce over a range of sizes and backward beside allreduces (interference)")(
+      "at once, then allreduce over a range of sizes, backward beside allreduces (interference) and ZeRO-1's "
+      "all-gather at each size")(
       "profile-alongside",
       "while training (--policy, one or a list): after each turn of the policies, time one step of the "
       "--profile grid, point after point, pass after pass in seeded random orders; with several ranks, then the "
-      "allreduce and interference profile; into OUT/profile/steps.csv. A profile of the minutes the runs ran in, "
+      "allreduce, interference and all-gather profile; into OUT/profile/steps.csv. A profile of the minutes the runs "
+      "ran in, "
       "for a machine whose speed drifts (--profile-reps and --profile-warmup size the allreduce profile)")(
       "profile-batches", po::value(&profile_batches)->default_value(profile_batches),
       "batch sizes b, or auto: 1, 2, 3, 4, 6, 8, 12, ... up to --global-batch (and --bmax)")(
@@ -145,8 +147,9 @@ CommandLine parse_command_line(int argc, char** argv) {
       "lengths L (up to --max-length), or auto: quantiles of the longest sample of random batches of the data, so "
       "the grid is dense where real steps fall")(
       "profile-bytes", po::value(&profile_bytes)->default_value(profile_bytes),
-      "allreduce sizes in bytes, timed when several ranks run --profile (then backward alone and beside "
-      "allreduces, for the interference factor), or auto: 64 KiB, 1, 4, 16 and 64 MiB and the model's DDP bucket "
+      "allreduce and all-gather sizes in bytes, timed when several ranks run --profile (then backward alone and "
+      "beside allreduces, for the interference factor), or auto: 64 KiB, 1, 4, 16 and 64 MiB and the model's DDP "
+      "bucket "
       "sizes (ddpsim calibrate fits the link at those)")(
       "profile-warmup", po::value(&profile_warmup)->default_value(profile_warmup),
       "untimed runs per point: N, or auto (until the median of 3 runs is within 5% of the 3 before)")(

@@ -72,6 +72,7 @@ void run_interleaved(const ddptrain::CommandLine& c, const std::shared_ptr<ddptr
     p.perf_model.clear();
     p.profiling = true;
     p.emulate_ranks = 0;
+    p.data_parallel = "ddp";  // a profile times the whole optimizer, as calibrate reads it
     p.out = (std::filesystem::path(o.out) / "profile").string();
     profiler = std::make_unique<ddptrain::Trainer>(p, comm, log);
     profiler->start_profile_alongside(c.profile, o.steps, o.policy);

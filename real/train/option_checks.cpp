@@ -282,7 +282,7 @@ void check_modes(CommandLine& c, const po::variables_map& vm, const ProfileText&
     throw ddpsim::UsageError("--eval-every measures accuracy on --dev, which is not given (a --data run's dev set)");
   if (given(vm, "profile-bytes") && !several_ranks)
     throw ddpsim::UsageError(
-        "--profile-bytes sizes the allreduces a profile of several ranks times; this one has one "
+        "--profile-bytes sizes the allreduces and all-gathers a profile of several ranks times; this one has one "
         "rank (--nproc-per-node N, or a launcher's WORLD_SIZE)");
   if (vm.count("dev") && vm.count("synthetic-lengths"))
     throw ddpsim::UsageError("--dev is a TSV for --data runs; --synthetic-lengths makes its own dev set");

@@ -117,8 +117,8 @@ class Trainer {
   // A calibration sweep (ddptrain --profile): training steps on b samples of exactly L tokens
   // over the (b, L) grid (policy "profile"), by every rank at once when there are several; then,
   // with several ranks, allreduces of each size (policy "allreduce", columns allreduce_bytes and
-  // allreduce_ms) and backward alone or beside allreduces (column concurrent_allreduce_bytes).
-  // Rank 0 writes OUT/steps.csv.
+  // allreduce_ms) and backward alone or beside allreduces (column concurrent_allreduce_bytes),
+  // and ZeRO-1's all-gather of each size (metadata allgather). Rank 0 writes OUT/steps.csv.
   void profile(ProfileOptions options);
   // ddptrain --profile-alongside: the same grid timed between the turns of training runs, so
   // that the profile measures the minutes the runs ran in (a machine's speed drifts over tens of
@@ -151,6 +151,14 @@ class Trainer {
   Passes forward_backward(const ddpsim::StepPlan& plan, StepTimer& timer);
   void load_checkpoint(const std::string& path);
   std::vector<int> probe_bmax();
+  // The constructor's parts (trainer_setup.cpp), in its order.
+  void build_model();
+  void build_policy();
+  void build_distribution();
+  // The step's optimizer, DDP's whole AdamW or under zero1 this rank's slice: the learning rate,
+  // then the update and clearing the gradients for the next step.
+  void set_lr(double lr);
+  void update_parameters();
   // A batch's mean cross-entropy: the forward in the run's precision, the loss in fp32.
   torch::Tensor mean_loss(const Batch& batch);
   // The size of each of DDP's gradient buckets for this model, --bucket-mb and --first-bucket-mb.
@@ -214,6 +222,7 @@ class Trainer {
   double emulated_allreduce_ms_ = 0;
   std::vector<ddpsim::RankStep> rows_;
   std::vector<double> decision_us_;
+  std::vector<double> update_shares_;              // --profile: each step's AdamW update over its whole optimizer time
   std::vector<std::pair<int, double>> accuracy_;   // (step, dev accuracy)
   torch::Tensor rng_;                              // this run's dropout generator state between steps
   std::chrono::steady_clock::time_point started_;  // the first advance(), for progress lines

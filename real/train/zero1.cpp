@@ -29,16 +29,16 @@ Zero1Optimizer::Zero1Optimizer(std::vector<torch::Tensor> params, Communicator& 
 
 void Zero1Optimizer::step() {
   torch::NoGradGuard no_grad;
-  torch::Tensor grad = torch::empty_like(slice_);
+  if (!grad_.defined()) grad_ = torch::empty_like(slice_);  // one buffer for every step's slice
   for (const Piece& piece : pieces_) {
     const torch::Tensor& g = params_[piece.param].grad();
-    auto out = grad.narrow(0, piece.at, piece.count);
+    auto out = grad_.narrow(0, piece.at, piece.count);
     if (g.defined())
       out.copy_(g.reshape(-1).narrow(0, piece.from, piece.count));
     else
       out.zero_();  // an unused parameter: DDP hands it a zero gradient too
   }
-  slice_.mutable_grad() = grad;
+  slice_.mutable_grad() = grad_;
   adamw_->step();
 }
 

@@ -16,7 +16,7 @@
 
 namespace ddptrain {
 
-// Every rank's `slice` (the last rank's may be shorter than `per_rank`), gathered in rank
+// Every rank's `slice` (the last ranks' may be shorter than `per_rank`, or empty), gathered in rank
 // order into one flat tensor of G·per_rank elements: the collective of a ZeRO step, which
 // --profile times as well.
 torch::Tensor allgather_slices(Communicator& comm, const torch::Tensor& slice, std::int64_t per_rank);
@@ -49,6 +49,7 @@ class Zero1Optimizer {
   std::int64_t first_ = 0, per_rank_ = 0;  // per_rank_: the slice's length, the last rank's padded to it
   std::vector<Piece> pieces_;
   torch::Tensor slice_;  // this rank's parameters, updated by its AdamW
+  torch::Tensor grad_;   // its gradient, copied from the parameters' each step
   std::unique_ptr<AdamW> adamw_;
   // Clears the parameters' gradients as LibTorch's optimizers do (in place on 1.13, to none on
   // 2.x), so that backward runs as under DDP's whole optimizer; it never steps.

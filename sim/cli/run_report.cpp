@@ -61,10 +61,15 @@ std::vector<std::string> capacity_warnings(const Config& config, const Simulatio
              : dp == "zero1" ? "ZeRO-1"
              : dp == "zero2" ? "ZeRO-2"
                              : "HSDP") +
-            " alone (its shard of weights, gradients and optimizer state, and what it gathers: " + mib(m.mem_m0_mib) +
-            ") passes its capacity of " + mib(m.mem_capacity_mib) +
-            ": no batch fits a rank, and the times assume memory allowed (more ranks a shard group shard it "
-            "thinner)"};
+            " alone (" +
+            (dp == "zero1"   ? "weights and gradients, and its shard of the optimizer state: "
+             : dp == "zero2" ? "weights, and its shard of gradients and optimizer state: "
+                             : "its shard of weights, gradients and optimizer state, and what it gathers: ") +
+            mib(m.mem_m0_mib) + ") passes its capacity of " + mib(m.mem_capacity_mib) +
+            ": no batch fits a rank, and the times assume memory allowed (" +
+            (dp == "zero1" || dp == "zero2" ? "more ranks shard it thinner, or a deeper stage of sharding"
+                                            : "more ranks a shard group shard it thinner") +
+            ")"};
   }
   if (m.mem_capacity_mib > 0 && m.mem_m0_mib > m.mem_capacity_mib)
     return {m.name + "'s fixed memory alone (weights, gradients, optimizer state: " + mib(m.mem_m0_mib) +

@@ -130,7 +130,7 @@ void recorded_data_parallel(nlohmann::json& training, const Trace& trace, const 
   }
   if (training["data_parallel"] != recorded->second)
     std::cerr << "note: " << trace.path << " recorded data_parallel " << recorded->second << "; " << config_name
-              << " simulates " << training["data_parallel"].dump() << " in its place\n";
+              << " (or its --set) simulates " << training["data_parallel"].dump() << " in its place\n";
 }
 
 }  // namespace

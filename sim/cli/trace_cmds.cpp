@@ -7,10 +7,10 @@
 #include <iostream>
 #include <set>
 
-#include "calib/allgather_fit.hpp"
 #include "calib/calibrate.hpp"
 #include "calib/training_fit.hpp"
 #include "calib/validate.hpp"
+#include "calib/zero_fit.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
 #include "cli/trace_args.hpp"
@@ -49,13 +49,20 @@ are reduced to their median, and fits minimise relative error:
   allreduce           ring alpha-beta, from allreduce rows (--profile over several ranks)
   comm_slowdown       backward beside back-to-back allreduces over backward alone, from
                       interference rows (--profile over several ranks)
+  allgather_factor    ZeRO's parameter all-gather over the ring the allreduce fit implies, at
+                      the profiled size nearest the parameters (# allgather= timings, --profile
+                      over several ranks)
+  optimizer_update_share
+                      the update's share of the optimizer, which ZeRO divides over the ranks
+                      (# optimizer_update_share=, ddptrain --profile)
   --training RUN...   training runs of the setting, kept out of the surface: each step's
                       per-rank compute over the surface (from step 1; drawn whole steps at a
                       time in place of the noise above: the run's level, tail and spikes that
                       strike a step's ranks together), the first use of a shape in a process
                       (median extra over the surface; emulated ranks share one process), the
                       optimizer's time, and with several runs trained in turn how far their
-                      levels differed (a term of every predicted gain's interval)
+                      levels differed (a term of every predicted gain's interval); DDP runs
+                      only (a ZeRO run's optimizer column is a shard's step)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
@@ -80,6 +87,8 @@ with the micro-batches it recorded: its micro_batches column, or one per rank wi
 policies, data and model (--model gives it). A CONFIG written for `ddpsim run` may hold
 them: its sizes are left unused (a note says so), a micro_batches count other than the
 trace's is refused, and simulation.sched_ms "measured" is refused (replay decides nothing).
+A trace that records its data_parallel (ddptrain's) is simulated under it unless CONFIG or
+--set gives training.data_parallel, which a note then names.
 
 examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred
@@ -215,13 +224,17 @@ int calibrate(const Args& args) {
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // before the fit, which takes a while on large traces
   const std::vector<Trace> training = read_training(vm, traces, named);
+  // ZeRO's figures, read (and refused if malformed) before the fit.
+  const auto gathers = allgather_timings(traces);
+  const double update_share = optimizer_update_share(traces);
   const Calibration c = calibrate(traces, options);
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
-  const AllgatherFit allgather = fit_allgather(traces, c, double(base.total_params()) * base.bytes_per_param);
+  const AllgatherFit allgather = fit_allgather(gathers, c, double(base.total_params()) * base.bytes_per_param);
   add_allgather(model, allgather);
-  std::string report = fit_report(c) + allgather_report(allgather);
+  add_update_share(model, update_share);
+  std::string report = fit_report(c) + allgather_report(allgather) + update_share_report(update_share);
   if (!training.empty()) {
     const TrainingFit t = fit_training(training, c);
     add_training(model, t, training);

@@ -100,6 +100,11 @@ struct EngineSetup {
   // groups.
   std::string sharding = "ddp";
   bool shards_optimizer() const { return sharding == "zero1" || sharding == "zero2"; }
+  double optimizer_update_share = 1;  // zero1, zero2: the share of the optimizer a rank steps a G-th of
+  // A rank's optimizer under ZeRO: its update over the G ranks, the rest whole.
+  double shard_opt_ms(double opt_ms) const {
+    return opt_ms * (1 - optimizer_update_share + optimizer_update_share / G);
+  }
   std::vector<ShardUnit> units;
   int shard_group = 0;                // 0: all G
   bool reshard_after_forward = true;  // false: a unit stays gathered from its forward to its backward

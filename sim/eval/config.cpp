@@ -121,9 +121,12 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     c.platform_source = preset_source(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), c.platform);
   if (c.training.sharded()) {  // a rank's fixed memory is then its shard and the units gathered
     resolve_shard_group(c, origin);
-    auto m = std::make_shared<PerfModel>(*c.model);
-    m->mem_m0_mib += sharded_memory_offset_mib(c);
-    c.model = std::move(m);
+    const PerfModel& given = *c.model;
+    if (given.mem_m0_mib > 0 || given.mem_mu_mib > 0 || given.mem_nu_mib > 0) {  // a model without memory keeps none
+      auto m = std::make_shared<PerfModel>(given);
+      m->mem_m0_mib += sharded_memory_offset_mib(c);
+      c.model = std::move(m);
+    }
   }
   if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);

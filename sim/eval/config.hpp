@@ -49,8 +49,8 @@ struct TrainingConfig {
   // The gradients' dtype in the buckets and the allreduce: "model" (its gradient_bytes_per_param:
   // fp32 for a spec-derived model, as autocast DDP keeps them), or fp32 | bf16 | fp16.
   std::string grad_dtype = "model";
-  // ddp: DDP's bucketed allreduce; zero1: that allreduce, the optimizer state sharded and the
-  // parameters all-gathered after the step (PyTorch's ZeroRedundancyOptimizer, ZeRO stage 1);
+  // ddp: DDP's bucketed allreduce; zero1: that allreduce, the optimizer state sharded evenly and
+  // the parameters all-gathered after the step (ZeRO stage 1, DeepSpeed's partition);
   // zero2: the buckets reduce-scattered instead, the gradients sharded too; fsdp: full sharding (ZeRO-3), one unit
   // per transformer block of the model's layout; hybrid: full sharding inside groups of
   // shard_group ranks, replicated across the groups (HSDP) (docs/sharding.md).

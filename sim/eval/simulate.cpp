@@ -183,6 +183,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.comm_slowdown = config.model->comm_slowdown;
   setup.allreduce_slowdown = config.model->allreduce_slowdown;
   setup.allgather_factor = config.model->allgather_factor;
+  setup.optimizer_update_share = config.model->optimizer_update_share;
   setup.mode = config.simulation.mode;
   setup.timeline_from = timeline.first;
   setup.timeline_to = timeline.second;

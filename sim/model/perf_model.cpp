@@ -171,6 +171,7 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.forward = parse_phase(f.raw("forward_ms"), origin + ": forward_ms");
   m.backward = parse_phase(f.raw("backward_ms"), origin + ": backward_ms");
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
+  m.optimizer_update_share = non_negative(f, "optimizer_update_share", 1, 1);
   m.first_use_ms = non_negative(f, "first_use_ms", 0);
   m.precision = read_precision(f, origin);
   // Slow-down factors: one message for every value out of [1, 100], negative or not.

@@ -34,6 +34,9 @@ struct PerfModel {
   std::string source;  // how the figures were obtained, honestly
   PhaseModel forward, backward;
   double optimizer_ms = 0;
+  // The share of optimizer_ms the parameter update takes, the part ZeRO divides over the ranks
+  // (the copy out of DDP's buckets and clearing the gradients stay whole); 1: all of it.
+  double optimizer_update_share = 1;
   // How well a calibrated model's forms predicted shapes they were not fitted to (the worse
   // phase's held-out MAPE, a fraction; 0: not known), and calibrate's warning where that or
   // the rows' R² was poor ("" when sound): every prediction with the model repeats it.

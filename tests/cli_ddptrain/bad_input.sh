@@ -127,7 +127,7 @@ expect_exit 2 "--probe-reserve sizes the batch --bmax probe finds" "$DDPTRAIN" "
 expect_exit 2 "--emulate-link-GBps shapes the allreduce --emulate-ranks models" "$DDPTRAIN" "${tinyrun[@]}" \
   --emulate-link-GBps 5
 expect_exit 2 "--emulate-latency-us shapes the allreduce" "$DDPTRAIN" "${tinyrun[@]}" --emulate-latency-us 5
-expect_exit 2 "--profile-bytes sizes the allreduces a profile of several ranks times" "$DDPTRAIN" \
+expect_exit 2 "--profile-bytes sizes the allreduces and all-gathers a profile of several ranks times" "$DDPTRAIN" \
   --synthetic-lengths sst2 --model tiny --profile --profile-bytes 100
 expect_exit 2 "--global-batch 8 is less than the 16 ranks" "$DDPTRAIN" "${tinyrun[@]}" --global-batch 8 \
   --emulate-ranks 16

@@ -64,6 +64,7 @@ said+="one profiled step after each turn: 6 steps over 4 points in seeded random
 grep -q "${said}no warm-up of its own; allreduce warmup 0, repetitions 2$" "$prof" ||
   fail "the profile alongside lacks its metadata"
 grep -Eq "^# allgather=4096:[0-9.]+,65536:[0-9.]+$" "$prof" || fail "the profile lacks its all-gather times"
+grep -Eq "^# optimizer_update_share=0\.[0-9]+$" "$prof" || fail "the profile lacks the optimizer's update share"
 [[ $(grep -c ',profile,' "$prof") == 12 ]] || fail "two ranks should have timed a grid point after each of 6 turns"
 [[ $(grep -c ',allreduce,' "$prof") -gt 0 ]] || fail "the profile alongside lacks its allreduce profile"
 grep -q '^# ddp_buckets=' "$prof" || fail "the profile alongside does not name DDP's buckets"
