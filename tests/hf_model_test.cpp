@@ -114,6 +114,16 @@ TEST_CASE("a spec may state the interference factors no spec gives, and the mode
   CHECK(m.allreduce_slowdown == 1);
   CHECK(m.source.find("; comm_slowdown 1.15 as the spec gives it") != std::string::npos);
   CHECK(load_perf_model(test::source_path("models/llama-3-8b-h100.json")).comm_slowdown == 1);
+  // ZeRO's measured terms likewise.
+  std::ofstream(dir / "zero.json") << nlohmann::json{
+      {"hf_config", test::source_path("models/hf/gpt2.json")},
+      {"gpu", "h100-sxm"},
+      {"allgather_factor", 1.5},
+      {"optimizer_update_share", 0.8}}.dump();
+  const PerfModel zero = load_perf_model(dir / "zero.json");
+  CHECK(zero.allgather_factor == 1.5);
+  CHECK(zero.optimizer_update_share == 0.8);
+  CHECK(zero.source.find("; optimizer_update_share 0.8 as the spec gives it") != std::string::npos);
 }
 
 TEST_CASE("fused attention drops the quadratic memory term; recomputation keeps layer inputs only") {

@@ -1,6 +1,8 @@
 // The pipeline engine against hand-computed schedules, and SimGrid link sharing by weight.
 #include <doctest/doctest.h>
 
+#include <numeric>
+
 #include <simgrid/s4u.hpp>
 
 #include "common/error.hpp"
@@ -324,6 +326,21 @@ TEST_CASE("model mode: ZeRO-2's reduce-scatter and all-gather move what DDP's al
   // a reduce-scatter and an all-gather, each a phase of one flow per GPU, against one allreduce
   CHECK(zero2[0].flows[sync].transfers == 2 * ddp[0].flows[sync].transfers);
   for (std::size_t s = 0; s < 2; ++s) CHECK(zero2[0].stage_mem_mib[s] < ddp[0].stage_mem_mib[s]);
+}
+
+TEST_CASE("model mode: ZeRO-2 divides the optimizer's update over the groups, and keeps the rest whole") {
+  const auto mean_step = [](double share, const char* dp) {
+    Config c = model_config(std::string(R"({"stages": 2, "micro_batches": 4, "data_parallel": ")") + dp + "\"}");
+    auto m = std::make_shared<PerfModel>(*c.model);
+    REQUIRE(m->optimizer_ms > 0);
+    m->optimizer_update_share = share;
+    c.model = m;
+    const auto steps = simulate_parallel(c)[0].step_times;
+    return std::accumulate(steps.begin(), steps.end(), 0.0) / static_cast<double>(steps.size());
+  };
+  CHECK(mean_step(0, "zero2") > mean_step(1, "zero2"));  // nothing sharded: the whole optimizer on every group
+  CHECK(mean_step(0.5, "zero2") > mean_step(1, "zero2"));
+  CHECK(mean_step(0, "ddp") == mean_step(1, "ddp"));  // DDP steps the whole optimizer either way
 }
 
 TEST_CASE("model mode: compute noise and stragglers by GPU, the same draws for every policy") {

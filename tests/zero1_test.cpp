@@ -1,5 +1,5 @@
 // ZeRO-1 (stage 1, an even partition) against hand-computed steps: DDP's buckets
-// allreduced with DDP's algorithm, a G-th of the optimizer, then the parameters all-gathered;
+// allreduced with DDP's algorithm, a G-th of the optimizer's update, then the parameters all-gathered;
 // full mode against fast mode; memory per ZeRO's stage-1 formula; its keys.
 #include <doctest/doctest.h>
 

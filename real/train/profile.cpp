@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <functional>
 #include <span>
-#include <thread>
 #include <tuple>
 
 #include "common/error.hpp"

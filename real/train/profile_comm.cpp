@@ -2,8 +2,11 @@
 // backward alone against backward beside back-to-back allreduces (interference), and ZeRO-1's
 // all-gather at each size.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/rng.hpp"

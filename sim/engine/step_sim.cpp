@@ -110,7 +110,7 @@ void FastEngine::start_policy() {
 // Steps composed from memoised allreduce times. Exact for this engine's model wherever
 // nothing else shares the links during a collective, which holds because buckets are
 // reduced one after another; what it drops is the per-rank skew inside one collective.
-// ZeRO-1 and ZeRO-2 step a G-th of the optimizer and all-gather the updated parameters once
+// ZeRO-1 and ZeRO-2 step a G-th of the optimizer's update and all-gather the updated parameters once
 // every rank has stepped its shard; ZeRO-2 reduce-scatters the buckets instead.
 void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::function<void(int)>& progress) {
   if (s_.sharding == "fsdp" || s_.sharding == "hybrid") return advance_sharded(pw, out, progress);

@@ -93,7 +93,7 @@ struct ShardUnit {
 
 struct EngineSetup {
   int G = 4;
-  // "ddp": bucketed allreduce (below); "zero1": the same allreduce, a G-th of the optimizer, the
+  // "ddp": bucketed allreduce (below); "zero1": the same allreduce, a G-th of the optimizer's update, the
   // parameters all-gathered after it; "zero2": as zero1 with the buckets reduce-scattered; "fsdp": full sharding over
   // `units`: each unit all-gathered before its forward and its backward, reduce-scattered after its backward; "hybrid":
   // the same inside groups of `shard_group` consecutive ranks, each unit's gradient shard then allreduced across the

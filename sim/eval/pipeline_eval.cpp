@@ -169,7 +169,9 @@ std::vector<StepWork> model_steps(const Config& config, const PolicyRun& run, co
         }
         g.sync_bytes = params[st] * grad_bytes;
         g.gather_bytes = s.data_parallel == "zero2" ? params[st] * grad_bytes : 0;
-        g.opt_s = m.optimizer_ms * fraction[st] * f * 1e-3 / (s.data_parallel == "zero2" ? D : 1);
+        // ZeRO-2: a G-th of the update, the rest of the optimizer whole (PerfModel::optimizer_update_share).
+        const double u = m.optimizer_update_share;
+        g.opt_s = m.optimizer_ms * fraction[st] * f * 1e-3 * (s.data_parallel == "zero2" ? 1 - u + u / D : 1);
       }
     }
     steps.push_back(std::move(work));

@@ -271,7 +271,7 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   // Interference factors no spec gives: the user's own figure (from a profile of another model,
   // say), checked and stated as given.
   std::vector<std::pair<std::string, nlohmann::json>> given;
-  for (const char* key : {"comm_slowdown", "allreduce_slowdown", "allgather_factor"})
+  for (const char* key : {"comm_slowdown", "allreduce_slowdown", "allgather_factor", "optimizer_update_share"})
     if (f.has(key)) given.emplace_back(key, f.raw(key));
   f.reject_unknown({"$comment"});
   const TransformerSpec spec = transformer_from_hf_config(read_json_file(config.string()), config.string());
@@ -286,7 +286,8 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   perf.position_table = spec.position_table;
   for (const auto& [key, factor] : {std::pair{"comm_slowdown", perf.comm_slowdown},
                                     {"allreduce_slowdown", perf.allreduce_slowdown},
-                                    {"allgather_factor", perf.allgather_factor}})
+                                    {"allgather_factor", perf.allgather_factor},
+                                    {"optimizer_update_share", perf.optimizer_update_share}})
     if (factor != 1) {
       std::ostringstream text;
       text << "; " << key << " " << factor << " as the spec gives it";

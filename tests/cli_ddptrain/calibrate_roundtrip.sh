@@ -67,20 +67,21 @@ else
   # (steady-state and all-steps figures alike; awk, since a minimal Debian has no python3).
   # docs/calibration.md's loop as written, with no --set platform: the model's own network is simulated,
   # so the exposed comm wait is not predicted far short of the measured one (the default pcie
-  # platform predicted it 83% short here before models carried their network). Taken against the
-  # compute's own miss, since a run on a VM that happens to go at half its profile's speed misses
-  # every phase alike (one here: forward and backward -50%, the comm wait -67%; usually -17%,
-  # -40%, -40%). Over-predictions are not held to it: when the machine runs backward slower than
-  # its profile (CI's drifted so by 30%), backward hides more of the allreduce and the measured
-  # wait shrinks.
+  # platform predicted it 83% short here before models carried their network). Taken beyond the
+  # compute's own miss where compute too is predicted short, since a run on a VM that happens to
+  # go at half its profile's speed misses every phase alike (one here: forward and backward about
+  # -50%, the comm wait -67%; usually -17%, -40% and -40%). Over-predictions are not held to it:
+  # when the machine runs backward slower than its profile (CI's drifted so by 30%), backward
+  # hides more of the allreduce and the measured wait shrinks.
   errors=$(awk -F': ' '/"forward"/ { phase = "f" } /"backward"/ { phase = "b" } /"comm wait"/ { phase = "c" }
                        /"optimizer"/ { phase = "" }
                        phase && /"error_pct"/ { e[phase] = $2 + 0
-                                                if (phase == "c") printf "%.1f ", e["c"] - (e["f"] + e["b"]) / 2
+                                                compute = (e["f"] + e["b"]) / 2
+                                                if (phase == "c") printf "%.1f ", e["c"] - (compute < 0 ? compute : 0)
                                                 phase = "" }' "$WORK/validation/validation.json")
   [[ -n $errors ]] || fail "validation.json has no comm wait error to check"
   for e in $errors; do
-    if awk -v e="$e" 'BEGIN { exit !(e < -45) }'; then
+    if awk -v e="$e" 'BEGIN { exit !(e < -50) }'; then
       fail "the comm wait is predicted far short of the measured, beyond the compute's miss: $errors pp"
       break
     fi
