@@ -8,36 +8,17 @@
 #include <fstream>
 #include <set>
 
-#include "alpha_beta.hpp"
 #include "calib/zero_fit.hpp"
 #include "cli/run_report.hpp"
 #include "common/error.hpp"
 #include "engine/step_sim.hpp"
 #include "eval/config.hpp"
 #include "model/perf_model.hpp"
+#include "zero_steps.hpp"
 
 using namespace ddpsim;
 
 namespace {
-
-// 4 ranks on the α–β platform; two buckets, ready halfway through backward and at its end.
-EngineSetup setup(const std::string& sharding, bool overlap) {
-  EngineSetup s = test::alpha_beta_setup(4);
-  s.sharding = sharding;
-  s.overlap = overlap;
-  s.buckets = {{40e6, 0.5}, {60e6, 1.0}};
-  return s;
-}
-
-double ring_ms(double bytes, int passes) {
-  return test::ring_ms(4, bytes, passes);
-}
-
-RankTiming one_step(const EngineSetup& s, const RankWork& w) {
-  const auto timing = test::one_step(s, std::vector<RankWork>(4, w));
-  for (const RankTiming& t : timing) CHECK(t.step_ms == doctest::Approx(timing[0].step_ms));
-  return timing[0];
-}
 
 Config config(const nlohmann::json& training, const nlohmann::json& simulation = nlohmann::json::object()) {
   return parse_config(nlohmann::json{{"model", "h100-distilbert"}, {"training", training}, {"simulation", simulation}},
@@ -47,15 +28,16 @@ Config config(const nlohmann::json& training, const nlohmann::json& simulation =
 }  // namespace
 
 TEST_CASE("ZeRO-1 allreduces DDP's buckets as DDP does") {
-  const FastEngine zero1(setup("zero1", true));
-  CHECK(zero1.allreduce_ms().at(40e6) == doctest::Approx(ring_ms(40e6, 2)).epsilon(1e-9));
-  CHECK(zero1.allreduce_ms().at(60e6) == doctest::Approx(ring_ms(60e6, 2)).epsilon(1e-9));
+  const FastEngine zero1(test::zero_setup("zero1", true));
+  CHECK(zero1.allreduce_ms().at(40e6) == doctest::Approx(test::ring4_ms(40e6, 2)).epsilon(1e-9));
+  CHECK(zero1.allreduce_ms().at(60e6) == doctest::Approx(test::ring4_ms(60e6, 2)).epsilon(1e-9));
 }
 
 TEST_CASE("without overlap: backward, the allreduces, a quarter of the optimizer, the parameters' gather") {
   const RankWork w{0, 30, 60, 8};
-  const RankTiming t = one_step(setup("zero1", false), w);
-  const double expected = 30 + 60 + ring_ms(40e6, 2) + ring_ms(60e6, 2) + 8.0 / 4 + ring_ms(100e6, 1);
+  const RankTiming t = test::alike_step(test::zero_setup("zero1", false), w);
+  const double expected =
+      30 + 60 + test::ring4_ms(40e6, 2) + test::ring4_ms(60e6, 2) + 8.0 / 4 + test::ring4_ms(100e6, 1);
   CHECK(t.step_ms == doctest::Approx(expected).epsilon(1e-12));
   CHECK(t.opt_ms == doctest::Approx(2.0));
   CHECK(t.comm_wait_ms == doctest::Approx(expected - 30 - 60 - 2));
@@ -64,14 +46,15 @@ TEST_CASE("without overlap: backward, the allreduces, a quarter of the optimizer
 TEST_CASE("with gradient accumulation ZeRO-1 reduces once, after the last micro-batch, as DDP does") {
   RankWork tiny{0, 1e-6, 1e-6, 8};
   tiny.earlier = {{1e-6, 1e-6}, {1e-6, 1e-6}};
-  CHECK(one_step(setup("zero1", false), tiny).step_ms ==
-        doctest::Approx(ring_ms(40e6, 2) + ring_ms(60e6, 2) + 2 + ring_ms(100e6, 1)).epsilon(1e-6));
+  CHECK(
+      test::alike_step(test::zero_setup("zero1", false), tiny).step_ms ==
+      doctest::Approx(test::ring4_ms(40e6, 2) + test::ring4_ms(60e6, 2) + 2 + test::ring4_ms(100e6, 1)).epsilon(1e-6));
 }
 
 TEST_CASE("ZeRO-1 in full mode gives fast mode's steps, and names the same spans") {
   for (const bool overlap : {true, false}) {
     CAPTURE(overlap);
-    EngineSetup s = setup("zero1", overlap);
+    EngineSetup s = test::zero_setup("zero1", overlap);
     s.timeline_from = 0, s.timeline_to = 2;
     std::vector<RankWork> work;
     for (int g = 0; g < 4; ++g) work.push_back({0, 20.0 + 5 * g, 40.0 + 7 * g, 8});
@@ -122,31 +105,34 @@ TEST_CASE("ZeRO-1 keeps DDP's allreduce algorithm and accumulation, and refuses 
 
 TEST_CASE("allgather_factor stretches ZeRO's parameter all-gather alone, in fast and in full mode") {
   const RankWork w{0, 30, 60, 8};
-  EngineSetup s = setup("zero1", false);
+  EngineSetup s = test::zero_setup("zero1", false);
   s.allgather_factor = 2.5;
-  const double ring = ring_ms(40e6, 2) + ring_ms(60e6, 2);
-  CHECK(one_step(s, w).step_ms == doctest::Approx(30 + 60 + ring + 2 + 2.5 * ring_ms(100e6, 1)).epsilon(1e-12));
+  const double ring = test::ring4_ms(40e6, 2) + test::ring4_ms(60e6, 2);
+  CHECK(test::alike_step(s, w).step_ms ==
+        doctest::Approx(30 + 60 + ring + 2 + 2.5 * test::ring4_ms(100e6, 1)).epsilon(1e-12));
   s.sharding = "zero2";
-  CHECK(one_step(s, w).step_ms ==
-        doctest::Approx(30 + 60 + ring_ms(40e6, 1) + ring_ms(60e6, 1) + 2 + 2.5 * ring_ms(100e6, 1)).epsilon(1e-12));
+  CHECK(test::alike_step(s, w).step_ms == doctest::Approx(30 + 60 + test::ring4_ms(40e6, 1) + test::ring4_ms(60e6, 1) +
+                                                          2 + 2.5 * test::ring4_ms(100e6, 1))
+                                              .epsilon(1e-12));
   s.mode = "full";
   const auto full_step = [&] {
     return simulate_steps(s, {PolicyWork{1, false, std::vector<RankWork>(4, w)}}).policies[0].timing[0].step_ms;
   };
-  CHECK(full_step() ==
-        doctest::Approx(30 + 60 + ring_ms(40e6, 1) + ring_ms(60e6, 1) + 2 + 2.5 * ring_ms(100e6, 1)).epsilon(1e-9));
+  CHECK(full_step() == doctest::Approx(30 + 60 + test::ring4_ms(40e6, 1) + test::ring4_ms(60e6, 1) + 2 +
+                                       2.5 * test::ring4_ms(100e6, 1))
+                           .epsilon(1e-9));
   s.sharding = "ddp";  // DDP gathers nothing
   CHECK(full_step() == doctest::Approx(30 + 60 + ring + 8).epsilon(1e-9));
 }
 
 TEST_CASE("optimizer_update_share: a rank steps a G-th of the update and all of the rest, in either mode") {
   const RankWork w{0, 30, 60, 8};
-  EngineSetup s = setup("zero1", false);
+  EngineSetup s = test::zero_setup("zero1", false);
   s.optimizer_update_share = 0.6;
-  const double opt = 8 * (0.4 + 0.6 / 4), ring = ring_ms(40e6, 2) + ring_ms(60e6, 2);
-  const RankTiming fast = one_step(s, w);
+  const double opt = 8 * (0.4 + 0.6 / 4), ring = test::ring4_ms(40e6, 2) + test::ring4_ms(60e6, 2);
+  const RankTiming fast = test::alike_step(s, w);
   CHECK(fast.opt_ms == doctest::Approx(opt));
-  CHECK(fast.step_ms == doctest::Approx(30 + 60 + ring + opt + ring_ms(100e6, 1)).epsilon(1e-12));
+  CHECK(fast.step_ms == doctest::Approx(30 + 60 + ring + opt + test::ring4_ms(100e6, 1)).epsilon(1e-12));
   s.mode = "full";
   const auto full = simulate_steps(s, {PolicyWork{1, false, std::vector<RankWork>(4, w)}}).policies[0].timing[0];
   CHECK(full.opt_ms == doctest::Approx(opt));

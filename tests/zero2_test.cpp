@@ -5,79 +5,56 @@
 
 #include <algorithm>
 
-#include "alpha_beta.hpp"
 #include "common/error.hpp"
 #include "eval/config.hpp"
 #include "eval/sharding.hpp"
 #include "model/perf_model.hpp"
+#include "zero_steps.hpp"
 
 using namespace ddpsim;
 
-namespace {
-
-// 4 ranks on the α–β platform; two buckets, ready halfway through backward and at its end.
-EngineSetup setup(const std::string& sharding, bool overlap) {
-  EngineSetup s = test::alpha_beta_setup(4);
-  s.sharding = sharding;
-  s.overlap = overlap;
-  s.buckets = {{40e6, 0.5}, {60e6, 1.0}};
-  return s;
-}
-
-// A 4-rank ring: one pass (all-gather, reduce-scatter) or two (allreduce).
-double ring_ms(double bytes, int passes) {
-  return test::ring_ms(4, bytes, passes);
-}
-
-// One step of four ranks alike, which end it together.
-RankTiming one_step(const EngineSetup& s, const RankWork& w) {
-  const auto timing = test::one_step(s, std::vector<RankWork>(4, w));
-  for (const RankTiming& t : timing) CHECK(t.step_ms == doctest::Approx(timing[0].step_ms));
-  return timing[0];
-}
-
-}  // namespace
-
 TEST_CASE("ZeRO-2 reduce-scatters DDP's buckets in half an allreduce's time") {
-  const FastEngine ddp(setup("ddp", true)), zero2(setup("zero2", true));
-  CHECK(ddp.allreduce_ms().at(40e6) == doctest::Approx(ring_ms(40e6, 2)).epsilon(1e-9));
-  CHECK(zero2.allreduce_ms().at(40e6) == doctest::Approx(ring_ms(40e6, 1)).epsilon(1e-9));
-  CHECK(zero2.allreduce_ms().at(60e6) == doctest::Approx(ring_ms(60e6, 1)).epsilon(1e-9));
+  const FastEngine ddp(test::zero_setup("ddp", true)), zero2(test::zero_setup("zero2", true));
+  CHECK(ddp.allreduce_ms().at(40e6) == doctest::Approx(test::ring4_ms(40e6, 2)).epsilon(1e-9));
+  CHECK(zero2.allreduce_ms().at(40e6) == doctest::Approx(test::ring4_ms(40e6, 1)).epsilon(1e-9));
+  CHECK(zero2.allreduce_ms().at(60e6) == doctest::Approx(test::ring4_ms(60e6, 1)).epsilon(1e-9));
 }
 
 TEST_CASE("without overlap: backward, the reduce-scatters, a quarter of the optimizer, the parameters' gather") {
   const RankWork w{0, 30, 60, 8};
-  const RankTiming t = one_step(setup("zero2", false), w);
-  const double expected = 30 + 60 + ring_ms(40e6, 1) + ring_ms(60e6, 1) + 8.0 / 4 + ring_ms(100e6, 1);
+  const RankTiming t = test::alike_step(test::zero_setup("zero2", false), w);
+  const double expected =
+      30 + 60 + test::ring4_ms(40e6, 1) + test::ring4_ms(60e6, 1) + 8.0 / 4 + test::ring4_ms(100e6, 1);
   CHECK(t.step_ms == doctest::Approx(expected).epsilon(1e-12));
   CHECK(t.opt_ms == doctest::Approx(2.0));
   CHECK(t.comm_wait_ms == doctest::Approx(expected - 30 - 60 - 2));
   // DDP's step on the same work: the allreduces and the whole optimizer.
-  const RankTiming d = one_step(setup("ddp", false), w);
-  CHECK(d.step_ms == doctest::Approx(30 + 60 + ring_ms(40e6, 2) + ring_ms(60e6, 2) + 8).epsilon(1e-12));
+  const RankTiming d = test::alike_step(test::zero_setup("ddp", false), w);
+  CHECK(d.step_ms == doctest::Approx(30 + 60 + test::ring4_ms(40e6, 2) + test::ring4_ms(60e6, 2) + 8).epsilon(1e-12));
 }
 
 TEST_CASE("with overlap, compute-bound: the first bucket hides behind backward, the last does not") {
   const RankWork w{0, 300, 600, 8};
-  const RankTiming t = one_step(setup("zero2", true), w);
-  CHECK(t.step_ms == doctest::Approx(300 + 600 + ring_ms(60e6, 1) + 2 + ring_ms(100e6, 1)).epsilon(1e-12));
+  const RankTiming t = test::alike_step(test::zero_setup("zero2", true), w);
+  CHECK(t.step_ms ==
+        doctest::Approx(300 + 600 + test::ring4_ms(60e6, 1) + 2 + test::ring4_ms(100e6, 1)).epsilon(1e-12));
 }
 
 TEST_CASE("with gradient accumulation every micro-batch reduce-scatters its buckets, beside the next one's compute") {
   RankWork w{0, 300, 600, 8};
   w.earlier = {{300, 600}};
   // Compute-bound: the first micro-batch's last bucket hides behind the second's forward.
-  CHECK(one_step(setup("zero2", true), w).step_ms ==
-        doctest::Approx(2 * (300 + 600) + ring_ms(60e6, 1) + 2 + ring_ms(100e6, 1)).epsilon(1e-12));
+  CHECK(test::alike_step(test::zero_setup("zero2", true), w).step_ms ==
+        doctest::Approx(2 * (300 + 600) + test::ring4_ms(60e6, 1) + 2 + test::ring4_ms(100e6, 1)).epsilon(1e-12));
   // Communication-bound: both micro-batches' reduce-scatters in a row; DDP reduces once.
   RankWork tiny{0, 1e-6, 1e-6, 8};
   tiny.earlier = {{1e-6, 1e-6}};
-  const double buckets = ring_ms(40e6, 1) + ring_ms(60e6, 1);
-  CHECK(one_step(setup("zero2", false), tiny).step_ms ==
-        doctest::Approx(2 * buckets + 2 + ring_ms(100e6, 1)).epsilon(1e-6));
-  CHECK(one_step(setup("ddp", false), tiny).step_ms ==
-        doctest::Approx(ring_ms(40e6, 2) + ring_ms(60e6, 2) + 8).epsilon(1e-6));
-  const RankTiming t = one_step(setup("zero2", true), w);
+  const double buckets = test::ring4_ms(40e6, 1) + test::ring4_ms(60e6, 1);
+  CHECK(test::alike_step(test::zero_setup("zero2", false), tiny).step_ms ==
+        doctest::Approx(2 * buckets + 2 + test::ring4_ms(100e6, 1)).epsilon(1e-6));
+  CHECK(test::alike_step(test::zero_setup("ddp", false), tiny).step_ms ==
+        doctest::Approx(test::ring4_ms(40e6, 2) + test::ring4_ms(60e6, 2) + 8).epsilon(1e-6));
+  const RankTiming t = test::alike_step(test::zero_setup("zero2", true), w);
   CHECK(t.fwd_ms == doctest::Approx(600));
   CHECK(t.bwd_ms == doctest::Approx(1200));
 }
