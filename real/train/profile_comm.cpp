@@ -19,6 +19,19 @@
 
 namespace ddptrain {
 
+std::function<double()> Trainer::settled_collective(const ProfileOptions& p, std::function<void()> collective) {
+  auto once = [this, collective = std::move(collective)] {
+    comm_->barrier();
+    StepTimer timer(device_);
+    timer.mark(0);
+    collective();
+    timer.mark(1);
+    return timer.ms(0, 1);
+  };
+  warm_up(once, p.warmup, p.max_warmup, [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; });
+  return once;
+}
+
 std::vector<ddpsim::RankStep> Trainer::profile_communication(const ProfileOptions& p) {
   std::vector<ddpsim::RankStep> rows;
   int timed = 0;
@@ -26,15 +39,7 @@ std::vector<ddpsim::RankStep> Trainer::profile_communication(const ProfileOption
   ddpsim::Rng(opt_.seed).shuffle(std::span(sizes));  // every rank the same order: they share the seed
   for (int size : sizes) {
     auto buffer = torch::ones({std::max(1, size / 4)}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
-    auto once = [&] {
-      comm_->barrier();
-      StepTimer timer(device_);
-      timer.mark(0);
-      comm_->allreduce_sum(buffer)->wait();
-      timer.mark(1);
-      return timer.ms(0, 1);
-    };
-    warm_up(once, p.warmup, p.max_warmup, [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; });
+    const auto once = settled_collective(p, [&] { comm_->allreduce_sum(buffer)->wait(); });
     std::vector<double> times;
     for (int r = 0; r < p.reps; ++r) {
       ddpsim::RankStep row;
@@ -60,15 +65,7 @@ std::string Trainer::profile_allgather(const ProfileOptions& p) {
     const std::int64_t per_rank = std::max<std::int64_t>(1, size / 4 / G_);
     const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
     const torch::Tensor slice = torch::ones({per_rank}, options), into = torch::empty({per_rank * G_}, options);
-    auto once = [&] {
-      comm_->barrier();
-      StepTimer timer(device_);
-      timer.mark(0);
-      into.copy_(allgather_slices(*comm_, slice, per_rank));
-      timer.mark(1);
-      return timer.ms(0, 1);
-    };
-    warm_up(once, p.warmup, p.max_warmup, [&](bool settled) { return agree_max(settled ? 0 : 1) == 0; });
+    const auto once = settled_collective(p, [&] { into.copy_(allgather_slices(*comm_, slice, per_rank)); });
     std::vector<double> times;
     for (int r = 0; r < p.reps; ++r) times.push_back(once());
     // This rank's median, as the allreduce rows are this rank's (each timing starts at a barrier).

@@ -172,6 +172,9 @@ class Trainer {
   std::vector<ddpsim::RankStep> every_rank(const std::vector<ddpsim::RankStep>& mine);
   std::vector<ddpsim::RankStep> profile_communication(const ProfileOptions& options);
   std::string profile_allgather(const ProfileOptions& options);
+  // `collective` timed from a barrier of every rank, warmed up until every rank's timing settles:
+  // the function that times one more run.
+  std::function<double()> settled_collective(const ProfileOptions& options, std::function<void()> collective);
   // The options checked and their auto lists filled; DDP's reduction off; the (b, L) grid in a
   // seeded random order.
   std::vector<std::pair<int, int>> begin_profile(ProfileOptions& options);
