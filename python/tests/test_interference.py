@@ -53,7 +53,7 @@ class Interference(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             common.spawn(profile_worker, G, out, pin=True)
             text, rows = read(os.path.join(out, "with.csv"))
-            self.assertIn("; on 2 ranks at once; then allreduce and interference\n", text)
+            self.assertIn("; on 2 ranks at once; then allreduce, interference and all-gather\n", text)
             self.assertIn(f"# ddp_buckets={BUCKET}\n", text)
             comm = [r for r in rows if r["policy"] == "allreduce"]
             self.assertEqual([int(r["step"]) for r in comm], list(range(len(comm))))
@@ -92,7 +92,7 @@ class Interference(unittest.TestCase):
                   f"{model['allreduce_slowdown']:.4f}")
 
             text, rows = read(os.path.join(out, "without.csv"))
-            self.assertIn("; on 2 ranks at once; then allreduce\n", text)
+            self.assertIn("; on 2 ranks at once; then allreduce and all-gather\n", text)
             self.assertNotIn("concurrent_allreduce_bytes", text)
             self.assertTrue(all(r["bwd_ms"] == "" for r in rows if r["policy"] == "allreduce"))
             report = common.run([ddpsim_cli, "calibrate", os.path.join(out, "without.csv"), "--base",

@@ -7,8 +7,11 @@ buckets fill under ``no_sync`` but are never reduced: communication is left out)
 allreduce is timed over a ladder of sizes and DDP's own bucket sizes (rows of policy
 "allreduce"), from which ``ddpsim calibrate`` fits the network, and then, unless
 ``interference=False``, backward beside allreduces both ways (:mod:`ddpsim.torch.interference`,
-rows of the same run), from which it fits comm_slowdown and allreduce_slowdown. One rank has no
-allreduce to time. ``write_layout`` gives calibrate the model's gradient buckets (``--base``).
+rows of the same run), from which it fits comm_slowdown and allreduce_slowdown, and ZeRO-1's
+all-gather at those sizes and the model's own (the ``allgather`` line, for allgather_factor).
+Each step's ``optimizer.step()`` is timed apart from ``zero_grad()``: its median share is the
+``optimizer_update_share`` line, the part of the optimizer time ZeRO shards. One rank has no
+collective to time. ``write_layout`` gives calibrate the model's gradient buckets (``--base``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 import ddpsim
+from ddpsim.torch.collectives import allgather_timings, allreduce_rows, settle
 from ddpsim.torch.interference import bucket_bytes, interference_rows
 from ddpsim.torch.tracer import StepTracer, _Clock, grad_dtype
 
@@ -69,25 +73,6 @@ def _points(points, batches, lengths) -> list:
     return grid
 
 
-def _settle(once: Callable[[], float], fixed: Optional[int], cap: int, agree: Callable[[bool], bool]) -> int:
-    """ddptrain's warm-up: runs until the median of the last 3 times is within 5% of the 3
-    before (at least 6 runs, at most ``cap``), or ``fixed`` runs; returns how many ran."""
-    if fixed is not None:
-        for _ in range(fixed):
-            once()
-        return fixed
-    times: list[float] = []
-    while len(times) < cap:
-        times.append(once())
-        settled = False
-        if len(times) >= 6:
-            recent, before = statistics.median(times[-3:]), statistics.median(times[-6:-3])
-            settled = abs(recent - before) <= 0.05 * recent
-        if agree(settled):
-            break
-    return len(times)
-
-
 class Profiler:
     """The profile of :func:`profile`, a step at a time: :meth:`step` times the grid's next
     point, in passes over it, each pass in a fresh seeded order, so that it can run between the
@@ -116,6 +101,11 @@ class Profiler:
         seed = _whole("seed", seed, 0)
         if interference_batch is not None:
             interference_batch = _whole("interference_batch", interference_batch, 1)
+        if _shards_itself(optimizer):
+            raise ddpsim.UsageError(f"optimizer: a {type(optimizer).__name__} steps only this rank's shard; profile "
+                                    "the plain optimizer it wraps (calibrate reads the whole model's optimizer time, "
+                                    "which ddpsim shards under data_parallel zero1, with the all-gather profiled "
+                                    "here)")
         if device is None and not any(True for _ in model.parameters()):
             raise ddpsim.UsageError("model: it has no parameters, so there is nothing to train or to take the device "
                                     "from (profile a model with parameters)")
@@ -133,6 +123,7 @@ class Profiler:
         self.grid = grid
         self._queue: list = []
         self._passes = 0
+        self._update_shares: list[float] = []  # optimizer.step()'s share of the optimizer time, a step each
         self.tracer = StepTracer(path, policy="profile", world_size=self.G, rank=self.rank, device=self.device,
                                  model=model_name, seed=seed, precision=precision,
                                  metadata={"allreduce": "not in the steps (DDP's buckets fill under no_sync); timed "
@@ -165,12 +156,17 @@ class Profiler:
                 loss.backward()
                 marks.append(clock.mark())
                 self.optimizer.step()
+                stepped = clock.mark()
                 self.optimizer.zero_grad()
                 marks.append(clock.mark())
             if s is not None:
                 for name, a, z in zip(("fwd", "bwd", "opt"), marks, marks[1:]):
                     s.phases.append((name, a, z, None))
                 s.loss = loss
+                # The update is what ZeRO shards; clearing the gradients stays whole-model work.
+                whole = clock.ms(marks[2], marks[3])
+                if whole > 0:
+                    self._update_shares.append(clock.ms(marks[2], stepped) / whole)
         return clock.ms(start, clock.mark())
 
     def step(self) -> None:
@@ -191,7 +187,7 @@ class Profiler:
         if what is None:
             what = (f"alongside training, one profiled step at a time: {timed} steps over {len(self.grid)} points in "
                     f"seeded random orders, no warm-up of their own")
-        then = "allreduce and interference" if self.interference else "allreduce"
+        then = "allreduce, interference and all-gather" if self.interference else "allreduce and all-gather"
         self.tracer._meta.append(("profile", what + (f"; on {self.G} ranks at once; then {then}"
                                                      if self.distributed else "")))
         rows = self.tracer.rows()
@@ -201,15 +197,21 @@ class Profiler:
         comm = []
         if self.distributed:
             sizes = sorted(set(self.allreduce_bytes) | set(buckets))
-            comm = _allreduce_rows(sizes, self.reps, self.warmup, self.max_warmup, self.seed, self.device, self.agree)
+            comm = allreduce_rows(sizes, self.reps, self.warmup, self.max_warmup, self.seed, self.device, self.agree)
             if self.interference:
                 comm += self._interference(buckets, len(comm))
+            parameter_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+            self.tracer._meta.append(("allgather", allgather_timings(
+                sorted(set(self.allreduce_bytes) | {parameter_bytes}), self.reps, self.warmup, self.max_warmup,
+                self.device, self.agree)))
             gathered: list = [None] * self.G
             dist.all_gather_object(gathered, rows)
         else:
             gathered = [rows]
         if self.rank != 0:
             return
+        if self._update_shares:
+            self.tracer._meta.append(("optimizer_update_share", f"{statistics.median(self._update_shares):.4f}"))
         everyone = [dict(gathered[g][i], rank=g) for i in range(len(rows)) for g in range(self.G)]
         runs = [("profile", self.G, everyone)] + ([("allreduce", 1, comm)] if comm else [])
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -278,7 +280,7 @@ def profile(
     start = time.monotonic()
     for n, (b, L) in enumerate(points):
         batch = make_batch(b, L)
-        warmups += _settle(lambda: p.time(b, L, batch, record=False), warmup, max_warmup, p.agree)
+        warmups += settle(lambda: p.time(b, L, batch, record=False), warmup, max_warmup, p.agree)
         for _ in range(reps):
             p.time(b, L, batch, record=True)
         spent = time.monotonic() - start
@@ -286,6 +288,15 @@ def profile(
         log(f"profile: b={b} L={L} ({n + 1}/{len(points)}), {spent:.0f} s, about {left:.0f} s left")
     p.close(f"warmup {'auto' if warmup is None else warmup} ({warmups} runs in all), repetitions {reps}, "
             f"{len(points)} points in a seeded random order")
+
+
+def _shards_itself(optimizer) -> bool:
+    """PyTorch's ZeroRedundancyOptimizer, whose step() is a shard's update and the gather."""
+    try:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+    except ImportError:  # a torch built without distributed
+        return False
+    return isinstance(optimizer, ZeroRedundancyOptimizer)
 
 
 def _whole(name: str, value: Any, minimum: int) -> int:
@@ -301,29 +312,6 @@ def _ddp_bucket_bytes(model: torch.nn.Module) -> list[int]:
     logging_data = getattr(model, "_get_ddp_logging_data", None)
     text = str(logging_data().get("bucket_sizes", "")) if logging_data else ""
     return [int(b) for b in text.split(",") if b.strip().isdigit() and int(b) > 0]
-
-
-def _allreduce_rows(sizes, reps, warmup, max_warmup, seed, device, agree) -> list[dict]:
-    """Allreduces of each size (in a seeded order), timed on every rank at once: rank 0's rows."""
-    clock = _Clock(device)
-    order = list(sizes)
-    random.Random(seed).shuffle(order)
-    rows = []
-    for size in order:
-        buffer = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
-
-        def once() -> float:
-            dist.barrier()
-            start = clock.mark()
-            dist.all_reduce(buffer)
-            return clock.ms(start, clock.mark())
-
-        _settle(once, warmup, max_warmup, agree)
-        for _ in range(reps):
-            t = once()
-            rows.append(dict(step=len(rows), rank=0, batch_size=0, max_len=0, real_tokens=0, padded_tokens=0,
-                             loss_weight=0.0, allreduce_bytes=float(buffer.numel() * 4), allreduce_ms=t, step_ms=t))
-    return rows
 
 
 def write_layout(model: torch.nn.Module, path: str, name: str = "layout") -> None:

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""ZeRO-1 as PyTorch users run it, measured for ddpsim: a small Llama-like decoder
+(ddpsim.torch.decoder) trained over torch.distributed with DDP and either AdamW or PyTorch's
+ZeroRedundancyOptimizer around it, every step traced by ddpsim.torch.StepTracer; and its profile
+through ddpsim.torch.profile(), from which `ddpsim calibrate` fits the model (the all-gather and
+the optimizer update's share included) that predicts the runs before they are made.
+
+    PYTHONPATH=build/release/python python3 scripts/zero1_pytorch.py profile --out P
+    PYTHONPATH=build/release/python python3 scripts/zero1_pytorch.py train --optimizer zero1 --out P/runs
+
+Each rank runs on one core of its own (pinned, one thread), as ddptrain's ranks do. Sample
+lengths are SST-2's as the BERT WordPiece tokenizer counts them (`ddpsim lengths`' histogram,
+every sample once, in a seeded order); token ids are random (a timing, not a language model).
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ddpsim
+from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout
+from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# About 18.6 M parameters: a CPU core steps it in a fraction of a second, and its untied
+# embedding and head, each 42% of them, fall to different ranks under the greedy partition
+# of ZeroRedundancyOptimizer, so that its two shards are near even (ddpsim's are exactly).
+CONFIG = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 30522, "tie_word_embeddings": False,
+          "max_position_embeddings": 512}
+NAME = "llama-18m"
+
+
+def integers(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("mode", choices=("profile", "train"), help="profile the model, or train it traced")
+    p.add_argument("--out", required=True, help="folder: layout.json and profile.csv, or POLICY/steps.csv a policy")
+    p.add_argument("--nproc", type=int, default=2, help="ranks, one core each (default 2)")
+    p.add_argument("--lengths", default=os.path.join(SOURCE, "traces", "sst2-train-lengths.json"),
+                   help="a `ddpsim lengths` histogram (default SST-2's training sentences)")
+    p.add_argument("--max-length", type=int, default=128, help="truncation length in tokens (default 128)")
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed (train) or the profile's order (profile)")
+    p.add_argument("--optimizer", choices=("adamw", "zero1"), default="adamw",
+                   help="train: AdamW on every rank (DDP), or ZeroRedundancyOptimizer over AdamW (ZeRO-1)")
+    p.add_argument("--policies", default="static,sorted", help="train: batch policies, trained in turn")
+    p.add_argument("--global-batch", type=int, default=24, help="train: samples a step over all ranks")
+    p.add_argument("--steps", type=int, default=150, help="train: steps a policy")
+    p.add_argument("--batches", default="1,2,3,4,6,8,12,16", help="profile: a rank's batch sizes")
+    p.add_argument("--profile-lengths", default="8,12,16,24,32,48,66", help="profile: padded lengths")
+    p.add_argument("--reps", type=int, default=5, help="profile: timed repetitions a point")
+    a = p.parse_args()
+    cores = len(os.sched_getaffinity(0))
+    if not 1 <= a.nproc <= cores:
+        p.error(f"--nproc {a.nproc}: from 1 to this machine's {cores} cores (a rank a core)")
+    if a.global_batch < a.nproc or a.steps < 1 or a.reps < 1:
+        p.error("--global-batch must be at least --nproc, --steps and --reps at least 1")
+    if not os.path.isfile(a.lengths):
+        p.error(f"--lengths {a.lengths}: no such file (write one with `ddpsim lengths TSV --vocab V --out HIST.json`)")
+    return a
+
+
+def sample_lengths(path, max_length, seed=0):
+    """Every sample of the histogram once, truncated to max_length, in a seeded order."""
+    with open(path) as f:
+        counts = json.load(f)["counts"]
+    lengths = [min(int(n), max_length) for n, k in counts for _ in range(int(k))]
+    random.Random(seed).shuffle(lengths)
+    return lengths
+
+
+def make_batch(lengths, indices):
+    """Random token ids (a sample's fixed by its index), padded to the longest, and the mask."""
+    L = max(lengths[i] for i in indices)
+    ids = torch.zeros(len(indices), L, dtype=torch.long)
+    mask = torch.zeros(len(indices), L, dtype=torch.bool)
+    for row, i in enumerate(indices):
+        n = lengths[i]
+        ids[row, :n] = torch.randint(1, CONFIG["vocab_size"], (n,), generator=torch.Generator().manual_seed(i))
+        mask[row, :n] = True
+    return ids, mask
+
+
+def loss_fn(model, batch):
+    ids, mask = batch
+    return causal_lm_loss(model(ids), ids, mask)
+
+
+def fresh_model():
+    torch.manual_seed(0)
+    return DDP(decoder_from_config(CONFIG))
+
+
+def run_profile(rank, a):
+    model = fresh_model()
+    if rank == 0:
+        write_layout(model, os.path.join(a.out, "layout.json"), name=NAME)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    profile(model, optimizer, lambda b, L: make_batch([L] * b, range(b)), loss_fn,
+            os.path.join(a.out, "profile.csv"), batches=integers(a.batches), lengths=integers(a.profile_lengths),
+            reps=a.reps, seed=a.seed, model_name=NAME, allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20])
+
+
+def optimizer_for(model, kind):
+    if kind == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-4)
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-4,
+                                   parameters_as_bucket_view=True)
+
+
+def run_policy(rank, a, lengths, policy):
+    model = fresh_model()
+    optimizer = optimizer_for(model, a.optimizer)
+    sampler = BalancedBatchSampler(lengths, global_batch=a.global_batch, policy=policy, seed=a.seed,
+                                   max_length=a.max_length)
+    meta = {"data_parallel": "zero1" if a.optimizer == "zero1" else "ddp",
+            "optimizer": ("ZeroRedundancyOptimizer over AdamW, parameters as a bucket view" if a.optimizer == "zero1"
+                          else "AdamW"),
+            "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids"}
+    start = time.monotonic()
+    with StepTracer(os.path.join(a.out, sampler.policy, "steps.csv"), policy=sampler.policy,
+                    global_batch=a.global_batch, model=NAME, seed=a.seed, metadata=meta) as tracer:
+        tracer.attach(model)
+        for step, indices in enumerate(sampler):
+            if step == a.steps:
+                break
+            batch = make_batch(lengths, indices)
+            with tracer.step(**sampler.shape(step)) as s:
+                with s.phase("fwd"):
+                    loss = loss_fn(model, batch)
+                with s.phase("bwd"):
+                    sampler.scale_loss(loss, step).backward()
+                with s.phase("opt"):
+                    optimizer.step()
+                    optimizer.zero_grad()
+                s.loss = loss
+            if rank == 0 and (step + 1) % 50 == 0:
+                print(f"{sampler.policy}: step {step + 1}/{a.steps}, {time.monotonic() - start:.0f} s", flush=True)
+
+
+def worker(rank, a, init):
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[rank]})
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=a.nproc)
+    try:
+        if a.mode == "profile":
+            run_profile(rank, a)
+        else:
+            lengths = sample_lengths(a.lengths, a.max_length)
+            for policy in a.policies.split(","):
+                run_policy(rank, a, lengths, policy)
+    finally:
+        dist.destroy_process_group()
+
+
+def main():
+    a = parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(a, "file://" + os.path.join(tmp, "rendezvous")), nprocs=a.nproc, join=True)
+    print(f"wrote {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ddpsim.UsageError as e:
+        sys.exit(f"zero1_pytorch.py: {e}")
