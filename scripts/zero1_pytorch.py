@@ -30,13 +30,13 @@ from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# About 18.6 M parameters: a CPU core steps it in a fraction of a second, and its untied
-# embedding and head, each 42% of them, fall to different ranks under the greedy partition
-# of ZeroRedundancyOptimizer, so that its two shards are near even (ddpsim's are exactly).
+# 18.5 M parameters, which a CPU core steps in a fraction of a second. Untied, the embedding and
+# the head (42% of them each) fall to different ranks under ZeroRedundancyOptimizer's partition
+# by whole parameters, whose two shards are then near even; tied (--tie-embeddings, 10.7 M), the
+# embedding's rank holds 73% of them.
 CONFIG = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
           "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 30522, "tie_word_embeddings": False,
           "max_position_embeddings": 512}
-NAME = "llama-18m"
 
 
 def integers(text):
@@ -61,7 +61,10 @@ def parse_args():
     p.add_argument("--batches", default="1,2,3,4,6,8,12,16", help="profile: a rank's batch sizes")
     p.add_argument("--profile-lengths", default="8,12,16,24,32,48,66", help="profile: padded lengths")
     p.add_argument("--reps", type=int, default=5, help="profile: timed repetitions a point")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="the head shares the embedding's weights (llama-11m-tied; default untied, llama-18m)")
     a = p.parse_args()
+    a.name = "llama-11m-tied" if a.tie_embeddings else "llama-18m"
     cores = len(os.sched_getaffinity(0))
     if not 1 <= a.nproc <= cores:
         p.error(f"--nproc {a.nproc}: from 1 to this machine's {cores} cores (a rank a core)")
@@ -98,19 +101,19 @@ def loss_fn(model, batch):
     return causal_lm_loss(model(ids), ids, mask)
 
 
-def fresh_model():
+def fresh_model(a):
     torch.manual_seed(0)
-    return DDP(decoder_from_config(CONFIG))
+    return DDP(decoder_from_config(dict(CONFIG, tie_word_embeddings=a.tie_embeddings)))
 
 
 def run_profile(rank, a):
-    model = fresh_model()
+    model = fresh_model(a)
     if rank == 0:
-        write_layout(model, os.path.join(a.out, "layout.json"), name=NAME)
+        write_layout(model, os.path.join(a.out, "layout.json"), name=a.name)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     profile(model, optimizer, lambda b, L: make_batch([L] * b, range(b)), loss_fn,
             os.path.join(a.out, "profile.csv"), batches=integers(a.batches), lengths=integers(a.profile_lengths),
-            reps=a.reps, seed=a.seed, model_name=NAME, allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20])
+            reps=a.reps, seed=a.seed, model_name=a.name, allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20])
 
 
 def optimizer_for(model, kind):
@@ -122,17 +125,18 @@ def optimizer_for(model, kind):
 
 
 def run_policy(rank, a, lengths, policy):
-    model = fresh_model()
+    model = fresh_model(a)
     optimizer = optimizer_for(model, a.optimizer)
     sampler = BalancedBatchSampler(lengths, global_batch=a.global_batch, policy=policy, seed=a.seed,
                                    max_length=a.max_length)
     meta = {"data_parallel": "zero1" if a.optimizer == "zero1" else "ddp",
+            **({"zero_partition": "parameters"} if a.optimizer == "zero1" else {}),
             "optimizer": ("ZeroRedundancyOptimizer over AdamW, parameters as a bucket view" if a.optimizer == "zero1"
                           else "AdamW"),
             "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids"}
     start = time.monotonic()
     with StepTracer(os.path.join(a.out, sampler.policy, "steps.csv"), policy=sampler.policy,
-                    global_batch=a.global_batch, model=NAME, seed=a.seed, metadata=meta) as tracer:
+                    global_batch=a.global_batch, model=a.name, seed=a.seed, metadata=meta) as tracer:
         tracer.attach(model)
         for step, indices in enumerate(sampler):
             if step == a.steps:

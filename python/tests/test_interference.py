@@ -29,7 +29,8 @@ BUCKET = "262152"  # the small transformer's gradients: one DDP bucket of 65,538
 
 
 def profile_worker(rank, world_size, out):
-    """The grid twice on the same ranks: with the interference (the default), then without."""
+    """The grid twice on the same ranks: with the interference (the default), then without (and
+    ZeRO's gather timed as DeepSpeed's all-gather, not the default broadcasts)."""
     model = DDP(common.small_transformer())
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if rank == 0:
@@ -37,7 +38,8 @@ def profile_worker(rank, world_size, out):
     for name, interference in (("with.csv", True), ("without.csv", False)):
         profile(model, optimizer, full_batch, loss_of, os.path.join(out, name), batches=BATCHES, lengths=LENGTHS,
                 reps=REPS, warmup=2, allreduce_bytes=[64 << 10, 1 << 20], model_name="small-transformer",
-                interference=interference, log=print if rank == 0 else (lambda line: None))
+                interference=interference, zero_gather="broadcast" if interference else "all_gather",
+                log=print if rank == 0 else (lambda line: None))
 
 
 def read(path):
@@ -93,6 +95,7 @@ class Interference(unittest.TestCase):
 
             text, rows = read(os.path.join(out, "without.csv"))
             self.assertIn("; on 2 ranks at once; then allreduce and all-gather\n", text)
+            self.assertIn("# allgather_as=dist.all_gather of each rank's shard", text)
             self.assertNotIn("concurrent_allreduce_bytes", text)
             self.assertTrue(all(r["bwd_ms"] == "" for r in rows if r["policy"] == "allreduce"))
             report = common.run([ddpsim_cli, "calibrate", os.path.join(out, "without.csv"), "--base",

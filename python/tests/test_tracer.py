@@ -125,6 +125,7 @@ class TracerRoundTrip(unittest.TestCase):
             parameter_bytes = 4 * sum(p.numel() for p in common.small_transformer().parameters())
             self.assertEqual(sorted(map(int, gathers)), sorted({64 << 10, 1 << 20, 4 << 20, parameter_bytes}))
             self.assertTrue(all(float(ms) > 0 for ms in gathers.values()))
+            self.assertIn("a broadcast of each rank's shard from it", meta_line(text, "allgather_as"))
             share = float(meta_line(text, "optimizer_update_share"))
             self.assertTrue(0 < share <= 1, share)
             report = common.run([ddpsim_cli, "calibrate", os.path.join(out, "profile.csv"), "--base",
@@ -220,6 +221,10 @@ class TracerRoundTrip(unittest.TestCase):
                         os.path.join(out, "layout.json"), "--out", os.path.join(out, "model.json")])
             with self.assertRaises(ddpsim.UsageError):
                 profile(model, None, full_batch, loss_of, os.path.join(out, "p.csv"), batches=[0], lengths=[8])
+            with self.assertRaisesRegex(ddpsim.UsageError, "zero_gather: 'allgather'; ZeRO-1's gather is timed as"):
+                profile(model, torch.optim.SGD(model.parameters(), lr=0.01), full_batch, loss_of,
+                        os.path.join(out, "p.csv"), batches=[1], lengths=[8], zero_gather="allgather")
+            self.assertFalse(os.path.exists(os.path.join(out, "p.csv")))
 
     def test_refuses_a_sharded_optimizer(self):
         with tempfile.TemporaryDirectory() as out:

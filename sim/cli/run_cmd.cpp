@@ -42,7 +42,8 @@ config sections (every key with its range and default: docs/config.md):
   training    world_size, global_batch, steps, max_length, seed, b_max, bucket_mb,
               first_bucket_mb, overlap, micro_batches, attention (padded | packed),
               pad_to_multiple_of, grad_dtype,
-              data_parallel (ddp | zero1 | zero2 | fsdp | hybrid), shard_group,
+              data_parallel (ddp | zero1 | zero2 | fsdp | hybrid),
+              zero_partition (even | parameters), shard_group,
               wrap (layer | root | size), min_num_params,
               reshard_after_forward, no_sync, backward_prefetch,
               backward_prefetch_depth, forward_prefetch

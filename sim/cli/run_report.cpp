@@ -8,6 +8,20 @@
 
 namespace ddpsim::cli {
 
+namespace {
+
+// ZeRO's optimizer shards: even, or by whole parameters with the largest share a rank holds.
+std::string optimizer_shards(const Config& config) {
+  const TrainingConfig& t = config.training;
+  if (t.zero_partition == "even") return "optimizer state sharded";
+  const std::vector<double> shares = zero_shares(*config.model, t.world_size, t.zero_partition);
+  const auto [least, most] = std::minmax_element(shares.begin(), shares.end());
+  return "optimizer state sharded by whole parameters, " + format("%.1f", 100 * *least) + "% to " +
+         format("%.1f", 100 * *most) + "% of them a rank";
+}
+
+}  // namespace
+
 std::string data_parallel_line(const Config& config, std::size_t buckets) {
   const TrainingConfig& t = config.training;
   if (!t.sharded())
@@ -15,11 +29,12 @@ std::string data_parallel_line(const Config& config, std::size_t buckets) {
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
   if (t.data_parallel == "zero1")
     return "data parallel: zero1 (gradients allreduced in " + std::to_string(buckets) + " buckets, " +
-           config.simulation.algorithm + ", optimizer state sharded, parameters all-gathered after the step in a " +
-           "ring), overlap " + (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
+           config.simulation.algorithm + ", " + optimizer_shards(config) +
+           ", parameters all-gathered after the step in a ring), overlap " + (t.overlap ? "on" : "off") + ", " +
+           config.simulation.mode + " mode";
   if (t.data_parallel == "zero2")
-    return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) +
-           " buckets, optimizer state sharded, parameters all-gathered after the step), ring, overlap " +
+    return "data parallel: zero2 (gradients reduce-scattered in " + std::to_string(buckets) + " buckets, " +
+           optimizer_shards(config) + ", parameters all-gathered after the step), ring, overlap " +
            (t.overlap ? "on" : "off") + ", " + config.simulation.mode + " mode";
   const std::size_t n = shard_units(*config.model, t.wrap, t.min_num_params).size();
   std::string units = n == 1              ? std::string("one unit (the whole model)")

@@ -119,18 +119,23 @@ std::string recorded_gradients(const Config& config, const Trace& trace) {
          " would replay";
 }
 
-// How the traced run synchronised (ddptrain records it): the simulation's unless the config says
-// otherwise, which is then a what-if, said as one.
-void recorded_data_parallel(nlohmann::json& training, const Trace& trace, const std::string& config_name) {
-  const auto recorded = trace.metadata.find("data_parallel");
-  if (recorded == trace.metadata.end()) return;
-  if (!training.contains("data_parallel")) {
-    training["data_parallel"] = recorded->second;
-    return;
+// How the traced run synchronised and sharded its optimizer (ddptrain records the one, a
+// StepTracer given them both): the simulation's unless the config says otherwise, which is then
+// a what-if, said as one. A partition is taken only where the simulation shards the optimizer.
+void recorded_sharding(nlohmann::json& training, const Trace& trace, const std::string& config_name) {
+  for (const std::string key : {"data_parallel", "zero_partition"}) {
+    const auto recorded = trace.metadata.find(key);
+    if (recorded == trace.metadata.end()) continue;
+    const nlohmann::json dp = training.value("data_parallel", nlohmann::json("ddp"));
+    if (key == "zero_partition" && dp != "zero1" && dp != "zero2") continue;
+    if (!training.contains(key)) {
+      training[key] = recorded->second;
+      continue;
+    }
+    if (training[key] != recorded->second)
+      std::cerr << "note: " << trace.path << " recorded " << key << " " << recorded->second << "; " << config_name
+                << " (or its --set) simulates " << training[key].dump() << " in its place\n";
   }
-  if (training["data_parallel"] != recorded->second)
-    std::cerr << "note: " << trace.path << " recorded data_parallel " << recorded->second << "; " << config_name
-              << " (or its --set) simulates " << training["data_parallel"].dump() << " in its place\n";
 }
 
 }  // namespace
@@ -189,7 +194,7 @@ Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
           "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
     training.erase("b_max");
     training.erase("pad_to_multiple_of");
-    recorded_data_parallel(training, trace, config_name);
+    recorded_sharding(training, trace, config_name);
     // A config file's own world size is checked against the trace below, as a --set one is.
     if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = G;
     const auto& ranks = training["world_size"];  // the check below names a --set that differs

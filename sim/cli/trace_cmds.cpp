@@ -87,8 +87,9 @@ with the micro-batches it recorded: its micro_batches column, or one per rank wi
 policies, data and model (--model gives it). A CONFIG written for `ddpsim run` may hold
 them: its sizes are left unused (a note says so), a micro_batches count other than the
 trace's is refused, and simulation.sched_ms "measured" is refused (replay decides nothing).
-A trace that records its data_parallel (ddptrain's) is simulated under it unless CONFIG or
---set gives training.data_parallel, which a note then names.
+A trace that records its data_parallel (ddptrain's) or zero_partition (a StepTracer's given
+them) is simulated under it unless CONFIG or --set gives that training key, which a note then
+names.
 
 examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred

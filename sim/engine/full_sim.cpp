@@ -210,7 +210,7 @@ EngineResult simulate_full(const EngineSetup& s, const StepBlocks& source,
           const double bwd_end = sg4::Engine::get_clock();
           reduced[static_cast<std::size_t>(g)]->acquire();
           const double comm_end = sg4::Engine::get_clock();
-          sg4::this_actor::sleep_for((shards ? s.shard_opt_ms(w.opt_ms) : w.opt_ms) * 1e-3);
+          sg4::this_actor::sleep_for((shards ? s.shard_opt_ms(w.opt_ms, static_cast<std::size_t>(g)) : w.opt_ms) * 1e-3);
           span(shards ? "optimizer (shard)" : "optimizer", comm_end);
           const double stepped_at = sg4::Engine::get_clock();
           if (shards) {

@@ -129,7 +129,7 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
     const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
     std::fill(stretched.begin(), stretched.end(), 0.0);
     const double end_of_comm = compute_and_reduce(work, sync, fwd_end, bwd_end, stretched, t, out);
-    const auto opt_ms = [&](std::size_t g) { return shards ? s.shard_opt_ms(work(g).opt_ms) : work(g).opt_ms; };
+    const auto opt_ms = [&](std::size_t g) { return shards ? s.shard_opt_ms(work(g).opt_ms, g) : work(g).opt_ms; };
     double gathered = 0;  // ZeRO: the parameters' all-gather, once the last rank has stepped its shard
     if (shards) {
       for (std::size_t g = 0; g < Gs; ++g) gathered = std::max(gathered, end_of_comm + opt_ms(g));

@@ -306,6 +306,7 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                 {"platform", c.platform.to_json()}};
   if (c.training.pad_to_multiple_of > 1) c.resolved["training"]["pad_to_multiple_of"] = c.training.pad_to_multiple_of;
   if (c.training.data_parallel == "hybrid") c.resolved["training"]["shard_group"] = c.training.shard_group;
+  if (c.training.zero_partition != "even") c.resolved["training"]["zero_partition"] = c.training.zero_partition;
   if (c.training.fully_sharded()) {
     c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
     c.resolved["training"]["no_sync"] = c.training.no_sync;

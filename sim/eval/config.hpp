@@ -55,6 +55,10 @@ struct TrainingConfig {
   // per transformer block of the model's layout; hybrid: full sharding inside groups of
   // shard_group ranks, replicated across the groups (HSDP) (docs/sharding.md).
   std::string data_parallel = "ddp";
+  // zero1, zero2: how the optimizer state is sharded: "even" (a G-th each, DeepSpeed's flat
+  // partition and ddptrain's) or "parameters" (whole parameters, largest first, each to the rank
+  // holding fewest so far: PyTorch's ZeroRedundancyOptimizer).
+  std::string zero_partition = "even";
   int shard_group = 0;                // hybrid: ranks a group shards over (0: a node's GPUs); fsdp: G
   bool reshard_after_forward = true;  // fsdp, hybrid: free a unit after its forward, gather it again for backward
   // fsdp, hybrid with gradient accumulation: FSDP's no_sync on every micro-batch but the last

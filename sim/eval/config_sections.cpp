@@ -95,6 +95,19 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
                      "or \"hybrid\" (full sharding inside groups of shard_group ranks, replicated across them), "
                      "got \"" +
                      t.data_parallel + "\"");
+  t.zero_partition = f.get<std::string>("zero_partition", t.zero_partition);
+  if (t.zero_partition != "even" && t.zero_partition != "parameters")
+    throw InputError(where +
+                     ": zero_partition is \"even\" (a G-th of the optimizer state each, DeepSpeed's flat partition) "
+                     "or \"parameters\" (whole parameters, largest first, each to the rank holding fewest: "
+                     "PyTorch's ZeroRedundancyOptimizer), got \"" +
+                     t.zero_partition + "\"");
+  if (t.zero_partition != "even" && t.data_parallel != "zero1" && t.data_parallel != "zero2")
+    throw InputError(where + ": zero_partition shards data_parallel \"zero1\" or \"zero2\"'s optimizer state; " +
+                     (pipeline ? std::string("a pipeline's zero2 (its parallel section's) shards it evenly")
+                               : "data_parallel \"" + t.data_parallel + "\" " +
+                                     (t.fully_sharded() ? "shards whole units" : "shards nothing")) +
+                     " (leave it out)");
   t.shard_group = f.get_in<int>("shard_group", t.shard_group, 1, 65536);
   if (f.has("shard_group") && t.data_parallel != "hybrid")
     throw InputError(where + ": shard_group sizes data_parallel \"hybrid\"'s groups; data_parallel \"" +

@@ -1,6 +1,7 @@
 #include "eval/sharding.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <regex>
 
@@ -105,6 +106,19 @@ std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wr
   return units;
 }
 
+std::vector<double> zero_shares(const PerfModel& model, int G, const std::string& partition) {
+  const auto ranks = static_cast<std::size_t>(G);
+  const double total = double(model.total_params());
+  if (partition == "even" || model.layers.empty() || !(total > 0)) return std::vector<double>(ranks, 1.0 / G);
+  std::vector<long long> sizes;
+  for (const LayerSpec& layer : model.layers) sizes.push_back(layer.params);
+  std::stable_sort(sizes.begin(), sizes.end(), std::greater<>());
+  std::vector<double> held(ranks, 0.0);
+  for (const long long size : sizes) *std::min_element(held.begin(), held.end()) += double(size);
+  for (double& h : held) h /= total;
+  return held;
+}
+
 void resolve_shard_group(Config& c, const std::string& origin) {
   TrainingConfig& t = c.training;
   if (t.data_parallel != "hybrid") {  // zero1, zero2 and fsdp shard over every rank
@@ -142,8 +156,9 @@ double sharded_memory_offset_mib(const Config& config) {
   if (S <= 1) return 0;  // one rank a group shards and gathers nothing: DDP's memory, the model's own
   const std::string& dp = config.training.data_parallel;
   if (dp == "zero1" || dp == "zero2") {  // weights (zero1: and gradients) whole, at the gradient dtype's size
+    const std::vector<double> shares = zero_shares(m, config.training.world_size, config.training.zero_partition);
     const double whole = double(m.total_params()) * m.bytes_per_param / MiB * (dp == "zero1" ? 2 : 1),
-                 held = whole + (state - whole) / S;
+                 held = whole + (state - whole) * *std::max_element(shares.begin(), shares.end());
     return std::max(held - m.mem_m0_mib, held - state);
   }
   // The root unit stays gathered from its forward through its backward (FSDP frees the root's

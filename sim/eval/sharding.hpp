@@ -21,12 +21,19 @@ namespace ddpsim {
 std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap = "layer",
                                    double min_num_params = 1e8);
 
+// zero1, zero2: each rank's share of the parameters whose optimizer state it holds (they sum to
+// 1): a G-th each under zero_partition "even"; under "parameters", the layout's entries (one a
+// parameter in a write_layout layout) taken largest first, each to the rank holding fewest so far,
+// the lowest such rank on a tie, as PyTorch's ZeroRedundancyOptimizer partitions them.
+std::vector<double> zero_shares(const PerfModel& model, int G, const std::string& partition);
+
 // Sets training.shard_group: G under fsdp, a node's GPUs by default under hybrid; refuses a
 // group that does not divide the world size, naming the key.
 void resolve_shard_group(Config& config, const std::string& origin);
 
 // What sharding changes in a rank's peak memory, in MiB: weights, gradients and AdamW state
-// (16 B a parameter, fp32 or mixed precision alike) held 1/shard_group each, plus the units
+// (16 B a parameter, fp32 or mixed precision alike) held 1/shard_group each (under ZeRO, the
+// optimizer state of the largest shard zero_shares gives), plus the units
 // gathered at once: the root (kept from its forward through its backward) and the 1 + the
 // deeper prefetch's (forward's or backward's) largest others (the one computing and those
 // prefetched), or every unit where

@@ -184,6 +184,8 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.allreduce_slowdown = config.model->allreduce_slowdown;
   setup.allgather_factor = config.model->allgather_factor;
   setup.optimizer_update_share = config.model->optimizer_update_share;
+  if (config.training.zero_partition != "even")
+    setup.shard_shares = zero_shares(*config.model, config.training.world_size, config.training.zero_partition);
   setup.mode = config.simulation.mode;
   setup.timeline_from = timeline.first;
   setup.timeline_to = timeline.second;

@@ -1,7 +1,8 @@
 """The collectives profile() times apart from the steps, as ``ddptrain --profile`` times them:
 the allreduce over a ladder of sizes (rows of policy "allreduce", from which ``ddpsim
-calibrate`` fits the network) and ZeRO-1's all-gather of the updated parameters (the
-``allgather`` metadata line, from which it fits ``allgather_factor``). Every timing starts at a
+calibrate`` fits the network) and ZeRO-1's gather of the updated parameters (the ``allgather``
+metadata line, from which it fits ``allgather_factor``), as the framework gathers them: PyTorch's
+ZeroRedundancyOptimizer broadcasts each rank's shard from its owner, DeepSpeed all-gathers. Every timing starts at a
 barrier, so each is the collective of all ranks at once, after a warm-up that lets it settle.
 """
 
@@ -62,18 +63,31 @@ def allreduce_rows(sizes, reps, warmup, max_warmup, seed, device, agree) -> list
     return rows
 
 
-def allgather_timings(sizes: Sequence[int], reps, warmup, max_warmup, device, agree) -> str:
+GATHERS = {"broadcast": "a broadcast of each rank's shard from it, all in flight at once (PyTorch's "
+                        "ZeroRedundancyOptimizer with parameters_as_bucket_view)",
+           "all_gather": "dist.all_gather of each rank's shard (DeepSpeed's ZeRO, ddptrain's)"}
+
+
+def allgather_timings(sizes: Sequence[int], reps, warmup, max_warmup, device, agree, how: str) -> str:
     """ZeRO-1's gather of the updated parameters at each size S (in float32, a G-th of S from
-    each rank, received straight into the whole flat buffer): "S:median ms" pairs, this rank's
-    medians, the ``allgather`` metadata ddptrain writes."""
+    each rank, into the whole flat buffer), ``how`` one of GATHERS: "S:median ms" pairs, this
+    rank's medians, the ``allgather`` metadata ddptrain writes."""
     clock, G = _Clock(device), dist.get_world_size()
     pairs = []
     for size in sorted(set(sizes)):
         per_rank = max(1, size // 4 // G)
-        whole = torch.empty(per_rank * G, dtype=torch.float32, device=device)
-        mine = torch.ones(per_rank, dtype=torch.float32, device=device)
+        whole = torch.ones(per_rank * G, dtype=torch.float32, device=device)
         parts = list(whole.split(per_rank))
-        once = _timed(lambda: dist.all_gather(parts, mine), clock)
+        mine = parts[dist.get_rank()].clone()
+
+        def gather():
+            if how == "all_gather":
+                dist.all_gather(parts, mine)
+                return
+            for work in [dist.broadcast(parts[r], src=r, async_op=True) for r in range(G)]:
+                work.wait()
+
+        once = _timed(gather, clock)
         settle(once, warmup, max_warmup, agree)
         median = statistics.median(once() for _ in range(reps))
         pairs.append(f"{per_rank * G * 4}:{median:.4f}")

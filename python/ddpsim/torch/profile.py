@@ -8,7 +8,8 @@ allreduce is timed over a ladder of sizes and DDP's own bucket sizes (rows of po
 "allreduce"), from which ``ddpsim calibrate`` fits the network, and then, unless
 ``interference=False``, backward beside allreduces both ways (:mod:`ddpsim.torch.interference`,
 rows of the same run), from which it fits comm_slowdown and allreduce_slowdown, and ZeRO-1's
-all-gather at those sizes and the model's own (the ``allgather`` line, for allgather_factor).
+gather of the parameters, as ``zero_gather`` says the framework runs it, at those sizes and the
+model's own (the ``allgather`` line, for allgather_factor).
 Each step's ``optimizer.step()`` is timed apart from ``zero_grad()``: its median share is the
 ``optimizer_update_share`` line, the part of the optimizer time ZeRO shards. One rank has no
 collective to time. ``write_layout`` gives calibrate the model's gradient buckets (``--base``).
@@ -30,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 import ddpsim
-from ddpsim.torch.collectives import allgather_timings, allreduce_rows, settle
+from ddpsim.torch.collectives import GATHERS, allgather_timings, allreduce_rows, settle
 from ddpsim.torch.interference import bucket_bytes, interference_rows
 from ddpsim.torch.tracer import StepTracer, _Clock, grad_dtype
 
@@ -85,7 +86,8 @@ class Profiler:
 
     def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches=None, lengths=None, points=None,
                  reps=5, warmup=None, max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name="",
-                 interference=True, interference_batch=None, precision="fp32", log=lambda line: None):
+                 interference=True, interference_batch=None, precision="fp32", zero_gather="broadcast",
+                 log=lambda line: None):
         for name, thing in (("model", model), ("optimizer", optimizer), ("make_batch", make_batch),
                             ("loss_fn", loss_fn)):
             if thing is None:
@@ -101,6 +103,9 @@ class Profiler:
         seed = _whole("seed", seed, 0)
         if interference_batch is not None:
             interference_batch = _whole("interference_batch", interference_batch, 1)
+        if zero_gather not in GATHERS:
+            raise ddpsim.UsageError(f"zero_gather: {zero_gather!r}; ZeRO-1's gather is timed as "
+                                    + " or ".join(f"{k!r} ({v})" for k, v in GATHERS.items()))
         if _shards_itself(optimizer):
             raise ddpsim.UsageError(f"optimizer: a {type(optimizer).__name__} steps only this rank's shard; profile "
                                     "the plain optimizer it wraps (calibrate reads the whole model's optimizer time, "
@@ -111,7 +116,7 @@ class Profiler:
                                     "from (profile a model with parameters)")
         self.model, self.optimizer, self.make_batch, self.loss_fn = model, optimizer, make_batch, loss_fn
         self.path, self.reps, self.warmup, self.max_warmup, self.seed = path, reps, warmup, max_warmup, seed
-        self.allreduce_bytes, self.log = allreduce_bytes, log
+        self.allreduce_bytes, self.log, self.zero_gather = allreduce_bytes, log, zero_gather
         self.interference_batch = max(batches) if interference_batch is None else interference_batch
         self.lengths = sorted(set(lengths))
         self.distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
@@ -203,7 +208,8 @@ class Profiler:
             parameter_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
             self.tracer._meta.append(("allgather", allgather_timings(
                 sorted(set(self.allreduce_bytes) | {parameter_bytes}), self.reps, self.warmup, self.max_warmup,
-                self.device, self.agree)))
+                self.device, self.agree, self.zero_gather)))
+            self.tracer._meta.append(("allgather_as", GATHERS[self.zero_gather]))
             gathered: list = [None] * self.G
             dist.all_gather_object(gathered, rows)
         else:
@@ -252,6 +258,7 @@ def profile(
     interference: bool = True,
     interference_batch: Optional[int] = None,
     precision: str = "fp32",
+    zero_gather: str = "broadcast",
     log: Optional[Callable[[str], None]] = _progress,
 ) -> None:
     """Times training steps of ``loss_fn(model, make_batch(b, L))`` (forward, backward,
@@ -265,6 +272,10 @@ def profile(
 
     ``precision`` is the trace's metadata line (``bf16`` where ``loss_fn`` runs under autocast).
 
+    ``zero_gather`` is how ZeRO-1's gather of the parameters is timed (for ``allgather_factor``):
+    ``"broadcast"``, each rank's shard broadcast from it, as PyTorch's ZeroRedundancyOptimizer
+    gathers, or ``"all_gather"``, as DeepSpeed (and ``ddptrain``) do.
+
     Each point's progress goes to ``log``: by default a line on stderr from rank 0 with the time
     taken and left; ``log=None`` is silent."""
     if log is None:
@@ -272,7 +283,7 @@ def profile(
     p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, points=points, reps=reps,
                  warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
                  model_name=model_name, interference=interference, interference_batch=interference_batch,
-                 precision=precision, log=log)
+                 precision=precision, zero_gather=zero_gather, log=log)
     points = list(p.grid)
     random.Random(seed).shuffle(points)
     warmups = 0
