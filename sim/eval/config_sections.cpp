@@ -82,9 +82,8 @@ void refuse_in_pipeline(const JsonFields& f, const std::string& where) {
                        "of FSDP's keys (leave it out)");
 }
 
-// training's sharding keys: the kind, HSDP's groups and FSDP's options (docs/sharding.md).
-void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfig& t, bool pipeline) {
-  if (pipeline) refuse_in_pipeline(f, where);
+// training's sharding kind, ZeRO's partition and HSDP's groups (docs/sharding.md).
+void parse_sharding_kind(const JsonFields& f, const std::string& where, TrainingConfig& t, bool pipeline) {
   t.data_parallel = f.get<std::string>("data_parallel", t.data_parallel);
   if (t.data_parallel != "ddp" && t.data_parallel != "zero1" && t.data_parallel != "zero2" &&
       t.data_parallel != "fsdp" && t.data_parallel != "hybrid")
@@ -114,6 +113,11 @@ void parse_sharding(const JsonFields& f, const std::string& where, TrainingConfi
                      t.data_parallel + "\" " +
                      (t.data_parallel == "ddp" ? "shards nothing" : "shards over all the ranks") +
                      " (leave it out, or set data_parallel \"hybrid\")");
+}
+
+// FSDP's options (fsdp and hybrid), each refused under the other kinds where it asks for
+// anything but its default.
+void parse_fsdp_options(const JsonFields& f, const std::string& where, TrainingConfig& t) {
   const TrainingConfig defaults;
   t.reshard_after_forward = f.get<bool>("reshard_after_forward", t.reshard_after_forward);
   t.no_sync = f.get<bool>("no_sync", t.no_sync);
@@ -188,7 +192,9 @@ TrainingConfig parse_training(const nlohmann::json& doc, const std::string& wher
   t.overlap = f.get<bool>("overlap", t.overlap);
   t.micro_batches = f.get_in<int>("micro_batches", t.micro_batches, 1, 10000);
   t.attention = f.get<std::string>("attention", t.attention);
-  parse_sharding(f, where, t, pipeline);
+  if (pipeline) refuse_in_pipeline(f, where);
+  parse_sharding_kind(f, where, t, pipeline);
+  parse_fsdp_options(f, where, t);
   t.grad_dtype = f.get<std::string>("grad_dtype", t.grad_dtype);
   if (t.grad_dtype != "model" && t.grad_dtype != "fp32" && t.grad_dtype != "bf16" && t.grad_dtype != "fp16")
     throw InputError(where + ": grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" " +
