@@ -121,13 +121,13 @@ std::string recorded_gradients(const Config& config, const Trace& trace) {
 
 // How the traced run synchronised and sharded its optimizer (ddptrain records the one, a
 // StepTracer given them both): the simulation's unless the config says otherwise, which is then
-// a what-if, said as one. A partition is taken only where the simulation shards the optimizer.
+// a what-if, said as one. A partition is taken only where the simulation runs ZeRO-1.
 void recorded_sharding(nlohmann::json& training, const Trace& trace, const std::string& config_name) {
   for (const std::string key : {"data_parallel", "zero_partition"}) {
     const auto recorded = trace.metadata.find(key);
     if (recorded == trace.metadata.end()) continue;
     const nlohmann::json dp = training.value("data_parallel", nlohmann::json("ddp"));
-    if (key == "zero_partition" && dp != "zero1" && dp != "zero2") continue;
+    if (key == "zero_partition" && dp != "zero1") continue;
     if (!training.contains(key)) {
       training[key] = recorded->second;
       continue;

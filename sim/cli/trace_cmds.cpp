@@ -50,11 +50,11 @@ are reduced to their median, and fits minimise relative error:
   comm_slowdown       backward beside back-to-back allreduces over backward alone, from
                       interference rows (--profile over several ranks)
   allgather_factor    ZeRO's parameter all-gather over the ring the allreduce fit implies, at
-                      the profiled size nearest the parameters (# allgather= timings, --profile
-                      over several ranks)
+                      the profiled size nearest the parameters (# allgather= timings: ddptrain
+                      --profile or ddpsim.torch.profile() over several ranks)
   optimizer_update_share
                       the update's share of the optimizer, which ZeRO divides over the ranks
-                      (# optimizer_update_share=, ddptrain --profile)
+                      (# optimizer_update_share=: ddptrain --profile, ddpsim.torch.profile())
   --training RUN...   training runs of the setting, kept out of the surface: each step's
                       per-rank compute over the surface (from step 1; drawn whole steps at a
                       time in place of the noise above: the run's level, tail and spikes that

@@ -101,7 +101,7 @@ struct EngineSetup {
   std::string sharding = "ddp";
   bool shards_optimizer() const { return sharding == "zero1" || sharding == "zero2"; }
   double optimizer_update_share = 1;  // zero1, zero2: the share of the optimizer that ZeRO divides over the ranks
-  std::vector<double> shard_shares;   // zero1, zero2: each rank's share of the parameters it updates (empty: a G-th)
+  std::vector<double> shard_shares;   // zero1: each rank's share of the parameters it updates (empty: a G-th)
   // Rank g's optimizer under ZeRO: its shard's part of the update, the rest whole.
   double shard_opt_ms(double opt_ms, std::size_t g) const {
     const double share = shard_shares.empty() ? 1.0 / G : shard_shares.at(g);

@@ -55,7 +55,7 @@ struct TrainingConfig {
   // per transformer block of the model's layout; hybrid: full sharding inside groups of
   // shard_group ranks, replicated across the groups (HSDP) (docs/sharding.md).
   std::string data_parallel = "ddp";
-  // zero1, zero2: how the optimizer state is sharded: "even" (a G-th each, DeepSpeed's flat
+  // zero1: how the optimizer state is sharded: "even" (a G-th each, DeepSpeed's flat
   // partition and ddptrain's) or "parameters" (whole parameters, largest first, each to the rank
   // holding fewest so far: PyTorch's ZeroRedundancyOptimizer).
   std::string zero_partition = "even";

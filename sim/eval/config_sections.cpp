@@ -101,11 +101,15 @@ void parse_sharding_kind(const JsonFields& f, const std::string& where, Training
                      "or \"parameters\" (whole parameters, largest first, each to the rank holding fewest: "
                      "PyTorch's ZeroRedundancyOptimizer), got \"" +
                      t.zero_partition + "\"");
-  if (t.zero_partition != "even" && t.data_parallel != "zero1" && t.data_parallel != "zero2")
-    throw InputError(where + ": zero_partition shards data_parallel \"zero1\" or \"zero2\"'s optimizer state; " +
-                     (pipeline ? std::string("a pipeline's zero2 (its parallel section's) shards it evenly")
-                               : "data_parallel \"" + t.data_parallel + "\" " +
-                                     (t.fully_sharded() ? "shards whole units" : "shards nothing")) +
+  // ZeroRedundancyOptimizer is ZeRO-1; the ZeRO-2s that exist (DeepSpeed's, FSDP's
+  // SHARD_GRAD_OP) partition flat, as the even reduce-scatter assumes.
+  if (t.zero_partition != "even" && t.data_parallel != "zero1")
+    throw InputError(where + ": zero_partition shards data_parallel \"zero1\"'s optimizer state as PyTorch's " +
+                     "ZeroRedundancyOptimizer does; " +
+                     (pipeline                      ? std::string("a pipeline's zero2 shards it evenly")
+                      : t.data_parallel == "zero2" ? std::string("zero2 reduce-scatters even shards")
+                                                   : "data_parallel \"" + t.data_parallel + "\" " +
+                                                         (t.fully_sharded() ? "shards whole units" : "shards nothing")) +
                      " (leave it out)");
   t.shard_group = f.get_in<int>("shard_group", t.shard_group, 1, 65536);
   if (f.has("shard_group") && t.data_parallel != "hybrid")

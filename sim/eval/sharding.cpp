@@ -109,7 +109,7 @@ std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wr
 std::vector<double> zero_shares(const PerfModel& model, int G, const std::string& partition) {
   const auto ranks = static_cast<std::size_t>(G);
   const double total = double(model.total_params());
-  if (partition == "even" || model.layers.empty() || !(total > 0)) return std::vector<double>(ranks, 1.0 / G);
+  if (partition == "even" || !(total > 0)) return std::vector<double>(ranks, 1.0 / G);
   std::vector<long long> sizes;
   for (const LayerSpec& layer : model.layers) sizes.push_back(layer.params);
   std::stable_sort(sizes.begin(), sizes.end(), std::greater<>());

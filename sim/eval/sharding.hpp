@@ -21,7 +21,7 @@ namespace ddpsim {
 std::vector<ShardUnit> shard_units(const PerfModel& model, const std::string& wrap = "layer",
                                    double min_num_params = 1e8);
 
-// zero1, zero2: each rank's share of the parameters whose optimizer state it holds (they sum to
+// zero1: each rank's share of the parameters whose optimizer state it holds (they sum to
 // 1): a G-th each under zero_partition "even"; under "parameters", the layout's entries (one a
 // parameter in a write_layout layout) taken largest first, each to the rank holding fewest so far,
 // the lowest such rank on a tie, as PyTorch's ZeroRedundancyOptimizer partitions them.
