@@ -1,7 +1,7 @@
 # The Python package's tests: real torch on CPU and real Gloo processes, each script one ctest
 # test run by the python3 the module was built for, importing the package from the build tree.
 # A python3 without torch skips the torch tests (exit 77), and one without a CUDA device test_cuda.
-set(python_tests scheduler bad_input sampler gradient tracer interference simulator notebook plots decoder unit_jitter cuda)
+set(python_tests scheduler bad_input sampler gradient tracer interference simulator notebook plots decoder unit_jitter zero1_script cuda)
 foreach(name IN LISTS python_tests)
   add_test(NAME py_${name} COMMAND ${Python_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_${name}.py)
   set_tests_properties(py_${name} PROPERTIES

@@ -1,0 +1,45 @@
+"""scripts/zero1_pytorch.py, the registered ZeRO-1 runs' trainer: a few traced steps under
+PyTorch's ZeroRedundancyOptimizer over 2 Gloo ranks record zero1 and its partition by whole
+parameters, which ddpsim replays as such; bad options exit 2 naming the option."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+import common
+
+common.need_torch()
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(SOURCE, "scripts", "zero1_pytorch.py")
+MODEL = os.path.join(SOURCE, "traces", "cpu", "prereg18", "model-2ranks-training.json")
+
+
+class Zero1Script(unittest.TestCase):
+    def test_a_traced_zero1_run_replays_as_zero1_by_parameters(self):
+        with tempfile.TemporaryDirectory() as out:
+            common.run([sys.executable, SCRIPT, "--tie-embeddings", "train", "--optimizer", "zero1", "--steps", "3",
+                        "--policies", "static", "--global-batch", "4", "--out", out])
+            trace = os.path.join(out, "static", "steps.csv")
+            with open(trace) as f:
+                text = f.read()
+            for line in ("# data_parallel=zero1\n", "# zero_partition=parameters\n", "# model=llama-11m-tied\n",
+                         "# world_size=2\n", "# backend=gloo\n"):
+                self.assertIn(line, text)
+            self.assertEqual(sum(1 for line in text.splitlines() if line[:1].isdigit()), 3 * 2)
+            report = common.run([common.tool("ddpsim"), "replay", trace, "--model", MODEL])
+            self.assertIn("optimizer state sharded by whole parameters, 27.1% to 72.9% of them a rank", report)
+
+    def test_bad_options_exit_2_naming_them(self):
+        with tempfile.TemporaryDirectory() as out:
+            said = common.run([sys.executable, SCRIPT, "train", "--nproc", "999", "--out", out], expect=2)
+            self.assertIn("--nproc 999: from 1 to this machine's", said)
+            said = common.run([sys.executable, SCRIPT, "train", "--lengths", os.path.join(out, "none.json"),
+                               "--out", out], expect=2)
+            self.assertIn("none.json: no such file", said)
+            self.assertEqual(os.listdir(out), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
