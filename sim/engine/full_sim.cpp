@@ -23,7 +23,8 @@ namespace {
 // rank's bucket is ready and ends at the same time on every rank. ZeRO-2 reduce-scatters each
 // micro-batch's buckets; ZeRO-1 allreduces them as DDP does. Both all-gather the parameters
 // after the optimizer: a ring over every rank moves (G − 1)/G of them, as a reduce-scatter does.
-// The run's shared state; SimGrid runs its actors one at a time, so plain counters suffice.
+// The class holds the run's shared state; SimGrid runs its actors one at a time, so plain
+// counters suffice.
 class DataParallelRun {
  public:
   DataParallelRun(const EngineSetup& s, const StepBlocks& source, const std::function<void(long, long)>& progress)
