@@ -72,16 +72,10 @@ double SimulationConfig::speed_factor(int rank, int step) const {
 
 using namespace config_detail;
 
-Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
-                    const std::string& policies_origin) {
-  JsonFields top(doc, origin);
-  Config c;
-  c.origin = origin;
-  if (top.has("data")) c.data = parse_data(top.raw("data"), origin + ": data", base_dir);
-  if (top.has("training")) c.training = parse_training(top.raw("training"), origin + ": training", top.has("parallel"));
-  if (c.data.source == "lognormal" && c.data.min > c.training.max_length)
-    throw InputError(origin + ": data: min (" + std::to_string(c.data.min) + ") is more than training.max_length (" +
-                     std::to_string(c.training.max_length) + "): every sample would be truncated below it");
+namespace {
+
+void parse_policy_list(const JsonFields& top, Config& c, const std::string& origin,
+                       const std::string& policies_origin) {
   if (top.has("policies")) {
     const auto& list = top.raw("policies");
     if (!list.is_array() || list.empty())
@@ -98,6 +92,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   } else {
     c.policies.push_back(parse_policy_spec("static"));
   }
+}
+
+// The model, named or a file, with the gradients' dtype the config asks for; its name or path,
+// as the resolved config reads it back.
+std::string load_model(const JsonFields& top, Config& c, const std::string& origin, const std::string& base_dir) {
   std::string model = top.get<std::string>("model", "rtx3090-distilbert");
   if (!is_builtin_model(model)) model = resolve(model, base_dir);
   try {
@@ -114,20 +113,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     throw InputError(origin + ": training.max_length " + std::to_string(c.training.max_length) + " is more than the " +
                      std::to_string(c.model->position_table) + " positions of " + c.model->name +
                      "'s learned position table (its hf_config): a longer sample has no position to embed");
-  c.platform = parse_platform(
-      platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), *c.model, c, origin),
-      origin + ": platform", c.training.world_size, base_dir);
-  if (c.platform_source.empty())
-    c.platform_source = preset_source(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), c.platform);
-  if (c.training.sharded()) {  // a rank's fixed memory is then its shard and the units gathered
-    resolve_shard_group(c, origin);
-    const PerfModel& given = *c.model;
-    if (given.mem_m0_mib > 0 || given.mem_mu_mib > 0 || given.mem_nu_mib > 0) {  // a model without memory keeps none
-      auto m = std::make_shared<PerfModel>(given);
-      m->mem_m0_mib += sharded_memory_offset_mib(c);
-      c.model = std::move(m);
-    }
-  }
+  return model;
+}
+
+// The simulation section, and a note for each key the model gives nothing to act on.
+void parse_simulation_section(const JsonFields& top, Config& c, const std::string& origin) {
   if (top.has("simulation")) {
     c.simulation = parse_simulation(top.raw("simulation"), origin + ": simulation", c.training.world_size);
     const auto& given = top.raw("simulation");
@@ -148,23 +138,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
       c.notes.push_back("simulation.spells has no effect: model " + c.model->name +
                         " has no slow spells (noise.spells; ddpsim calibrate measures them)");
   }
-  for (std::size_t i = 0; i < c.simulation.stragglers.size(); ++i)
-    if (c.simulation.stragglers[i].from_step >= c.training.steps)
-      throw InputError(origin + ": simulation.stragglers[" + std::to_string(i) + "]: from_step " +
-                       std::to_string(c.simulation.stragglers[i].from_step) + " is past the run's last step (" +
-                       std::to_string(c.training.steps - 1) + "): it would never straggle");
-  if (top.has("parallel")) parse_pipeline_job(top, c, origin, policies_origin);
-  top.reject_unknown();
-  if (c.parallel) refuse_unused_by_pipeline(top, *c.parallel, origin);
-  if (c.platform.topology == "xml" && c.simulation.algorithm != "hierarchical" && doc.contains("platform") &&
-      doc["platform"].is_object() && doc["platform"].contains("gpus_per_node"))
-    throw InputError(origin +
-                     ": platform.gpus_per_node groups an xml platform's ranks into nodes for "
-                     "simulation.algorithm \"hierarchical\"; the " +
-                     c.simulation.algorithm + " algorithm does not use it (leave it out)");
-  if (c.platform.topology == "xml" && !c.parallel)
-    check_platform_file(
-        c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
+}
+
+// Each rank's b_max (from the model's memory where asked) and the micro-batches a rank's share
+// of the global batch can hold.
+void resolve_batch_caps(const JsonFields& top, Config& c, const std::string& origin) {
   const int ranks = c.shape().G;  // those a step's samples are split over: a pipeline's groups
   if (c.training.b_max_from_model) {
     if (c.parallel)
@@ -198,10 +176,12 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                      " over " + std::to_string(ranks) + " ranks: " + std::to_string(c.training.global_batch / ranks) +
                      "): every micro-batch needs a sample");
   check_micro_batch_count(c, origin);
-  // Every policy against the shape, before any work: option values and B/G/K constraints.
-  // Runs stream their rows (in blocks of about 2^18 rank-steps) and keep a few numbers per step
-  // for the summary's percentiles. Refuse a run that could not fit rather than fail hours in with
-  // bad_alloc.
+}
+
+// Runs stream their rows (in blocks of about 2^18 rank-steps) and keep a few numbers per step
+// for the summary's percentiles. Refuse a run that could not fit rather than fail hours in with
+// bad_alloc.
+void check_run_size(const Config& c, const std::string& origin) {
   const double step_bytes = 5.0 * sizeof(double);
   constexpr double LIMIT_GIB = 8;
   const double gib = double(c.training.steps) * double(c.policies.size()) * step_bytes / (1024.0 * 1024 * 1024);
@@ -218,10 +198,10 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                        " GiB of pipeline work and results (at most " + format("%g", LIMIT_GIB) +
                        "): fewer steps, GPUs or micro-batches");
   }
-  if (c.training.attention == "packed" && (c.model->forward.use_grid() || c.model->backward.use_grid()))
-    throw InputError(
-        origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
-        c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
+}
+
+// What a sharded config cannot take, and notes on what it leaves out or unused.
+void sharded_checks_and_notes(Config& c, const std::string& origin) {
   if (c.training.sharded()) check_sharded(c, origin);
   if (c.training.data_parallel == "zero2" && c.simulation.mode == "fast" && accumulates(c) &&
       (c.model->comm_slowdown != 1 || c.model->allreduce_slowdown != 1))
@@ -241,21 +221,11 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
     interference_notes(c);
     unused_sharding_notes(c);
   }
-  // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
-  if (const AttentionWindow& w = c.model->attention_window;
-      c.training.attention == "packed" && w.any() && c.training.max_length > w.tokens)
-    throw InputError(origin + ": training.attention \"packed\" with model " + c.model->origin +
-                     "'s sliding window of " + std::to_string(w.tokens) +
-                     " tokens: packed sequences longer than the window are not modelled " + "(training.max_length is " +
-                     std::to_string(c.training.max_length) +
-                     "; at most the window packs exactly, or pad the sequences)");
-  if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work
-    try {
-      stage_partition(c);
-    } catch (const InputError& e) {
-      throw InputError(origin + ": parallel: " + e.what());
-    }
-  }
+}
+
+// Every policy against the step's shape, before any work: its options and the B/G/K
+// constraints; two spellings of one policy refused.
+void check_policies_against_shape(const Config& c, const std::string& origin, const std::string& policies_origin) {
   const StepShape shape = c.shape();
   std::vector<std::string> resolved;                              // labels with every option at its value in force
   const bool abstract = c.parallel && c.parallel->abstract_mode;  // no policy: the work is in time units
@@ -273,75 +243,95 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
                          c.policies[j].label() + ") with its options written out (" + resolved[i] +
                          "): the same policy twice");
   }
+}
 
-  nlohmann::json data = {{"source", c.data.source}};
-  if (!c.data.path.empty()) data["path"] = c.data.path;
-  if (!c.data.vocab.empty()) data["vocab"] = c.data.vocab;
-  if (c.data.source == "lognormal")
-    data.update({{"mean", c.data.mean},
-                 {"std", c.data.std},
-                 {"min", c.data.min},
-                 {"max", c.data.max},
-                 {"samples", c.data.samples}});
-  nlohmann::json policies = nlohmann::json::array();
-  for (const auto& p : c.policies) policies.push_back(p.label());
-  c.resolved = {{"data", data},
-                {"training",
-                 {{"world_size", c.training.world_size},
-                  {"global_batch", c.training.global_batch},
-                  {"steps", c.training.steps},
-                  {"max_length", c.training.max_length},
-                  {"seed", c.training.seed},
-                  // "model" stays a request: resolved per rank, it would not read back at another world size
-                  {"b_max", c.training.b_max_from_model ? nlohmann::json("model") : nlohmann::json(c.training.b_max)},
-                  {"bucket_mb", c.training.bucket_mb},
-                  {"first_bucket_mb", c.training.first_bucket_mb},
-                  {"overlap", c.training.overlap},
-                  {"micro_batches", c.training.micro_batches},
-                  {"attention", c.training.attention},
-                  {"grad_dtype", c.training.grad_dtype},
-                  {"data_parallel", c.training.data_parallel}}},
-                {"policies", policies},
-                {"model", model},  // a name or a path: what this function reads back
-                {"platform", c.platform.to_json()}};
-  if (c.training.pad_to_multiple_of > 1) c.resolved["training"]["pad_to_multiple_of"] = c.training.pad_to_multiple_of;
-  if (c.training.data_parallel == "hybrid") c.resolved["training"]["shard_group"] = c.training.shard_group;
-  if (c.training.zero_partition != "even") c.resolved["training"]["zero_partition"] = c.training.zero_partition;
-  if (c.training.fully_sharded()) {
-    c.resolved["training"]["reshard_after_forward"] = c.training.reshard_after_forward;
-    c.resolved["training"]["no_sync"] = c.training.no_sync;
-    c.resolved["training"]["backward_prefetch"] = c.training.backward_prefetch;
-    c.resolved["training"]["forward_prefetch"] = c.training.forward_prefetch;
-    if (c.training.backward_prefetch == "backward_pre")
-      c.resolved["training"]["backward_prefetch_depth"] = c.training.backward_prefetch_depth;
-    c.resolved["training"]["wrap"] = c.training.wrap;
-    if (c.training.wrap == "size") c.resolved["training"]["min_num_params"] = c.training.min_num_params;
+// A sharded rank's memory: its shard of the state and the units it gathers (a model without
+// memory keeps none).
+void add_sharded_memory(Config& c) {
+  const PerfModel& given = *c.model;
+  if (given.mem_m0_mib <= 0 && given.mem_mu_mib <= 0 && given.mem_nu_mib <= 0) return;
+  auto m = std::make_shared<PerfModel>(given);
+  m->mem_m0_mib += sharded_memory_offset_mib(c);
+  c.model = std::move(m);
+}
+
+// An xml platform's file against the collectives that will run on it, and gpus_per_node where
+// nothing reads it.
+void check_xml_platform(const nlohmann::json& doc, const Config& c, const std::string& origin) {
+  if (c.platform.topology == "xml" && c.simulation.algorithm != "hierarchical" && doc.contains("platform") &&
+      doc["platform"].is_object() && doc["platform"].contains("gpus_per_node"))
+    throw InputError(origin +
+                     ": platform.gpus_per_node groups an xml platform's ranks into nodes for "
+                     "simulation.algorithm \"hierarchical\"; the " +
+                     c.simulation.algorithm + " algorithm does not use it (leave it out)");
+  if (c.platform.topology == "xml" && !c.parallel)
+    check_platform_file(
+        c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
+}
+
+// Packed sequences need a model of Σs and Σs², and no window that binds.
+void check_packed(const Config& c, const std::string& origin) {
+  if (c.training.attention == "packed" && (c.model->forward.use_grid() || c.model->backward.use_grid()))
+    throw InputError(
+        origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
+        c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
+  // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
+  if (const AttentionWindow& w = c.model->attention_window;
+      c.training.attention == "packed" && w.any() && c.training.max_length > w.tokens)
+    throw InputError(origin + ": training.attention \"packed\" with model " + c.model->origin +
+                     "'s sliding window of " + std::to_string(w.tokens) +
+                     " tokens: packed sequences longer than the window are not modelled " + "(training.max_length is " +
+                     std::to_string(c.training.max_length) +
+                     "; at most the window packs exactly, or pad the sequences)");
+}
+
+}  // namespace
+
+Config parse_config(const nlohmann::json& doc, const std::string& origin, const std::string& base_dir,
+                    const std::string& policies_origin) {
+  JsonFields top(doc, origin);
+  Config c;
+  c.origin = origin;
+  if (top.has("data")) c.data = parse_data(top.raw("data"), origin + ": data", base_dir);
+  if (top.has("training")) c.training = parse_training(top.raw("training"), origin + ": training", top.has("parallel"));
+  if (c.data.source == "lognormal" && c.data.min > c.training.max_length)
+    throw InputError(origin + ": data: min (" + std::to_string(c.data.min) + ") is more than training.max_length (" +
+                     std::to_string(c.training.max_length) + "): every sample would be truncated below it");
+  parse_policy_list(top, c, origin, policies_origin);
+  const std::string model = load_model(top, c, origin, base_dir);
+  c.platform = parse_platform(
+      platform_with_model(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), *c.model, c, origin),
+      origin + ": platform", c.training.world_size, base_dir);
+  if (c.platform_source.empty())
+    c.platform_source = preset_source(top.has("platform") ? top.raw("platform") : nlohmann::json::object(), c.platform);
+  if (c.training.sharded()) {  // a rank's fixed memory is then its shard and the units gathered
+    resolve_shard_group(c, origin);
+    add_sharded_memory(c);
   }
-  nlohmann::json stragglers = nlohmann::json::array();
-  for (const Straggler& s : c.simulation.stragglers)
-    stragglers.push_back({{"rank", s.rank}, {"factor", s.factor}, {"from_step", s.from_step}, {"to_step", s.to_step}});
-  c.resolved["simulation"] = {
-      {"mode", c.simulation.mode},
-      {"algorithm", c.simulation.algorithm},
-      {"sched_ms", c.simulation.sched_measured ? nlohmann::json("measured") : nlohmann::json(c.simulation.sched_ms)},
-      {"noise_sigma", c.simulation.noise_sigma < 0 ? c.model->noise_sigma : c.simulation.noise_sigma},
-      {"noise_shared_sigma",
-       c.simulation.noise_shared_sigma < 0 ? c.model->noise_shared_sigma : c.simulation.noise_shared_sigma},
-      {"spells", c.simulation.spells},
-      {"rank_speed", c.simulation.rank_speed},
-      {"stragglers", stragglers}};
-  if (c.model->first_use_ms > 0) c.resolved["simulation"]["first_use"] = c.simulation.first_use;
-  if (c.training.fully_sharded()) c.resolved["simulation"]["unit_jitter"] = c.simulation.unit_jitter;
-  if (c.parallel) {  // only what the pipeline uses, so that --print-config is valid input again
-    c.resolved["parallel"] = c.parallel->to_json();
-    for (const UnusedKeys& unused : unused_by_pipeline(abstract))
-      for (const std::string& key : unused.keys)
-        (unused.section.empty() ? c.resolved : c.resolved[unused.section]).erase(key);
-    c.resolved["simulation"]["mode"] = c.parallel->setup.mode;
-    for (auto [key, sigma] :
-         {std::pair{"noise_sigma", c.simulation.noise_sigma}, {"noise_shared_sigma", c.simulation.noise_shared_sigma}})
-      if (abstract && sigma < 0) c.resolved["simulation"].erase(key);
+  parse_simulation_section(top, c, origin);
+  for (std::size_t i = 0; i < c.simulation.stragglers.size(); ++i)
+    if (c.simulation.stragglers[i].from_step >= c.training.steps)
+      throw InputError(origin + ": simulation.stragglers[" + std::to_string(i) + "]: from_step " +
+                       std::to_string(c.simulation.stragglers[i].from_step) + " is past the run's last step (" +
+                       std::to_string(c.training.steps - 1) + "): it would never straggle");
+  if (top.has("parallel")) parse_pipeline_job(top, c, origin, policies_origin);
+  top.reject_unknown();
+  if (c.parallel) refuse_unused_by_pipeline(top, *c.parallel, origin);
+  check_xml_platform(doc, c, origin);
+  resolve_batch_caps(top, c, origin);
+  check_run_size(c, origin);
+  check_packed(c, origin);
+  sharded_checks_and_notes(c, origin);
+  if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work
+    try {
+      stage_partition(c);
+    } catch (const InputError& e) {
+      throw InputError(origin + ": parallel: " + e.what());
+    }
   }
+  check_policies_against_shape(c, origin, policies_origin);
+
+  c.resolved = resolved_config(c, model);
   return c;
 }
 

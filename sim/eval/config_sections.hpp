@@ -44,5 +44,7 @@ pipeline::Fabric pipeline_fabric(const PlatformConfig& platform, int G, const st
 // DDP's is fast), refusing a job that mode cannot simulate. Errors name `origin` and the key.
 void parse_pipeline_job(const JsonFields& top, Config& c, const std::string& origin,
                         const std::string& policies_origin);
+// The config with every default named (config_resolved.cpp): `model` as the config gave it.
+nlohmann::json resolved_config(const Config& c, const std::string& model);
 
 }  // namespace ddpsim::config_detail
