@@ -138,81 +138,105 @@ void recorded_sharding(nlohmann::json& training, const Trace& trace, const std::
   }
 }
 
+// A model's load error is --model's (--set model is refused before): said so.
+Config load_with_model_errors(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust) {
+  try {
+    return load_config(vm, adjust);
+  } catch (const InputError& e) {
+    const std::string what = e.what(), tag = ": model: ";
+    const auto at = what.find(tag);
+    if (at == std::string::npos) throw;
+    std::string rest = what.substr(at + tag.size());
+    if (rest.starts_with("model \"")) rest.erase(0, 6);  // the loader's own "model \"NAME\"": --model says it
+    throw InputError("--model " + rest);
+  }
+}
+
+// What a config written for `ddpsim run` sizes that the trace fixes: a note that it is not used
+// (the embedded default's own sizes are no one's mistake).
+void note_unused_sizes(const nlohmann::json& training, const po::variables_map& vm, const std::string& config_name,
+                       const Trace& trace) {
+  if (!vm.count("config")) return;
+  std::string unused;
+  for (const char* key : {"steps", "global_batch", "max_length", "b_max", "pad_to_multiple_of"})
+    if (training.contains(key)) unused += (unused.empty() ? "training." : ", training.") + std::string(key);
+  if (!unused.empty())
+    std::cerr << "note: " << config_name << " sets " << unused << "; the steps, batches and lengths come from "
+              << trace.path << ", so " << (unused.find(',') == std::string::npos ? "it is" : "they are")
+              << " not used\n";
+}
+
+// The trace's ranks, its longest sample and its steps: what the config is sized to.
+struct TraceSize {
+  int G = 0;
+  int longest = 2;
+  long steps = 1;  // stragglers are checked against the trace's step numbers
+};
+
+TraceSize trace_size(const Trace& trace) {
+  TraceSize size{trace.runs.front().G};
+  for (const auto& run : trace.runs)
+    for (const auto& r : run.rows)
+      size.longest = std::max(size.longest, r.max_len), size.steps = std::max(size.steps, r.step + 1L);
+  return size;
+}
+
+// The config document made to replay the trace: its model, its sizes, its sharding where the
+// config gives none; false where the training section is not an object (the parser names it).
+bool fit_to_trace(nlohmann::json& doc, const po::variables_map& vm, const Trace& trace, const std::string& config_name,
+                  bool world_size_set) {
+  const std::string model = vm["model"].as<std::string>();
+  if (doc.contains("parallel"))
+    throw InputError(config_name +
+                     ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
+                     "pipeline job runs with ddpsim run (leave the parallel section out here)");
+  // A path is taken from the current folder; a bare word is left for the model loader to name.
+  const bool path = model.find('/') != std::string::npos || model.ends_with(".json");
+  doc["model"] = is_builtin_model(model) || !path ? model : std::filesystem::absolute(model).string();
+  doc["policies"] = nlohmann::json::array({"static"});  // valid for any G; the trace's plans are replayed
+  doc.erase("data");
+  if (doc.contains("training") && !doc["training"].is_object()) return false;
+  if (!doc.contains("training")) doc["training"] = nlohmann::json::object();
+  auto& training = doc["training"];
+  note_unused_sizes(training, vm, config_name, trace);
+  const auto simulation = doc.value("simulation", nlohmann::json::object());
+  if (simulation.is_object() && simulation.value("sched_ms", nlohmann::json()) == "measured")
+    throw InputError(config_name +
+                     ": simulation.sched_ms \"measured\" times the policy's decisions, and replay "
+                     "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
+  training.erase("b_max");
+  training.erase("pad_to_multiple_of");
+  recorded_sharding(training, trace, config_name);
+  const TraceSize size = trace_size(trace);
+  // A config file's own world size is checked against the trace after, as a --set one is.
+  if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = size.G;
+  const auto& ranks = training["world_size"];  // the check names a --set that differs
+  // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
+  const auto& micro = training.contains("micro_batches") ? training["micro_batches"] : nlohmann::json(1);
+  const long long per_rank = micro.is_number_integer() ? std::clamp<long long>(micro.get<long long>(), 1, 10000) : 1;
+  training["global_batch"] =
+      (ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks.get<long long>() : size.G) * per_rank;
+  training["max_length"] = size.longest;
+  training["steps"] = size.steps;
+  // Ranks that took turns in one process met each shape once between them (said only where
+  // the model has a first-use cost: the config would note that the setting does nothing).
+  const auto emulated = trace.metadata.find("emulated_ranks");
+  if (emulated != trace.metadata.end() && emulated->second != "0" && emulated->second != "1" &&
+      simulation.is_object() && !simulation.contains("first_use") && has_first_use_cost(model))
+    doc["simulation"]["first_use"] = "shared";
+  return true;
+}
+
 }  // namespace
 
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const int G = trace.runs.front().G;
   const bool world_size_set = check_replay_sets(vm, trace);
-  int longest = 2;
-  long steps = 1;  // stragglers are checked against the trace's step numbers
-  for (const auto& run : trace.runs)
-    for (const auto& r : run.rows) longest = std::max(longest, r.max_len), steps = std::max(steps, r.step + 1L);
-  const std::string model = vm["model"].as<std::string>();
-  // --set model is refused above, so a model error is --model's.
-  const auto load = [&](const std::function<void(nlohmann::json&)>& adjust) {
-    try {
-      return load_config(vm, adjust);
-    } catch (const InputError& e) {
-      const std::string what = e.what(), tag = ": model: ";
-      const auto at = what.find(tag);
-      if (at == std::string::npos) throw;
-      std::string rest = what.substr(at + tag.size());
-      if (rest.starts_with("model \"")) rest.erase(0, 6);  // the loader's own "model \"NAME\"": --model says it
-      throw InputError("--model " + rest);
-    }
-  };
   const std::string config_name = vm.count("config") ? vm["config"].as<std::string>() : "the config";
   const UserNetwork own = user_network(vm);
   std::string network;
-  Config config = load([&](nlohmann::json& doc) {
-    if (doc.contains("parallel"))
-      throw InputError(config_name +
-                       ": parallel: replay and validate simulate the DDP steps a trace recorded; a "
-                       "pipeline job runs with ddpsim run (leave the parallel section out here)");
-    // A path is taken from the current folder; a bare word is left for the model loader to name.
-    const bool path = model.find('/') != std::string::npos || model.ends_with(".json");
-    doc["model"] = is_builtin_model(model) || !path ? model : std::filesystem::absolute(model).string();
-    doc["policies"] = nlohmann::json::array({"static"});  // valid for any G; the trace's plans are replayed
-    doc.erase("data");
-    if (doc.contains("training") && !doc["training"].is_object()) return;  // the parser names the error
-    if (!doc.contains("training")) doc["training"] = nlohmann::json::object();
-    auto& training = doc["training"];
-    // A config written for `ddpsim run` may size what the trace fixes: say that it is not used.
-    std::string unused;
-    if (vm.count("config"))  // the embedded default's own sizes are no one's mistake
-      for (const char* key : {"steps", "global_batch", "max_length", "b_max", "pad_to_multiple_of"})
-        if (training.contains(key)) unused += (unused.empty() ? "training." : ", training.") + std::string(key);
-    if (!unused.empty())
-      std::cerr << "note: " << config_name << " sets " << unused << "; the steps, batches and lengths come from "
-                << trace.path << ", so " << (unused.find(',') == std::string::npos ? "it is" : "they are")
-                << " not used\n";
-    const auto simulation = doc.value("simulation", nlohmann::json::object());
-    if (simulation.is_object() && simulation.value("sched_ms", nlohmann::json()) == "measured")
-      throw InputError(
-          config_name +
-          ": simulation.sched_ms \"measured\" times the policy's decisions, and replay "
-          "and validate make none (the trace's batches are replayed): give sched_ms in ms, or leave it out");
-    training.erase("b_max");
-    training.erase("pad_to_multiple_of");
-    recorded_sharding(training, trace, config_name);
-    // A config file's own world size is checked against the trace below, as a --set one is.
-    if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = G;
-    const auto& ranks = training["world_size"];  // the check below names a --set that differs
-    // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
-    const auto& micro = training.contains("micro_batches") ? training["micro_batches"] : nlohmann::json(1);
-    const long long per_rank = micro.is_number_integer() ? std::clamp<long long>(micro.get<long long>(), 1, 10000) : 1;
-    training["global_batch"] =
-        (ranks.is_number_integer() && ranks.get<long long>() >= 1 ? ranks.get<long long>() : G) * per_rank;
-    training["max_length"] = longest;
-    training["steps"] = steps;
-    // Ranks that took turns in one process met each shape once between them (said only where
-    // the model has a first-use cost: the config would note that the setting does nothing).
-    const auto emulated = trace.metadata.find("emulated_ranks");
-    if (emulated != trace.metadata.end() && emulated->second != "0" && emulated->second != "1" &&
-        doc.value("simulation", nlohmann::json::object()).is_object() &&
-        !doc.value("simulation", nlohmann::json::object()).contains("first_use") && has_first_use_cost(model))
-      doc["simulation"]["first_use"] = "shared";
-    network = take_trace_network(doc, trace, own);
+  Config config = load_with_model_errors(vm, [&](nlohmann::json& doc) {
+    if (fit_to_trace(doc, vm, trace, config_name, world_size_set)) network = take_trace_network(doc, trace, own);
   });
   if (!network.empty()) config.platform_source = network;
   if (config.training.world_size != G)
