@@ -1,6 +1,9 @@
 // Config parsing: defaults, overrides and the errors users will meet.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "eval/config.hpp"
@@ -113,4 +116,22 @@ TEST_CASE("training.grad_dtype sets the gradients' bytes in the buckets and says
   fails(R"({"training": {"grad_dtype": "int8"}})",
         "c.json: training: grad_dtype is \"model\" (the model's gradient_bytes_per_param), \"fp32\", \"bf16\" or "
         "\"fp16\" (the gradients' dtype in the buckets and the allreduce), got \"int8\"");
+}
+
+TEST_CASE("errors keep their precedence: a sharded config's before a packed sliding window's") {
+  // A spec-derived Mistral (a 4,096-token window, the analytic form packing needs) packed to
+  // 8,192 tokens under zero2 with a tree allreduce: both are refused, the sharding first.
+  const auto path = std::filesystem::temp_directory_path() / "ddpsim-config-test-mistral.json";
+  {
+    std::ofstream(path) << R"({"hf_config": ")" << DDPSIM_SOURCE_DIR
+                        << R"(/models/hf/mistral-7b-v0.1.json", "gpu": "h100-sxm", "dtype": "bf16"})";
+  }
+  const auto with = [&](const std::string& extra, const std::string& simulation) {
+    return R"({"model": ")" + path.string() + R"(", "training": {"attention": "packed", "max_length": 8192)" + extra +
+           "}" + simulation + "}";
+  };
+  fails(with(R"(, "data_parallel": "zero2")", R"(, "simulation": {"algorithm": "tree"})"),
+        "gathers and reduce-scatters in rings over the ranks");
+  fails(with("", ""), "sliding window of 4096 tokens: packed sequences longer than the window are not modelled");
+  std::filesystem::remove(path);
 }

@@ -210,7 +210,7 @@ bool fit_to_trace(nlohmann::json& doc, const po::variables_map& vm, const Trace&
   const TraceSize size = trace_size(trace);
   // A config file's own world size is checked against the trace after, as a --set one is.
   if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = size.G;
-  const auto& ranks = training["world_size"];  // the check names a --set that differs
+  const auto& ranks = training["world_size"];  // config_for_trace's check names a --set that differs
   // A batch the micro-batches fit: replay names a count the trace did not record, with the trace.
   const auto& micro = training.contains("micro_batches") ? training["micro_batches"] : nlohmann::json(1);
   const long long per_rank = micro.is_number_integer() ? std::clamp<long long>(micro.get<long long>(), 1, 10000) : 1;

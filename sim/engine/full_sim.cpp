@@ -86,7 +86,7 @@ class DataParallelRun {
     all_ready_->release();
   }
 
-  // ZeRO's parameter gather, likewise, once every rank has stepped its shard.
+  // The last rank to step its ZeRO shard wakes the collectives' actor for the parameters' gather.
   void shard_stepped() {
     if (++stepped_ < G_) return;
     stepped_ = 0;

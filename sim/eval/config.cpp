@@ -74,6 +74,7 @@ using namespace config_detail;
 
 namespace {
 
+// The policies compared (static where none is given), each label once: outputs are keyed by it.
 void parse_policy_list(const JsonFields& top, Config& c, const std::string& origin,
                        const std::string& policies_origin) {
   if (top.has("policies")) {
@@ -269,13 +270,16 @@ void check_xml_platform(const nlohmann::json& doc, const Config& c, const std::s
         c.platform, make_allreduce(c.simulation.algorithm, node_of_ranks(c.platform, c.training.world_size)).pairs());
 }
 
-// Packed sequences need a model of Σs and Σs², and no window that binds.
-void check_packed(const Config& c, const std::string& origin) {
+// Packed sequences need a model of Σs and Σs².
+void check_packed_form(const Config& c, const std::string& origin) {
   if (c.training.attention == "packed" && (c.model->forward.use_grid() || c.model->backward.use_grid()))
     throw InputError(
         origin + ": training.attention \"packed\" needs the analytic or roofline form (of Σs and Σs²), but model " +
         c.model->origin + " uses a measured grid over (b, L) (calibrate it with --form analytic or roofline)");
-  // Packed rows hold Σs² alone: a window that binds would need each sequence's length.
+}
+
+// Packed rows hold Σs² alone: a window that binds would need each sequence's length.
+void check_packed_window(const Config& c, const std::string& origin) {
   if (const AttentionWindow& w = c.model->attention_window;
       c.training.attention == "packed" && w.any() && c.training.max_length > w.tokens)
     throw InputError(origin + ": training.attention \"packed\" with model " + c.model->origin +
@@ -320,8 +324,9 @@ Config parse_config(const nlohmann::json& doc, const std::string& origin, const 
   check_xml_platform(doc, c, origin);
   resolve_batch_caps(top, c, origin);
   check_run_size(c, origin);
-  check_packed(c, origin);
+  check_packed_form(c, origin);
   sharded_checks_and_notes(c, origin);
+  check_packed_window(c, origin);
   if (c.parallel && !c.parallel->abstract_mode) {  // the stage partition, before any work
     try {
       stage_partition(c);
