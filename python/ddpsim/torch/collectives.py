@@ -2,8 +2,9 @@
 the allreduce over a ladder of sizes (rows of policy "allreduce", from which ``ddpsim
 calibrate`` fits the network) and ZeRO-1's gather of the updated parameters (the ``allgather``
 metadata line, from which it fits ``allgather_factor``), as the framework gathers them: PyTorch's
-ZeroRedundancyOptimizer broadcasts each rank's shard from its owner, DeepSpeed all-gathers. Every timing starts at a
-barrier, so each is the collective of all ranks at once, after a warm-up that lets it settle.
+ZeroRedundancyOptimizer broadcasts each rank's shard from its owner, DeepSpeed all-gathers.
+Every timing starts at a barrier, so each is the collective of all ranks at once, after a
+warm-up that lets it settle.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def settle(once: Callable[[], float], fixed: Optional[int], cap: int, agree: Cal
 
 
 def _timed(collective: Callable[[], None], clock: _Clock) -> Callable[[], float]:
+    """One timing of ``collective`` in ms, from a barrier: every rank starts it at once."""
     def once() -> float:
         dist.barrier()
         start = clock.mark()
@@ -63,6 +65,7 @@ def allreduce_rows(sizes, reps, warmup, max_warmup, seed, device, agree) -> list
     return rows
 
 
+# profile()'s zero_gather values, and what each times (the allgather_as metadata line).
 GATHERS = {"broadcast": "a broadcast of each rank's shard from it, all in flight at once (PyTorch's "
                         "ZeroRedundancyOptimizer with parameters_as_bucket_view)",
            "all_gather": "dist.all_gather of each rank's shard (DeepSpeed's ZeRO, ddptrain's)"}
