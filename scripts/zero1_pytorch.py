@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
 from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout
-from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config
+from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, random_batch
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # 18.5 M parameters, which a CPU core steps in a fraction of a second. Untied, the embedding and
@@ -85,15 +85,7 @@ def sample_lengths(path, max_length, seed=0):
 
 
 def make_batch(lengths, indices):
-    """Random token ids (a sample's fixed by its index), padded to the longest, and the mask."""
-    L = max(lengths[i] for i in indices)
-    ids = torch.zeros(len(indices), L, dtype=torch.long)
-    mask = torch.zeros(len(indices), L, dtype=torch.bool)
-    for row, i in enumerate(indices):
-        n = lengths[i]
-        ids[row, :n] = torch.randint(1, CONFIG["vocab_size"], (n,), generator=torch.Generator().manual_seed(i))
-        mask[row, :n] = True
-    return ids, mask
+    return random_batch(lengths, indices, CONFIG["vocab_size"])
 
 
 def loss_fn(model, batch):

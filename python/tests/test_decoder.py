@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import ddpsim  # noqa: E402
 from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout  # noqa: E402
-from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config  # noqa: E402
+from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, random_batch  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -27,15 +27,7 @@ LENGTHS = ddpsim.synthetic_lengths("sst2", 2000, 64, 0)
 
 
 def batch(lengths, indices):
-    """Token ids (a sample's ids fixed by its index) padded to the longest, and the padding mask."""
-    L = max(lengths[i] for i in indices)
-    ids = torch.zeros(len(indices), L, dtype=torch.long)
-    mask = torch.zeros(len(indices), L, dtype=torch.bool)
-    for row, i in enumerate(indices):
-        n = lengths[i]
-        ids[row, :n] = torch.randint(1, TINY["vocab_size"], (n,), generator=torch.Generator().manual_seed(i))
-        mask[row, :n] = True
-    return ids, mask
+    return random_batch(lengths, indices, TINY["vocab_size"])
 
 
 def train_worker(rank, world_size, out):

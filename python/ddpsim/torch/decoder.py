@@ -163,6 +163,20 @@ def causal_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) 
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
+def random_batch(lengths, indices, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids for the samples ``indices`` of ``lengths`` (a sample's ids random but fixed by
+    its index, so that a step's batch is the same on every run), padded to the longest, and the
+    padding mask: a batch to time the decoder on real lengths without a tokenizer."""
+    L = max(lengths[i] for i in indices)
+    ids = torch.zeros(len(indices), L, dtype=torch.long)
+    mask = torch.zeros(len(indices), L, dtype=torch.bool)
+    for row, i in enumerate(indices):
+        n = lengths[i]
+        ids[row, :n] = torch.randint(1, vocab_size, (n,), generator=torch.Generator().manual_seed(i))
+        mask[row, :n] = True
+    return ids, mask
+
+
 def _normalised(config: dict, origin: str) -> dict:
     """The keys the model reads, with Hugging Face's defaults and its sliding-window rules (as
     ddpsim's spec derivation reads them)."""
