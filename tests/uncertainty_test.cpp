@@ -222,3 +222,56 @@ TEST_CASE("a pipeline job's network variant slows the links it copied from the p
   REQUIRE(session != predicted[1].terms.end());
   CHECK(session->half_width_pp == doctest::Approx(kCampaignSessionBelowPp));  // a pipeline takes the wider one
 }
+
+namespace {
+
+Config one_policy_config(int world_size, const char* topology) {
+  nlohmann::json doc = {
+      {"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 50}, {"min", 8}, {"max", 256}, {"samples", 20000}}},
+      {"training", {{"world_size", world_size}, {"global_batch", 64}, {"max_length", 256}, {"steps", 40}, {"seed", 5}}},
+      {"platform", {{"topology", topology}}},
+      {"policies", {"static"}}};
+  return parse_config(doc, "test config", "");
+}
+
+}  // namespace
+
+TEST_CASE("a gain between configs sets each model variant on both sides; its session is that of runs apart") {
+  PerfModel m = two_form_model();
+  m.session_below_pp = m.session_above_pp = 1;
+  std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m),
+                                 with_model(one_policy_config(8, "pcie"), m),
+                                 with_model(one_policy_config(4, "nvlink"), m)};
+  REQUIRE(configs[0].network_from_model);
+  REQUIRE(!configs[2].network_from_model);  // another topology than the model's calibrated one
+  std::vector<std::vector<int>> datasets;
+  SimulationRun first;
+  const auto run = [&](const Config& c, std::span<const int> data) { return simulate(c, data).summaries.at(0); };
+  for (const Config& c : configs) {
+    datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
+    SimulationRun one = simulate(c, datasets.back());
+    first.runs.push_back(one.runs.at(0));
+    first.summaries.push_back(one.summaries.at(0));
+  }
+  const std::vector<double> at_seed = run_gains(first);
+  const std::vector<std::vector<double>> gains = {{0}, {at_seed[1]}, {at_seed[2]}};
+  const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, gains);
+  const auto term = [](const GainPrediction& g, const std::string& name) {
+    const auto it = std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
+    return it == g.terms.end() ? -1.0 : it->half_width_pp;
+  };
+  // The model form: both sides under the roofline, not one side alone.
+  const double roofline_gain =
+      summary_gain(run(with_model(configs[1], between(m, 1)), datasets[1]), run(with_model(configs[0], between(m, 1)), datasets[0]));
+  CHECK(term(p[1], "model form") == doctest::Approx(std::abs(roofline_gain - at_seed[1])));
+  CHECK(term(p[1], "session") == doctest::Approx(kRunsApartFactor * 1));
+  CHECK(term(p[1], "network") == -1);  // both sides on the model's calibrated network
+  // NVLink is a preset's network: its side at half the bandwidth, the base's as it is.
+  Config slow = configs[2];
+  slow.platform.link_GBps *= 0.5;
+  slow.platform.nic_GBps *= 0.5;
+  const double slow_gain = summary_gain(run(slow, datasets[2]), first.summaries[0]);
+  CHECK(term(p[2], "network") == doctest::Approx(std::abs(slow_gain - at_seed[2])));
+  CHECK(p[2].lo < at_seed[2]);
+  CHECK(p[2].hi > at_seed[2]);
+}

@@ -32,8 +32,9 @@ Progress = Callable[[str, int, int], None]
 @dataclass
 class Frames:
     """A result's tables as pandas DataFrames: ``steps`` holds one row per rank and step
-    (steps.csv, or pipeline_steps.csv for a pipeline job) and ``policies`` one row per policy
-    with its summary figures (summary.json)."""
+    (steps.csv, or pipeline_steps.csv for a pipeline job; None for compare's ``against``) and
+    ``policies`` one row per policy (per column under ``against``) with its summary figures
+    (summary.json)."""
     steps: Any
     policies: Any
 
@@ -80,8 +81,9 @@ class Result(Outputs):
 
     @property
     def policies(self) -> list:
-        """The policies' labels, in the order simulated (the first is the baseline of the gains)."""
-        return [p["policy"] for p in self._policy_rows()]
+        """The policies' labels, in the order simulated (the first is the baseline of the gains);
+        under ``against``, the columns' ("base" first)."""
+        return [self._label(p) for p in self._policy_rows()]
 
     def table(self) -> str:
         """The report as the command line prints it, without the line of its wall time."""
@@ -93,7 +95,7 @@ class Result(Outputs):
         figure is the mean step (``mean_max_step_ms``; a pipeline job's ``mean_step_time``). A
         rate's gain (``*_per_s``, ``*_throughput``, ``*_utilisation``, ``compute_share``) is the
         share gained; any other figure's (a time, a wait, padding), the share saved."""
-        rows = {p["policy"]: p for p in self._policy_rows()}
+        rows = {self._label(p): p for p in self._policy_rows()}
         if policy not in rows:
             raise _core.UsageError(f"policy {policy!r}: not in this result ({', '.join(rows)})")
         first = self._policy_rows()[0]
@@ -115,10 +117,19 @@ class Result(Outputs):
         """The result as DataFrames (pandas is imported here, and only here)."""
         import pandas
 
-        steps = self._frame("steps.csv" if "steps.csv" in self.files else "pipeline_steps.csv")
+        name = next((n for n in ("steps.csv", "pipeline_steps.csv") if n in self.files), None)
+        steps = self._frame(name) if name else None  # compare with against writes no steps
         return Frames(steps=steps, policies=pandas.DataFrame(self._policy_rows()))
 
+    @staticmethod
+    def _label(row: dict) -> str:
+        return row["column"] if "column" in row else row["policy"]
+
     def _policy_rows(self) -> list:
+        columns = self.summary.get("columns")
+        if isinstance(columns, dict):  # compare with against: one row per column, its figures
+            return [{"column": label, **{k: v for k, v in c.items() if k not in ("config", "provenance")}}
+                    for label, c in columns.items()]
         policies = self.summary.get("policies", [])
         if isinstance(policies, dict):  # keyed by label
             return [{"policy": label, **figures} for label, figures in policies.items()]
@@ -233,6 +244,18 @@ def _policy_list(policies) -> str:
     return ",".join(names)
 
 
+def _against(against) -> list:
+    """--against's arguments for {label: {key: value}}: a column of the config per label."""
+    if not isinstance(against, dict) or not all(isinstance(k, str) and isinstance(v, dict) and v
+                                                for k, v in against.items()):
+        raise _core.UsageError(f"against: expected {{label: {{key: value, ...}}, ...}}, a column each, got {against!r}")
+    args = []
+    for label, sets in against.items():
+        for key, value in sets.items():
+            args += ["--against", f"{label}:{key}={_set_text(value, f'against[{label!r}][{key!r}]')}"]
+    return args
+
+
 def _arguments(config: ConfigLike, policies, steps, replicates, overrides: dict) -> list:
     args = []
     if isinstance(config, dict):
@@ -303,9 +326,10 @@ def _options(options: dict) -> list:
     return args
 
 
-def _simulate(verb: str, config: ConfigLike, policies, steps, replicates: int, progress, overrides: dict) -> Result:
+def _simulate(verb: str, config: ConfigLike, policies, steps, replicates: int, progress, overrides: dict,
+              extra: Optional[list] = None) -> Result:
     with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:
-        args = _arguments(config, policies, steps, replicates, overrides) + ["--out", folder]
+        args = _arguments(config, policies, steps, replicates, overrides) + (extra or []) + ["--out", folder]
         report, notes = _verb(verb, args, progress)
         return Result(verb, report, notes, _files(folder))
 
@@ -324,9 +348,13 @@ def run(config: ConfigLike = None, *, policies=None, steps: Optional[int] = None
 
 
 def compare(config: ConfigLike = None, *, policies=None, steps: Optional[int] = None, replicates: int = 1,
-            progress: Union[None, bool, Progress] = None, **overrides) -> Result:
-    """``ddpsim compare``: as :func:`run`, each policy's report beside the first's with the change."""
-    return _simulate("compare", config, policies, steps, replicates, progress, overrides)
+            progress: Union[None, bool, Progress] = None, against: Optional[dict] = None, **overrides) -> Result:
+    """``ddpsim compare``: as :func:`run`, each policy's report beside the first's with the change.
+    ``against={"zero1": {"training.data_parallel": "zero1"}, ...}`` (``--against``) sets the
+    config beside variants of itself instead, under its one policy: the result's rows are then
+    the columns ("base" first), and ``gain("zero1")`` is that column's against the config's."""
+    extra = [] if against is None else _against(against)
+    return _simulate("compare", config, policies, steps, replicates, progress, overrides, extra)
 
 
 def sweep(spec: Union[str, os.PathLike, dict], out: Optional[str] = None, *, jobs: Optional[int] = None,

@@ -55,6 +55,29 @@ class SameAsTheBinary(unittest.TestCase):
         first = frames.policies["mean_max_step_ms"][0]
         self.assertAlmostEqual(result.gain("sorted"), 100 * (1 - frames.policies["mean_max_step_ms"][2] / first))
 
+    def test_configs_against_each_other(self):
+        against = {"zero1": {"training.data_parallel": "zero1"},
+                   "8gpus": {"training.world_size": 8, "platform": {"topology": "nvlink"}}}
+        result = ddpsim.compare(steps=30, policies="sorted", against=against, replicates=2, progress=False)
+        self.assertEqual(measured_apart(result.files), binary("compare", [
+            "--steps", "30", "--policies", "sorted", "--replicates", "2", "--against", "zero1:training.data_parallel=zero1",
+            "--against", "8gpus:training.world_size=8", "--against", '8gpus:platform={"topology": "nvlink"}']))
+        self.assertEqual(result.policies, ["base", "zero1", "8gpus"])
+        self.assertEqual(result.summary["columns"]["8gpus"]["config"]["training"]["world_size"], 8)
+        frames = result.to_pandas()
+        self.assertIsNone(frames.steps)
+        self.assertEqual(list(frames.policies["column"]), result.policies)
+        own = ddpsim.compare(steps=30, policies="sorted", progress=False, **{"training.data_parallel": "zero1"})
+        base = ddpsim.compare(steps=30, policies="sorted", progress=False)
+        self.assertAlmostEqual(result.gain("zero1"), 100 * (1 - own.summary["policies"]["sorted"]["mean_max_step_ms"] /
+                                                            base.summary["policies"]["sorted"]["mean_max_step_ms"]))
+        interval = result.summary["replicates"]["columns"]["8gpus"]["gain"]["prediction_interval"]
+        self.assertLess(interval[0], interval[1])
+        with self.assertRaisesRegex(ddpsim.UsageError, r"against: expected \{label: \{key: value"):
+            ddpsim.compare(steps=5, policies="sorted", against={"zero1": "training.data_parallel=zero1"})
+        with self.assertRaisesRegex(ddpsim.UsageError, "compares configs under one policy"):
+            ddpsim.compare(steps=5, policies="static,sorted", against=against, progress=False)
+
     def test_micro_batches_and_overrides(self):
         overrides = {"training.micro_batches": 2, "training.world_size": 2, "model": "h100-distilbert"}
         result = ddpsim.run(steps=20, progress=False, **overrides)

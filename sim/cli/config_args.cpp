@@ -49,7 +49,8 @@ void add_config_options(po::options_description& visible, po::options_descriptio
   positional.add("config", 1);
 }
 
-Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust) {
+Config load_config(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust,
+                   bool print_notes) {
   const std::string path = vm.count("config") ? vm["config"].as<std::string>() : "";
   const bool given = vm.count("config-json");
   if (given && !path.empty()) throw UsageError("a config is a file or a document, not both (" + path + ")");
@@ -82,7 +83,8 @@ Config load_config(const po::variables_map& vm, const std::function<void(nlohman
   const std::string policies_origin = vm.count("policies") ? "--policies" : "";
   try {
     Config config = parse_config(doc, origin, base_dir, policies_origin);
-    for (const std::string& note : config.notes) std::cerr << "note: " << note << "\n";
+    if (print_notes)
+      for (const std::string& note : config.notes) std::cerr << "note: " << note << "\n";
     return config;
   } catch (const InputError& e) {
     const std::string what = e.what();

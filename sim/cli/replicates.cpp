@@ -24,6 +24,11 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
                      : "; run again with --set simulation.noise_sigma=0 --set simulation.noise_shared_sigma=0 --set "
                        "simulation.spells=off\n")};
   SimulationRun quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
+  std::string report = noise_off_report(noisy, quiet);
+  return {std::move(quiet), std::move(report)};
+}
+
+std::string noise_off_report(const SimulationRun& noisy, const SimulationRun& quiet) {
   char line[400];
   std::snprintf(line, sizeof line,
                 "\ngain over %s with the compute noise and with it off (σ's, slow spells, measured steps and unit "
@@ -39,7 +44,7 @@ NoiseOff noise_off(const Config& config, std::span<const int> dataset, const Sim
                   shown(on[p], 2), shown(off[p], 2), per_sample[p] ? " per sample" : "");
     out += line;
   }
-  return {std::move(quiet), out};
+  return out;
 }
 
 namespace {
@@ -111,7 +116,8 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
                 "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n"
                 "%-*s %-28s %-28s %-30s%s\n",
                 replicates, static_cast<long long>(config.training.seed),
-                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, width, "policy",
+                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, width,
+                f.column.c_str(),
                 (f.figure + ", mean (ms)").c_str(), (f.figure + ", P95 (ms)").c_str(),
                 ("gain over " + f.labels[0]).c_str(), quiet ? " gain, compute noise off" : "");
   std::string out = line;

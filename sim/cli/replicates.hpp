@@ -27,6 +27,8 @@ struct NoiseOff {
   std::string report;
 };
 NoiseOff noise_off(const Config& config, std::span<const int> dataset, const SimulationRun& noisy);
+// That report for two runs of the same columns, with the noise and without.
+std::string noise_off_report(const SimulationRun& noisy, const SimulationRun& quiet);
 
 // `first` is the run already simulated at the config's seed, `first_quiet` that seed's run with
 // the compute noise off (null: none); seeds seed+1 ... seed+R-1 follow. The table gives each
@@ -46,6 +48,7 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
 // times, gain over the first policy, and that gain with the compute noise off (empty: none).
 struct SeedFigures {
   std::string figure = "max step time";  // what means and p95s are of: a pipeline's is its "step time"
+  std::string column = "policy";         // what a row is: a "config" under compare --against
   std::vector<std::string> labels;
   std::vector<std::vector<double>> means, p95s, gains, quiet_gains;
   std::vector<bool> per_sample;

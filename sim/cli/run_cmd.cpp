@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "calib/registration.hpp"
+#include "cli/against.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
 #include "cli/pipeline_verb.hpp"
@@ -95,6 +96,14 @@ model-mode pipeline job takes --replicates too: its gains are in mean pipeline s
 carry the wider, launch-bound session spread (a pipeline step is no one rank-step to place in a
 regime).
 
+With --against [LABEL:]KEY=VALUE (repeatable), the columns are configs instead of policies: the
+config, then variants of it, each with its values set as --set sets them (values sharing a
+LABEL make one column), all under the config's one policy (choose it with --policies). It
+answers what-ifs on the setting — ZeRO-1 or DDP, NVLink or PCIe, 8 or 16 GPUs — at the same
+seeds. Each column is a run of its own, so with --replicates its gain's interval takes the
+session term of runs apart, and the model's variants are set on both sides of the gain.
+--out DIR then writes DIR/summary.json alone: each column's values, config and figures.
+
 examples:
   ddpsim compare
   ddpsim compare --policies static,minmax,minmax:cost=model
@@ -105,6 +114,8 @@ examples:
       --set training.micro_batches=4 --set training.attention=packed
       # VeRL's dynamic batching against 4 fixed micro-batches, both remove-padding as in VeRL
       # (with padded attention, each of verl's few large micro-batches would pad to its longest)
+  ddpsim compare --policies sorted --against zero1:training.data_parallel=zero1 \
+      --against 8gpus:training.world_size=8 --against 8gpus:platform.topology=nvlink --replicates 10
 )";
 
 std::pair<int, int> parse_range(const std::string& text) {
@@ -267,10 +278,18 @@ int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
   add_config_options(visible, hidden, positional);
+  if (compare)
+    visible.add_options()("against", po::value<std::vector<std::string>>()->composing(),
+                          "[LABEL:]KEY=VALUE: a column of the config with KEY set to VALUE, against the config's "
+                          "own (values sharing a LABEL make one column; repeatable)");
   add_simulate_options(visible);
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
+  if (vm.count("against")) {
+    check_against(vm, config);
+    return against_verb(vm, config, checked_replicates(vm, config, compare));
+  }
   const std::pair<int, int> timeline = checked_timeline(vm, config);
   const int replicates = checked_replicates(vm, config, compare);
   if (print_config(vm, config)) return 0;  // after the options' checks: a refused command is refused either way

@@ -361,6 +361,7 @@ nlohmann::json platform_with_model(nlohmann::json platform, const PerfModel& mod
       platform[key] = value;
       taken += (taken.empty() ? "" : ", ") + key;
     }
+  c.network_from_model = !taken.empty();
   c.platform_source = taken.empty()
                           ? "the config's, which sets every figure of " + model.name + "'s calibrated network itself"
                           : taken + " from model " + model.name + " (" + model.platform_source + ")" +

@@ -92,19 +92,21 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
   // Interference factors a spec states are the user's guess: how far the gain moves without them.
   if (m.comm_slowdown != 1 || m.allreduce_slowdown != 1)
     with_model("stated interference", [](PerfModel& v) { v.comm_slowdown = v.allreduce_slowdown = 1; });
-  if (m.platform.empty()) {
-    Config slow = config;
-    slow.platform.link_GBps *= kSpecNetworkShare;
-    slow.platform.nic_GBps *= kSpecNetworkShare;
-    if (slow.parallel) {  // a pipeline's links were copied from the platform as the config was read
-      pipeline::ChannelConfig& links = slow.parallel->setup.channels;
-      links.bytes_per_s *= kSpecNetworkShare;
-      links.fabric.nic_bytes_per_s *= kSpecNetworkShare;
-      links.fabric.leaf_bytes_per_s *= kSpecNetworkShare;
-    }
-    out.push_back({"network", std::move(slow)});
-  }
+  if (m.platform.empty()) out.push_back(network_variant(config));
   return out;
+}
+
+ConfigVariant network_variant(const Config& config) {
+  Config slow = config;
+  slow.platform.link_GBps *= kSpecNetworkShare;
+  slow.platform.nic_GBps *= kSpecNetworkShare;
+  if (slow.parallel) {  // a pipeline's links were copied from the platform as the config was read
+    pipeline::ChannelConfig& links = slow.parallel->setup.channels;
+    links.bytes_per_s *= kSpecNetworkShare;
+    links.fabric.nic_bytes_per_s *= kSpecNetworkShare;
+    links.fabric.leaf_bytes_per_s *= kSpecNetworkShare;
+  }
+  return {"network", std::move(slow)};
 }
 
 std::vector<UncertaintyTerm> variant_terms(double gain_pct, std::span<const VariantGain> variants) {
@@ -178,14 +180,19 @@ GainPrediction predict_gain(double gain_pct, double seeds_lo, double seeds_hi, s
   return g;
 }
 
+double summary_gain(const TokenSummary& s, const TokenSummary& base, bool* per_sample) {
+  const bool each = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
+  const double scale = each ? base.mean_global_batch / s.mean_global_batch : 1.0;
+  if (per_sample) *per_sample = each;
+  return 100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms);
+}
+
 std::vector<double> run_gains(const SimulationRun& sim, std::vector<bool>* per_sample) {
   std::vector<double> gains;
   if (per_sample) per_sample->clear();
   for (const TokenSummary& s : sim.summaries) {
-    const TokenSummary& base = sim.summaries[0];
-    const bool each = changes_samples_per_step(s.mean_global_batch, base.mean_global_batch);
-    const double scale = each ? base.mean_global_batch / s.mean_global_batch : 1.0;
-    gains.push_back(100 * (1 - s.mean_max_step_ms * scale / base.mean_max_step_ms));
+    bool each = false;
+    gains.push_back(summary_gain(s, sim.summaries[0], &each));
     if (per_sample) per_sample->push_back(each);
   }
   return gains;
@@ -212,6 +219,92 @@ std::vector<GainPrediction> gain_predictions(const Config& config, std::span<con
     out[p] = predict_gain(center, percentile(gains[p], 2.5), percentile(gains[p], 97.5), std::move(terms));
     out[p].per_sample = per_sample[p];
     out[p].regime = gain_regime(*config.model, first.summaries[p], first.summaries[0]);
+  }
+  return out;
+}
+
+namespace {
+
+TokenSummary simulated_summary(const Config& config, std::span<const int> dataset) {
+  return simulate_streamed(config, dataset, {0, 0}, {}, {}).summaries.at(0);
+}
+
+// Each variant with the occurrence of its term it is: the k-th "first use" is paired with the
+// other config's k-th.
+std::vector<std::pair<std::string, int>> occurrences(const std::vector<ConfigVariant>& variants) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const ConfigVariant& v : variants)
+    out.emplace_back(v.term, std::count_if(out.begin(), out.end(), [&](const auto& o) { return o.first == v.term; }));
+  return out;
+}
+
+// A config's model variants, and its network slowed where that is not the model's measured one:
+// within a config a preset's network moves policies' gains little, but between configs (PCIe
+// against NVLink, 4 GPUs against 16 over a cluster) it is what the gain is made of.
+std::vector<ConfigVariant> config_variants(const Config& config) {
+  std::vector<ConfigVariant> out = model_variants(config);
+  const bool has_network = std::any_of(out.begin(), out.end(), [](const ConfigVariant& v) { return v.term == "network"; });
+  if (!has_network && !config.network_from_model && can_simulate_again(config)) out.push_back(network_variant(config));
+  return out;
+}
+
+// One config's run beside another's under a model variant: the variant of the same occurrence
+// where that config has one, else the config's own run.
+struct VariantSide {
+  const std::vector<ConfigVariant>& variants;
+  std::vector<std::pair<std::string, int>> keys;
+  std::span<const int> data;
+  const TokenSummary& unvaried;
+  std::vector<TokenSummary> summaries;  // of `variants`, simulated once
+
+  VariantSide(const std::vector<ConfigVariant>& v, std::span<const int> d, const TokenSummary& s)
+      : variants(v), keys(occurrences(v)), data(d), unvaried(s) {
+    for (const ConfigVariant& variant : variants) summaries.push_back(simulated_summary(variant.config, data));
+  }
+  const TokenSummary& under(const std::pair<std::string, int>& key) const {
+    const auto it = std::find(keys.begin(), keys.end(), key);
+    return it == keys.end() ? unvaried : summaries[it - keys.begin()];
+  }
+};
+
+// The model variants of a gain between two configs: every term occurrence in either side.
+std::vector<VariantGain> paired_variant_gains(const VariantSide& base, const VariantSide& other) {
+  std::vector<std::pair<std::string, int>> keys = base.keys;
+  for (const auto& key : other.keys)
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  std::vector<VariantGain> out;
+  for (const auto& key : keys) out.push_back({key.first, summary_gain(other.under(key), base.under(key))});
+  return out;
+}
+
+}  // namespace
+
+std::vector<GainPrediction> config_gain_predictions(std::span<const Config> configs,
+                                                    std::span<const std::vector<int>> datasets,
+                                                    const SimulationRun& first, const SimulationRun* quiet,
+                                                    const std::vector<std::vector<double>>& gains) {
+  std::vector<bool> per_sample;
+  const std::vector<double> at_seed = run_gains(first, &per_sample);
+  const std::vector<double> off = quiet ? run_gains(*quiet) : std::vector<double>(at_seed.size(), NAN);
+  const std::vector<ConfigVariant> base_variants = config_variants(configs[0]);
+  const VariantSide base_side(base_variants, datasets[0], first.summaries[0]);
+  std::vector<GainPrediction> out(at_seed.size());
+  for (std::size_t c = 1; c < at_seed.size(); ++c) {
+    const std::vector<ConfigVariant> own = config_variants(configs[c]);
+    const std::vector<VariantGain> variants =
+        paired_variant_gains(base_side, VariantSide(own, datasets[c], first.summaries[c]));
+    std::vector<UncertaintyTerm> terms = variant_terms(at_seed[c], variants);
+    for (UncertaintyTerm& t : noise_term(at_seed[c], off[c])) terms.push_back(std::move(t));
+    const double center = mean(gains[c]);
+    const TokenSummary &s = first.summaries[c], &base = first.summaries[0];
+    for (UncertaintyTerm& t : fixed_terms(*configs[0].model, center, s, base, /*runs_apart=*/true))
+      terms.push_back(std::move(t));
+    if (configs[c].model != configs[0].model)  // predict_gain keeps the wider of a term given twice
+      for (UncertaintyTerm& t : fixed_terms(*configs[c].model, center, s, base, /*runs_apart=*/true))
+        terms.push_back(std::move(t));
+    out[c] = predict_gain(center, percentile(gains[c], 2.5), percentile(gains[c], 97.5), std::move(terms));
+    out[c].per_sample = per_sample[c];
+    out[c].regime = gain_regime(*configs[0].model, s, base);
   }
   return out;
 }

@@ -30,6 +30,9 @@ struct ConfigVariant {
   Config config;
 };
 std::vector<ConfigVariant> model_variants(const Config& config);
+// The config with its network at the share of its links' bandwidth that collectives reach at
+// worst: the "network" term of a network that was not measured.
+ConfigVariant network_variant(const Config& config);
 
 // The variants' terms for one policy: the largest |variant gain − gain| of each term.
 struct VariantGain {
@@ -83,12 +86,26 @@ GainPrediction predict_gain(double gain_pct, double seeds_lo, double seeds_hi, s
 // samples a step (`per_sample`, when given, says which).
 std::vector<double> run_gains(const SimulationRun& sim, std::vector<bool>* per_sample = nullptr);
 
+// A gain of one run's summary over a base run's, in %: per sample where they take different
+// samples a step (`per_sample`, when given, says whether).
+double summary_gain(const TokenSummary& s, const TokenSummary& base, bool* per_sample = nullptr);
+
 // Each policy's gain prediction (none for the first): `gains[p]` over the seeds, the first at the
 // config's seed, whose run is `first` (its noise-off run `quiet`, null: none); the model's
 // variants simulated at that seed on `dataset`. One seed gives a seeds' range of the gain alone.
 std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const int> dataset,
                                              const SimulationRun& first, const SimulationRun* quiet,
                                              const std::vector<std::vector<double>>& gains);
+
+// The same for configs rather than policies (`ddpsim compare --against`): each column's config,
+// one policy each, against the first's, every column run on its own `datasets[c]`. Each model
+// variant is applied to both sides of a gain (its k-th occurrence of a term in one config paired
+// with the k-th in the other; a side without it runs unvaried), and the fixed terms are those of
+// runs apart, from both models where they differ: two configs never train in one process in turn.
+std::vector<GainPrediction> config_gain_predictions(std::span<const Config> configs,
+                                                    std::span<const std::vector<int>> datasets,
+                                                    const SimulationRun& first, const SimulationRun* quiet,
+                                                    const std::vector<std::vector<double>>& gains);
 
 // "+21.30% (seeds [+20.30, +22.20]; prediction [+9.0, +31.0], mostly: spec-derived compute)"
 std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name = "seeds");

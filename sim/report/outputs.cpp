@@ -146,47 +146,52 @@ std::string trace_csv(const std::vector<PolicyRun>& runs, const Metadata& metada
   return out.str();
 }
 
+nlohmann::ordered_json run_figures_json(const PolicyRun& run, const TokenSummary& s, const TokenSummary& first,
+                                        bool any_micro) {
+  nlohmann::ordered_json p;
+  auto number = [](double v) { return std::isnan(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
+  p["steps"] = s.steps;
+  p["mean_max_step_ms"] = number(s.mean_max_step_ms);
+  p["p95_max_step_ms"] = number(s.p95_max_step_ms);
+  p["mean_samples_per_s"] = number(s.mean_samples_per_s);
+  p["p95_samples_per_s"] = number(s.p95_samples_per_s);
+  p["mean_tokens_per_s"] = number(s.mean_tokens_per_s);
+  p["p95_tokens_per_s"] = number(s.p95_tokens_per_s);
+  p["mean_real_tokens_per_s"] = number(s.mean_real_tokens_per_s);
+  p["mean_std_step_ms"] = number(s.mean_std_step_ms);
+  p["mean_std_compute_ms"] = number(s.mean_std_compute_ms);
+  p["mean_std_padded_tokens"] = s.mean_std_padded_tokens;
+  p["mean_std_peak_mem_mib"] = number(s.mean_std_peak_mem_mib);
+  p["mean_sched_us"] = s.mean_sched_us;
+  p["p95_sched_us"] = s.p95_sched_us;
+  p["solver"] = run.solver.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.solver);
+  p["mean_max_padded_tokens"] = s.mean_max_padded_tokens;
+  p["p95_max_padded_tokens"] = s.p95_max_padded_tokens;
+  p["padding_waste"] = s.padding_waste;
+  p["samples_consumed"] = s.samples;
+  p["mean_global_batch"] = s.mean_global_batch;
+  if (any_micro) p["mean_micro_batches"] = s.mean_micro_batches;
+  p["distinct_shapes_per_rank"] = s.mean_distinct_shapes;
+  p["changes_samples_per_step"] = changes_batch(s, first);
+  if (s.timed()) {
+    p["mean_max_compute_ms"] = s.mean_max_compute_ms;
+    p["mean_comm_wait_ms"] = s.mean_comm_wait_ms;
+    p["mean_max_peak_mem_mib"] = s.mean_max_peak_mem_mib;
+  }
+  return p;
+}
+
+bool any_micro_batched(const std::vector<TokenSummary>& summaries) {
+  return std::any_of(summaries.begin(), summaries.end(), [](const TokenSummary& s) { return s.micro_batched; });
+}
+
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,
                          const std::vector<TokenSummary>& summaries, const nlohmann::json& provenance,
                          const nlohmann::ordered_json& extra) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
-  // As in the table: where one policy accumulates, every policy has the figure (1 without).
-  const bool any_micro =
-      std::any_of(summaries.begin(), summaries.end(), [](const TokenSummary& s) { return s.micro_batched; });
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const TokenSummary& s = summaries[i];
-    nlohmann::ordered_json p;
-    auto number = [](double v) { return std::isnan(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
-    p["steps"] = s.steps;
-    p["mean_max_step_ms"] = number(s.mean_max_step_ms);
-    p["p95_max_step_ms"] = number(s.p95_max_step_ms);
-    p["mean_samples_per_s"] = number(s.mean_samples_per_s);
-    p["p95_samples_per_s"] = number(s.p95_samples_per_s);
-    p["mean_tokens_per_s"] = number(s.mean_tokens_per_s);
-    p["p95_tokens_per_s"] = number(s.p95_tokens_per_s);
-    p["mean_real_tokens_per_s"] = number(s.mean_real_tokens_per_s);
-    p["mean_std_step_ms"] = number(s.mean_std_step_ms);
-    p["mean_std_compute_ms"] = number(s.mean_std_compute_ms);
-    p["mean_std_padded_tokens"] = s.mean_std_padded_tokens;
-    p["mean_std_peak_mem_mib"] = number(s.mean_std_peak_mem_mib);
-    p["mean_sched_us"] = s.mean_sched_us;
-    p["p95_sched_us"] = s.p95_sched_us;
-    p["solver"] = runs[i].solver.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(runs[i].solver);
-    p["mean_max_padded_tokens"] = s.mean_max_padded_tokens;
-    p["p95_max_padded_tokens"] = s.p95_max_padded_tokens;
-    p["padding_waste"] = s.padding_waste;
-    p["samples_consumed"] = s.samples;
-    p["mean_global_batch"] = s.mean_global_batch;
-    if (any_micro) p["mean_micro_batches"] = s.mean_micro_batches;
-    p["distinct_shapes_per_rank"] = s.mean_distinct_shapes;
-    p["changes_samples_per_step"] = changes_batch(s, summaries.front());
-    if (s.timed()) {
-      p["mean_max_compute_ms"] = s.mean_max_compute_ms;
-      p["mean_comm_wait_ms"] = s.mean_comm_wait_ms;
-      p["mean_max_peak_mem_mib"] = s.mean_max_peak_mem_mib;
-    }
-    policies[runs[i].label] = std::move(p);
-  }
+  const bool any_micro = any_micro_batched(summaries);
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    policies[runs[i].label] = run_figures_json(runs[i], summaries[i], summaries.front(), any_micro);
   nlohmann::ordered_json doc;
   doc["config"] = config;
   if (!provenance.is_null()) doc["provenance"] = provenance;

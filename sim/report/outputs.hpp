@@ -53,6 +53,11 @@ class TraceWriter {
   std::ostream& out_;
   TraceColumns c_;
 };
+// One run's figures as summary.json gives them, `first` the run its changes are against;
+// `any_micro`: some run accumulates, so every run has the micro-batch figure.
+nlohmann::ordered_json run_figures_json(const PolicyRun& run, const TokenSummary& s, const TokenSummary& first,
+                                        bool any_micro);
+bool any_micro_batched(const std::vector<TokenSummary>& summaries);
 // `provenance` (Config::provenance(), or null): where the model and the network came from.
 // `extra`: keys added after "policies" (compare's "replicates", a sweep cell's "gain_predictions").
 std::string summary_json(const nlohmann::json& config, const std::vector<PolicyRun>& runs,

@@ -1,0 +1,84 @@
+# compare --against: configs as columns. Each column's figures are those of its own compare run
+# with the values set, the gains are against the config's own column, the intervals carry the
+# network term only where a column's network is a preset's, and what --against cannot do is
+# refused in one line.
+source "$(dirname "$0")/lib.sh"
+base=(--steps 40 --policies sorted)
+mean_of() { awk '/^max step time, mean/ { print $NF; exit }' "$WORK/out"; }
+
+expect_ok "$DDPSIM" compare "${base[@]}" --against zero1:training.data_parallel=zero1 \
+  --against 8gpus:training.world_size=8 --against 8gpus:platform.topology=nvlink
+cp "$WORK/out" "$WORK/against.txt"
+header=$(grep -E '^ +base +zero1 +8gpus$' "$WORK/against.txt")
+[[ -n $header ]] || fail "the table's columns are not base, zero1, 8gpus: $(grep -m1 '^ ' "$WORK/against.txt")"
+grep -q '^  8gpus: training.world_size=8, platform.topology=nvlink$' "$WORK/against.txt" ||
+  fail "the 8gpus column does not say what it sets"
+grep -q '^    G=8 ranks, B=48, 40 steps' "$WORK/against.txt" || fail "the 8gpus column does not show its world"
+grep -q '^    data parallel: zero1 ' "$WORK/against.txt" || fail "the zero1 column does not show its sharding"
+row=$(grep '^max step time, mean' "$WORK/against.txt")
+read -r -a cells <<<"${row#max step time, mean (ms)}"  # base, zero1 (change), 8gpus (change)
+for column in "base:" "zero1:--set training.data_parallel=zero1" \
+  "8gpus:--set training.world_size=8 --set platform.topology=nvlink"; do
+  label=${column%%:*}
+  read -r -a sets <<<"${column#*:}"
+  expect_ok "$DDPSIM" compare "${base[@]}" "${sets[@]}"
+  want=$(mean_of)
+  case $label in base) got=${cells[0]} ;; zero1) got=${cells[1]} ;; 8gpus) got=${cells[3]} ;; esac
+  [[ $got == "$want" ]] || fail "column $label's mean step is $got, its own run gives $want"
+done
+expect_ok "$DDPSIM" compare "${base[@]}" --against zero1:training.data_parallel=zero1 \
+  --against 8gpus:training.world_size=8 --against 8gpus:platform.topology=nvlink
+cmp -s "$WORK/out" "$WORK/against.txt" || fail "two identical --against runs differ"
+
+# Intervals: the zero1 column keeps the model's measured network, the NVLink column's is a
+# preset's and carries the network term; a label-less value is its own column, named by itself.
+expect_ok "$DDPSIM" compare "${base[@]}" --against training.data_parallel=zero1 --against nv:platform.topology=nvlink \
+  --replicates 3
+grep -qE '^training.data_parallel=zero1 +[0-9.]+ \[' "$WORK/out" || fail "no replicates row for the label-less column"
+zero1=$(grep -A1 -E '^  training.data_parallel=zero1 +[-+][0-9.]+% \(seeds' "$WORK/out" | tail -1)
+nv=$(grep -A1 -E '^  nv +[-+][0-9.]+% \(seeds' "$WORK/out" | tail -1)
+[[ -n $zero1 && -n $nv ]] || fail "no prediction intervals: $(tail -8 "$WORK/out")"
+[[ $zero1 == *network* ]] && fail "the zero1 column's network is the model's, yet it has a network term: $zero1"
+[[ $nv == *network* ]] || fail "the NVLink column's network is a preset's, and has no network term: $nv"
+[[ $nv == *"session ±5.50"* ]] || fail "a column's session term is not that of runs apart (2.2 x 2.5): $nv"
+
+# --out: summary.json alone, each column's values, config and figures.
+expect_ok "$DDPSIM" compare "${base[@]}" --against nv:platform.topology=nvlink --replicates 2 --out "$WORK/o"
+[[ $(ls "$WORK/o") == summary.json ]] || fail "--against --out wrote $(ls "$WORK/o"), expected summary.json alone"
+python3 - "$WORK/o/summary.json" <<'PY' || fail "summary.json lacks the columns"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["policy"] == "sorted" and list(s["columns"]) == ["base", "nv"], s.keys()
+assert s["columns"]["nv"]["sets"] == ["platform.topology=nvlink"]
+assert s["columns"]["nv"]["config"]["platform"]["topology"] == "nvlink"
+assert "network" in s["replicates"]["columns"]["nv"]["gain"]["terms_half_width_pp"]
+PY
+
+# --print-config: every column's resolved config, by label.
+expect_ok "$DDPSIM" compare "${base[@]}" --against nv:platform.topology=nvlink --print-config
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); assert list(c) == ["base", "nv"], list(c)
+assert c["nv"]["platform"]["topology"] == "nvlink" and c["base"]["platform"]["topology"] == "pcie"' "$WORK/out" ||
+  fail "--print-config does not give each column's config"
+
+# Refusals.
+expect_exit 2 '--against "zero1:": expected \[LABEL:\]KEY=VALUE' "$DDPSIM" compare "${base[@]}" --against zero1:
+expect_exit 2 '--against "training.world_size": expected' "$DDPSIM" compare "${base[@]}" --against training.world_size
+expect_exit 2 '"base" names the config' "$DDPSIM" compare "${base[@]}" --against base:training.world_size=8
+expect_exit 2 'compares configs under one policy, and the config has 2 \(static, sorted\)' \
+  "$DDPSIM" compare --steps 5 --policies static,sorted --against training.world_size=8
+expect_exit 2 '--against four \(training.world_size=4\) is the same config as the config itself' \
+  "$DDPSIM" compare "${base[@]}" --against four:training.world_size=4
+expect_exit 2 '--against b \(.*\) is the same config as --against a' \
+  "$DDPSIM" compare "${base[@]}" --against a:training.world_size=8 --against b:training.world_size=8
+expect_exit 2 '--against two sets 2 policies' "$DDPSIM" compare "${base[@]}" --against 'two:policies=["static","kk"]'
+expect_exit 2 'run each config with ddpsim compare --set KEY=VALUE --timeline' \
+  "$DDPSIM" compare "${base[@]}" --against training.world_size=8 --timeline "$WORK/never.json"
+expect_exit 1 '^ddpsim compare: --against big' "$DDPSIM" compare "${base[@]}" --against big:training.world_size=0 \
+  --out "$WORK/never"
+[[ -e $WORK/never ]] && fail "a refused --against wrote its --out"
+expect_exit 2 'the config is a pipeline job' "$DDPSIM" compare "$SRC/configs/pipeline-study.json" \
+  --against parallel.stages=2
+expect_exit 1 '^ddpsim compare: --against big \(training.world_size=0\): .*world_size' \
+  "$DDPSIM" compare "${base[@]}" --against big:training.world_size=0
+expect_exit 2 'against' "$DDPSIM" run "${base[@]}" --against training.world_size=8
+finish
