@@ -272,6 +272,34 @@ TEST_CASE("a gain between configs sets each model variant on both sides; its ses
   slow.platform.nic_GBps *= 0.5;
   const double slow_gain = summary_gain(run(slow, datasets[2]), first.summaries[0]);
   CHECK(term(p[2], "network") == doctest::Approx(std::abs(slow_gain - at_seed[2])));
-  CHECK(p[2].lo < at_seed[2]);
-  CHECK(p[2].hi > at_seed[2]);
+}
+
+TEST_CASE("a variant one config has and the other has not is set on its side alone") {
+  PerfModel m = two_form_model();
+  m.supported_forms.clear();
+  m.first_use_ms = 40;
+  std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m), with_model(one_policy_config(4, "pcie"), m)};
+  configs[1].simulation.first_use = "off";  // no first-use variant on this side
+  std::vector<std::vector<int>> datasets;
+  SimulationRun first;
+  for (const Config& c : configs) {
+    datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
+    SimulationRun one = simulate(c, datasets.back());
+    first.runs.push_back(one.runs.at(0));
+    first.summaries.push_back(one.summaries.at(0));
+  }
+  const double gain = run_gains(first)[1];
+  const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gain}});
+  double want = 0;
+  for (double k : {0.8, 1.2}) {
+    PerfModel scaled = m;
+    scaled.first_use_ms *= k;
+    const TokenSummary base = simulate(with_model(configs[0], scaled), datasets[0]).summaries.at(0);
+    want = std::max(want, std::abs(summary_gain(first.summaries[1], base) - gain));
+  }
+  REQUIRE(want > 0.01);  // the first use costs the base something
+  const auto it = std::find_if(p[1].terms.begin(), p[1].terms.end(),
+                               [](const UncertaintyTerm& t) { return t.name == "first use"; });
+  REQUIRE(it != p[1].terms.end());
+  CHECK(it->half_width_pp == doctest::Approx(want));
 }

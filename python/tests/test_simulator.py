@@ -71,8 +71,10 @@ class SameAsTheBinary(unittest.TestCase):
         base = ddpsim.compare(steps=30, policies="sorted", progress=False)
         self.assertAlmostEqual(result.gain("zero1"), 100 * (1 - own.summary["policies"]["sorted"]["mean_max_step_ms"] /
                                                             base.summary["policies"]["sorted"]["mean_max_step_ms"]))
-        interval = result.summary["replicates"]["columns"]["8gpus"]["gain"]["prediction_interval"]
-        self.assertLess(interval[0], interval[1])
+        self.assertIn("network", result.summary["replicates"]["columns"]["8gpus"]["gain"]["terms_half_width_pp"])
+        for bad in ({}, {"a:b": {"training.world_size": 8}}, {"base": {"training.world_size": 8}}):
+            with self.assertRaisesRegex(ddpsim.UsageError, "against: "):
+                ddpsim.compare(steps=5, policies="sorted", against=bad)
         with self.assertRaisesRegex(ddpsim.UsageError, r"against: expected \{label: \{key: value"):
             ddpsim.compare(steps=5, policies="sorted", against={"zero1": "training.data_parallel=zero1"})
         with self.assertRaisesRegex(ddpsim.UsageError, "compares configs under one policy"):

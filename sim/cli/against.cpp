@@ -38,6 +38,17 @@ std::string joined_sets(const std::vector<std::string>& sets) {
   return out;
 }
 
+// Runs `body` for a column, an input error then naming it.
+template <class Body>
+auto in_column(const Side& side, Body&& body) {
+  if (side.label == kBaseLabel) return body();
+  try {
+    return body();
+  } catch (const InputError& e) {
+    throw InputError("--against " + side.label + " (" + joined_sets(side.sets) + "): " + e.what());
+  }
+}
+
 // The config with the column's values set last; an error names the column.
 Config load_variant(const po::variables_map& vm, const AgainstColumn& column) {
   const auto adjust = [&](nlohmann::json& doc) {
@@ -56,10 +67,14 @@ Config load_variant(const po::variables_map& vm, const AgainstColumn& column) {
 }  // namespace
 
 void check_against(const po::variables_map& vm, const Config& base) {
-  for (const char* option : {"timeline", "register"})
-    if (vm.count(option))
+  for (const char* option : {"timeline", "timeline-steps", "link-series", "link-bin", "register"})
+    if (vm.count(option) && !vm[option].defaulted())
       throw UsageError(std::string("--against sets configs side by side, and --") + option +
                        " is of one config's run: run each config with ddpsim compare --set KEY=VALUE --" + option);
+  if (vm.count("out") && std::filesystem::exists(std::filesystem::path(vm["out"].as<std::string>()) / "steps.csv"))
+    throw UsageError("--out " + vm["out"].as<std::string>() +
+                     " holds a steps.csv, which --against does not write (its columns are different configs), so "
+                     "it would stand beside a summary.json it does not belong to: give another folder");
   if (base.parallel)
     throw UsageError(
         "--against sets data-parallel configs side by side, and the config is a pipeline job (its parallel "
@@ -77,28 +92,39 @@ void check_against(const po::variables_map& vm, const Config& base) {
 
 namespace {
 
-// The columns' configs, each checked to be a config of its own under one policy.
+// A column must differ from the base in its setting alone: the same policy and seeds (its gain
+// is then the setting's, not the plan's or the draw's), and a data-parallel run.
+void check_column(const Config& base, const Config& config, const std::string& name) {
+  if (config.policies.size() != 1 || config.policies.front().label() != base.policies.front().label())
+    throw UsageError(name + " sets the policies: every column runs the config's " + base.policies.front().label() +
+                     " (policies against each other: compare without --against)");
+  if (config.training.seed != base.training.seed)
+    throw UsageError(name + " sets training.seed: every column runs at the config's seeds (another seed's run: "
+                     "--set training.seed=N, or --replicates R for the seeds' range)");
+  if (config.parallel)
+    throw UsageError(name + " makes a pipeline job (a parallel section): --against sets data-parallel configs side "
+                     "by side");
+  if (!can_simulate_again(config)) throw UsageError(name + " loads a user XML platform, and " + kXmlOncePerProcess);
+}
+
+// The columns' configs, each checked to be a config of its own, with their data.
 std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
   std::vector<Side> sides;
   sides.push_back({kBaseLabel, {}, base, nullptr, {}});
   for (const AgainstColumn& column : against_columns(vm["against"].as<std::vector<std::string>>())) {
     Config config = load_variant(vm, column);
-    const std::string name = "--against " + column.label;
-    if (config.policies.size() != 1)
-      throw UsageError(name + " sets " + std::to_string(config.policies.size()) +
-                       " policies; each column runs one, as the config does");
-    if (!can_simulate_again(config))
-      throw UsageError(name + " loads a user XML platform, and " + kXmlOncePerProcess);
+    const std::string name = "--against " + column.label + " (" + joined_sets(column.sets) + ")";
+    check_column(base, config, name);
     for (const Side& other : sides)
       if (other.config.resolved == config.resolved)
-        throw UsageError(name + " (" + joined_sets(column.sets) + ") is the same config as " +
+        throw UsageError(name + " is the same config as " +
                          (other.label == kBaseLabel ? "the config itself" : "--against " + other.label) +
                          ": a column must change something");
     sides.push_back({column.label, column.sets, std::move(config), nullptr, {}});
   }
   for (Side& side : sides) {
     side.source = make_length_source(side.config.data, side.config.training.max_length);
-    side.dataset = config_dataset(side.config, *side.source);
+    side.dataset = in_column(side, [&] { return config_dataset(side.config, *side.source); });
   }
   return sides;
 }
@@ -138,14 +164,12 @@ SimulationRun simulate_sides(const std::vector<Side>& sides, int offset, bool qu
   for (const Side& side : sides) {
     Config config = quiet ? without_compute_noise(side.config) : side.config;
     config.training.seed += offset;
-    const std::vector<int> dataset = offset == 0 ? side.dataset : config_dataset(config, *side.source);
-    SimulationRun one;
-    if (offset == 0 && !quiet) {
+    SimulationRun one = in_column(side, [&] {
+      const std::vector<int> dataset = offset == 0 ? side.dataset : config_dataset(config, *side.source);
+      if (offset > 0 || quiet) return simulate_streamed(config, dataset, {0, 0}, {}, {});
       Progress progress("simulating " + side.label, "steps");
-      one = simulate_streamed(config, dataset, {0, 0}, std::ref(progress), {});
-    } else {
-      one = simulate_streamed(config, dataset, {0, 0}, {}, {});
-    }
+      return simulate_streamed(config, dataset, {0, 0}, std::ref(progress), {});
+    });
     if (warnings)
       for (const std::string& w : capacity_warnings(config, one)) warnings->push_back(side.label + ": " + w);
     all.runs.push_back(std::move(one.runs.at(0)));
@@ -186,8 +210,8 @@ Replicates seeds_report(const std::vector<Side>& sides, const SimulationRun& fir
       add(simulate_sides(sides, r, false, nullptr), f.gains, true);
       if (quiet) add(simulate_sides(sides, r, true, nullptr), f.quiet_gains, false);
     } catch (const InputError& e) {
-      throw InputError("replicate " + std::to_string(r + 1) + " of " + std::to_string(replicates) + " (seed +" +
-                       std::to_string(r) + "): " + e.what());
+      throw InputError("replicate " + std::to_string(r + 1) + " of " + std::to_string(replicates) + " (training.seed " +
+                       std::to_string(sides[0].config.training.seed + r) + "): " + e.what());
     }
     progress(r + 1, replicates);
   }

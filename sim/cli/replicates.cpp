@@ -109,30 +109,29 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
                   shown(percentile(x, 97.5), 2));
     return std::string(text);
   };
-  int width = 30;  // the policy column, as wide as its longest label
-  for (const std::string& label : f.labels) width = std::max(width, static_cast<int>(label.size()));
-  char line[480];
-  std::snprintf(line, sizeof line,
-                "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n"
-                "%-*s %-28s %-28s %-30s%s\n",
+  std::size_t width = 30;  // the first column, as wide as its longest label
+  for (const std::string& label : f.labels) width = std::max(width, label.size());
+  // Cells padded to their columns; std::string, so that no label is too long for a buffer.
+  const auto row = [&](const std::string& label, const std::string& mean_cell, const std::string& p95_cell,
+                       const std::string& gain, const std::string& off) {
+    const auto pad = [](std::string text, std::size_t w) { return text.size() < w ? text.resize(w, ' '), text : text; };
+    std::string line = pad(label, width) + " " + pad(mean_cell, 28) + " " + pad(p95_cell, 28) + " " + pad(gain, 30) + off;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
+  char head[160];
+  std::snprintf(head, sizeof head, "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n",
                 replicates, static_cast<long long>(config.training.seed),
-                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps, width,
-                f.column.c_str(),
-                (f.figure + ", mean (ms)").c_str(), (f.figure + ", P95 (ms)").c_str(),
-                ("gain over " + f.labels[0]).c_str(), quiet ? " gain, compute noise off" : "");
-  std::string out = line;
+                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps);
+  std::string out = head + row(f.column, f.figure + ", mean (ms)", f.figure + ", P95 (ms)", "gain over " + f.labels[0],
+                               quiet ? " gain, compute noise off" : "");
   for (std::size_t p = 0; p < P; ++p) {
     const std::string suffix = f.per_sample[p] ? " per sample" : "";
     const std::string gain = p == 0 ? "-" : cell(f.gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
     const std::string off = !quiet   ? ""
                             : p == 0 ? " -"
                                      : " " + cell(f.quiet_gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
-    std::snprintf(line, sizeof line, "%-*s %-28s %-28s %-30s%s", width, f.labels[p].c_str(),
-                  cell(f.means[p], "%.2f [%.2f, %.2f]").c_str(), cell(f.p95s[p], "%.2f [%.2f, %.2f]").c_str(),
-                  gain.c_str(), off.c_str());
-    out += line;
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    out += "\n";
+    out += row(f.labels[p], cell(f.means[p], "%.2f [%.2f, %.2f]"), cell(f.p95s[p], "%.2f [%.2f, %.2f]"), gain, off);
   }
   if (P > 1) out += predictions_report(config, f.labels, predicted);
   return {out, replicates_json(config, f, replicates, predicted)};

@@ -148,7 +148,21 @@ RegisteredInputs registered_inputs(const po::variables_map& vm, const Args& args
   return in;
 }
 
-void add_simulate_options(po::options_description& visible) {
+// The files a data-parallel run or compare writes, checked writable before any work.
+void check_run_outputs(const po::variables_map& vm) {
+  std::vector<std::filesystem::path> outputs;
+  if (vm.count("out"))
+    for (const char* name : {"steps.csv", "summary.json"})
+      outputs.push_back(std::filesystem::path(vm["out"].as<std::string>()) / name);
+  if (vm.count("timeline")) outputs.emplace_back(vm["timeline"].as<std::string>());
+  check_outputs(outputs);
+}
+
+void add_simulate_options(po::options_description& visible, bool compare) {
+  if (compare)
+    visible.add_options()("against", po::value<std::vector<std::string>>()->composing(),
+                          "[LABEL:]KEY=VALUE: a column of the config with KEY set to VALUE, against the config's "
+                          "own (values sharing a LABEL make one column; repeatable)");
   visible.add_options()("out", po::value<std::string>(),
                         "write DIR/steps.csv (trace schema) and DIR/summary.json (a pipeline job: DIR/summary.json and "
                         "DIR/pipeline_steps.csv)")(
@@ -278,11 +292,7 @@ int simulate_verb(const Args& args, bool compare) {
   po::options_description visible("options"), hidden;
   po::positional_options_description positional;
   add_config_options(visible, hidden, positional);
-  if (compare)
-    visible.add_options()("against", po::value<std::vector<std::string>>()->composing(),
-                          "[LABEL:]KEY=VALUE: a column of the config with KEY set to VALUE, against the config's "
-                          "own (values sharing a LABEL make one column; repeatable)");
-  add_simulate_options(visible);
+  add_simulate_options(visible, compare);
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
   const Config config = load_config(vm);
@@ -295,12 +305,7 @@ int simulate_verb(const Args& args, bool compare) {
   if (print_config(vm, config)) return 0;  // after the options' checks: a refused command is refused either way
   if (config.parallel) return parallel_verb(config, vm, compare, timeline, replicates);
   const char* verb = compare ? "compare" : "run";
-  std::vector<std::filesystem::path> outputs;
-  if (vm.count("out"))
-    for (const char* name : {"steps.csv", "summary.json"})
-      outputs.push_back(std::filesystem::path(vm["out"].as<std::string>()) / name);
-  if (vm.count("timeline")) outputs.emplace_back(vm["timeline"].as<std::string>());
-  check_outputs(outputs);
+  check_run_outputs(vm);
 
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = config_dataset(config, *source);

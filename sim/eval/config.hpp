@@ -126,8 +126,9 @@ struct Config {
   // Where the platform's figures came from when the model supplied some: "" when the config's
   // (or the default) alone are in force.
   std::string platform_source;
-  // Whether the platform holds figures of the model's calibrated network (else they are a
-  // preset's or the user's: a guess that a gain between configs is widened by).
+  // Whether the platform's figures are the model's calibrated network's, none of them set by the
+  // config (else some are a preset's or the user's: a guess that a gain between configs is
+  // widened by).
   bool network_from_model = false;
   // Settings the config gives that this model makes no-ops, said to the user by the CLI.
   std::vector<std::string> notes;

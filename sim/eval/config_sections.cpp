@@ -356,12 +356,15 @@ nlohmann::json platform_with_model(nlohmann::json platform, const PerfModel& mod
   }
   const bool config_sets_some = !platform.empty();
   std::string taken;
+  bool overridden = false;  // a figure of the model's network that the config sets itself
   for (const auto& [key, value] : theirs.items())
     if (!platform.contains(key)) {
       platform[key] = value;
       taken += (taken.empty() ? "" : ", ") + key;
+    } else {
+      overridden |= key != "topology";
     }
-  c.network_from_model = !taken.empty();
+  c.network_from_model = !taken.empty() && !overridden;
   c.platform_source = taken.empty()
                           ? "the config's, which sets every figure of " + model.name + "'s calibrated network itself"
                           : taken + " from model " + model.name + " (" + model.platform_source + ")" +

@@ -299,7 +299,7 @@ std::vector<GainPrediction> config_gain_predictions(std::span<const Config> conf
     const TokenSummary &s = first.summaries[c], &base = first.summaries[0];
     for (UncertaintyTerm& t : fixed_terms(*configs[0].model, center, s, base, /*runs_apart=*/true))
       terms.push_back(std::move(t));
-    if (configs[c].model != configs[0].model)  // predict_gain keeps the wider of a term given twice
+    if (configs[c].model->origin != configs[0].model->origin)  // predict_gain keeps the wider of a term twice
       for (UncertaintyTerm& t : fixed_terms(*configs[c].model, center, s, base, /*runs_apart=*/true))
         terms.push_back(std::move(t));
     out[c] = predict_gain(center, percentile(gains[c], 2.5), percentile(gains[c], 97.5), std::move(terms));

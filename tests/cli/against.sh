@@ -29,6 +29,10 @@ done
 expect_ok "$DDPSIM" compare "${base[@]}" --against zero1:training.data_parallel=zero1 \
   --against 8gpus:training.world_size=8 --against 8gpus:platform.topology=nvlink
 cmp -s "$WORK/out" "$WORK/against.txt" || fail "two identical --against runs differ"
+# An unlabelled value whose JSON holds ':' is one column, named by itself.
+expect_ok "$DDPSIM" compare "${base[@]}" --against 'platform={"topology":"nvlink"}'
+grep -qE '^ +base +platform=\{"topology":"nvlink"\}$' "$WORK/out" ||
+  fail "an unlabelled JSON value is not its own column: $(grep -m1 '^ ' "$WORK/out")"
 
 # Intervals: the zero1 column keeps the model's measured network, the NVLink column's is a
 # preset's and carries the network term; a label-less value is its own column, named by itself.
@@ -43,7 +47,10 @@ nv=$(grep -A1 -E '^  nv +[-+][0-9.]+% \(seeds' "$WORK/out" | tail -1)
 [[ $nv == *"session ±5.50"* ]] || fail "a column's session term is not that of runs apart (2.2 x 2.5): $nv"
 
 # --out: summary.json alone, each column's values, config and figures.
+expect_ok "$DDPSIM" compare "${base[@]}" --against nv:platform.topology=nvlink --replicates 2 --out "$WORK/o2"
 expect_ok "$DDPSIM" compare "${base[@]}" --against nv:platform.topology=nvlink --replicates 2 --out "$WORK/o"
+diff <(grep -v _sched_us "$WORK/o/summary.json") <(grep -v _sched_us "$WORK/o2/summary.json") >/dev/null ||
+  fail "two identical --against runs wrote different summaries (decision times, measured, aside)"
 [[ $(ls "$WORK/o") == summary.json ]] || fail "--against --out wrote $(ls "$WORK/o"), expected summary.json alone"
 python3 - "$WORK/o/summary.json" <<'PY' || fail "summary.json lacks the columns"
 import json, sys
@@ -70,12 +77,25 @@ expect_exit 2 '--against four \(training.world_size=4\) is the same config as th
   "$DDPSIM" compare "${base[@]}" --against four:training.world_size=4
 expect_exit 2 '--against b \(.*\) is the same config as --against a' \
   "$DDPSIM" compare "${base[@]}" --against a:training.world_size=8 --against b:training.world_size=8
-expect_exit 2 '--against two sets 2 policies' "$DDPSIM" compare "${base[@]}" --against 'two:policies=["static","kk"]'
+expect_exit 2 '--against two \(.*\) sets the policies: every column runs the config.s sorted' \
+  "$DDPSIM" compare "${base[@]}" --against 'two:policies=["static","kk"]'
+expect_exit 2 '--against kk \(.*\) sets the policies' "$DDPSIM" compare "${base[@]}" --against 'kk:policies=["kk"]'
+expect_exit 2 '--against s \(training.seed=3\) sets training.seed' "$DDPSIM" compare "${base[@]}" \
+  --against s:training.seed=3
+expect_exit 2 '--against pp \(.*\) makes a pipeline job' "$DDPSIM" compare "${base[@]}" \
+  --against 'pp:parallel={"stages":2}'
+expect_exit 2 '--against sets configs side by side, and --timeline-steps' "$DDPSIM" compare "${base[@]}" \
+  --against nv:platform.topology=nvlink --timeline-steps 2:4
+mkdir -p "$WORK/stale" && : >"$WORK/stale/steps.csv"
+expect_exit 2 'holds a steps.csv, which --against does not write' "$DDPSIM" compare "${base[@]}" \
+  --against nv:platform.topology=nvlink --out "$WORK/stale"
+# A replicate's refusal names its seed and its column, and leaves no summary behind.
+expect_exit 1 'replicate 2 of 3 \(training\.seed 2\): --against f \(training.data_parallel=fsdp, training.micro_batches=8\): policy minmax, step 1: rank 0 runs 8 micro-batches' \
+  "$DDPSIM" compare --set training.seed=1 --steps 5 --policies minmax --against f:training.data_parallel=fsdp \
+  --against f:training.micro_batches=8 --replicates 3 --out "$WORK/failed"
+[[ -e $WORK/failed/summary.json ]] && fail "a failed --against run left its summary.json"
 expect_exit 2 'run each config with ddpsim compare --set KEY=VALUE --timeline' \
   "$DDPSIM" compare "${base[@]}" --against training.world_size=8 --timeline "$WORK/never.json"
-expect_exit 1 '^ddpsim compare: --against big' "$DDPSIM" compare "${base[@]}" --against big:training.world_size=0 \
-  --out "$WORK/never"
-[[ -e $WORK/never ]] && fail "a refused --against wrote its --out"
 expect_exit 2 'the config is a pipeline job' "$DDPSIM" compare "$SRC/configs/pipeline-study.json" \
   --against parallel.stages=2
 expect_exit 1 '^ddpsim compare: --against big \(training.world_size=0\): .*world_size' \
