@@ -1,6 +1,7 @@
 #include "cli/against.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -38,6 +39,12 @@ std::string joined_sets(const std::vector<std::string>& sets) {
   return out;
 }
 
+// "--against zero1 (training.data_parallel=zero1)"; a column labelled by its one value, once.
+std::string column_name(const std::string& label, const std::vector<std::string>& sets) {
+  const std::string values = joined_sets(sets);
+  return "--against " + label + (values == label ? "" : " (" + values + ")");
+}
+
 // Runs `body` for a column, an input error then naming it.
 template <class Body>
 auto in_column(const Side& side, Body&& body) {
@@ -45,7 +52,7 @@ auto in_column(const Side& side, Body&& body) {
   try {
     return body();
   } catch (const InputError& e) {
-    throw InputError("--against " + side.label + " (" + joined_sets(side.sets) + "): " + e.what());
+    throw InputError(column_name(side.label, side.sets) + ": " + e.what());
   }
 }
 
@@ -54,13 +61,15 @@ Config load_variant(const po::variables_map& vm, const AgainstColumn& column) {
   const auto adjust = [&](nlohmann::json& doc) {
     for (const std::string& s : column.sets) apply_override(doc, s);
   };
-  const std::string where = "--against " + column.label + " (" + joined_sets(column.sets) + "): ";
+  const std::string where = column_name(column.label, column.sets) + ": ";
+  // The value's own messages speak of --set, which reads it: here it came from --against.
+  const auto said = [](const std::string& what) { return what.starts_with("--set ") ? what.substr(6) : what; };
   try {
     return load_config(vm, adjust, /*print_notes=*/false);
   } catch (const UsageError& e) {
-    throw UsageError(where + e.what());
+    throw UsageError(where + said(e.what()));
   } catch (const InputError& e) {
-    throw InputError(where + e.what());
+    throw InputError(where + said(e.what()));
   }
 }
 
@@ -92,12 +101,15 @@ void check_against(const po::variables_map& vm, const Config& base) {
 
 namespace {
 
-// A column must differ from the base in its setting alone: the same policy and seeds (its gain
-// is then the setting's, not the plan's or the draw's), and a data-parallel run.
+// A column must differ from the base in its setting alone: the same policy, steps and seeds (its
+// gain is then the setting's, not the plan's, the length's or the draw's), and a data-parallel run.
 void check_column(const Config& base, const Config& config, const std::string& name) {
   if (config.policies.size() != 1 || config.policies.front().label() != base.policies.front().label())
     throw UsageError(name + " sets the policies: every column runs the config's " + base.policies.front().label() +
                      " (policies against each other: compare without --against)");
+  if (config.training.steps != base.training.steps)
+    throw UsageError(name + " sets training.steps: every column runs the config's " +
+                     std::to_string(base.training.steps) + " steps (more steps: --steps N for all)");
   if (config.training.seed != base.training.seed)
     throw UsageError(name + " sets training.seed: every column runs at the config's seeds (another seed's run: "
                      "--set training.seed=N, or --replicates R for the seeds' range)");
@@ -113,7 +125,7 @@ std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
   sides.push_back({kBaseLabel, {}, base, nullptr, {}});
   for (const AgainstColumn& column : against_columns(vm["against"].as<std::vector<std::string>>())) {
     Config config = load_variant(vm, column);
-    const std::string name = "--against " + column.label + " (" + joined_sets(column.sets) + ")";
+    const std::string name = column_name(column.label, column.sets);
     check_column(base, config, name);
     for (const Side& other : sides)
       if (other.config.resolved == config.resolved)
@@ -263,10 +275,21 @@ std::vector<AgainstColumn> against_columns(const std::vector<std::string>& value
       throw UsageError("--against \"" + value +
                        "\": expected [LABEL:]KEY=VALUE, e.g. zero1:training.data_parallel=zero1 (values sharing a "
                        "LABEL make one column)");
+    // A label heads a table column, padded by bytes: plain ASCII keeps it aligned and visible.
+    if (labelled && !std::all_of(label.begin(), label.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '+' || c == '/';
+        }))
+      throw UsageError("--against \"" + value + "\": label \"" + label +
+                       "\": expected ASCII letters, digits and - _ . + / (it heads a column)");
     if (label == kBaseLabel)
       throw UsageError("--against \"" + value + "\": \"" + kBaseLabel + "\" names the config's own column");
     auto it = std::find_if(columns.begin(), columns.end(), [&](const AgainstColumn& c) { return c.label == label; });
     if (it == columns.end()) it = columns.insert(columns.end(), {label, {}});
+    const std::string key = set.substr(0, set_eq);
+    for (const std::string& earlier : it->sets)
+      if (earlier.substr(0, earlier.find('=')) == key)
+        throw UsageError("--against \"" + value + "\": column " + label + " sets " + key + " already (" + earlier +
+                         "): give each key once a column");
     it->sets.push_back(set);
   }
   return columns;

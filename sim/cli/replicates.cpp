@@ -1,6 +1,7 @@
 #include "cli/replicates.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -109,29 +110,33 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
                   shown(percentile(x, 97.5), 2));
     return std::string(text);
   };
-  std::size_t width = 30;  // the first column, as wide as its longest label
-  for (const std::string& label : f.labels) width = std::max(width, label.size());
-  // Cells padded to their columns; std::string, so that no label is too long for a buffer.
-  const auto row = [&](const std::string& label, const std::string& mean_cell, const std::string& p95_cell,
-                       const std::string& gain, const std::string& off) {
-    const auto pad = [](std::string text, std::size_t w) { return text.size() < w ? text.resize(w, ' '), text : text; };
-    std::string line = pad(label, width) + " " + pad(mean_cell, 28) + " " + pad(p95_cell, 28) + " " + pad(gain, 30) + off;
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    return line + "\n";
-  };
-  char head[160];
-  std::snprintf(head, sizeof head, "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n",
-                replicates, static_cast<long long>(config.training.seed),
-                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps);
-  std::string out = head + row(f.column, f.figure + ", mean (ms)", f.figure + ", P95 (ms)", "gain over " + f.labels[0],
-                               quiet ? " gain, compute noise off" : "");
+  // The table's cells, each column as wide as its widest cell (at least the widths the table
+  // has always had): a long label, a large figure or a gain per sample never runs into the next.
+  std::vector<std::array<std::string, 5>> rows{{f.column, f.figure + ", mean (ms)", f.figure + ", P95 (ms)",
+                                                "gain over " + f.labels[0], quiet ? " gain, compute noise off" : ""}};
   for (std::size_t p = 0; p < P; ++p) {
     const std::string suffix = f.per_sample[p] ? " per sample" : "";
     const std::string gain = p == 0 ? "-" : cell(f.gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
     const std::string off = !quiet   ? ""
                             : p == 0 ? " -"
                                      : " " + cell(f.quiet_gains[p], "%+.2f%% [%+.2f, %+.2f]") + suffix;
-    out += row(f.labels[p], cell(f.means[p], "%.2f [%.2f, %.2f]"), cell(f.p95s[p], "%.2f [%.2f, %.2f]"), gain, off);
+    rows.push_back({f.labels[p], cell(f.means[p], "%.2f [%.2f, %.2f]"), cell(f.p95s[p], "%.2f [%.2f, %.2f]"), gain, off});
+  }
+  std::array<std::size_t, 4> width{30, 28, 28, 30};
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  char head[160];
+  std::snprintf(head, sizeof head, "\nover %d seeds (%lld to %lld), %d steps each: the mean over the seeds [2.5-97.5%% range]\n",
+                replicates, static_cast<long long>(config.training.seed),
+                static_cast<long long>(config.training.seed) + replicates - 1, config.training.steps);
+  std::string out = head;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < width.size(); ++c) line += row[c] + std::string(width[c] - row[c].size() + 1, ' ');
+    line.pop_back();  // the space after the last padded column
+    line += row[4];
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
   }
   if (P > 1) out += predictions_report(config, f.labels, predicted);
   return {out, replicates_json(config, f, replicates, predicted)};

@@ -162,7 +162,8 @@ void add_simulate_options(po::options_description& visible, bool compare) {
   if (compare)
     visible.add_options()("against", po::value<std::vector<std::string>>()->composing(),
                           "[LABEL:]KEY=VALUE: a column of the config with KEY set to VALUE, against the config's "
-                          "own (values sharing a LABEL make one column; repeatable)");
+                          "own (values sharing a LABEL make one column; repeatable; --out then writes summary.json alone, "
+                          "--print-config each column's config)");
   visible.add_options()("out", po::value<std::string>(),
                         "write DIR/steps.csv (trace schema) and DIR/summary.json (a pipeline job: DIR/summary.json and "
                         "DIR/pipeline_steps.csv)")(

@@ -82,6 +82,12 @@ expect_exit 2 '--against two \(.*\) sets the policies: every column runs the con
 expect_exit 2 '--against kk \(.*\) sets the policies' "$DDPSIM" compare "${base[@]}" --against 'kk:policies=["kk"]'
 expect_exit 2 '--against s \(training.seed=3\) sets training.seed' "$DDPSIM" compare "${base[@]}" \
   --against s:training.seed=3
+expect_exit 2 '--against training.steps=80 sets training.steps: every column runs the config.s 40 steps' \
+  "$DDPSIM" compare "${base[@]}" --against training.steps=80
+expect_exit 2 'column a sets training.world_size already \(training.world_size=8\)' "$DDPSIM" compare "${base[@]}" \
+  --against a:training.world_size=8 --against a:training.world_size=16
+expect_exit 2 'label "z.+ro": expected ASCII letters' "$DDPSIM" compare "${base[@]}" --against 'zéro:training.world_size=8'
+expect_exit 2 'label " ": expected ASCII letters' "$DDPSIM" compare "${base[@]}" --against ' :training.world_size=8'
 expect_exit 2 '--against pp \(.*\) makes a pipeline job' "$DDPSIM" compare "${base[@]}" \
   --against 'pp:parallel={"stages":2}'
 expect_exit 2 '--against sets configs side by side, and --timeline-steps' "$DDPSIM" compare "${base[@]}" \
