@@ -88,7 +88,10 @@ nlohmann::ordered_json registration_json(const std::string& file, const Config& 
   doc["model"] = model_record(*config.model, dir);
   const TrainingConfig& t = config.training;
   nlohmann::ordered_json policies = nlohmann::ordered_json::array();
-  for (const auto& [label, figures] : replicates.at("policies").items()) policies.push_back(label);
+  if (replicates.contains("columns"))  // configs against each other, under the config's one policy
+    policies.push_back(config.policies.front().label());
+  else
+    for (const auto& [label, figures] : replicates.at("policies").items()) policies.push_back(label);
   doc["setting"] = {{"world_size", t.world_size},
                     {"global_batch", t.global_batch},
                     {"max_length", t.max_length},
@@ -264,9 +267,10 @@ std::string set_report(const nlohmann::ordered_json& score) {
 }  // namespace
 
 std::string registered_report(const nlohmann::ordered_json& score) {
-  return "\nthe registered prediction (" + score["file"].get<std::string>() +
-         "), over every step as it was registered:\n" + set_report(score) +
-         "and over the steady state (each run's warm-up left out, which the prediction does not model):\n" +
+  const std::string all = "\nthe registered prediction (" + score["file"].get<std::string>() +
+                          "), over every step as it was registered:\n" + set_report(score);
+  if (!score.contains("steady_state")) return all;
+  return all + "and over the steady state (each run's warm-up left out, which the prediction does not model):\n" +
          set_report(score["steady_state"]);
 }
 

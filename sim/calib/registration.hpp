@@ -53,6 +53,19 @@ void check_registered_setting(const Registration& r, const Trace& measured, cons
 // after the warm-up: the registered gain with its seeds' and prediction intervals, the measured
 // gain and its interval, and whether each holds the other. Needs a validation with a baseline.
 nlohmann::ordered_json score_registered(const Registration& r, const Validation& v);
+// The report of a score; one without "steady_state" (a column's) reports every step alone.
 std::string registered_report(const nlohmann::ordered_json& score);
+
+// Configs against each other (`compare --against --register`): the registration's
+// setting.columns holds, per column (the base first), its --against values and the keys a
+// trace of it is checked on; its predicted.columns the figures and each gain's interval.
+nlohmann::ordered_json column_setting(const Config& config, const std::vector<std::string>& sets);
+bool registers_columns(const Registration& r);
+std::string registered_base_column(const Registration& r);
+// One column's registered gain against its run and the base's: the measured gain over every step
+// (per sample where the two take different samples a step) with its 95% interval, each run
+// resampled alone; the score in score_registered's form, under the column's label.
+nlohmann::ordered_json score_registered_column(const Registration& r, const std::string& column, const Trace& measured,
+                                               const Trace& baseline);
 
 }  // namespace ddpsim

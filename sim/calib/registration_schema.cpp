@@ -88,14 +88,34 @@ void check_registration_figures(const nlohmann::json& doc, const std::string& fi
         throw InputError((config / "set").text() + ": \"" + assignment + "\" is not KEY=VALUE");
   const Where predicted = root / "predicted";
   const auto& figures = root.at(doc, "predicted");
-  if (figures.contains("baseline") && read<std::string>(figures, predicted, "baseline") != policies.front())
+  std::vector<std::string> labels = policies;  // what predicted's figures are keyed by, the baseline first
+  const bool columns = doc["setting"].contains("columns");
+  if (columns) {
+    const Where setting = root / "setting" / "columns";
+    const auto& by_column = doc["setting"]["columns"];
+    if (!by_column.is_object() || by_column.size() < 2)
+      throw InputError(setting.text() + ": expected the base column and one or more against it");
+    // JSON objects keep no order: the base column is the one predicted.baseline names.
+    labels = {read<std::string>(figures, predicted, "baseline")};
+    if (!by_column.contains(labels.front()))
+      throw InputError((predicted / "baseline").text() + " is \"" + labels.front() + "\", not a column of " +
+                       setting.text());
+    for (const auto& [label, want] : by_column.items()) {
+      for (const char* key : {"world_size", "global_batch", "seed", "steps"})
+        if (const auto& value = (setting / label).at(want, key); !value.is_number_unsigned())
+          throw wrong_type(value, (setting / label / key).text(), "a whole number, as compare --register writes it");
+      read<std::string>(want, setting / label, "data_parallel");
+      if (label != labels.front()) labels.push_back(label);
+    }
+  }
+  if (figures.contains("baseline") && read<std::string>(figures, predicted, "baseline") != labels.front())
     throw InputError((predicted / "baseline").text() + " is \"" + figures["baseline"].get<std::string>() +
-                     "\", not the first registered policy \"" + policies.front() + "\"");
-  const Where each = predicted / "policies";
-  const auto& by_policy = predicted.at(figures, "policies");
-  for (std::size_t i = 0; i < policies.size(); ++i) {
-    const Where p = each / policies[i];
-    const auto& own = each.at(by_policy, policies[i]);
+                     "\", not the first registered " + (columns ? "column" : "policy") + " \"" + labels.front() + "\"");
+  const Where each = predicted / (columns ? "columns" : "policies");
+  const auto& by_label = predicted.at(figures, columns ? "columns" : "policies");
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const Where p = each / labels[i];
+    const auto& own = each.at(by_label, labels[i]);
     read<double>(p.at(own, "mean_max_step_ms"), p / "mean_max_step_ms", "mean");
     if (i > 0) check_gain(p.at(own, "gain"), p / "gain");
   }

@@ -94,7 +94,9 @@ std::string group_row(const std::string& campaign, const std::string& regime, co
 std::string registered_table(const std::vector<Registered>& rows) {
   std::string out =
       "\n## Registered predictions, scored\n\n"
-      "Each made before its run (`ddpsim compare --register`), scored by `ddpsim validate --registered`.\n\n"
+      "Each made before its run (`ddpsim compare --register`), scored by `ddpsim validate --registered`; where the "
+      "prediction set configs against each other (`compare --against`), the policy column names the config's column, "
+      "scored against the base column's run.\n\n"
       "| validation | policy | regime | registered gain [seeds] [prediction] | measured [95%] | measured inside "
       "prediction | registered inside measured |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Registered& r : rows) {

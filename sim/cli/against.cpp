@@ -76,7 +76,7 @@ Config load_variant(const po::variables_map& vm, const AgainstColumn& column) {
 }  // namespace
 
 void check_against(const po::variables_map& vm, const Config& base) {
-  for (const char* option : {"timeline", "timeline-steps", "link-series", "link-bin", "register"})
+  for (const char* option : {"timeline", "timeline-steps", "link-series", "link-bin"})
     if (vm.count(option) && !vm[option].defaulted())
       throw UsageError(std::string("--against sets configs side by side, and --") + option +
                        " is of one config's run: run each config with ddpsim compare --set KEY=VALUE --" + option);
@@ -295,7 +295,20 @@ std::vector<AgainstColumn> against_columns(const std::vector<std::string>& value
   return columns;
 }
 
-int against_verb(const po::variables_map& vm, const Config& base, int replicates) {
+// The registration of the columns' prediction: compare's, with each column's setting.
+nlohmann::ordered_json column_registration(const std::string& file, const std::vector<Side>& sides,
+                                           const RegisteredInputs& inputs, const nlohmann::ordered_json& seeds) {
+  nlohmann::ordered_json doc = registration_json(file, sides[0].config, inputs, seeds);
+  doc["what"] =
+      "configs against each other, registered before their runs; score a column's run with ddpsim validate "
+      "--registered THIS_FILE --column LABEL --measured RUN/steps.csv --baseline BASE_RUN/steps.csv";
+  nlohmann::ordered_json columns = nlohmann::ordered_json::object();
+  for (const Side& side : sides) columns[side.label] = column_setting(side.config, side.sets);
+  doc["setting"]["columns"] = std::move(columns);
+  return doc;
+}
+
+int against_verb(const po::variables_map& vm, const Config& base, int replicates, const RegisteredInputs& inputs) {
   if (vm.count("out")) check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
   const std::vector<Side> sides = load_sides(vm, base);
   if (vm.count("print-config")) {
@@ -322,10 +335,19 @@ int against_verb(const po::variables_map& vm, const Config& base, int replicates
     std::cout << seeds.report;
   }
   for (const std::string& warning : warnings) std::cerr << "ddpsim compare: warning: " << warning << "\n";
-  if (vm.count("out")) {
-    const std::filesystem::path file = std::filesystem::path(vm["out"].as<std::string>()) / "summary.json";
-    publish({{file, summary(sides, sim, warnings, seeds.json)}});
-    std::cout << "wrote " << file.string() << "\n";
+  std::vector<std::pair<std::filesystem::path, std::string>> files;  // written together, or none
+  if (vm.count("register")) {
+    const std::string file = vm["register"].as<std::string>();
+    files.emplace_back(file, column_registration(file, sides, inputs, seeds.json).dump(2) + "\n");
+  }
+  if (vm.count("out"))
+    files.emplace_back(std::filesystem::path(vm["out"].as<std::string>()) / "summary.json",
+                       summary(sides, sim, warnings, seeds.json));
+  publish(files);
+  if (!files.empty()) {
+    std::cout << "wrote";
+    for (const auto& [path, content] : files) std::cout << " " << path.string();
+    std::cout << "\n";
   }
   return 0;
 }

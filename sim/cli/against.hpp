@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "calib/registration.hpp"
 #include "cli/options.hpp"
 #include "eval/config.hpp"
 
@@ -27,6 +28,8 @@ void check_against(const po::variables_map& vm, const Config& base);
 // compare with --against given: the config's one policy under the config and under each
 // variant, the changes and gains against the config's own column, and with --out DIR,
 // DIR/summary.json of them; with --print-config, each column's resolved config, by label.
-int against_verb(const po::variables_map& vm, const Config& base, int replicates);
+// --register FILE writes the prediction as registered before the runs (ddpsim validate
+// --registered FILE --column LABEL scores a column's run against the base's).
+int against_verb(const po::variables_map& vm, const Config& base, int replicates, const RegisteredInputs& inputs);
 
 }  // namespace ddpsim::cli

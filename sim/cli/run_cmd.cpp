@@ -102,7 +102,8 @@ LABEL make one column), all under the config's one policy (choose it with --poli
 answers what-ifs on the setting — ZeRO-1 or DDP, NVLink or PCIe, 8 or 16 GPUs — at the same
 seeds. Each column is a run of its own, so with --replicates its gain's interval takes the
 session term of runs apart, and the model's variants are set on both sides of the gain.
---out DIR then writes DIR/summary.json alone: each column's values, config and figures.
+--out DIR then writes DIR/summary.json alone: each column's values, config and figures;
+--register FILE the prediction before its runs, for ddpsim validate --registered FILE --column.
 
 examples:
   ddpsim compare
@@ -209,7 +210,7 @@ int checked_replicates(const po::variables_map& vm, const Config& config, bool c
     throw UsageError("--register " + file +
                      " registers each gain with its prediction interval, which needs the seeds' range: add "
                      "--replicates R (20 is usual)");
-  if (config.policies.size() < 2)
+  if (config.policies.size() < 2 && !vm.count("against"))
     throw UsageError("--register " + file +
                      ": a registered prediction is of gains over the first policy; give two "
                      "or more with --policies");
@@ -299,7 +300,7 @@ int simulate_verb(const Args& args, bool compare) {
   const Config config = load_config(vm);
   if (vm.count("against")) {
     check_against(vm, config);
-    return against_verb(vm, config, checked_replicates(vm, config, compare));
+    return against_verb(vm, config, checked_replicates(vm, config, compare), registered_inputs(vm, args));
   }
   const std::pair<int, int> timeline = checked_timeline(vm, config);
   const int replicates = checked_replicates(vm, config, compare);

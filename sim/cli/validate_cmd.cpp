@@ -42,6 +42,10 @@ what the model does not know (docs/intervals.md).
 the config, its --set and the model come from FILE (their files must hold the bytes they held
 then), a trace of another setting is refused naming the key, and each gain is printed against
 the registered one, its seeds' range and its prediction interval (validation.json: "registered").
+A registration of configs against each other (compare --against --register) is scored one
+column at a time: --column LABEL names the column --measured ran, --baseline is the base
+column's run, and the gain is measured from the two traces over every step, each run resampled
+alone (no replay; --out writes validation.json alone).
 Accuracy to aim for: mean error <= 3%, P95 <= 5%, gain within 2 pp.
 
 examples:
@@ -49,6 +53,8 @@ examples:
       --model m.json --out val
   ddpsim validate --registered prereg/prediction.json --measured runs/minmax/steps.csv \
       --baseline runs/static/steps.csv --out val
+  ddpsim validate --registered prereg/columns.json --column zero1 \
+      --measured zero1/static/steps.csv --baseline base/static/steps.csv --out val-zero1
 )";
 
 // The arguments with --registered FILE's config, model and --set in place of the user's own,
@@ -70,7 +76,8 @@ Args with_registration(const Args& given, std::optional<Registration>& registrat
     if (a == "--model" || a.starts_with("--model=") || a == "--set" || a.starts_with("--set="))
       throw UsageError(a.substr(0, a.find('=')) + " beside --registered " + file +
                        ": the registered prediction's model and --set are used; leave it out");
-    const bool takes_value = a == "--measured" || a == "--baseline" || a == "--warmup" || a == "--out";
+    const bool takes_value =
+        a == "--measured" || a == "--baseline" || a == "--warmup" || a == "--out" || a == "--column";
     if (takes_value)
       ++i;
     else if (!a.starts_with("-"))
@@ -113,6 +120,36 @@ int parse_warmup(const std::string& text) {
   return warmup;
 }
 
+// A registration of configs against each other: one column's run scored against the base's, over
+// every step, from the two traces alone (each is a run of its own setting; no replay).
+int validate_column(const po::variables_map& vm, const Registration& r) {
+  std::string labels;
+  for (const auto& [label, setting] : r.doc["setting"]["columns"].items()) labels += (labels.empty() ? "" : ", ") + label;
+  if (!vm.count("column"))
+    throw UsageError("--registered " + r.path + " registers configs against each other (" + labels +
+                     "): give --column LABEL, the column --measured ran");
+  if (!vm["warmup"].defaulted())
+    throw UsageError("--warmup: a registration of configs is scored over every step, as it was registered");
+  const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
+  const std::unique_ptr<Trace> baseline = read_baseline(vm, measured);
+  const std::string column = vm["column"].as<std::string>();
+  if (vm.count("out")) check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json"});
+  const nlohmann::ordered_json scored = score_registered_column(r, column, measured, *baseline);
+  std::cout << "ddpsim validate: " << measured.path << " (column " << column << ") against " << baseline->path << " ("
+            << scored["baseline"]["policy"].get<std::string>() << ")\n"
+            << registered_report(scored);
+  if (vm.count("out")) {
+    const std::filesystem::path file = std::filesystem::path(vm["out"].as<std::string>()) / "validation.json";
+    const nlohmann::ordered_json doc{{"measured", measured.path},
+                                     {"baseline", baseline->path},
+                                     {"policies", nlohmann::ordered_json::object()},
+                                     {"registered", scored}};
+    write_outputs(file.parent_path(), {{"validation.json", doc.dump(2) + "\n"}});
+    std::cout << "wrote " << file.string() << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int validate(const Args& given) {
@@ -123,15 +160,25 @@ int validate(const Args& given) {
       "warmup", po::value<std::string>()->default_value("auto"),
       "steps of each run left out of the steady state: N, or auto (until the step time settles)")(
       "registered", po::value<std::string>(),
-      "FILE: score the prediction ddpsim compare --register wrote before the run (its config, --set and model)");
+      "FILE: score the prediction ddpsim compare --register wrote before the run (its config, --set and model)")(
+      "column", po::value<std::string>(),
+      "LABEL: with --registered FILE of configs against each other (compare --against --register), the column "
+      "--measured ran; --baseline is then the base column's run");
   add_replay_options(visible, hidden, positional);
   std::optional<Registration> registration;
   const Args args = with_registration(given, registration);
   po::variables_map vm;
   if (!parse(args, VALIDATE_USAGE, visible, hidden, positional, vm)) return 0;
   if (registration && !vm.count("baseline"))
-    throw UsageError("--registered scores gains: give --baseline, the trace of the registered baseline policy (" +
-                     registration->doc["setting"]["policies"][0].get<std::string>() + ")");
+    throw UsageError("--registered scores gains: give --baseline, the trace of the registered baseline " +
+                     (registers_columns(*registration)
+                          ? "column (" + registered_base_column(*registration) + ")'s run"
+                          : "policy (" + registration->doc["setting"]["policies"][0].get<std::string>() + ")"));
+  if (registration && registers_columns(*registration)) return validate_column(vm, *registration);
+  if (vm.count("column"))
+    throw UsageError("--column " + vm["column"].as<std::string>() +
+                     " names a column of a registration of configs (compare --against --register): give "
+                     "--registered FILE of one");
   const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
   const std::unique_ptr<Trace> baseline = read_baseline(vm, measured);
   if (registration) check_registered_setting(*registration, measured, baseline.get());

@@ -61,6 +61,64 @@ assert s["columns"]["nv"]["config"]["platform"]["topology"] == "nvlink"
 assert "network" in s["replicates"]["columns"]["nv"]["gain"]["terms_half_width_pp"]
 PY
 
+# --register, then validate --registered --column: the simulator's own runs of each column as
+# the "measured" ones, so each measured gain is the registered seed's, inside its interval.
+reg=(--steps 40 --policies sorted --against zero1:training.data_parallel=zero1 --against b96:training.global_batch=96)
+expect_ok "$DDPSIM" compare "${reg[@]}" --replicates 3 --register "$WORK/reg.json"
+expect_ok "$DDPSIM" run --steps 40 --policies sorted --out "$WORK/runs/base"
+expect_ok "$DDPSIM" run --steps 40 --policies sorted --set training.data_parallel=zero1 --out "$WORK/runs/zero1"
+expect_ok "$DDPSIM" run --steps 40 --policies sorted --set training.global_batch=96 --out "$WORK/runs/b96"
+expect_ok "$DDPSIM" run --steps 40 --policies sorted --set training.world_size=8 --out "$WORK/runs/w8"
+for c in zero1 b96; do
+  expect_ok "$DDPSIM" validate --registered "$WORK/reg.json" --column $c --measured "$WORK/runs/$c/steps.csv" \
+    --baseline "$WORK/runs/base/steps.csv" --out "$WORK/val-$c"
+  python3 - "$WORK/val-$c/validation.json" "$WORK/reg.json" $c <<'PY' || fail "column $c's score is not the registered seed's gain"
+import json, sys
+v, r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+s = v["registered"]["policies"][c]
+assert s["measured_in_prediction_interval"], s
+assert s["per_sample"] == (c == "b96") == s["registered_per_sample"], s
+lo, hi = r["predicted"]["columns"][c]["gain"]["seeds_interval"]  # the run is one of the seeds (traces keep 3 decimals)
+assert lo - 0.01 <= s["measured_gain_pct"] <= hi + 0.01, (lo, s["measured_gain_pct"], hi)
+PY
+done
+"$DDPSIM" scorecard "$WORK" >"$WORK/card.md" 2>/dev/null || fail "scorecard does not read a column's validation"
+grep -qE '\| zero1 \| .* \| yes \|' "$WORK/card.md" || fail "the scorecard lacks the zero1 column's score"
+expect_exit 2 'registers configs against each other \(.*\): give --column LABEL' "$DDPSIM" validate \
+  --registered "$WORK/reg.json" --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv"
+expect_exit 2 '--column base: .* registers the columns b96, zero1 against base' "$DDPSIM" validate \
+  --registered "$WORK/reg.json" --column base --measured "$WORK/runs/zero1/steps.csv" \
+  --baseline "$WORK/runs/base/steps.csv"
+expect_exit 1 'training.world_size is 8, column zero1.s in the registered prediction .* 4' "$DDPSIM" validate \
+  --registered "$WORK/reg.json" --column zero1 --measured "$WORK/runs/w8/steps.csv" --baseline "$WORK/runs/base/steps.csv"
+expect_exit 1 'training.global_batch is 96, column base.s in the registered prediction .* 48' "$DDPSIM" validate \
+  --registered "$WORK/reg.json" --column zero1 --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/b96/steps.csv"
+expect_exit 2 '--warmup: a registration of configs is scored over every step' "$DDPSIM" validate --warmup 5 \
+  --registered "$WORK/reg.json" --column zero1 --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv"
+expect_exit 2 '--column zero1 names a column of a registration of configs' "$DDPSIM" validate --column zero1 \
+  --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv" --model rtx3090-distilbert
+
+# An edited registration of columns is refused naming its key, before anything is scored.
+for edit in 'del d["setting"]["columns"]["zero1"]["world_size"]:setting.columns.zero1.world_size is missing' \
+  'd["predicted"]["baseline"] = "b97":predicted.baseline is "b97", not a column of' \
+  'd["predicted"]["columns"]["zero1"]["gain"]["gain_pct"] = 99:outside its own prediction_interval'; do
+  python3 - "$WORK/reg.json" "$WORK/edited.json" "${edit%%:*}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  expect_exit 1 "${edit#*:}" "$DDPSIM" validate --registered "$WORK/edited.json" --column zero1 \
+    --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv"
+done
+
+# traces/cpu/prereg20's registration, written after its runs, holds the prediction committed before them.
+python3 - "$SRC/traces/cpu/prereg20" <<'PY' || fail "prereg20/prediction.json is not the prediction committed before the runs"
+import json, sys
+assert json.load(open(sys.argv[1] + "/prediction.json"))["predicted"] == \
+    json.load(open(sys.argv[1] + "/prediction/summary.json"))["replicates"]
+PY
+
 # --print-config: every column's resolved config, by label.
 expect_ok "$DDPSIM" compare "${base[@]}" --against nv:platform.topology=nvlink --print-config
 python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); assert list(c) == ["base", "nv"], list(c)
