@@ -178,6 +178,30 @@ void check_registered_setting(const Registration& r, const Trace& measured, cons
     differs(*baseline, "the baseline policy", baseline->runs.front().label, policies.front());
 }
 
+nlohmann::ordered_json gain_score(const nlohmann::json& registered, const MeasuredGain& m) {
+  const nlohmann::json& gain = registered.at("gain");
+  const double g = gain.at("gain_pct").get<double>();
+  const auto seeds = gain.at("seeds_interval").get<std::vector<double>>();
+  const auto pi = gain.at("prediction_interval").get<std::vector<double>>();
+  return {{"registered_gain_pct", g},
+          {"registered_seeds_interval", seeds},
+          {"registered_prediction_interval", pi},
+          {"registered_mostly", gain.at("mostly")},
+          {"regime", gain.value("regime", "")},
+          {"measured_from_step", m.from_step},
+          {"measured_gain_pct", m.gain_pct},
+          {"measured_gain_ci95", {m.ci.low, m.ci.high}},
+          {"gain_error_pp", g - m.gain_pct},
+          {"measured_in_prediction_interval", pi[0] <= m.gain_pct && m.gain_pct <= pi[1]},
+          {"measured_in_seeds_interval", seeds[0] <= m.gain_pct && m.gain_pct <= seeds[1]},
+          {"registered_in_measured_ci", m.ci.contains(g)},
+          {"measured_gain_resolved", !m.ci.contains(0)},
+          {"per_sample", m.per_sample},
+          {"registered_per_sample", gain.value("per_sample", false)},
+          {"registered_mean_ms", registered.at("mean_max_step_ms").at("mean")},
+          {"measured_mean_ms", m.mean_ms}};
+}
+
 namespace {
 
 // One validation set's measured gains against the registered ones.
@@ -185,28 +209,9 @@ nlohmann::ordered_json score_set(const nlohmann::json& predicted, const Validati
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < set.policies.size(); ++i) {
     const std::string& label = set.policies[i].policy;
-    const nlohmann::json& gain = predicted.at(label).at("gain");
-    const double g = gain.at("gain_pct").get<double>(), measured = set.measured_gain_pct[i];
-    const auto seeds = gain.at("seeds_interval").get<std::vector<double>>();
-    const auto pi = gain.at("prediction_interval").get<std::vector<double>>();
-    const Interval& ci = set.measured_gain_ci[i];
-    policies[label] = {{"registered_gain_pct", g},
-                       {"registered_seeds_interval", seeds},
-                       {"registered_prediction_interval", pi},
-                       {"registered_mostly", gain.at("mostly")},
-                       {"regime", gain.value("regime", "")},
-                       {"measured_from_step", set.gain_from_step[i]},
-                       {"measured_gain_pct", measured},
-                       {"measured_gain_ci95", {ci.low, ci.high}},
-                       {"gain_error_pp", g - measured},
-                       {"measured_in_prediction_interval", pi[0] <= measured && measured <= pi[1]},
-                       {"measured_in_seeds_interval", seeds[0] <= measured && measured <= seeds[1]},
-                       {"registered_in_measured_ci", ci.contains(g)},
-                       {"measured_gain_resolved", !ci.contains(0)},
-                       {"per_sample", set.gain_per_sample[i]},
-                       {"registered_per_sample", gain.value("per_sample", false)},
-                       {"registered_mean_ms", predicted.at(label).at("mean_max_step_ms").at("mean")},
-                       {"measured_mean_ms", set.policies[i].measured_mean_ms}};
+    policies[label] = gain_score(predicted.at(label), {set.measured_gain_pct[i], set.measured_gain_ci[i],
+                                                       set.gain_per_sample[i], set.policies[i].measured_mean_ms,
+                                                       set.gain_from_step[i]});
   }
   const std::string base = set.baseline.policy;
   return {{"baseline",

@@ -53,6 +53,17 @@ void check_registered_setting(const Registration& r, const Trace& measured, cons
 // after the warm-up: the registered gain with its seeds' and prediction intervals, the measured
 // gain and its interval, and whether each holds the other. Needs a validation with a baseline.
 nlohmann::ordered_json score_registered(const Registration& r, const Validation& v);
+// A measured gain over the baseline's run, and the figures a score sets beside it.
+struct MeasuredGain {
+  double gain_pct = 0;
+  Interval ci;
+  bool per_sample = false;
+  double mean_ms = 0;  // the run's mean max step
+  int from_step = 0;   // the first step the gain compares
+};
+// One registered gain (a policy's or a column's figures, with its "gain") against its measured one.
+nlohmann::ordered_json gain_score(const nlohmann::json& registered, const MeasuredGain& measured);
+
 // The report of a score; one without "steady_state" (a column's) reports every step alone.
 std::string registered_report(const nlohmann::ordered_json& score);
 

@@ -96,15 +96,19 @@ void check_registration_figures(const nlohmann::json& doc, const std::string& fi
     if (!by_column.is_object() || by_column.size() < 2)
       throw InputError(setting.text() + ": expected the base column and one or more against it");
     // JSON objects keep no order: the base column is the one predicted.baseline names.
+    if (policies.size() != 1)
+      throw InputError((root / "setting" / "policies").text() + ": configs against each other run one policy, not " +
+                       std::to_string(policies.size()));
     labels = {read<std::string>(figures, predicted, "baseline")};
     if (!by_column.contains(labels.front()))
       throw InputError((predicted / "baseline").text() + " is \"" + labels.front() + "\", not a column of " +
                        setting.text());
     for (const auto& [label, want] : by_column.items()) {
-      for (const char* key : {"world_size", "global_batch", "seed", "steps"})
+      for (const char* key : {"world_size", "global_batch", "seed", "steps", "max_length", "pad_to_multiple_of"})
         if (const auto& value = (setting / label).at(want, key); !value.is_number_unsigned())
           throw wrong_type(value, (setting / label / key).text(), "a whole number, as compare --register writes it");
-      read<std::string>(want, setting / label, "data_parallel");
+      for (const char* key : {"attention", "data_parallel"}) read<std::string>(want, setting / label, key);
+      if (want.contains("zero_partition")) read<std::string>(want, setting / label, "zero_partition");
       if (label != labels.front()) labels.push_back(label);
     }
   }

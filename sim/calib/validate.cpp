@@ -140,17 +140,6 @@ std::vector<PhaseFigures> phase_figures(const PolicyRun& measured, const PolicyR
   return out;
 }
 
-std::vector<double> samples_per_step(const PolicyRun& run) {
-  std::vector<double> out;
-  const auto G = static_cast<std::size_t>(run.G);
-  for (std::size_t i = 0; i < run.rows.size(); i += G) {
-    double samples = 0;
-    for (std::size_t g = 0; g < G; ++g) samples += run.rows[i + g].batch_size;
-    out.push_back(samples);
-  }
-  return out;
-}
-
 PolicyValidation compare(const PolicyRun& measured_run, const PolicyRun& predicted_run, const std::string& path,
                          int first, int count = std::numeric_limits<int>::max()) {
   for (const auto& r : measured_run.rows)

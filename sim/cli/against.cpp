@@ -312,9 +312,10 @@ int against_verb(const po::variables_map& vm, const Config& base, int replicates
   if (vm.count("out")) check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
   const std::vector<Side> sides = load_sides(vm, base);
   if (vm.count("print-config")) {
-    if (vm.count("out"))
-      throw UsageError("--print-config prints the columns' configs and runs nothing, so --out would write nothing: "
-                       "leave one of them out");
+    for (const char* option : {"out", "register"})
+      if (vm.count(option))
+        throw UsageError(std::string("--print-config prints the columns' configs and runs nothing, so --") + option +
+                         " would write nothing: leave one of them out");
     nlohmann::ordered_json columns = nlohmann::ordered_json::object();
     for (const Side& side : sides) columns[side.label] = side.config.printable();
     std::cout << columns.dump(2) << "\n";

@@ -249,7 +249,7 @@ std::pair<int, int> checked_timeline(const po::variables_map& vm, const Config& 
 std::unique_ptr<TraceWriter> open_trace(const Config& config, const LengthSource& source, const char* tool,
                                         const std::filesystem::path& dir, std::unique_ptr<AtomicFile>& file) {
   const StepShape shape = config.shape();
-  const Metadata metadata = {{"tool", tool},
+  Metadata metadata = {{"tool", tool},
                              {"config", config.origin},
                              {"data", source.describe()},
                              {"world_size", std::to_string(shape.G)},
@@ -259,7 +259,9 @@ std::unique_ptr<TraceWriter> open_trace(const Config& config, const LengthSource
                              {"platform", config.platform.topology},
                              {"algorithm", config.simulation.algorithm},
                              {"mode", config.simulation.mode},
-                             {"attention", config.training.attention}};
+                             {"attention", config.training.attention},
+                             {"data_parallel", config.training.data_parallel}};
+  if (config.training.data_parallel == "zero1") metadata.push_back({"zero_partition", config.training.zero_partition});
   file = std::make_unique<AtomicFile>(dir / "steps.csv");
   return std::make_unique<TraceWriter>(file->stream(), metadata, trace_columns_for(config));
 }

@@ -133,7 +133,14 @@ int validate_column(const po::variables_map& vm, const Registration& r) {
   const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
   const std::unique_ptr<Trace> baseline = read_baseline(vm, measured);
   const std::string column = vm["column"].as<std::string>();
-  if (vm.count("out")) check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json"});
+  if (vm.count("out")) {
+    const std::filesystem::path dir = vm["out"].as<std::string>();
+    if (std::filesystem::exists(dir / "validation.csv"))
+      throw UsageError("--out " + dir.string() +
+                       " holds a validation.csv, which a column's score does not write, so it would stand beside a "
+                       "validation.json it does not belong to: give another folder");
+    check_outputs({dir / "validation.json"});
+  }
   const nlohmann::ordered_json scored = score_registered_column(r, column, measured, *baseline);
   std::cout << "ddpsim validate: " << measured.path << " (column " << column << ") against " << baseline->path << " ("
             << scored["baseline"]["policy"].get<std::string>() << ")\n"
@@ -172,13 +179,14 @@ int validate(const Args& given) {
   if (registration && !vm.count("baseline"))
     throw UsageError("--registered scores gains: give --baseline, the trace of the registered baseline " +
                      (registers_columns(*registration)
-                          ? "column (" + registered_base_column(*registration) + ")'s run"
+                          ? "column's run (" + registered_base_column(*registration) + ")"
                           : "policy (" + registration->doc["setting"]["policies"][0].get<std::string>() + ")"));
   if (registration && registers_columns(*registration)) return validate_column(vm, *registration);
   if (vm.count("column"))
-    throw UsageError("--column " + vm["column"].as<std::string>() +
-                     " names a column of a registration of configs (compare --against --register): give "
-                     "--registered FILE of one");
+    throw UsageError("--column " + vm["column"].as<std::string>() + " names a column of a registration of configs " +
+                     "against each other (compare --against --register), and " +
+                     (registration ? "--registered " + registration->path + " registers policies" : "none is given") +
+                     ": leave --column out, or give --registered FILE of configs");
   const Trace measured = read_trace(vm["measured"].as<std::string>(), {"step_ms"});
   const std::unique_ptr<Trace> baseline = read_baseline(vm, measured);
   if (registration) check_registered_setting(*registration, measured, baseline.get());
@@ -199,16 +207,15 @@ int validate(const Args& given) {
     scored = score_registered(*registration, v);
     std::cout << registered_report(scored);
   }
-  if (vm.count("out")) {
-    const std::filesystem::path dir = vm["out"].as<std::string>();
-    auto doc = validation_json(v, measured, config.model->origin);
-    if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
-    if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
-    if (!other_model.empty()) doc["model_trained_other"] = other_model;
-    if (registration) doc["registered"] = scored;
-    write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
-    std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
-  }
+  if (!vm.count("out")) return 0;
+  auto doc = validation_json(v, measured, config.model->origin);
+  if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
+  if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
+  if (!other_model.empty()) doc["model_trained_other"] = other_model;
+  if (registration) doc["registered"] = scored;
+  const std::filesystem::path dir = vm["out"].as<std::string>();
+  write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});
+  std::cout << "wrote " << (dir / "validation.json").string() << " and " << (dir / "validation.csv").string() << "\n";
   return 0;
 }
 

@@ -98,6 +98,17 @@ std::vector<double> max_step_ms(const PolicyRun& run) {
   return out;
 }
 
+std::vector<double> samples_per_step(const PolicyRun& run) {
+  std::vector<double> out;
+  const auto G = static_cast<std::size_t>(run.G);
+  for (std::size_t i = 0; i < run.rows.size(); i += G) {
+    double samples = 0;
+    for (std::size_t g = 0; g < G; ++g) samples += run.rows[i + g].batch_size;
+    out.push_back(samples);
+  }
+  return out;
+}
+
 SummaryBuilder::SummaryBuilder(int G, double capacity_mib)
     : G_(static_cast<std::size_t>(G)),
       capacity_mib_(capacity_mib),

@@ -181,5 +181,7 @@ class SummaryBuilder {
 };
 // Per step, the slowest rank's step_ms (the step's wall time, docs/method.md, "Metrics").
 std::vector<double> max_step_ms(const PolicyRun& run);
+// Per step, the samples all ranks took: what a gain per sample divides by.
+std::vector<double> samples_per_step(const PolicyRun& run);
 
 }  // namespace ddpsim

@@ -86,6 +86,18 @@ done
 grep -qE '\| zero1 \| .* \| yes \|' "$WORK/card.md" || fail "the scorecard lacks the zero1 column's score"
 expect_exit 2 'registers configs against each other \(.*\): give --column LABEL' "$DDPSIM" validate \
   --registered "$WORK/reg.json" --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv"
+expect_exit 1 'runs/base/steps.csv: training.data_parallel is ddp, column zero1.s in the registered prediction' \
+  "$DDPSIM" validate --registered "$WORK/reg.json" --column zero1 --measured "$WORK/runs/base/steps.csv" \
+  --baseline "$WORK/runs/zero1/steps.csv"
+expect_exit 2 '--column nope: .* registers the columns b96, zero1 against base' "$DDPSIM" validate \
+  --registered "$WORK/reg.json" --column nope --measured "$WORK/runs/zero1/steps.csv" \
+  --baseline "$WORK/runs/base/steps.csv"
+mkdir -p "$WORK/stale-val" && : >"$WORK/stale-val/validation.csv"
+expect_exit 2 'holds a validation.csv, which a column.s score does not write' "$DDPSIM" validate \
+  --registered "$WORK/reg.json" --column zero1 --measured "$WORK/runs/zero1/steps.csv" \
+  --baseline "$WORK/runs/base/steps.csv" --out "$WORK/stale-val"
+expect_exit 2 '--print-config prints the columns. configs and runs nothing, so --register' "$DDPSIM" compare \
+  "${reg[@]}" --replicates 3 --register "$WORK/never.json" --print-config
 expect_exit 2 '--column base: .* registers the columns b96, zero1 against base' "$DDPSIM" validate \
   --registered "$WORK/reg.json" --column base --measured "$WORK/runs/zero1/steps.csv" \
   --baseline "$WORK/runs/base/steps.csv"
@@ -112,11 +124,14 @@ PY
     --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv"
 done
 
-# traces/cpu/prereg20's registration, written after its runs, holds the prediction committed before them.
+# traces/cpu/prereg20's registration, written after its runs, holds the prediction committed before
+# them: prediction/summary.json, as committed in dc94a30 (its hash pinned here).
 python3 - "$SRC/traces/cpu/prereg20" <<'PY' || fail "prereg20/prediction.json is not the prediction committed before the runs"
-import json, sys
-assert json.load(open(sys.argv[1] + "/prediction.json"))["predicted"] == \
-    json.load(open(sys.argv[1] + "/prediction/summary.json"))["replicates"]
+import hashlib, json, sys
+summary = sys.argv[1] + "/prediction/summary.json"
+assert hashlib.sha256(open(summary, "rb").read()).hexdigest() == \
+    "03887f2751daccfacaf68a48ddfbe865fc2218b8d1f7f704cd8b89e30f388184", "prediction/summary.json changed"
+assert json.load(open(sys.argv[1] + "/prediction.json"))["predicted"] == json.load(open(summary))["replicates"]
 PY
 
 # --print-config: every column's resolved config, by label.
