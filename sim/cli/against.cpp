@@ -295,6 +295,8 @@ std::vector<AgainstColumn> against_columns(const std::vector<std::string>& value
   return columns;
 }
 
+namespace {
+
 // The registration of the columns' prediction: compare's, with each column's setting.
 nlohmann::ordered_json column_registration(const std::string& file, const std::vector<Side>& sides,
                                            const RegisteredInputs& inputs, const nlohmann::ordered_json& seeds) {
@@ -307,6 +309,8 @@ nlohmann::ordered_json column_registration(const std::string& file, const std::v
   doc["setting"]["columns"] = std::move(columns);
   return doc;
 }
+
+}  // namespace
 
 int against_verb(const po::variables_map& vm, const Config& base, int replicates, const RegisteredInputs& inputs) {
   if (vm.count("out")) check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
