@@ -198,33 +198,18 @@ bool any_noise(const std::vector<Side>& sides) {
 // The seeds' table and each column's prediction interval, as compare --replicates gives a policy's.
 Replicates seeds_report(const std::vector<Side>& sides, const SimulationRun& first, const SimulationRun* quiet,
                         int replicates) {
-  SeedFigures f;
+  std::vector<std::string> labels;
+  for (const Side& side : sides) labels.push_back(side.label);
+  SeedFigures f(std::move(labels), quiet != nullptr);
   f.column = "config";
-  const std::size_t C = sides.size();
-  for (const Side& side : sides) f.labels.push_back(side.label);
-  f.means.resize(C), f.p95s.resize(C), f.gains.resize(C), f.per_sample.assign(C, false);
-  if (quiet) f.quiet_gains.resize(C);
-  const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
-    std::vector<bool> each;
-    const std::vector<double> g = run_gains(sim, &each);
-    for (std::size_t c = 0; c < C; ++c) {
-      if (figures) f.means[c].push_back(sim.summaries[c].mean_max_step_ms);
-      if (figures) f.p95s[c].push_back(sim.summaries[c].p95_max_step_ms);
-      into[c].push_back(g[c]);
-      f.per_sample[c] = each[c];
-    }
-  };
-  add(first, f.gains, true);
-  if (quiet) add(*quiet, f.quiet_gains, false);
+  f.add(first);
+  if (quiet) f.add(*quiet, true);
   Progress progress("replicates", "seeds");
   for (int r = 1; r < replicates; ++r) {
-    try {
-      add(simulate_sides(sides, r, false, nullptr), f.gains, true);
-      if (quiet) add(simulate_sides(sides, r, true, nullptr), f.quiet_gains, false);
-    } catch (const InputError& e) {
-      throw InputError("replicate " + std::to_string(r + 1) + " of " + std::to_string(replicates) + " (training.seed " +
-                       std::to_string(sides[0].config.training.seed + r) + "): " + e.what());
-    }
+    as_replicate(sides[0].config.training.seed + r, r, replicates, [&] {
+      f.add(simulate_sides(sides, r, false, nullptr));
+      if (quiet) f.add(simulate_sides(sides, r, true, nullptr), true);
+    });
     progress(r + 1, replicates);
   }
   std::vector<Config> configs;
@@ -348,12 +333,7 @@ int against_verb(const po::variables_map& vm, const Config& base, int replicates
   if (vm.count("out"))
     files.emplace_back(std::filesystem::path(vm["out"].as<std::string>()) / "summary.json",
                        summary(sides, sim, warnings, seeds.json));
-  publish(files);
-  if (!files.empty()) {
-    std::cout << "wrote";
-    for (const auto& [path, content] : files) std::cout << " " << path.string();
-    std::cout << "\n";
-  }
+  publish_and_say(files);
   return 0;
 }
 

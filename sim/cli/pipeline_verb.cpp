@@ -7,6 +7,7 @@
 
 #include "cli/progress.hpp"
 #include "cli/replicates.hpp"
+#include "cli/run_report.hpp"
 #include "common/error.hpp"
 #include "engine/platform.hpp"
 #include "eval/pipeline_eval.hpp"
@@ -98,12 +99,7 @@ int parallel_verb(const Config& config, const po::variables_map& vm, bool compar
   if (vm.count("link-series"))
     files.emplace_back(vm["link-series"].as<std::string>(),
                        link_series_csv(config, columns, vm.count("link-bin") ? vm["link-bin"].as<double>() : 0));
-  publish(files);  // all of them or none
-  if (!files.empty()) {
-    std::cout << "wrote";
-    for (const auto& [path, content] : files) std::cout << " " << path.string();
-    std::cout << "\n";
-  }
+  publish_and_say(files);
   return 0;
 }
 

@@ -87,17 +87,6 @@ nlohmann::ordered_json replicates_json(const Config& config, const SeedFigures& 
           {"policies", std::move(policies)}};
 }
 
-// Runs one replicate; a refusal names its seed, since the run printed above had another and passed.
-template <class Body>
-void as_replicate(const Config& seeded, int r, int replicates, Body&& body) {
-  try {
-    body();
-  } catch (const InputError& e) {
-    throw InputError("replicate " + std::to_string(r + 1) + " of " + std::to_string(replicates) + " (training.seed " +
-                     std::to_string(seeded.training.seed) + "): " + e.what());
-  }
-}
-
 }  // namespace
 
 Replicates replicates_result(const Config& config, const SeedFigures& f, int replicates,
@@ -142,34 +131,38 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
   return {out, replicates_json(config, f, replicates, predicted)};
 }
 
+SeedFigures::SeedFigures(std::vector<std::string> labels_, bool quiet) : labels(std::move(labels_)) {
+  const std::size_t n = labels.size();
+  means.resize(n), p95s.resize(n), gains.resize(n), per_sample.assign(n, false);
+  if (quiet) quiet_gains.resize(n);
+}
+
+void SeedFigures::add(const SimulationRun& sim, bool quiet) {
+  std::vector<bool> each;
+  const std::vector<double> g = run_gains(sim, &each);
+  for (std::size_t p = 0; p < labels.size(); ++p) {
+    const TokenSummary& s = sim.summaries[p];
+    if (!quiet) means[p].push_back(s.mean_max_step_ms), p95s[p].push_back(s.p95_max_step_ms);
+    (quiet ? quiet_gains : gains)[p].push_back(g[p]);
+    per_sample[p] = each[p];
+  }
+}
+
 Replicates replicates_report(const Config& config, const LengthSource& source, const SimulationRun& first,
                              const SimulationRun* first_quiet, int replicates,
                              const std::function<void(long, long)>& progress) {
-  const std::size_t P = first.runs.size();
-  SeedFigures f;
-  for (const PolicyRun& run : first.runs) f.labels.push_back(run.label);
-  f.means.resize(P), f.p95s.resize(P), f.gains.resize(P), f.per_sample.assign(P, false);
-  if (first_quiet) f.quiet_gains.resize(P);
-  const auto add = [&](const SimulationRun& sim, std::vector<std::vector<double>>& into, bool figures) {
-    std::vector<bool> each;
-    const std::vector<double> g = run_gains(sim, &each);
-    for (std::size_t p = 0; p < P; ++p) {
-      const TokenSummary& s = sim.summaries[p];
-      if (figures) f.means[p].push_back(s.mean_max_step_ms), f.p95s[p].push_back(s.p95_max_step_ms);
-      into[p].push_back(g[p]);
-      f.per_sample[p] = each[p];
-    }
-  };
-  add(first, f.gains, true);
-  if (first_quiet) add(*first_quiet, f.quiet_gains, false);
+  std::vector<std::string> labels;
+  for (const PolicyRun& run : first.runs) labels.push_back(run.label);
+  SeedFigures f(std::move(labels), first_quiet != nullptr);
+  f.add(first);
+  if (first_quiet) f.add(*first_quiet, true);
   for (int r = 1; r < replicates; ++r) {
     Config seeded = config;
     seeded.training.seed = config.training.seed + r;
-    as_replicate(seeded, r, replicates, [&] {
+    as_replicate(seeded.training.seed, r, replicates, [&] {
       const std::vector<int> dataset = config_dataset(seeded, source);
-      add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}), f.gains, true);  // the summaries alone
-      if (first_quiet)
-        add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), f.quiet_gains, false);
+      f.add(simulate_streamed(seeded, dataset, {0, 0}, {}, {}));  // the summaries alone
+      if (first_quiet) f.add(simulate_streamed(without_compute_noise(seeded), dataset, {0, 0}, {}, {}), true);
     });
     if (progress) progress(r + 1, replicates);
   }
@@ -203,7 +196,7 @@ Replicates pipeline_replicates(const Config& config, const std::vector<PipelineF
   for (int r = 1; r < replicates; ++r) {
     Config seeded = config;
     seeded.training.seed = config.training.seed + r;
-    as_replicate(seeded, r, replicates, [&] {
+    as_replicate(seeded.training.seed, r, replicates, [&] {
       add(simulate_parallel(seeded), f.gains, true);
       if (quiet) add(simulate_parallel(without_compute_noise(seeded)), f.quiet_gains, false);
     });

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "data/lengths.hpp"
 #include "eval/config.hpp"
 #include "eval/pipeline_eval.hpp"
@@ -52,7 +53,26 @@ struct SeedFigures {
   std::vector<std::string> labels;
   std::vector<std::vector<double>> means, p95s, gains, quiet_gains;
   std::vector<bool> per_sample;
+
+  SeedFigures() = default;
+  // No seed yet for these labels; `quiet`: the noise-off gains are gathered too.
+  SeedFigures(std::vector<std::string> labels, bool quiet);
+  // One seed's run of every label: its mean, P95 and gain over the first, or with `quiet` the
+  // run with the compute noise off, its gains alone.
+  void add(const SimulationRun& sim, bool quiet = false);
 };
+
+// Runs one replicate's `body`; an input error names its seed, since the run printed before it
+// had another and passed.
+template <class Body>
+void as_replicate(long long seed, int r, int replicates, Body&& body) {
+  try {
+    body();
+  } catch (const InputError& e) {
+    throw InputError("replicate " + std::to_string(r + 1) + " of " + std::to_string(replicates) + " (training.seed " +
+                     std::to_string(seed) + "): " + e.what());
+  }
+}
 // The report and JSON that replicates_report gives, for figures gathered by any engine.
 Replicates replicates_result(const Config& config, const SeedFigures& figures, int replicates,
                              const std::vector<GainPrediction>& predicted);

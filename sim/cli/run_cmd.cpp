@@ -283,13 +283,8 @@ void publish_outputs(const po::variables_map& vm, const Args& args, const Config
   if (vm.count("timeline")) files.emplace_back(vm["timeline"].as<std::string>(), chrome_trace(sim));
   std::vector<std::unique_ptr<AtomicFile>> written;
   if (trace_file) written.push_back(std::move(trace_file));
-  publish(files, std::move(written));
-  if (trace || !files.empty()) {
-    std::cout << "wrote";
-    if (trace) std::cout << " " << (dir / "steps.csv").string();
-    for (const auto& [path, content] : files) std::cout << " " << path.string();
-    std::cout << "\n";
-  }
+  publish_and_say(files, std::move(written),
+                  trace ? std::vector<std::filesystem::path>{dir / "steps.csv"} : std::vector<std::filesystem::path>{});
 }
 
 int simulate_verb(const Args& args, bool compare) {

@@ -1,6 +1,7 @@
 #include "cli/run_report.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <cmath>
 
 #include "eval/sharding.hpp"
@@ -130,6 +131,17 @@ void print_header(std::ostream& out, const Config& config, const LengthSource& s
       config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
   if (!beyond.empty()) out << "  note: " << beyond << "\n";
   out << "\n";
+}
+
+void publish_and_say(const std::vector<std::pair<std::filesystem::path, std::string>>& files,
+                     std::vector<std::unique_ptr<AtomicFile>> written,
+                     const std::vector<std::filesystem::path>& streamed) {
+  publish(files, std::move(written));
+  if (files.empty() && streamed.empty()) return;
+  std::cout << "wrote";
+  for (const auto& path : streamed) std::cout << " " << path.string();
+  for (const auto& [path, content] : files) std::cout << " " << path.string();
+  std::cout << "\n";
 }
 
 }  // namespace ddpsim::cli
