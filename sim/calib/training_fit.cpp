@@ -30,8 +30,9 @@ bool one_process(const Trace& t) {
 struct RunTimes {
   std::string name, label;  // the trace (with the policy where it holds several), the policy
   std::string session;      // runs of one process share it (session_of)
-  std::vector<double> ratios, opt;
-  double surface_ms = 0;
+  std::vector<double> ratios, opt;  // ratios: steady rank-steps only, each with its surface and tokens
+  std::vector<double> surface;
+  std::vector<long long> tokens;
 };
 
 // Each run's level: its own shapes at its median factor and its mean optimizer, over the same
@@ -49,8 +50,15 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     if (run.ratios.empty()) continue;
     const double n = double(run.ratios.size()), opt = fit.optimizer_ms >= 0 ? fit.optimizer_ms : 0;
     const double own_opt = run.opt.empty() ? opt : mean(run.opt);
-    const double level =
-        (percentile(run.ratios, 50) * run.surface_ms + own_opt * n) / (typical * run.surface_ms + opt * n);
+    // Against the levels at its own tokens: a run of smaller shapes is no slower run for that.
+    std::vector<double> about;
+    double surface_ms = 0;
+    for (std::size_t i = 0; i < run.ratios.size(); ++i) {
+      const double at = level_at(fit.step_levels, run.tokens[i]);
+      about.push_back(run.ratios[i] / at);
+      surface_ms += run.surface[i] * at;
+    }
+    const double level = (percentile(about, 50) * surface_ms + own_opt * n) / (typical * surface_ms + opt * n);
     if (!(level > 0 && std::isfinite(level))) continue;  // times of 0: no level to compare
     fit.run_levels.push_back({run.name, run.label, level});
     sessions[fit.runs_in_turn ? run.session : ""].push_back(std::log(level));
@@ -115,6 +123,7 @@ double surface_ms(const Calibration& c, const RankStep& r) {
 // One step of one run: each rank's compute measured and on the surface, and whether it met a shape first.
 struct Step {
   std::vector<double> measured, predicted;
+  std::vector<long long> tokens;  // regime_tokens
   std::vector<bool> first;
 };
 
@@ -124,6 +133,8 @@ struct TimedSteps {
   std::vector<RunTimes> runs;
   std::vector<double> opt;
   long timed = 0, above = 0;  // rank-steps timed, and those from the profile's knee
+  std::vector<std::pair<long long, double>> steady;  // tokens and compute over the surface, first uses aside
+  std::vector<double> side_ratios[2];  // compute over the surface of the steady rank-steps below the knee, from it
   std::string files;
 };
 
@@ -161,7 +172,7 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
     const std::size_t first_run = all.runs.size();
     for (const PolicyRun& run : t.runs)
       all.runs.push_back(
-          {t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, session_of(t), {}, {}, 0});
+          {t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, session_of(t), {}, {}, {}, {}});
     // Trained in turn: every trace says so, naming the same policies.
     fit.runs_in_turn = fit.runs_in_turn && !turns_of(t).empty() && turns_of(t) == turns_of(training.front());
     const bool shared = one_process(t);
@@ -179,17 +190,23 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
       const double predicted = surface_ms(c, r);
       if (!(predicted > 0)) continue;
       ++all.timed;
-      all.above += c.regimes.knee_tokens > 0 && regime_tokens(r, c.packed) >= c.regimes.knee_tokens;
+      const long long tokens = regime_tokens(r, c.packed);
+      const bool above = c.regimes.knee_tokens > 0 && tokens >= c.regimes.knee_tokens;
+      all.above += above;
       const auto [at, fresh] = step_of.emplace(std::pair(x.run, r.step), all.steps.size());
       if (fresh) all.steps.emplace_back();
       Step& s = all.steps[at->second];
       s.measured.push_back(r.fwd_ms + r.bwd_ms);
       s.predicted.push_back(predicted);
+      s.tokens.push_back(tokens);
       s.first.push_back(first);
       RunTimes& own = all.runs[first_run + static_cast<std::size_t>(x.run)];
       if (!first) {  // as `typical` in fit_first_use: a shape's first use is no level
         own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
-        own.surface_ms += predicted;
+        own.surface.push_back(predicted);
+        own.tokens.push_back(tokens);
+        all.side_ratios[above].push_back(own.ratios.back());
+        all.steady.emplace_back(tokens, own.ratios.back());
       }
       if (!std::isnan(r.opt_ms)) all.opt.push_back(r.opt_ms), own.opt.push_back(r.opt_ms);
     }
@@ -197,16 +214,44 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
   return all;
 }
 
+// The steady rank-steps' level by tokens (PerfModel::step_levels): in token order, a bin closes
+// once it holds `size` rank-steps (kLevelBinSteps, or a kMaxLevelBins-th of them where that is
+// more: a median of more rank-steps moves less) and the next has more tokens; each bin's median
+// factor at its median tokens (a short last bin joins the one before). Medians, so a spike moves
+// no level. Fewer than two bins: none, the runs' one level being the steps' own.
+std::vector<std::pair<double, double>> fit_step_levels(std::vector<std::pair<long long, double>> steady,
+                                                       std::size_t& size) {
+  std::sort(steady.begin(), steady.end());
+  size = std::max(kLevelBinSteps, steady.size() / kMaxLevelBins);
+  std::vector<std::pair<std::size_t, std::size_t>> bins;  // [from, to)
+  std::size_t from = 0;
+  for (std::size_t i = 1; i <= steady.size(); ++i)
+    if (i - from >= size && (i == steady.size() || steady[i].first > steady[i - 1].first))
+      bins.emplace_back(from, i), from = i;
+  if (bins.empty()) return {};
+  bins.back().second = steady.size();
+  std::vector<std::pair<double, double>> levels;
+  if (bins.size() < 2) return levels;
+  for (const auto& [a, b] : bins) {
+    std::vector<double> tokens, ratios;
+    for (std::size_t i = a; i < b; ++i) tokens.push_back(double(steady[i].first)), ratios.push_back(steady[i].second);
+    levels.emplace_back(percentile(tokens, 50), std::round(percentile(ratios, 50) * 1e4) / 1e4);
+  }
+  return levels;
+}
+
 // The first-use cost: the median extra of the rank-steps that met a shape first over the
 // steady ones' typical factor; returns that factor.
 double fit_first_use(const std::vector<Step>& steps, std::size_t width, TrainingFit& fit) {
   std::vector<double> extras_measured, extras_predicted, steady;
   for (const Step& s : steps)
-    for (std::size_t g = 0; g < width; ++g)
+    for (std::size_t g = 0; g < width; ++g) {
+      const double expected = s.predicted[g] * level_at(fit.step_levels, s.tokens[g]);
       if (s.first[g])
-        extras_measured.push_back(s.measured[g]), extras_predicted.push_back(s.predicted[g]);
+        extras_measured.push_back(s.measured[g]), extras_predicted.push_back(expected);
       else
-        steady.push_back(s.measured[g] / s.predicted[g]);
+        steady.push_back(s.measured[g] / expected);
+    }
   const double typical = steady.empty() ? 1.0 : percentile(steady, 50);
   fit.first_uses = static_cast<long>(extras_measured.size());
   if (fit.first_uses >= kMinFirstUses) {
@@ -226,7 +271,7 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
     for (std::size_t g = 0; g < width; ++g) {
       const double own = s.measured[g] - (s.first[g] ? fit.first_use_ms : 0.0);
       // Four decimals: the model file stays readable, the draws unchanged in effect.
-      const double f = std::max(own / s.predicted[g], 1e-3);
+      const double f = std::max(own / (s.predicted[g] * level_at(fit.step_levels, s.tokens[g])), 1e-3);
       factors.push_back(std::round(f * 1e4) / 1e4);
       all.push_back(factors.back());
     }
@@ -242,9 +287,18 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
                   double(all.size());
 }
 
+// A side of the knee's level and spread, where it holds enough rank-steps to tell them.
+RegimeSpread regime_spread(const std::vector<double>& ratios) {
+  RegimeSpread side{static_cast<long>(ratios.size())};
+  if (side.rank_steps < kMinRegimeSteps) return side;
+  side.p50 = percentile(ratios, 50);
+  side.sigma = (std::log(percentile(ratios, 95)) - std::log(side.p50)) / 1.6449;
+  return side;
+}
+
 }  // namespace
 
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c) {
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens) {
   TrainingFit fit;
   TimedSteps read = read_steps(training, c, fit);
   // Whole steps only, all of one world: a step's ranks are drawn together.
@@ -255,6 +309,8 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     throw InputError(read.files +
                      ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
                      "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
+  if (levels_by_tokens) fit.step_levels = fit_step_levels(read.steady, fit.level_bin_steps);
+  fit.levels_asked = levels_by_tokens;
   const double typical = fit_first_use(read.steps, width, fit);
   fit_step_factors(read.steps, width, fit);
   if (!read.opt.empty()) fit.optimizer_ms = mean(read.opt);
@@ -262,6 +318,8 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   fit.above_share = read.timed ? double(read.above) / double(read.timed) : 0;
   if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
     fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
+  fit.below = regime_spread(read.side_ratios[0]);
+  fit.above = regime_spread(read.side_ratios[1]);
   run_levels(read.runs, typical, fit);
   optimizer_control(read.runs, fit);
   char line[256];
@@ -284,6 +342,10 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
   if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;
   model["first_use_ms"] = t.first_use_ms;
   model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
+  if (!t.step_levels.empty()) {
+    auto& levels = model["noise"]["steps_levels"] = nlohmann::ordered_json::array();
+    for (const auto& [tokens, factor] : t.step_levels) levels.push_back({tokens, factor});
+  }
   if (t.knee_tokens > 0) {
     model["noise"]["steps_regime"] = t.above_share > 0.5 ? "above" : "below";
     model["noise"]["above"] = {

@@ -25,9 +25,25 @@ struct RunLevel {
 // The run-level spread's cap (PerfModel::run_level_spread): levels 2× apart.
 inline constexpr double kMaxRunLevelSpread = 1.0;
 
+// The steady rank-steps of one side of the profile's knee: how many, their median factor over
+// the surface and their spread (σ of the logs, read off P95 over P50), to set beside the
+// profile's σ ratio that a factor drawn across the knee is scaled by. p50 == 0: too few to tell.
+struct RegimeSpread {
+  long rank_steps = 0;
+  double p50 = 0, sigma = 0;
+};
+inline constexpr long kMinRegimeSteps = 40;
+// A level's bin (fit_step_levels): a median of 40 rank-steps of σ ≈ 0.1 moves by about 2%, and
+// no more than 6 bins, so that a long run's levels are medians of hundreds.
+inline constexpr std::size_t kLevelBinSteps = 40;
+inline constexpr std::size_t kMaxLevelBins = 6;
+
 struct TrainingFit {
   // Per measured step, each rank's compute over the surface (first uses' cost taken out).
   std::vector<std::vector<double>> step_factors;
+  std::vector<std::pair<double, double>> step_levels;  // PerfModel::step_levels; the factors are about them
+  bool levels_asked = true;                             // false: --training-levels one
+  std::size_t level_bin_steps = 0;                      // the fewest rank-steps a level's bin holds
   long rank_steps = 0;
   double factor_p50 = 1, factor_p95 = 1, factor_p99 = 1, factor_mean = 1;
   double spike_pct = 0;  // rank-steps above 1.5× the median factor, in %
@@ -40,6 +56,7 @@ struct TrainingFit {
   // ratio of its regimes (above / below) that scales a factor drawn across the knee.
   long long knee_tokens = 0;
   double above_share = 0, steps_scale = 1;
+  RegimeSpread below, above;
   std::string source;  // one line: which traces, how many steps and ranks
   // Each run's level, its rank-steps' compute and optimizer over the pooled runs' (its own
   // shapes at the pooled factor and optimizer), and the 95% half-width of the ratio of two
@@ -62,7 +79,7 @@ inline constexpr long kMinFirstUses = 5;
 
 // Throws InputError naming the trace when it holds no timed rank-step after step 0, or ranks
 // of unequal counts across its runs.
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c);
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens = true);
 
 // Amends a calibrated model (calibrated_model's document) with the fit: the measured steps in
 // place of the profile's noise (keeping its knee, across which a factor is scaled), the

@@ -65,17 +65,51 @@ std::string optimizer_control_report(const TrainingFit& t) {
   return out;
 }
 
+// Where the runs met both sides of the knee: each side's level and spread as measured, so that a
+// reader sees whether the runs' spread shrinks across the knee as the profile's does.
+std::string regimes_measured_report(const TrainingFit& t) {
+  if (t.below.p50 <= 0 || t.above.p50 <= 0) return "";
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "            measured on both sides: below the knee median ×%.4f, σ %.4f (%ld rank-steps); from it "
+                "median ×%.4f, σ %.4f (%ld): levels ×%.3f apart, σ ratio %.3g against the profile's %.3g\n",
+                t.below.p50, t.below.sigma, t.below.rank_steps, t.above.p50, t.above.sigma, t.above.rank_steps,
+                t.above.p50 / t.below.p50, t.below.sigma > 0 ? t.above.sigma / t.below.sigma : 0.0, t.steps_scale);
+  return line;
+}
+
+// The levels by tokens, or why there are none.
+std::string step_levels_report(const TrainingFit& t) {
+  if (t.step_levels.empty() && !t.levels_asked) return "            one level for every shape (--training-levels one)\n";
+  if (t.step_levels.empty())
+    return "            one level for every shape: fewer than " + std::to_string(2 * kLevelBinSteps) +
+           " steady rank-steps of more than one token count\n";
+  std::string each;
+  char line[128];
+  for (const auto& [tokens, factor] : t.step_levels) {
+    std::snprintf(line, sizeof line, "%s%.0f ×%.3f", each.empty() ? "" : ", ", tokens, factor);
+    each += line;
+  }
+  std::snprintf(line, sizeof line, "%zu bins of at least %zu steady rank-steps", t.step_levels.size(),
+                t.level_bin_steps);
+  return "            levels by padded tokens a rank-step (the medians of " + std::string(line) + "): " + each +
+         "; a simulated rank-step takes the level at its tokens (held beyond the ends), and a drawn step's "
+         "factor about it\n";
+}
+
 }  // namespace
 
 std::string training_report(const TrainingFit& t) {
   char line[768];
   std::string out;
   std::snprintf(line, sizeof line,
-                "  training  %s: each rank-step's compute over the surface, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
+                "  training  %s: each rank-step's compute over the surface%s, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
                 "P99 ×%.4f; %.1f%% of rank-steps above 1.5× the median. The model draws these steps whole (a "
                 "step's ranks together), in place of the profile's noise\n",
-                t.source.c_str(), t.factor_p50, t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
+                t.source.c_str(), t.step_levels.empty() ? "" : " and the level at its tokens", t.factor_p50,
+                t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
   out += line;
+  out += step_levels_report(t);
   if (t.first_uses >= kMinFirstUses)
     std::snprintf(line, sizeof line,
                   "            first use of a shape in a process: +%.4g ms (median over %ld first uses after step 0)\n",
@@ -102,6 +136,7 @@ std::string training_report(const TrainingFit& t) {
         100 * t.above_share, t.knee_tokens, above ? "compute-bound" : "launch-bound", above ? "below" : "from",
         above ? 1 / t.steps_scale : t.steps_scale, above ? "below over σ above" : "above over σ below");
     out += line;
+    out += regimes_measured_report(t);
   }
   return out;
 }

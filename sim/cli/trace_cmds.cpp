@@ -62,7 +62,10 @@ are reduced to their median, and fits minimise relative error:
                       (median extra over the surface; emulated ranks share one process), the
                       optimizer's time, and with several runs trained in turn how far their
                       levels differed (a term of every predicted gain's interval); DDP runs
-                      only (a ZeRO run's optimizer column is a shard's step)
+                      only (a ZeRO run's optimizer column is a shard's step). The runs' level
+                      by padded tokens a rank-step: the medians of up to six bins of the
+                      steady rank-steps in token order, so that a policy or batch size of
+                      other shapes takes its own level (--training-levels one: one level)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
@@ -171,7 +174,10 @@ int calibrate(const Args& args) {
       "training", po::value<std::vector<std::string>>()->multitoken(),
       "TRACE.csv...: training runs of the setting (e.g. the static run); not fitted into the surface: they give "
       "the rank-steps' spread around it (drawn a step at a time), a shape's first-use cost, the optimizer and, "
-      "from several runs trained in turn, how far their levels differed")("help,h", "this help");
+      "from several runs trained in turn, how far their levels differed")(
+      "training-levels", po::value<std::string>()->default_value("tokens"),
+      "tokens (the runs' level by padded tokens a rank-step, where they hold enough rank-steps of more than one "
+      "size) or one (a single level for every shape)")("help,h", "this help");
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("trace", -1);
@@ -183,6 +189,12 @@ int calibrate(const Args& args) {
   po::variables_map vm;
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
+  const std::string levels = vm["training-levels"].as<std::string>();
+  if (levels != "tokens" && levels != "one")
+    throw UsageError("--training-levels is tokens or one, got \"" + levels + "\"");
+  if (!vm["training-levels"].defaulted() && !vm.count("training"))
+    throw UsageError("--training-levels describes the --training runs' fit: give --training RUN...");
+  const bool levels_by_tokens = levels == "tokens";
   std::vector<Trace> traces;
   std::set<std::filesystem::path> named;
   for (const auto& path : vm["trace"].as<std::vector<std::string>>()) {
@@ -225,6 +237,7 @@ int calibrate(const Args& args) {
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // before the fit, which takes a while on large traces
   const std::vector<Trace> training = read_training(vm, traces, named);
+
   // ZeRO's figures, read (and refused if malformed) before the fit.
   const auto gathers = allgather_timings(traces);
   const double update_share = optimizer_update_share(traces);
@@ -237,7 +250,7 @@ int calibrate(const Args& args) {
   add_update_share(model, update_share);
   std::string report = fit_report(c) + allgather_report(allgather) + update_share_report(update_share);
   if (!training.empty()) {
-    const TrainingFit t = fit_training(training, c);
+    const TrainingFit t = fit_training(training, c, levels_by_tokens);
     add_training(model, t, training);
     report += training_report(t);
   }

@@ -45,6 +45,7 @@ long long regime_tokens(const RankStep& r, bool packed) {
 
 ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
     : spells_shared_(config.simulation.spells == "shared"),
+      model_(model),
       steps_(model ? &model->step_factors : nullptr),
       noise_(config.training.seed ^ 0x9e3779b97f4a7c15ULL),
       shared_noise_(config.training.seed ^ 0x2545f4914f6cdd1dULL),

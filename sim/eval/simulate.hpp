@@ -77,13 +77,14 @@ class ComputeNoise {
   // The step's shared factor times this rank's own, for a rank-step of `tokens` padded tokens
   // (its largest micro-batch's; Σ s when packed), which picks the regime.
   double next_rank(long long tokens) {
-    measured_ = 1;
+    measured_ = model_ ? model_->step_level(tokens) : 1;
     if (steps_ && !steps_->empty()) {  // ranks beyond the measured world draw another step
       const std::size_t width = steps_->front().size();
       if (rank_ % width == 0) drawn_ = step_noise_.below(steps_->size());
-      measured_ = (*steps_)[drawn_][rank_ % width];
+      double drawn = (*steps_)[drawn_][rank_ % width];
       if (knee_ > 0 && steps_scale_ != 1 && (tokens >= knee_) != steps_above_)
-        measured_ = std::exp(std::log(measured_) * (steps_above_ ? 1 / steps_scale_ : steps_scale_));
+        drawn = std::exp(std::log(drawn) * (steps_above_ ? 1 / steps_scale_ : steps_scale_));
+      measured_ *= drawn;
     }
     ++rank_;
     const Regime& r = regime_[knee_ > 0 && tokens >= knee_ ? 1 : 0];
@@ -91,8 +92,9 @@ class ComputeNoise {
     const double spell = spells_shared_ || !has_spells_ ? 1.0 : r.spell_at(spell_noise_.uniform());
     return r.shared * own * spell;
   }
-  // This rank's factor from the model's measured training steps (1 without them): it describes
-  // forward and backward, not the optimizer.
+  // This rank's factor from the model's measured training steps (1 without them): the level at
+  // its tokens times a drawn step's factor about it. It describes forward and backward, not the
+  // optimizer; the level stays when the noise is off (without_compute_noise), a draw does not.
   double measured() const { return measured_; }
   // Whether any factor above can differ from 1.
   bool draws() const;
@@ -108,6 +110,7 @@ class ComputeNoise {
   double steps_scale_ = 1;  // PerfModel::NoiseAbove::steps_scale
   bool steps_above_ = false;
   bool has_spells_ = false, spells_shared_;
+  const PerfModel* model_;
   const std::vector<std::vector<double>>* steps_;
   std::size_t rank_ = 0, drawn_ = 0;
   double measured_ = 1;

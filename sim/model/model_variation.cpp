@@ -57,6 +57,23 @@ PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::st
   return a;
 }
 
+// The measured steps' levels: [tokens, factor] pairs, tokens ≥ 1 strictly ascending, factor > 0.
+std::vector<std::pair<double, double>> level_table(const nlohmann::json& list, const std::string& where) {
+  const char* expected = "a non-empty array of [tokens, factor] pairs, tokens ≥ 1 and ascending, factor in (0, 1e6]";
+  if (!list.is_array() || list.empty()) throw wrong_type(list, where, expected);
+  std::vector<std::pair<double, double>> levels;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& row = list[i];
+    const bool pair = row.is_array() && row.size() == 2 && row[0].is_number() && row[1].is_number();
+    const double tokens = pair ? row[0].get<double>() : 0, factor = pair ? row[1].get<double>() : 0;
+    if (!pair || !(tokens >= 1 && tokens <= 1e12) || !(factor > 0 && factor <= 1e6) ||
+        (!levels.empty() && !(tokens > levels.back().first)))
+      throw wrong_type(row, where + "[" + std::to_string(i) + "]", expected);
+    levels.emplace_back(tokens, factor);
+  }
+  return levels;
+}
+
 // Measured steps: rows of equal length (one factor per rank), each factor > 0.
 std::vector<std::vector<double>> step_table(const nlohmann::json& list, const std::string& where) {
   const char* expected = "a non-empty array of steps, each an array of one factor > 0 per rank, all of one length";
@@ -114,6 +131,11 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
     m.noise_shared_sigma = non_negative(n, "shared_sigma", 0, 3);
     if (n.has("spells")) m.spell_quantiles = quantile_table(n.raw("spells"), origin + ": noise: spells");
     if (n.has("steps")) m.step_factors = step_table(n.raw("steps"), origin + ": noise: steps");
+    if (n.has("steps_levels")) {
+      if (m.step_factors.empty())
+        throw InputError(origin + ": noise: steps_levels without steps (the levels are those of the measured steps)");
+      m.step_levels = level_table(n.raw("steps_levels"), origin + ": noise: steps_levels");
+    }
     m.step_factors_source = n.get<std::string>("steps_source", "");
     const std::string regime = n.get<std::string>("steps_regime", "below");
     if (regime != "below" && regime != "above")

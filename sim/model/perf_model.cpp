@@ -24,6 +24,18 @@ int PerfModel::max_batch(int L) const {
   return lo;
 }
 
+double level_at(const std::vector<std::pair<double, double>>& levels, long long tokens) {
+  if (levels.empty()) return 1;
+  const double t = static_cast<double>(std::max(tokens, 1LL));
+  if (t <= levels.front().first) return levels.front().second;
+  if (t >= levels.back().first) return levels.back().second;
+  const auto hi = std::upper_bound(levels.begin(), levels.end(), t,
+                                   [](double x, const std::pair<double, double>& p) { return x < p.first; });
+  const auto lo = hi - 1;
+  const double w = std::log(t / lo->first) / std::log(hi->first / lo->first);
+  return std::exp(std::log(lo->second) + w * (std::log(hi->second) - std::log(lo->second)));
+}
+
 long long PerfModel::total_params() const {
   long long n = 0;
   for (const auto& l : layers) n += l.params;

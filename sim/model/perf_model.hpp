@@ -27,6 +27,10 @@ struct LayerSpec {
   double bwd_fraction = 0;  // share of backward time spent producing this layer's gradients
 };
 
+// A level table's factor at `tokens` (PerfModel::step_levels): interpolated in log tokens and
+// log factor, held at the ends; 1 for an empty table.
+double level_at(const std::vector<std::pair<double, double>>& levels, long long tokens);
+
 struct PerfModel {
   std::string name;    // "rtx3090-distilbert"
   std::string origin;  // file it came from, or "built-in NAME"
@@ -89,6 +93,13 @@ struct PerfModel {
   // steps); they carry the training run's level and tail. Empty: none.
   std::vector<std::vector<double>> step_factors;
   std::string step_factors_source;
+  // The training runs' level by a rank-step's padded tokens (its largest micro-batch's; Σ s when
+  // packed), as calibrate --training measured it: (tokens, factor over the surface), tokens
+  // ascending. Training runs sit off a profile's surface by their shapes (small rank-steps of a
+  // launch-bound CPU run 10-35% away from large ones), so a policy or batch size of other shapes
+  // takes the level of its own; step_factors are then the spread about it. Empty: one level.
+  std::vector<std::pair<double, double>> step_levels;
+  double step_level(long long tokens) const { return level_at(step_levels, tokens); }
   // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
   // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
   double first_use_ms = 0;

@@ -21,8 +21,27 @@ PY
 pre=$SRC/traces/cpu/prereg4/pre-run
 expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
   --training "$pre/static/steps.csv" "$pre/minmax-cost-tokens/steps.csv" "$pre/sorted/steps.csv" --out "$WORK/levels.json"
-grep -q "run level: two runs' levels may differ by 15.0% (95%; levels static ×0.981, minmax:cost=tokens ×1.059, sorted ×0.963)" \
+grep -q "run level: two runs' levels may differ by 15.4% (95%; levels static ×0.981, minmax:cost=tokens ×1.060, sorted ×0.960)" \
   "$WORK/out" || fail "the run-level line is not the prereg4 pre-run's"
+grep -q "levels by padded tokens a rank-step (the medians of 5 bins of at least 150 steady rank-steps): 28 ×1.323, " \
+  "$WORK/out" || fail "the levels by tokens are not the prereg4 pre-run's"
+# One level, as models were fitted before levels by tokens: the committed prereg4 model's figures.
+expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
+  --training "$pre/static/steps.csv" "$pre/minmax-cost-tokens/steps.csv" "$pre/sorted/steps.csv" \
+  --training-levels one --out "$WORK/one.json"
+grep -q "run level: two runs' levels may differ by 15.0% (95%; levels static ×0.981, minmax:cost=tokens ×1.059, sorted ×0.963)" \
+  "$WORK/out" || fail "--training-levels one did not give the one-level fit"
+grep -q "one level for every shape (--training-levels one)" "$WORK/out" || fail "the report does not say one level was asked"
+python3 - "$WORK/one.json" <<'PY' || fail "--training-levels one wrote levels"
+import json, sys
+assert "steps_levels" not in json.load(open(sys.argv[1]))["noise"]
+PY
+expect_exit 2 "--training-levels is tokens or one, got \"two\"" "$DDPSIM" calibrate \
+  "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --training "$pre/static/steps.csv" --training-levels two \
+  --out "$WORK/two.json"
+expect_exit 2 "--training-levels describes the --training runs' fit" "$DDPSIM" calibrate \
+  "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --training-levels one --out "$WORK/x.json"
+[[ ! -e $WORK/two.json && ! -e $WORK/x.json ]] || fail "a refused calibrate left a model behind"
 grep -q "not all trained in turn" "$WORK/out" && fail "runs trained in turn reported as not"
 expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
   --training "$pre/static/steps.csv" "$SRC/traces/cpu/prereg3/controls/static-alone/steps.csv" --out "$WORK/apart.json"

@@ -1,0 +1,133 @@
+// The training runs' level by a rank-step's tokens (calibrate --training's levels): a run
+// simulated with known levels calibrates back to them, runs of other shapes then show no level
+// of their own, and the simulator charges each rank-step the level at its tokens.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "calib/training_fit.hpp"
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "eval/simulate.hpp"
+
+using namespace ddpsim;
+
+namespace {
+
+// Small rank-steps run at 0.7 of the surface, large ones at 1.3, in between by log tokens.
+const std::vector<std::pair<double, double>> kTrue = {{100, 0.7}, {1500, 1.3}};
+
+nlohmann::json leveled_model(bool with_levels) {
+  nlohmann::json m = read_json_file(DDPSIM_SOURCE_DIR "/models/rtx3090-distilbert.json");
+  m["name"] = "leveled";
+  m["forward_ms"] = {{"a", 2.0}, {"beta", 0.002}, {"gamma", 1e-5}};
+  m["backward_ms"] = {{"a", 4.0}, {"beta", 0.004}, {"gamma", 2e-5}};
+  m["noise"] = {{"sigma", 0}, {"steps", nlohmann::json::array({{1.0, 1.0, 1.0, 1.0}})}};
+  if (with_levels) {
+    m["noise"]["steps_levels"] = nlohmann::json::array();
+    for (const auto& [tokens, factor] : kTrue) m["noise"]["steps_levels"].push_back({tokens, factor});
+  }
+  return m;
+}
+
+Config leveled_config(const std::string& policy) {
+  nlohmann::json doc = {
+      {"data", {{"source", "lognormal"}, {"mean", 60}, {"std", 45}, {"min", 8}, {"max", 250}, {"samples", 20000}}},
+      {"training", {{"world_size", 4}, {"global_batch", 48}, {"steps", 150}, {"seed", 5}}},
+      {"simulation", {{"first_use", "off"}}},
+      {"policies", {policy}},
+      {"model", "rtx3090-distilbert"}};
+  Config config = parse_config(doc, "test", "");
+  config.model = std::make_shared<PerfModel>(parse_perf_model(leveled_model(true), "leveled"));
+  return config;
+}
+
+Trace simulated_trace(const std::string& policy) {
+  const Config config = leveled_config(policy);
+  Trace t;
+  t.path = policy + ".csv";
+  t.metadata = {{"emulated_ranks", "4"}, {"policy", policy}};
+  t.runs = simulate(config, make_length_source(config.data, 256)->dataset(5)).runs;
+  return t;
+}
+
+Calibration known_surface() {
+  const PerfModel m = parse_perf_model(leveled_model(false), "surface");
+  Calibration c;
+  c.forward.model = m.forward;
+  c.backward.model = m.backward;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("runs at known levels by tokens calibrate back to them, and runs of other shapes then agree") {
+  const std::vector<Trace> runs = {simulated_trace("static"), simulated_trace("sorted")};
+  const TrainingFit t = fit_training(runs, known_surface());
+  MESSAGE(training_report(t));
+  REQUIRE(t.step_levels.size() >= 4);
+  for (const auto& [tokens, factor] : t.step_levels) {
+    CAPTURE(tokens);
+    CHECK(factor == doctest::Approx(level_at(kTrue, static_cast<long long>(tokens))).epsilon(0.02));
+  }
+  CHECK(t.factor_p50 == doctest::Approx(1.0).epsilon(0.01));
+  CHECK(t.factor_p99 < 1.1);  // no spread invented from the shapes
+  REQUIRE(t.run_levels.size() == 2);
+  CHECK(t.run_levels[1].level / t.run_levels[0].level == doctest::Approx(1.0).epsilon(0.02));
+
+  // With one level, the sorted run's small shapes read as a faster run, and its spread as noise.
+  const TrainingFit one = fit_training(runs, known_surface(), false);
+  CHECK(one.step_levels.empty());
+  REQUIRE(one.run_levels.size() == 2);
+  CHECK(std::abs(one.run_levels[1].level / one.run_levels[0].level - 1) > 0.05);
+  CHECK(one.run_level_spread > 5 * t.run_level_spread);
+  CHECK(training_report(one).find("one level for every shape (--training-levels one)") != std::string::npos);
+
+  // The fit's levels reach the model file and load back.
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(leveled_model(false).dump());
+  add_training(doc, t, {});
+  const PerfModel m = parse_perf_model(nlohmann::json::parse(doc.dump()), "with levels");
+  CHECK(m.step_levels == t.step_levels);
+}
+
+TEST_CASE("a rank-step is charged the level at its tokens, with the noise on or off") {
+  const Config config = leveled_config("sorted");
+  const auto dataset = make_length_source(config.data, 256)->dataset(5);
+  for (const bool quiet : {false, true}) {
+    CAPTURE(quiet);
+    const Config run = quiet ? without_compute_noise(config) : config;
+    const SimulationRun sim = simulate(run, dataset);
+    double lowest = 10, highest = 0;
+    for (const RankStep& r : sim.runs[0].rows) {
+      const double factor = (r.fwd_ms + r.bwd_ms) / config.model->compute_ms(r.batch_size, r.max_len);
+      CHECK(factor == doctest::Approx(level_at(kTrue, regime_tokens(r, false))).epsilon(1e-6));
+      lowest = std::min(lowest, factor), highest = std::max(highest, factor);
+    }
+    CHECK(highest / lowest > 1.3);  // the sorted run's shapes span the levels
+  }
+  CHECK(level_at(kTrue, 10) == 0.7);  // held at the ends
+  CHECK(level_at(kTrue, 100000) == 1.3);
+  CHECK(level_at({}, 500) == 1);
+}
+
+TEST_CASE("a model's steps_levels are checked") {
+  const auto refused = [](nlohmann::json levels, bool steps = true) {
+    nlohmann::json m = leveled_model(false);
+    if (!steps) m["noise"].erase("steps");
+    m["noise"]["steps_levels"] = std::move(levels);
+    try {
+      parse_perf_model(m, "m.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refused({{100, 0.9}}, false).find("m.json: noise: steps_levels without steps") != std::string::npos);
+  for (const nlohmann::json& bad : {nlohmann::json::array(), nlohmann::json{{100, 0.9}, {100, 1.1}},
+                                    nlohmann::json{{100, 0.0}}, nlohmann::json{{0, 1.0}}, nlohmann::json{{100}}}) {
+    CAPTURE(bad.dump());
+    CHECK(refused(bad).find("m.json: noise: steps_levels") != std::string::npos);
+    CHECK(refused(bad).find("[tokens, factor] pairs, tokens ≥ 1 and ascending") != std::string::npos);
+  }
+}
