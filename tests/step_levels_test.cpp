@@ -91,6 +91,42 @@ TEST_CASE("runs at known levels by tokens calibrate back to them, and runs of ot
   CHECK(m.step_levels == t.step_levels);
 }
 
+TEST_CASE("a run of other shapes at a level of its own keeps its level: it does not lend it to its shapes") {
+  // The static run (large shapes only) 10% slower than the sorted one (every size).
+  std::vector<Trace> runs = {simulated_trace("static"), simulated_trace("sorted")};
+  for (RankStep& r : runs[0].runs[0].rows) r.fwd_ms *= 1.1, r.bwd_ms *= 1.1;
+  const TrainingFit t = fit_training(runs, known_surface());
+  REQUIRE(t.run_levels.size() == 2);
+  CHECK(t.run_levels[0].level / t.run_levels[1].level == doctest::Approx(1.1).epsilon(0.02));
+  // The levels are the true ones times the runs' pooled level, the same at every size.
+  REQUIRE(t.step_levels.size() >= 2);
+  const double pooled = t.step_levels.front().second / level_at(kTrue, std::llround(t.step_levels.front().first));
+  for (const auto& [tokens, factor] : t.step_levels) {
+    CAPTURE(tokens);
+    CHECK(factor / level_at(kTrue, std::llround(tokens)) == doctest::Approx(pooled).epsilon(0.02));
+  }
+}
+
+TEST_CASE("across the knee a drawn factor's spread is scaled, the level at its tokens is not") {
+  nlohmann::json doc = leveled_model(true);
+  doc["noise"]["steps"] = nlohmann::json::array({{2.0, 1.0, 1.0, 1.0}});  // rank 0 always ×2 about its level
+  doc["noise"]["above"] = {{"tokens", 500}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", 0.5}};
+  Config config = leveled_config("sorted");
+  config.model = std::make_shared<PerfModel>(parse_perf_model(doc, "knee"));
+  const SimulationRun sim = simulate(config, make_length_source(config.data, 256)->dataset(5));
+  int below = 0, above = 0;
+  for (const RankStep& r : sim.runs[0].rows) {
+    if (r.rank != 0) continue;
+    const long long tokens = regime_tokens(r, false);
+    const double about = (r.fwd_ms + r.bwd_ms) / config.model->compute_ms(r.batch_size, r.max_len) /
+                         level_at(kTrue, tokens);
+    CHECK(about == doctest::Approx(tokens >= 500 ? std::sqrt(2.0) : 2.0).epsilon(1e-6));
+    ++(tokens >= 500 ? above : below);
+  }
+  CHECK(below > 10);
+  CHECK(above > 10);
+}
+
 TEST_CASE("a rank-step is charged the level at its tokens, with the noise on or off") {
   const Config config = leveled_config("sorted");
   const auto dataset = make_length_source(config.data, 256)->dataset(5);
@@ -128,6 +164,6 @@ TEST_CASE("a model's steps_levels are checked") {
                                     nlohmann::json{{100, 0.0}}, nlohmann::json{{0, 1.0}}, nlohmann::json{{100}}}) {
     CAPTURE(bad.dump());
     CHECK(refused(bad).find("m.json: noise: steps_levels") != std::string::npos);
-    CHECK(refused(bad).find("[tokens, factor] pairs, tokens ≥ 1 and ascending") != std::string::npos);
+    CHECK(refused(bad).find("[tokens, factor] pairs, tokens in [1, 1e12] and strictly ascending") != std::string::npos);
   }
 }

@@ -133,8 +133,7 @@ struct TimedSteps {
   std::vector<RunTimes> runs;
   std::vector<double> opt;
   long timed = 0, above = 0;  // rank-steps timed, and those from the profile's knee
-  std::vector<std::pair<long long, double>> steady;  // tokens and compute over the surface, first uses aside
-  std::vector<double> side_ratios[2];  // compute over the surface of the steady rank-steps below the knee, from it
+  std::vector<SteadyStep> steady;
   std::string files;
 };
 
@@ -205,39 +204,12 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
         own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
         own.surface.push_back(predicted);
         own.tokens.push_back(tokens);
-        all.side_ratios[above].push_back(own.ratios.back());
-        all.steady.emplace_back(tokens, own.ratios.back());
+        all.steady.push_back({tokens, own.ratios.back(), first_run + static_cast<std::size_t>(x.run), above});
       }
       if (!std::isnan(r.opt_ms)) all.opt.push_back(r.opt_ms), own.opt.push_back(r.opt_ms);
     }
   }
   return all;
-}
-
-// The steady rank-steps' level by tokens (PerfModel::step_levels): in token order, a bin closes
-// once it holds `size` rank-steps (kLevelBinSteps, or a kMaxLevelBins-th of them where that is
-// more: a median of more rank-steps moves less) and the next has more tokens; each bin's median
-// factor at its median tokens (a short last bin joins the one before). Medians, so a spike moves
-// no level. Fewer than two bins: none, the runs' one level being the steps' own.
-std::vector<std::pair<double, double>> fit_step_levels(std::vector<std::pair<long long, double>> steady,
-                                                       std::size_t& size) {
-  std::sort(steady.begin(), steady.end());
-  size = std::max(kLevelBinSteps, steady.size() / kMaxLevelBins);
-  std::vector<std::pair<std::size_t, std::size_t>> bins;  // [from, to)
-  std::size_t from = 0;
-  for (std::size_t i = 1; i <= steady.size(); ++i)
-    if (i - from >= size && (i == steady.size() || steady[i].first > steady[i - 1].first))
-      bins.emplace_back(from, i), from = i;
-  if (bins.empty()) return {};
-  bins.back().second = steady.size();
-  std::vector<std::pair<double, double>> levels;
-  if (bins.size() < 2) return levels;
-  for (const auto& [a, b] : bins) {
-    std::vector<double> tokens, ratios;
-    for (std::size_t i = a; i < b; ++i) tokens.push_back(double(steady[i].first)), ratios.push_back(steady[i].second);
-    levels.emplace_back(percentile(tokens, 50), std::round(percentile(ratios, 50) * 1e4) / 1e4);
-  }
-  return levels;
 }
 
 // The first-use cost: the median extra of the rank-steps that met a shape first over the
@@ -287,15 +259,6 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
                   double(all.size());
 }
 
-// A side of the knee's level and spread, where it holds enough rank-steps to tell them.
-RegimeSpread regime_spread(const std::vector<double>& ratios) {
-  RegimeSpread side{static_cast<long>(ratios.size())};
-  if (side.rank_steps < kMinRegimeSteps) return side;
-  side.p50 = percentile(ratios, 50);
-  side.sigma = (std::log(percentile(ratios, 95)) - std::log(side.p50)) / 1.6449;
-  return side;
-}
-
 }  // namespace
 
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens) {
@@ -309,7 +272,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     throw InputError(read.files +
                      ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
                      "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
-  if (levels_by_tokens) fit.step_levels = fit_step_levels(read.steady, fit.level_bin_steps);
+  if (levels_by_tokens) fit.step_levels = fit_step_levels(read.steady, read.runs.size(), fit.level_bin_steps);
   fit.levels_asked = levels_by_tokens;
   const double typical = fit_first_use(read.steps, width, fit);
   fit_step_factors(read.steps, width, fit);
@@ -318,8 +281,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   fit.above_share = read.timed ? double(read.above) / double(read.timed) : 0;
   if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
     fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
-  fit.below = regime_spread(read.side_ratios[0]);
-  fit.above = regime_spread(read.side_ratios[1]);
+  std::tie(fit.below, fit.above) = regime_spreads(read.steady, fit.step_levels);
   run_levels(read.runs, typical, fit);
   optimizer_control(read.runs, fit);
   char line[256];

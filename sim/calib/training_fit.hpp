@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/calibrate.hpp"
+#include "calib/step_levels.hpp"
 #include "calib/trace_reader.hpp"
 
 namespace ddpsim {
@@ -24,19 +25,6 @@ struct RunLevel {
 
 // The run-level spread's cap (PerfModel::run_level_spread): levels 2× apart.
 inline constexpr double kMaxRunLevelSpread = 1.0;
-
-// The steady rank-steps of one side of the profile's knee: how many, their median factor over
-// the surface and their spread (σ of the logs, read off P95 over P50), to set beside the
-// profile's σ ratio that a factor drawn across the knee is scaled by. p50 == 0: too few to tell.
-struct RegimeSpread {
-  long rank_steps = 0;
-  double p50 = 0, sigma = 0;
-};
-inline constexpr long kMinRegimeSteps = 40;
-// A level's bin (fit_step_levels): a median of 40 rank-steps of σ ≈ 0.1 moves by about 2%, and
-// no more than 6 bins, so that a long run's levels are medians of hundreds.
-inline constexpr std::size_t kLevelBinSteps = 40;
-inline constexpr std::size_t kMaxLevelBins = 6;
 
 struct TrainingFit {
   // Per measured step, each rank's compute over the surface (first uses' cost taken out).

@@ -65,16 +65,18 @@ std::string optimizer_control_report(const TrainingFit& t) {
   return out;
 }
 
-// Where the runs met both sides of the knee: each side's level and spread as measured, so that a
-// reader sees whether the runs' spread shrinks across the knee as the profile's does.
+// Where the runs met both sides of the knee: each side's spread as measured (about the levels
+// where there are some), so that a reader sees whether the runs' spread shrinks across the knee
+// as the profile's does, which is what a factor drawn across it assumes.
 std::string regimes_measured_report(const TrainingFit& t) {
   if (t.below.p50 <= 0 || t.above.p50 <= 0) return "";
   char line[512];
   std::snprintf(line, sizeof line,
-                "            measured on both sides: below the knee median ×%.4f, σ %.4f (%ld rank-steps); from it "
-                "median ×%.4f, σ %.4f (%ld): levels ×%.3f apart, σ ratio %.3g against the profile's %.3g\n",
-                t.below.p50, t.below.sigma, t.below.rank_steps, t.above.p50, t.above.sigma, t.above.rank_steps,
-                t.above.p50 / t.below.p50, t.below.sigma > 0 ? t.above.sigma / t.below.sigma : 0.0, t.steps_scale);
+                "            measured on both sides%s: below the knee median ×%.4f, σ %.4f (%ld rank-steps); from it "
+                "median ×%.4f, σ %.4f (%ld): σ ratio %.3g against the profile's %.3g\n",
+                t.step_levels.empty() ? "" : ", about the levels", t.below.p50, t.below.sigma, t.below.rank_steps,
+                t.above.p50, t.above.sigma, t.above.rank_steps,
+                t.below.sigma > 0 ? t.above.sigma / t.below.sigma : 0.0, t.steps_scale);
   return line;
 }
 
@@ -82,8 +84,8 @@ std::string regimes_measured_report(const TrainingFit& t) {
 std::string step_levels_report(const TrainingFit& t) {
   if (t.step_levels.empty() && !t.levels_asked) return "            one level for every shape (--training-levels one)\n";
   if (t.step_levels.empty())
-    return "            one level for every shape: fewer than " + std::to_string(2 * kLevelBinSteps) +
-           " steady rank-steps of more than one token count\n";
+    return "            one level for every shape: the steady rank-steps fill fewer than two bins of at least " +
+           std::to_string(t.level_bin_steps) + " at different token counts\n";
   std::string each;
   char line[128];
   for (const auto& [tokens, factor] : t.step_levels) {
@@ -92,7 +94,8 @@ std::string step_levels_report(const TrainingFit& t) {
   }
   std::snprintf(line, sizeof line, "%zu bins of at least %zu steady rank-steps", t.step_levels.size(),
                 t.level_bin_steps);
-  return "            levels by padded tokens a rank-step (the medians of " + std::string(line) + "): " + each +
+  return "            levels by padded tokens a rank-step (the medians of " + std::string(line) +
+         ", each run's own level taken out): " + each +
          "; a simulated rank-step takes the level at its tokens (held beyond the ends), and a drawn step's "
          "factor about it\n";
 }

@@ -57,9 +57,10 @@ are reduced to their median, and fits minimise relative error:
                       (# optimizer_update_share=: ddptrain --profile, ddpsim.torch.profile())
   --training RUN...   training runs of the setting, kept out of the surface: each step's
                       per-rank compute over the surface (from step 1; drawn whole steps at a
-                      time in place of the noise above: the run's level, tail and spikes that
-                      strike a step's ranks together), the first use of a shape in a process
-                      (median extra over the surface; emulated ranks share one process), the
+                      time in place of the noise above: the spread about the runs' level by
+                      tokens below, tail and spikes that strike a step's ranks together), the
+                      first use of a shape in a process (median extra over the surface;
+                      emulated ranks share one process), the
                       optimizer's time, and with several runs trained in turn how far their
                       levels differed (a term of every predicted gain's interval); DDP runs
                       only (a ZeRO run's optimizer column is a shard's step). The runs' level
@@ -237,7 +238,6 @@ int calibrate(const Args& args) {
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // before the fit, which takes a while on large traces
   const std::vector<Trace> training = read_training(vm, traces, named);
-
   // ZeRO's figures, read (and refused if malformed) before the fit.
   const auto gathers = allgather_timings(traces);
   const double update_share = optimizer_update_share(traces);

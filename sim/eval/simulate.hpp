@@ -96,7 +96,7 @@ class ComputeNoise {
   // its tokens times a drawn step's factor about it. It describes forward and backward, not the
   // optimizer; the level stays when the noise is off (without_compute_noise), a draw does not.
   double measured() const { return measured_; }
-  // Whether any factor above can differ from 1.
+  // Whether any drawn factor can differ from 1 (the measured steps' levels are no draw).
   bool draws() const;
 
  private:
@@ -128,7 +128,8 @@ inline constexpr const char* kXmlOncePerProcess =
 
 // Whether the config draws any compute noise (σ's, spells or the model's measured steps).
 bool draws_compute_noise(const Config& config);
-// The same config with every compute noise off — σ's 0, no spells, no measured steps — and
+// The same config with every compute noise off — σ's 0, no spells, no measured steps (their
+// levels by tokens stay: the surface as training meets it) — and
 // everything else (sample streams, first uses, stragglers) as it was: what the plan alone gives,
 // beside what the noise adds to it.
 Config without_compute_noise(const Config& config);

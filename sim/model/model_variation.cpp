@@ -59,7 +59,8 @@ PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::st
 
 // The measured steps' levels: [tokens, factor] pairs, tokens ≥ 1 strictly ascending, factor > 0.
 std::vector<std::pair<double, double>> level_table(const nlohmann::json& list, const std::string& where) {
-  const char* expected = "a non-empty array of [tokens, factor] pairs, tokens ≥ 1 and ascending, factor in (0, 1e6]";
+  const char* expected =
+      "a non-empty array of [tokens, factor] pairs, tokens in [1, 1e12] and strictly ascending, factor in (0, 1e6]";
   if (!list.is_array() || list.empty()) throw wrong_type(list, where, expected);
   std::vector<std::pair<double, double>> levels;
   for (std::size_t i = 0; i < list.size(); ++i) {

@@ -180,7 +180,9 @@ bool is_builtin_model(const std::string& name);
 // A built-in model's JSON as compiled in ("" for another name): a registration hashes it.
 std::string_view builtin_model_text(const std::string& name);
 
-// The `model` cost of the scheduler library: predicted forward + backward time (ms).
+// The `model` cost of the scheduler library: predicted forward + backward time (ms) on the
+// surface, without the training runs' levels (step_levels), which may fall with tokens where the
+// min-max solver needs costs that never do; the trainers plan on the same figures.
 class ModelTimeCost final : public CostModel {
  public:
   explicit ModelTimeCost(std::shared_ptr<const PerfModel> model) : model_(std::move(model)) {}

@@ -7,6 +7,7 @@
 #
 #   traces/cpu/experiments/step-levels/run.sh     # needs build/release/ddpsim; about a minute
 set -euo pipefail
+shopt -s inherit_errexit  # a failed refit inside $(...) stops the script
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../../.."
 ddpsim=${DDPSIM:-build/release/ddpsim}
@@ -36,6 +37,11 @@ refit() {
     [[ $(traces_of "$1" tool) == *ddptrain* ]] && base=traces/cpu/layout.json
     "$ddpsim" calibrate "${profile[@]}" --training "${training[@]}" --base "$base" --training-levels "$2" \
       --name refit --gpu refit --out "$out" >/dev/null
+    # With one level, the refit must be the committed model: else this compares another fit.
+    [[ $2 != one ]] || python3 -c 'import json, sys
+a, b = (json.load(open(f))["noise"]["steps"] for f in sys.argv[1:])
+sys.exit(0 if a == b else "run.sh: " + sys.argv[1] + "'"'"'s measured steps differ from its refit with one level")' \
+      "$1" "$out"
   fi
   echo "$out"
 }
@@ -72,7 +78,7 @@ print(os.path.normpath(os.path.join(sys.argv[1], c["model"])) if isinstance(c.ge
       for levels in one tokens; do
         rm -rf "$work/v"
         # Its notes (the config's sizes unused, the trace's instead) are no news here; its errors are.
-        "$ddpsim" validate "$reg/config.json" "${extra[@]}" --model "$(refit "$model" $levels)" \
+        "$ddpsim" validate "$reg/config.json" ${extra[@]+"${extra[@]}"} --model "$(refit "$model" $levels)" \
           --measured "$dir/steps.csv" --baseline "$reg/$set/static/steps.csv" --out "$work/v" >/dev/null \
           2>"$work/notes" || { cat "$work/notes" >&2; exit 1; }
         policy=$(python3 -c 'import json, sys
