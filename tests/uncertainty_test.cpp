@@ -159,6 +159,12 @@ TEST_CASE("the session term follows the regime of both runs' slowest micro-batch
   CHECK(session_spread(m).source.find("campaigns") != std::string::npos);
   m.noise_above.sigma = 0.04;  // σ's of one order: one kind of rank-step, the launch-bound figure
   CHECK(fixed_terms(m, 5, above, above)[0].half_width_pp == doctest::Approx(kCampaignSessionBelowPp));
+  // Measured steps in place of the σ's (both 0): the profile's ratio, steps_scale, tells.
+  m.noise_sigma = m.noise_above.sigma = 0;
+  m.noise_above.steps_scale = 0.44;  // a CPU's
+  CHECK(fixed_terms(m, 5, above, above)[0].half_width_pp == doctest::Approx(kCampaignSessionBelowPp));
+  m.noise_above.steps_scale = 0.015;  // an H100's
+  CHECK(fixed_terms(m, 5, above, above)[0].half_width_pp == doctest::Approx(kCampaignSessionAbovePp));
   m.fit_warning = "fits poorly";
   m.fit_heldout_mape = 0.2;
   const auto terms = fixed_terms(m, 20, below, below);

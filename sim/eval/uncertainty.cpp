@@ -40,11 +40,15 @@ constexpr double kSpecNetworkShare = 0.5;
 // (a CPU's 0.026 and 0.012) does not make compute-bound rank-steps of that kind.
 constexpr double kComputeBoundSigmaRatio = 10;
 
-// The regime a run's slowest micro-batches sit in: their mean tokens against the knee.
+// The regime a run's slowest micro-batches sit in: their mean tokens against the knee. A model
+// with measured steps (calibrate --training) sets its σ's to 0 and keeps the profile's two as
+// their ratio, steps_scale.
 bool compute_bound(const PerfModel& m, const TokenSummary& s) {
   const double tokens = s.mean_max_padded_tokens / std::max(1.0, s.mean_micro_batches);
-  return m.noise_above.tokens > 0 && tokens >= static_cast<double>(m.noise_above.tokens) &&
-         m.noise_above.sigma * kComputeBoundSigmaRatio <= m.noise_sigma;
+  const bool sigmas = m.noise_sigma > 0 || m.noise_above.sigma > 0;
+  const bool apart = sigmas ? m.noise_above.sigma * kComputeBoundSigmaRatio <= m.noise_sigma
+                            : m.noise_above.steps_scale * kComputeBoundSigmaRatio <= 1;
+  return m.noise_above.tokens > 0 && tokens >= static_cast<double>(m.noise_above.tokens) && apart;
 }
 
 std::string signed_pct(double v, int digits) {
