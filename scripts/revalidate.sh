@@ -48,13 +48,15 @@ for reg in traces/{cpu,h100,h200}/prereg?*/; do
   done
 done
 # Configs against each other, registered by compare --against --register: each column's run k
-# against the base column's run k.
-P=traces/cpu/prereg20
-for k in 1 2; do
-  for c in zero1 b32; do
-    validate_into $P/validation-$k/$c --registered $P/prediction.json --column $c \
-      --measured $P/runs-$c-$k/static/steps.csv --baseline $P/runs-base-$k/static/steps.csv
-  done
+# (runs-COLUMN-k) against the base column's run k.
+for run in traces/cpu/prereg*/runs-*-[0-9]/; do
+  run=${run%/}
+  [[ -d $run ]] || continue  # no such registration: the pattern itself
+  P=$(dirname "$run") name=${run##*/runs-}
+  c=${name%-*} k=${name##*-}
+  [[ $c == base ]] && continue
+  validate_into "$P/validation-$k/$c" --registered "$P/prediction.json" --column "$c" \
+    --measured "$run/static/steps.csv" --baseline "$P/runs-base-$k/static/steps.csv"
 done
 # The DDP run that followed prereg11's registered ZeRO-1 one, on its seed: the same model under ddp.
 P=traces/cpu/prereg11
