@@ -49,12 +49,12 @@ for reg in traces/{cpu,h100,h200}/prereg?*/; do
 done
 # Configs against each other, registered by compare --against --register: each column's run k
 # (runs-COLUMN-k) against the base column's run k.
-for run in traces/cpu/prereg*/runs-*-[0-9]/; do
-  run=${run%/}
-  [[ -d $run ]] || continue  # no such registration: the pattern itself
-  P=$(dirname "$run") name=${run##*/runs-}
-  c=${name%-*} k=${name##*-}
+for run in traces/{cpu,h100,h200}/prereg*/runs-*/; do
+  run=${run%/} P=$(dirname "${run%/}")
+  [[ -d $run && ${run##*/runs-} =~ ^(.+)-([0-9]+)$ ]] || continue  # no such registration, or not a column's run
+  c=${BASH_REMATCH[1]} k=${BASH_REMATCH[2]}
   [[ $c == base ]] && continue
+  [[ -d $P/runs-base-$k ]] || { echo "revalidate: $run has no $P/runs-base-$k to be scored against" >&2; exit 1; }
   validate_into "$P/validation-$k/$c" --registered "$P/prediction.json" --column "$c" \
     --measured "$run/static/steps.csv" --baseline "$P/runs-base-$k/static/steps.csv"
 done

@@ -51,6 +51,9 @@ TEST_CASE("wrong types and impossible values are named") {
   fails(R"({"simulation": {"rank_speed": ["a", 1, 1, 1]}})",
         "key \"rank_speed\"[0] is string: expected a finite number");
   fails(R"({"training": {"steps": 10, "steps": 20}})", "key \"steps\" appears twice in one object");
+  // The first repeat is named, not a later key the dropped values put out of step.
+  fails(R"({"simulation": {"spells": "off", "spells": [[1, 2]]}, "training": {"seed": 1}, "seed": 2})",
+        "key \"spells\" appears twice in one object");
   // Values in range, windows that make sense, memory that fits.
   fails(R"({"training": {"b_max": -1}})", "key \"b_max\" is number -1: expected an integer from 0 to 2147483647");
   fails(R"({"training": {"world_size": 100000}})",

@@ -11,9 +11,14 @@ namespace ddpsim {
 namespace {
 
 // Offsets and levels in turn until no run's offset moves by more than 1e-5 in log (at most 200
-// rounds): where runs share few shapes, each round closes only part of the way.
+// rounds; unsettled, the runs' offsets are left at 0): where runs share few shapes, each round
+// closes only part of the way.
 constexpr int kMaxLevelRounds = 200;
 constexpr double kLevelConverged = 1e-5;
+// A run is compared with another in a bin where each holds at least 10 of its rank-steps and a
+// fifth of them.
+constexpr std::size_t kSharedSteps = 10;
+constexpr double kSharedShare = 0.2;
 
 // [from, to) of each bin over rank-steps sorted by tokens; bins never split a token count.
 std::vector<std::pair<std::size_t, std::size_t>> token_bins(const std::vector<SteadyStep>& steady, std::size_t size) {
@@ -40,12 +45,39 @@ std::vector<std::pair<double, double>> bin_levels(const std::vector<SteadyStep>&
   return levels;
 }
 
-// Each run's offset (log) about the levels: its median, the offsets weighted by rank-steps
-// summing to 0 so that the levels keep the runs' pooled level.
-std::vector<double> run_offsets(const std::vector<SteadyStep>& steady, const std::vector<std::pair<double, double>>& levels,
-                                std::size_t runs) {
+// Which runs a bin compares: those holding at least kSharedSteps of its rank-steps and a
+// kSharedShare of them, where two or more do (none otherwise). A run seen only at the edge of
+// another's shapes is not told apart from them there.
+std::vector<std::vector<bool>> shared_bins(const std::vector<SteadyStep>& steady,
+                                           const std::vector<std::pair<std::size_t, std::size_t>>& bins,
+                                           std::size_t runs) {
+  std::vector<std::vector<bool>> shared(bins.size(), std::vector<bool>(runs, false));
+  for (std::size_t k = 0; k < bins.size(); ++k) {
+    std::vector<std::size_t> held(runs, 0);
+    for (std::size_t i = bins[k].first; i < bins[k].second; ++i) ++held[steady[i].run];
+    const double size = double(bins[k].second - bins[k].first);
+    std::size_t sharing = 0;
+    for (std::size_t r = 0; r < runs; ++r)
+      if (held[r] >= kSharedSteps && double(held[r]) >= kSharedShare * size) shared[k][r] = true, ++sharing;
+    if (sharing < 2) std::fill(shared[k].begin(), shared[k].end(), false);
+  }
+  return shared;
+}
+
+// Each run's offset (log): the median of its rank-steps over the levels at their tokens, in the
+// bins it shares with another run only (shared_bins), the offsets weighted by rank-steps summing
+// to 0 so that the levels keep the runs' pooled level. A run that shares no bin keeps offset 0:
+// nothing tells its level from its shapes' (taken everywhere, the levels between bins would tie
+// such runs together and let their offsets drift apart).
+std::vector<double> run_offsets(const std::vector<SteadyStep>& steady,
+                                const std::vector<std::pair<std::size_t, std::size_t>>& bins,
+                                const std::vector<std::vector<bool>>& shared,
+                                const std::vector<std::pair<double, double>>& levels, std::size_t runs) {
   std::vector<std::vector<double>> logs(runs);
-  for (const SteadyStep& s : steady) logs[s.run].push_back(std::log(s.ratio / level_at(levels, s.tokens)));
+  for (std::size_t k = 0; k < bins.size(); ++k)
+    for (std::size_t i = bins[k].first; i < bins[k].second; ++i)
+      if (shared[k][steady[i].run])
+        logs[steady[i].run].push_back(std::log(steady[i].ratio / level_at(levels, steady[i].tokens)));
   std::vector<double> offset(runs, 0.0);
   double sum = 0, count = 0;
   for (std::size_t r = 0; r < runs; ++r)
@@ -68,16 +100,19 @@ std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> s
   size = std::max(kLevelBinSteps, steady.size() / kMaxLevelBins);
   const auto bins = token_bins(steady, size);
   if (bins.size() < 2) return {};
+  const auto shared = shared_bins(steady, bins, runs);
   std::vector<double> offset(runs, 0.0);
   std::vector<std::pair<double, double>> levels;
-  for (int round = 0; round < kMaxLevelRounds; ++round) {
+  bool settled = false;
+  for (int round = 0; round < kMaxLevelRounds && !settled; ++round) {
     levels = bin_levels(steady, bins, offset);
-    std::vector<double> next = run_offsets(steady, levels, runs);
+    std::vector<double> next = run_offsets(steady, bins, shared, levels, runs);
     double moved = 0;
     for (std::size_t r = 0; r < runs; ++r) moved = std::max(moved, std::abs(next[r] - offset[r]));
     offset = std::move(next);
-    if (moved < kLevelConverged) break;
+    settled = moved < kLevelConverged;
   }
+  if (!settled) levels = bin_levels(steady, bins, std::vector<double>(runs, 0.0));
   for (auto& level : levels) level.second = std::round(level.second * 1e4) / 1e4;  // a readable model file
   return levels;
 }

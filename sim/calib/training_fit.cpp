@@ -279,8 +279,9 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   if (!read.opt.empty()) fit.optimizer_ms = mean(read.opt);
   fit.knee_tokens = c.regimes.knee_tokens;
   fit.above_share = read.timed ? double(read.above) / double(read.timed) : 0;
-  if (fit.knee_tokens > 0 && c.noise_sigma > 0 && c.noise_above_sigma > 0)
-    fit.steps_scale = c.noise_above_sigma / c.noise_sigma;
+  // A σ of 0 from the knee: as far apart as regimes go, a thousandth kept so that the scale is one.
+  if (fit.knee_tokens > 0 && c.noise_sigma > 0)
+    fit.steps_scale = std::max(c.noise_above_sigma, 1e-3 * c.noise_sigma) / c.noise_sigma;
   std::tie(fit.below, fit.above) = regime_spreads(read.steady, fit.step_levels);
   run_levels(read.runs, typical, fit);
   optimizer_control(read.runs, fit);
@@ -298,7 +299,8 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
         {{"file", tr.path}, {"fnv1a64", tr.hash}, {"rows", tr.rows}, {"role", "training"}, {"metadata", meta}});
   }
   const std::string files = trace_names(training);
-  model["source"] = model["source"].get<std::string>() + "; the rank-steps' spread" +
+  const char* what = t.step_levels.empty() ? "; the rank-steps' spread" : "; the rank-steps' level by padded tokens and spread";
+  model["source"] = model["source"].get<std::string>() + what +
                     (t.first_uses >= kMinFirstUses ? ", the first-use cost of a shape" : "") +
                     (t.optimizer_ms >= 0 ? " and the optimizer" : "") + " from the training run(s) " + files;
   if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;

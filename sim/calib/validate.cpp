@@ -308,7 +308,8 @@ void check_baseline(const Trace& measured, const Trace& baseline) {
     throw InputError(baseline.path + ": global_batch=" + b->second + ", " + measured.path +
                      " global_batch=" + m->second +
                      ": a gain compares runs of one global batch (step times of other batches differ "
-                     "for that alone)");
+                     "for that alone; to score batch sizes against each other, register them with compare "
+                     "--against and score with validate --registered --column)");
   const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
   for (const auto& run : measured.runs)
     if (const auto [first, end] = step_numbers(run); std::max(first, base_first) >= std::min(end, base_end))

@@ -55,18 +55,18 @@ are reduced to their median, and fits minimise relative error:
   optimizer_update_share
                       the update's share of the optimizer, which ZeRO divides over the ranks
                       (# optimizer_update_share=: ddptrain --profile, ddpsim.torch.profile())
-  --training RUN...   training runs of the setting, kept out of the surface: each step's
-                      per-rank compute over the surface (from step 1; drawn whole steps at a
-                      time in place of the noise above: the spread about the runs' level by
-                      tokens below, tail and spikes that strike a step's ranks together), the
-                      first use of a shape in a process (median extra over the surface;
-                      emulated ranks share one process), the
-                      optimizer's time, and with several runs trained in turn how far their
-                      levels differed (a term of every predicted gain's interval); DDP runs
-                      only (a ZeRO run's optimizer column is a shard's step). The runs' level
-                      by padded tokens a rank-step: the medians of up to six bins of the
-                      steady rank-steps in token order, so that a policy or batch size of
-                      other shapes takes its own level (--training-levels one: one level)
+  --training RUN...   training runs of the setting, kept out of the surface. From their
+                      rank-steps (from step 1): their level by padded tokens a rank-step
+                      (the medians of up to six bins in token order, each run's own level
+                      taken out where runs share shapes), so that a policy or batch size of
+                      other shapes takes its own level (--training-levels one: one level);
+                      each step's per-rank factors about that level, drawn whole steps at a
+                      time in place of the noise above (tail and spikes that strike a step's
+                      ranks together); the first use of a shape in a process (median extra;
+                      emulated ranks share one process); the optimizer's time; and with
+                      several runs how far their levels differed (a term of every predicted
+                      gain's interval). DDP runs only (a ZeRO run's optimizer column is a
+                      shard's step)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
@@ -177,8 +177,8 @@ int calibrate(const Args& args) {
       "the rank-steps' spread around it (drawn a step at a time), a shape's first-use cost, the optimizer and, "
       "from several runs trained in turn, how far their levels differed")(
       "training-levels", po::value<std::string>()->default_value("tokens"),
-      "tokens (the runs' level by padded tokens a rank-step, where they hold enough rank-steps of more than one "
-      "size) or one (a single level for every shape)")("help,h", "this help");
+      "tokens (the runs' level by padded tokens a rank-step, where their steady rank-steps fill two bins of at "
+      "least 40 at different token counts) or one (a single level for every shape)")("help,h", "this help");
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("trace", -1);

@@ -55,7 +55,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& origin) {
   auto track = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using E = nlohmann::json::parse_event_t;
     if (depth > MAX_JSON_DEPTH) too_deep = true;
-    if (too_deep) return false;
+    // After the first repeat nlohmann drops what follows, which puts the key sets out of step:
+    // the first is the one to name.
+    if (too_deep || !duplicate.empty()) return false;
     if (event == E::object_start) open.emplace_back();
     if (event == E::object_end && !open.empty()) open.pop_back();
     if (event == E::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second)

@@ -40,15 +40,19 @@ constexpr double kSpecNetworkShare = 0.5;
 // (a CPU's 0.026 and 0.012) does not make compute-bound rank-steps of that kind.
 constexpr double kComputeBoundSigmaRatio = 10;
 
-// The regime a run's slowest micro-batches sit in: their mean tokens against the knee. A model
-// with measured steps (calibrate --training) sets its σ's to 0 and keeps the profile's two as
-// their ratio, steps_scale.
+// Whether the model's knee parts two regimes of that kind. A model with measured steps
+// (calibrate --training) sets its σ's to 0 and keeps the profile's two as their ratio, steps_scale.
+bool regimes_apart(const PerfModel& m) {
+  if (m.noise_above.tokens <= 0) return false;
+  if (m.noise_sigma > 0 || m.noise_above.sigma > 0)
+    return m.noise_above.sigma * kComputeBoundSigmaRatio <= m.noise_sigma;
+  return m.noise_above.steps_scale * kComputeBoundSigmaRatio <= 1;
+}
+
+// The regime a run's slowest micro-batches sit in: their mean tokens against the knee.
 bool compute_bound(const PerfModel& m, const TokenSummary& s) {
   const double tokens = s.mean_max_padded_tokens / std::max(1.0, s.mean_micro_batches);
-  const bool sigmas = m.noise_sigma > 0 || m.noise_above.sigma > 0;
-  const bool apart = sigmas ? m.noise_above.sigma * kComputeBoundSigmaRatio <= m.noise_sigma
-                            : m.noise_above.steps_scale * kComputeBoundSigmaRatio <= 1;
-  return m.noise_above.tokens > 0 && tokens >= static_cast<double>(m.noise_above.tokens) && apart;
+  return regimes_apart(m) && tokens >= static_cast<double>(m.noise_above.tokens);
 }
 
 std::string signed_pct(double v, int digits) {
@@ -152,8 +156,7 @@ std::vector<UncertaintyTerm> fixed_terms(const PerfModel& model, double gain_pct
 }
 
 std::string gain_regime(const PerfModel& model, const TokenSummary& policy, const TokenSummary& base) {
-  if (model.noise_above.tokens <= 0 || model.noise_above.sigma * kComputeBoundSigmaRatio > model.noise_sigma)
-    return "one regime";
+  if (!regimes_apart(model)) return "one regime";
   const int above = compute_bound(model, policy) + compute_bound(model, base);
   return above == 2 ? "compute-bound" : above == 1 ? "mixed" : "launch-bound";
 }

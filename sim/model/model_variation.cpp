@@ -59,17 +59,25 @@ PerfModel::NoiseAbove parse_noise_above(const nlohmann::json& doc, const std::st
 
 // The measured steps' levels: [tokens, factor] pairs, tokens ≥ 1 strictly ascending, factor > 0.
 std::vector<std::pair<double, double>> level_table(const nlohmann::json& list, const std::string& where) {
-  const char* expected =
-      "a non-empty array of [tokens, factor] pairs, tokens in [1, 1e12] and strictly ascending, factor in (0, 1e6]";
-  if (!list.is_array() || list.empty()) throw wrong_type(list, where, expected);
+  const auto got = [](const nlohmann::json& v) {
+    const std::string text = v.dump();
+    return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  };
+  if (!list.is_array() || list.empty())
+    throw InputError(where + ": expected a non-empty array of [tokens, factor] pairs, got " + got(list));
   std::vector<std::pair<double, double>> levels;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto& row = list[i];
-    const bool pair = row.is_array() && row.size() == 2 && row[0].is_number() && row[1].is_number();
-    const double tokens = pair ? row[0].get<double>() : 0, factor = pair ? row[1].get<double>() : 0;
-    if (!pair || !(tokens >= 1 && tokens <= 1e12) || !(factor > 0 && factor <= 1e6) ||
-        (!levels.empty() && !(tokens > levels.back().first)))
-      throw wrong_type(row, where + "[" + std::to_string(i) + "]", expected);
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!(row.is_array() && row.size() == 2 && row[0].is_number() && row[1].is_number()))
+      throw InputError(at + ": expected a [tokens, factor] pair of numbers, got " + got(row));
+    const double tokens = row[0].get<double>(), factor = row[1].get<double>();
+    const auto shown = [](double v) { return nlohmann::json(v).dump(); };
+    if (!(tokens >= 1 && tokens <= 1e12)) throw InputError(at + ": tokens " + shown(tokens) + " not in [1, 1e12]");
+    if (!levels.empty() && !(tokens > levels.back().first))
+      throw InputError(at + ": tokens " + shown(tokens) + " not above the previous " + shown(levels.back().first) +
+                       " (tokens strictly ascending)");
+    if (!(factor > 0 && factor <= 1e6)) throw InputError(at + ": factor " + shown(factor) + " not in (0, 1e6]");
     levels.emplace_back(tokens, factor);
   }
   return levels;
