@@ -26,9 +26,9 @@ inline constexpr std::size_t kMaxLevelBins = 6;
 // PerfModel::step_levels from `runs` runs' steady rank-steps: in token order, a bin closes once
 // it holds `size` rank-steps (kLevelBinSteps, or a kMaxLevelBins-th of them where that is more)
 // and the next has more tokens; each bin's median factor at its median tokens. Each run's own
-// offset is taken out of the bins and found again from them until they settle, so that a run of
-// large shapes at a level of its own does not lend it to its shapes. Empty where the rank-steps
-// fill fewer than two bins. Sets `size`.
+// offset, read from the bins it shares with another run, is taken out of the bins and found
+// again from them until they settle, so that a run of large shapes at a level of its own does
+// not lend it to its shapes. Empty where the rank-steps fill fewer than two bins. Sets `size`.
 std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> steady, std::size_t runs,
                                                        std::size_t& size);
 

@@ -55,11 +55,12 @@ b = v["baseline"]["figures"]
 def f(x): return "%.2f" % x
 lo, hi = p.get("predicted_gain_pi95", [float("nan")] * 2)
 print(",".join(sys.argv[1:5] + [f(p["mean_error_pct"]), f(b.get("mean_error_pct", float("nan"))),
+      f(p["p95_error_pct"]), f(b.get("p95_error_pct", float("nan"))),
       f(p["measured_gain_pct"]), f(p["predicted_gain_pct"]), f(lo), f(hi),
       "yes" if lo <= p["measured_gain_pct"] <= hi else "no"]))' "$@"
 }
 
-echo "campaign,runs,policy,levels,mean_error_pct,baseline_mean_error_pct,measured_gain_pct,predicted_gain_pct,pi_low,pi_high,inside" \
+echo "campaign,runs,policy,levels,mean_error_pct,baseline_mean_error_pct,p95_error_pct,baseline_p95_error_pct,measured_gain_pct,predicted_gain_pct,pi_low,pi_high,inside" \
   >"$work/results.csv"
 for reg in traces/cpu/prereg*/; do
   reg=${reg%/}
@@ -103,7 +104,7 @@ for levels in one tokens; do
 g = json.load(open(sys.argv[1]))["replicates"]["columns"][sys.argv[2]]["gain"]
 v = json.load(open(sys.argv[3]))["registered"]["policies"][sys.argv[2]]
 lo, hi = g["prediction_interval"]; m = v["measured_gain_pct"]
-print(",".join(["prereg20", "pair-" + sys.argv[4], sys.argv[2], sys.argv[5], "", "",
+print(",".join(["prereg20", "pair-" + sys.argv[4], sys.argv[2], sys.argv[5], "", "", "", "",
       "%.2f" % m, "%.2f" % g["gain_pct"], "%.2f" % lo, "%.2f" % hi, "yes" if lo <= m <= hi else "no"]))' \
         "$work/c/summary.json" $c $P/validation-$k/$c/validation.json $k $levels >>"$work/results.csv"
     done
