@@ -90,13 +90,14 @@ struct PerfModel {
   // Training steps as measured (ddpsim calibrate --training): each step's per-rank factors of
   // compute over the profile's surface, drawn a whole step at a time, so that a step's ranks
   // meet spikes together as they did (spikes of ranks taking turns on one device come in
-  // steps); they carry the training run's level and tail. Empty: none.
+  // steps); they carry the training run's level (about step_levels where it has some) and tail.
+  // Empty: none.
   std::vector<std::vector<double>> step_factors;
   std::string step_factors_source;
   // The training runs' level by a rank-step's padded tokens (its largest micro-batch's; Σ s when
   // packed), as calibrate --training measured it: (tokens, factor over the surface), tokens
   // ascending. Training runs sit off a profile's surface by their shapes (small rank-steps of a
-  // launch-bound CPU run 10-35% away from large ones), so a policy or batch size of other shapes
+  // launch-bound CPU run 10-25% away from large ones), so a policy or batch size of other shapes
   // takes the level of its own; step_factors are then the spread about it. Empty: one level.
   std::vector<std::pair<double, double>> step_levels;
   double step_level(long long tokens) const { return level_at(step_levels, tokens); }
