@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "eval/simulate.hpp"
+#include "known_surface.hpp"
 
 using namespace ddpsim;
 
@@ -52,19 +53,14 @@ Trace simulated_trace(const std::string& policy) {
   return t;
 }
 
-Calibration known_surface() {
-  const PerfModel m = parse_perf_model(leveled_model(false), "surface");
-  Calibration c;
-  c.forward.model = m.forward;
-  c.backward.model = m.backward;
-  return c;
-}
+// The leveled model's surface without its levels: what the runs' levels are read against.
+Calibration leveled_surface() { return known_surface(parse_perf_model(leveled_model(false), "surface")); }
 
 }  // namespace
 
 TEST_CASE("runs at known levels by tokens calibrate back to them, and runs of other shapes then agree") {
   const std::vector<Trace> runs = {simulated_trace("static"), simulated_trace("sorted")};
-  const TrainingFit t = fit_training(runs, known_surface());
+  const TrainingFit t = fit_training(runs, leveled_surface());
   MESSAGE(training_report(t));
   REQUIRE(t.step_levels.size() >= 4);
   for (const auto& [tokens, factor] : t.step_levels) {
@@ -77,7 +73,7 @@ TEST_CASE("runs at known levels by tokens calibrate back to them, and runs of ot
   CHECK(t.run_levels[1].level / t.run_levels[0].level == doctest::Approx(1.0).epsilon(0.02));
 
   // With one level, the sorted run's small shapes read as a faster run, and its spread as noise.
-  const TrainingFit one = fit_training(runs, known_surface(), false);
+  const TrainingFit one = fit_training(runs, leveled_surface(), false);
   CHECK(one.step_levels.empty());
   REQUIRE(one.run_levels.size() == 2);
   CHECK(std::abs(one.run_levels[1].level / one.run_levels[0].level - 1) > 0.05);
@@ -95,7 +91,7 @@ TEST_CASE("a run of other shapes at a level of its own keeps its level: it does 
   // The static run (large shapes only) 10% slower than the sorted one (every size).
   std::vector<Trace> runs = {simulated_trace("static"), simulated_trace("sorted")};
   for (RankStep& r : runs[0].runs[0].rows) r.fwd_ms *= 1.1, r.bwd_ms *= 1.1;
-  const TrainingFit t = fit_training(runs, known_surface());
+  const TrainingFit t = fit_training(runs, leveled_surface());
   REQUIRE(t.run_levels.size() == 2);
   CHECK(t.run_levels[0].level / t.run_levels[1].level == doctest::Approx(1.1).epsilon(0.02));
   // The levels are the true ones times the runs' pooled level, the same at every size.
@@ -123,7 +119,7 @@ TEST_CASE("runs that share no shapes keep the pooled level: their offsets are no
     return t;
   };
   const std::vector<Trace> runs = {run_at(8, "small"), run_at(128, "large")};
-  const TrainingFit t = fit_training(runs, known_surface());
+  const TrainingFit t = fit_training(runs, leveled_surface());
   REQUIRE(t.run_levels.size() == 2);
   CHECK(t.run_levels[0].level / t.run_levels[1].level == doctest::Approx(1.0).epsilon(0.02));
   for (const auto& [tokens, factor] : t.step_levels) {

@@ -11,6 +11,7 @@
 #include "common/json_util.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
+#include "known_surface.hpp"
 #include "test_data.hpp"
 
 using namespace ddpsim;
@@ -58,14 +59,6 @@ Trace as_trace(const SimulationRun& sim, const std::string& emulated) {
 // A run at another level: every phase's time ×f.
 void scale_times(Trace& t, double f) {
   for (RankStep& r : t.runs[0].rows) r.fwd_ms *= f, r.bwd_ms *= f, r.opt_ms *= f;
-}
-
-// The surface the training run is read against: the known model's own (a perfect profile).
-Calibration known_surface(const PerfModel& m) {
-  Calibration c;
-  c.forward.model = m.forward;
-  c.backward.model = m.backward;
-  return c;
 }
 
 }  // namespace
