@@ -185,6 +185,15 @@ class TheOtherVerbs(unittest.TestCase):
         with self.assertRaisesRegex(ddpsim.InputError, "no-such.csv"):
             ddpsim.calibrate("no-such.csv")
 
+    def test_calibrate_pools_earlier_run_levels_from_a_list(self):
+        cpu = os.path.join(SOURCE, "traces", "cpu")
+        runs = [os.path.join(cpu, "prereg4", "pre-run", p, "steps.csv") for p in ("static", "sorted")]
+        earlier = os.path.join(cpu, "prereg5", "model-1core-training.json")
+        fitted = ddpsim.calibrate(os.path.join(cpu, "prereg3", "profile-1core", "steps.csv"), training=runs,
+                                  base=os.path.join(cpu, "layout.json"), pool_run_levels=[earlier], progress=False)
+        self.assertEqual(fitted.model["run_level"]["pooled"], [{"model": earlier, "levels": 6}])
+        self.assertNotEqual(fitted.model["run_level"]["spread"], fitted.model["run_level"]["alone"])
+
 
 def refused_as_the_binary(test, verb, args, call):
     expected = refusal(verb, args)

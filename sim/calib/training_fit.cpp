@@ -35,6 +35,12 @@ struct RunTimes {
   std::vector<long long> tokens;
 };
 
+// The 95% half-width of two runs' level ratio, from their logs' squared deviations over `df`.
+double level_spread(double squares, double df) {
+  // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
+  return std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / df)));
+}
+
 // Each run's level: its own shapes at its median factor and its mean optimizer, over the same
 // shapes at the pooled runs' (`typical` factor, fit.optimizer_ms). The spread is the 95%
 // half-width of the ratio of two runs' levels, 1.96·√2 times the sample standard deviation of
@@ -42,7 +48,8 @@ struct RunTimes {
 // next run's (the fourth registered CPU prediction). Runs trained in turn in one process (a
 // session) share its minutes, and so a level of the session's own that a gain between two of
 // them never sees: each log is taken from its session's mean, over N − S degrees of freedom (N
-// runs in S sessions). Runs not trained in turn share no minutes: one session.
+// runs in S sessions). Runs not trained in turn share no minutes: one session. Earlier models'
+// levels (fit.pooled) add their deviations and degrees of freedom.
 void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& fit) {
   std::map<std::string, std::vector<double>> sessions;
   std::vector<double> logs;
@@ -65,18 +72,23 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     logs.push_back(std::log(level));
   }
   const double n = double(fit.run_levels.size());
-  if (n < 2) return;
-  fit.sessions_pooled = n - double(sessions.size()) < 1;  // no session holds two runs
-  if (fit.sessions_pooled) sessions = {{"", logs}};
-  double squares = 0;
-  for (const auto& [key, own] : sessions) {
-    const double centre = mean(own);
-    for (double x : own) squares += (x - centre) * (x - centre);
+  double squares = 0, df = 0;
+  if (n >= 2) {
+    fit.sessions_pooled = n - double(sessions.size()) < 1;  // no session holds two runs
+    if (fit.sessions_pooled) sessions = {{"", logs}};
+    for (const auto& [key, own] : sessions) {
+      const double centre = mean(own);
+      for (double x : own) squares += (x - centre) * (x - centre);
+    }
+    fit.sessions = static_cast<int>(sessions.size());
+    df = n - double(sessions.size());
+    fit.own_spread = level_spread(squares, df);
   }
-  fit.sessions = static_cast<int>(sessions.size());
-  const double sample_std = std::sqrt(squares / (n - double(sessions.size())));
-  // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
-  fit.run_level_spread = std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * sample_std));
+  const LevelSquares earlier = pooled_squares(fit.pooled);
+  squares += earlier.squares;
+  df += earlier.df;
+  fit.run_level_df = df;
+  if (df >= 1) fit.run_level_spread = level_spread(squares, df);
 }
 
 // Within a session only: a level the whole process shares cancels out of a gain between its
@@ -261,8 +273,10 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
 
 }  // namespace
 
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens) {
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens,
+                         std::vector<PooledRunLevels> pooled) {
   TrainingFit fit;
+  fit.pooled = std::move(pooled);
   TimedSteps read = read_steps(training, c, fit);
   // Whole steps only, all of one world: a step's ranks are drawn together.
   std::size_t width = 0;
@@ -291,6 +305,37 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   return fit;
 }
 
+namespace {
+
+// The model's run_level: the spread, each run's level, and where they came from.
+void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
+  nlohmann::ordered_json levels = nlohmann::ordered_json::object();
+  for (const RunLevel& run : t.run_levels) levels[run.name] = std::round(run.level * 1e4) / 1e4;
+  std::size_t earlier = 0;
+  for (const PooledRunLevels& p : t.pooled) earlier += p.levels.size();
+  std::string source =
+      "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation of the logs of the " +
+      std::to_string(t.run_levels.size()) + " training runs' levels: compute and optimizer over the runs' pooled" +
+      (t.sessions > 1 && t.run_levels.size() >= 2
+           ? ", each against its session's mean, from " + std::to_string(t.sessions) +
+                 " sessions each training the policies in turn"
+           : "") +
+      (t.pooled.empty() ? ""
+                        : "; pooled with " + std::to_string(earlier) + " levels of " +
+                              std::to_string(t.pooled.size()) + " earlier model(s), each about its own mean, " +
+                              std::to_string(static_cast<long>(t.run_level_df)) + " degrees of freedom in all") +
+      "), by ddpsim calibrate --training" + (t.runs_in_turn ? "" : "; the runs were not all trained in turn");
+  auto& out = model["run_level"] = {{"spread", std::round(t.run_level_spread * 1e4) / 1e4},
+                                    {"levels", levels},
+                                    {"source", source}};
+  if (t.pooled.empty()) return;
+  if (t.own_spread >= 0) out["alone"] = std::round(t.own_spread * 1e4) / 1e4;
+  auto& from = out["pooled"] = nlohmann::ordered_json::array();
+  for (const PooledRunLevels& p : t.pooled) from.push_back({{"model", p.model}, {"levels", p.levels.size()}});
+}
+
+}  // namespace
+
 void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std::vector<Trace>& training) {
   for (const Trace& tr : training) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -315,22 +360,7 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
     model["noise"]["above"] = {
         {"tokens", t.knee_tokens}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", t.steps_scale}};
   }
-  if (t.run_level_spread > 0) {
-    nlohmann::ordered_json levels = nlohmann::ordered_json::object();
-    for (const RunLevel& run : t.run_levels) levels[run.name] = std::round(run.level * 1e4) / 1e4;
-    model["run_level"] = {
-        {"spread", std::round(t.run_level_spread * 1e4) / 1e4},
-        {"levels", levels},
-        {"source",
-         "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation "
-         "of the logs of the " +
-             std::to_string(t.run_levels.size()) +
-             " training runs' levels: compute and optimizer over the runs' pooled" +
-             (t.sessions > 1 ? ", each against its session's mean, from " + std::to_string(t.sessions) +
-                                   " sessions each training the policies in turn"
-                             : "") +
-             "), by ddpsim calibrate --training" + (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
-  }
+  if (t.run_level_spread > 0) add_run_level(model, t);
   model["calibration"]["fit"]["training"] = {
       {"rank_steps", t.rank_steps},
       {"factor", {{"median", t.factor_p50}, {"mean", t.factor_mean}, {"p95", t.factor_p95}, {"p99", t.factor_p99}}},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/calibrate.hpp"
+#include "calib/pooled_levels.hpp"
 #include "calib/step_levels.hpp"
 #include "calib/trace_reader.hpp"
 
@@ -51,6 +52,10 @@ struct TrainingFit {
   // levels of one session's runs (PerfModel::run_level_spread; 0 with one run).
   std::vector<RunLevel> run_levels;
   double run_level_spread = 0;
+  // Earlier models' levels pooled in (--pool-run-levels); the spread these runs gave alone (< 0:
+  // fewer than two) and the degrees of freedom of run_level_spread.
+  std::vector<PooledRunLevels> pooled;
+  double own_spread = -1, run_level_df = 0;
   int sessions = 1;              // sessions the spread was taken within (1 when pooled)
   bool sessions_pooled = false;  // trained in turn, but no process trained two of the runs
   bool runs_in_turn = true;      // every trace says it was trained in turn with the same policies
@@ -67,7 +72,9 @@ inline constexpr long kMinFirstUses = 5;
 
 // Throws InputError naming the trace when it holds no timed rank-step after step 0, or ranks
 // of unequal counts across its runs.
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens = true);
+// `pooled`: earlier models' run levels, pooled into the run-level spread.
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens = true,
+                         std::vector<PooledRunLevels> pooled = {});
 
 // Amends a calibrated model (calibrated_model's document) with the fit: the measured steps in
 // place of the profile's noise (keeping its knee, across which a factor is scaled), the

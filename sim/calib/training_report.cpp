@@ -10,6 +10,24 @@ namespace ddpsim {
 
 namespace {
 
+// What --pool-run-levels added to the run-level line: the earlier models, their degrees of
+// freedom, and the spread these runs gave alone.
+template <class Percent>
+std::string pooled_report(const TrainingFit& t, const Percent& percent) {
+  if (t.pooled.empty()) return "";
+  std::size_t levels = 0;
+  std::string models;
+  for (const PooledRunLevels& p : t.pooled) {
+    levels += p.levels.size();
+    models += (models.empty() ? "" : ", ") + p.model + " " + std::to_string(p.levels.size());
+  }
+  return "; pooled with " + std::to_string(levels) + " levels of " + std::to_string(t.pooled.size()) +
+         " earlier model(s) (" + models + "), each about its own mean, " +
+         std::to_string(static_cast<long>(t.run_level_df)) + " degrees of freedom; " +
+         (t.own_spread >= 0 ? "these runs alone gave " + percent(t.own_spread)
+                            : std::string("one run here adds no degree of freedom"));
+}
+
 // The report's run-level line: each run by its policy (by its trace where two share one).
 std::string run_level_report(const TrainingFit& t) {
   std::map<std::string, int> uses;
@@ -24,13 +42,15 @@ std::string run_level_report(const TrainingFit& t) {
   if (t.run_level_spread <= 0)
     return "            run level: the runs' levels agreed" +
            std::string(t.sessions > 1 ? " within each session" : "") + " (levels " + each + "): no term\n";
-  std::snprintf(line, sizeof line, "%.1f%%", 100 * t.run_level_spread);
-  std::string out =
-      "            run level: two " + std::string(t.sessions > 1 ? "runs of one session" : "runs' levels") +
-      " may differ by " +
-      std::string(t.run_level_spread >= kMaxRunLevelSpread ? "100% or more (the term's cap)" : line) + " (95%; " +
-      (t.sessions > 1 ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
-      "levels " + each + "): a term of every gain's prediction interval\n";
+  const auto percent = [&](double spread) {
+    std::snprintf(line, sizeof line, "%.1f%%", 100 * spread);
+    return spread >= kMaxRunLevelSpread ? std::string("100% or more (the term's cap)") : std::string(line);
+  };
+  const bool sessions = t.sessions > 1 && t.run_levels.size() >= 2;
+  std::string out = "            run level: two " + std::string(sessions ? "runs of one session" : "runs' levels") +
+                    " may differ by " + percent(t.run_level_spread) + " (95%; " +
+                    (sessions ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
+                    "levels " + each + pooled_report(t, percent) + "): a term of every gain's prediction interval\n";
   if (t.sessions_pooled)
     out +=
         "            no process trained two of the runs: their levels were pooled, the drift between processes "
@@ -127,7 +147,7 @@ std::string training_report(const TrainingFit& t) {
                   "            optimizer %.4g ms from the training runs (in place of the profile's)\n", t.optimizer_ms);
     out += line;
   }
-  if (t.run_levels.size() >= 2) out += run_level_report(t);
+  if (t.run_levels.size() >= 2 || !t.pooled.empty()) out += run_level_report(t);
   if (t.optimizer_apart >= 0) out += optimizer_control_report(t);
   if (t.knee_tokens > 0) {
     const bool above = t.above_share > 0.5;

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <iostream>
 #include <set>
+#include <utility>
 
 #include "calib/calibrate.hpp"
 #include "calib/training_fit.hpp"
@@ -67,6 +68,10 @@ are reduced to their median, and fits minimise relative error:
                       several runs how far their levels differed (a term of every predicted
                       gain's interval). DDP runs only (a ZeRO run's optimizer column is a
                       shard's step)
+  --pool-run-levels MODEL...
+                      earlier models of this machine fitted with --training: their runs'
+                      levels, each about its model's mean, pooled with these runs' into that
+                      spread (four pre-runs give it three degrees of freedom)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
@@ -75,6 +80,8 @@ examples:
   ddpsim calibrate runs/profile/steps.csv --gpu "RTX 3090" --out models/my-3090.json
   ddpsim calibrate prof/steps.csv comm/steps.csv --form grid --out m.json --residuals residuals.csv
   ddpsim calibrate prof/steps.csv --training runs/static/steps.csv --out m.json
+  ddpsim calibrate prof/steps.csv --training pre/static/steps.csv pre/sorted/steps.csv \
+      --pool-run-levels last-week.json --out m.json
 )";
 
 constexpr const char* REPLAY_USAGE = R"(usage: ddpsim replay TRACE.csv --model MODEL.json [CONFIG] [options]
@@ -159,6 +166,21 @@ std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<
   return training;
 }
 
+// --pool-run-levels' models, read before the fit; a model of another machine is pooled with a
+// warning, as the machine's name is the user's own words.
+std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const std::vector<Trace>& training,
+                                           const std::string& gpu) {
+  if (!vm.count("pool-run-levels")) return {};
+  std::vector<std::pair<std::string, std::string>> own;
+  for (const Trace& t : training) own.emplace_back(t.path, t.hash);
+  auto pooled = read_pooled_run_levels(vm["pool-run-levels"].as<std::vector<std::string>>(), own);
+  for (const PooledRunLevels& p : pooled)
+    if (!p.gpu.empty() && !gpu.empty() && p.gpu != gpu)
+      std::cerr << "ddpsim calibrate: warning: " << p.model << " was calibrated on \"" << p.gpu << "\" and this model on \""
+                << gpu << "\": pool the levels of one machine's runs\n";
+  return pooled;
+}
+
 }  // namespace
 
 int calibrate(const Args& args) {
@@ -178,15 +200,21 @@ int calibrate(const Args& args) {
       "from several runs trained in turn, how far their levels differed")(
       "training-levels", po::value<std::string>()->default_value("tokens"),
       "tokens (the runs' level by padded tokens a rank-step, where their steady rank-steps fill two bins of at "
-      "least 40 at different token counts) or one (a single level for every shape)")("help,h", "this help");
+      "least 40 at different token counts) or one (a single level for every shape)")(
+      "pool-run-levels", po::value<std::vector<std::string>>()->multitoken(),
+      "MODEL.json...: earlier models calibrated with --training on this machine; their runs' levels, each about "
+      "its model's mean, are pooled with these runs' into the run-level spread (a few pre-runs estimate it "
+      "poorly)")("help,h", "this help");
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("trace", -1);
-  // Boost takes the option after an empty --training for its value, then blames that option.
+  // Boost takes the option after an empty list for its value, then blames that option.
   for (std::size_t i = 0; i < args.size(); ++i)
-    if (args[i] == "--training" && (i + 1 == args.size() || args[i + 1].starts_with("-")))
-      throw UsageError("--training: expected the training runs' trace files after it" +
-                       (i + 1 < args.size() ? ", got " + args[i + 1] : std::string()));
+    for (const auto& [option, what] : {std::pair{"--training", "the training runs' trace files"},
+                                       std::pair{"--pool-run-levels", "the earlier models' JSON files"}})
+      if (args[i] == option && (i + 1 == args.size() || args[i + 1].starts_with("-")))
+        throw UsageError(std::string(option) + ": expected " + what + " after it" +
+                         (i + 1 < args.size() ? ", got " + args[i + 1] : std::string()));
   po::variables_map vm;
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
@@ -195,6 +223,8 @@ int calibrate(const Args& args) {
     throw UsageError("--training-levels is tokens or one, got \"" + levels + "\"");
   if (!vm["training-levels"].defaulted() && !vm.count("training"))
     throw UsageError("--training-levels describes the --training runs' fit: give --training RUN...");
+  if (vm.count("pool-run-levels") && !vm.count("training"))
+    throw UsageError("--pool-run-levels adds to the --training runs' run-level spread: give --training RUN...");
   const bool levels_by_tokens = levels == "tokens";
   std::vector<Trace> traces;
   std::set<std::filesystem::path> named;
@@ -237,20 +267,21 @@ int calibrate(const Args& args) {
   std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // before the fit, which takes a while on large traces
+  std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
+  if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   const std::vector<Trace> training = read_training(vm, traces, named);
+  std::vector<PooledRunLevels> pooled = pooled_levels(vm, training, gpu);
   // ZeRO's figures, read (and refused if malformed) before the fit.
   const auto gathers = allgather_timings(traces);
   const double update_share = optimizer_update_share(traces);
   const Calibration c = calibrate(traces, options);
-  std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
-  if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   auto model = calibrated_model(c, traces, base, vm["name"].as<std::string>(), gpu);
   const AllgatherFit allgather = fit_allgather(gathers, c, double(base.total_params()) * base.bytes_per_param);
   add_allgather(model, allgather);
   add_update_share(model, update_share);
   std::string report = fit_report(c) + allgather_report(allgather) + update_share_report(update_share);
   if (!training.empty()) {
-    const TrainingFit t = fit_training(training, c, levels_by_tokens);
+    const TrainingFit t = fit_training(training, c, levels_by_tokens, std::move(pooled));
     add_training(model, t, training);
     report += training_report(t);
   }

@@ -105,6 +105,18 @@ std::vector<std::vector<double>> step_table(const nlohmann::json& list, const st
   return steps;
 }
 
+// run_level.pooled: the earlier models whose levels the spread pooled, written for the reader.
+void check_pooled(const nlohmann::json& pooled, const std::string& at) {
+  const char* expected = "an array of {\"model\": file, \"levels\": count ≥ 2}";
+  if (!pooled.is_array()) throw wrong_type(pooled, at, expected);
+  for (std::size_t i = 0; i < pooled.size(); ++i) {
+    const auto& p = pooled[i];
+    if (!p.is_object() || p.size() != 2 || !p.contains("model") || !p["model"].is_string() ||
+        !p.contains("levels") || !p["levels"].is_number_integer() || p["levels"].get<long long>() < 2)
+      throw wrong_type(p, at + "[" + std::to_string(i) + "]", expected);
+  }
+}
+
 }  // namespace
 
 double quantile_table_mean(std::span<const double> q) {
@@ -171,6 +183,8 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         if (!level.is_number() || !(level.get<double>() > 0 && level.get<double>() <= 100))
           throw wrong_type(level, r.where() + ": levels: " + run, "a level in (0, 100]");
     }
+    if (r.has("alone")) non_negative(r, "alone", 0, 1);  // the spread the model's own runs gave
+    if (r.has("pooled")) check_pooled(r.raw("pooled"), r.where() + ": pooled");
     r.reject_unknown();
   }
 }
