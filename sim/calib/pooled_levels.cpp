@@ -12,6 +12,52 @@ namespace ddpsim {
 
 namespace {
 
+// The model's training traces as calibrate recorded them: file → (hash, metadata).
+struct Recorded {
+  std::string hash;
+  std::map<std::string, std::string> metadata;
+};
+std::map<std::string, Recorded> recorded_traces(const nlohmann::json& doc) {
+  std::map<std::string, Recorded> out;
+  if (!doc.contains("calibration") || !doc["calibration"].is_object() || !doc["calibration"].contains("traces") ||
+      !doc["calibration"]["traces"].is_array())
+    return out;
+  for (const auto& t : doc["calibration"]["traces"]) {
+    if (!t.is_object() || t.value("role", "") != "training" || !t.contains("file") || !t["file"].is_string())
+      continue;
+    Recorded& r = out[t["file"].get<std::string>()];
+    if (t.contains("fnv1a64") && t["fnv1a64"].is_string()) r.hash = t["fnv1a64"].get<std::string>();
+    if (t.contains("metadata") && t["metadata"].is_object())
+      for (const auto& [key, value] : t["metadata"].items())
+        if (value.is_string()) r.metadata[key] = value.get<std::string>();
+  }
+  return out;
+}
+
+// Each level's session: its trace's, where every trace says it trained the same policies in
+// turn (`interleaved`); else one for all, as calibrate --training took them.
+std::vector<std::string> sessions_of(const std::vector<std::string>& runs, const std::map<std::string, Recorded>& traces) {
+  std::set<std::string> turns;
+  for (const auto& [file, r] : traces) {
+    const auto it = r.metadata.find("interleaved");
+    turns.insert(it == r.metadata.end() ? "" : it->second);
+  }
+  const bool in_turn = turns.size() == 1 && !turns.begin()->empty();
+  std::vector<std::string> out;
+  for (const std::string& run : runs) {
+    if (!in_turn) {
+      out.emplace_back();
+      continue;
+    }
+    // "TRACE.csv (policy)": a trace of several policies, one process.
+    const auto several = run.rfind(".csv (");
+    const std::string trace = several == std::string::npos ? run : run.substr(0, several + 4);
+    const auto it = traces.find(trace);
+    out.push_back(it == traces.end() ? run : session_key(trace, it->second.metadata, several != std::string::npos));
+  }
+  return out;
+}
+
 PooledRunLevels read_one(const std::string& path) {
   const nlohmann::json doc = read_json_file(path);
   refuse_other_kind(doc, path, FileKind::perf_model);
@@ -27,20 +73,20 @@ PooledRunLevels read_one(const std::string& path) {
   PooledRunLevels out;
   out.model = path;
   if (doc.contains("gpu") && doc["gpu"].is_string()) out.gpu = doc["gpu"].get<std::string>();
+  out.by_tokens = doc.contains("noise") && doc["noise"].is_object() && doc["noise"].contains("steps_levels");
+  std::vector<std::string> runs;
   for (const auto& [run, level] : r["levels"].items()) {
-    if (!level.is_number() || !(level.get<double>() > 0) || !std::isfinite(level.get<double>()))
-      throw InputError(path + ": run_level: levels: " + run + " is " + level.dump() + ": expected a level > 0");
+    if (!level.is_number() || !(level.get<double>() > 0 && level.get<double>() <= 100))
+      throw InputError(path + ": run_level: levels: " + run + " is " + level.dump() + ": expected a level in (0, 100]");
+    runs.push_back(run);
     out.levels.push_back(level.get<double>());
   }
   if (out.levels.size() < 2)
-    throw none("run_level holds " + std::to_string(out.levels.size()) + " level, and a spread needs two");
-  // The training traces by their bytes' hash, as calibrate recorded them: a path depends on
-  // where calibrate ran.
-  if (doc.contains("calibration") && doc["calibration"].is_object() && doc["calibration"].contains("traces") &&
-      doc["calibration"]["traces"].is_array())
-    for (const auto& t : doc["calibration"]["traces"])
-      if (t.is_object() && t.value("role", "") == "training" && t.contains("fnv1a64") && t["fnv1a64"].is_string())
-        out.traces.emplace_back(t.value("file", "?"), t["fnv1a64"].get<std::string>());
+    throw none("run_level holds " + std::to_string(out.levels.size()) + " level(s), and a spread needs two");
+  const auto traces = recorded_traces(doc);
+  out.sessions = sessions_of(runs, traces);
+  for (const auto& [file, t] : traces)
+    if (!t.hash.empty()) out.traces.emplace_back(file, t.hash);
   return out;
 }
 
@@ -59,19 +105,37 @@ std::vector<PooledRunLevels> read_pooled_run_levels(const std::vector<std::strin
     out.push_back(read_one(path));
     for (const auto& [trace, hash] : out.back().traces)
       if (const auto [it, fresh] = counted.emplace(hash, path); !fresh)
-        throw InputError(path + ": its training run " + trace + " is " + it->second +
-                         " (the same bytes): a run counted twice would narrow the spread");
+        throw InputError(path + ": its training run " + trace + " has the same bytes as " + it->second +
+                         ": a run counted twice would narrow the spread");
   }
   return out;
+}
+
+std::string session_key(const std::string& path, const std::map<std::string, std::string>& metadata,
+                        bool several_policies) {
+  if (several_policies) return path;
+  std::string key;
+  for (const auto& [name, value] : metadata)
+    if (name != "policy") key += name + "=" + value + "\n";
+  return key;
 }
 
 LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled) {
   LevelSquares out;
   for (const PooledRunLevels& p : pooled) {
-    double centre = 0;
-    for (double level : p.levels) centre += std::log(level) / double(p.levels.size());
-    for (double level : p.levels) out.squares += (std::log(level) - centre) * (std::log(level) - centre);
-    out.df += double(p.levels.size()) - 1;
+    std::map<std::string, std::vector<double>> sessions;
+    for (std::size_t i = 0; i < p.levels.size(); ++i) sessions[p.sessions[i]].push_back(std::log(p.levels[i]));
+    if (p.levels.size() - sessions.size() < 1) {  // no session holds two runs: one session
+      std::vector<double> all;
+      for (double level : p.levels) all.push_back(std::log(level));
+      sessions = {{"", all}};
+    }
+    for (const auto& [key, logs] : sessions) {
+      double centre = 0;
+      for (double x : logs) centre += x / double(logs.size());
+      for (double x : logs) out.squares += (x - centre) * (x - centre);
+    }
+    out.df += double(p.levels.size() - sessions.size());
   }
   return out;
 }

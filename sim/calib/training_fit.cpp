@@ -84,11 +84,10 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     df = n - double(sessions.size());
     fit.own_spread = level_spread(squares, df);
   }
+  fit.own_df = df;
   const LevelSquares earlier = pooled_squares(fit.pooled);
-  squares += earlier.squares;
-  df += earlier.df;
-  fit.run_level_df = df;
-  if (df >= 1) fit.run_level_spread = level_spread(squares, df);
+  fit.pooled_df = earlier.df;
+  if (df + earlier.df >= 1) fit.run_level_spread = level_spread(squares + earlier.squares, df + earlier.df);
 }
 
 // Within a session only: a level the whole process shares cancels out of a gain between its
@@ -168,13 +167,7 @@ std::string turns_of(const Trace& t) {
 
 // Runs of one process: the trace's path where it holds several, else every metadata line but
 // the policy (ddptrain writes each policy's trace with the same lines).
-std::string session_of(const Trace& t) {
-  if (t.runs.size() > 1) return t.path;
-  std::string key;
-  for (const auto& [name, value] : t.metadata)
-    if (name != "policy") key += name + "=" + value + "\n";
-  return key;
-}
+std::string session_of(const Trace& t) { return session_key(t.path, t.metadata, t.runs.size() > 1); }
 
 TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, TrainingFit& fit) {
   TimedSteps all;
@@ -271,6 +264,23 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
                   double(all.size());
 }
 
+// The fewest and most samples a (micro-)batch of the runs held after step 0: their levels stand
+// for those sizes only.
+void samples_range(const std::vector<Trace>& training, TrainingFit& fit) {
+  const auto add = [&](int samples) {
+    if (samples <= 0) return;
+    fit.samples_min = fit.samples_min == 0 ? samples : std::min(fit.samples_min, samples);
+    fit.samples_max = std::max(fit.samples_max, samples);
+  };
+  for (const Trace& t : training)
+    for (const PolicyRun& run : t.runs)
+      for (const RankStep& r : run.rows) {
+        if (r.step < 1) continue;
+        if (r.micro.empty()) add(r.batch_size);
+        for (const MicroBatchShape& m : r.micro) add(m.batch_size);
+      }
+}
+
 }  // namespace
 
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens,
@@ -299,6 +309,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   std::tie(fit.below, fit.above) = regime_spreads(read.steady, fit.step_levels);
   run_levels(read.runs, typical, fit);
   optimizer_control(read.runs, fit);
+  samples_range(training, fit);
   char line[256];
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
   fit.source = line + read.files;
@@ -311,27 +322,33 @@ namespace {
 void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
   nlohmann::ordered_json levels = nlohmann::ordered_json::object();
   for (const RunLevel& run : t.run_levels) levels[run.name] = std::round(run.level * 1e4) / 1e4;
-  std::size_t earlier = 0;
-  for (const PooledRunLevels& p : t.pooled) earlier += p.levels.size();
-  std::string source =
-      "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation of the logs of the " +
-      std::to_string(t.run_levels.size()) + " training runs' levels: compute and optimizer over the runs' pooled" +
-      (t.sessions > 1 && t.run_levels.size() >= 2
-           ? ", each against its session's mean, from " + std::to_string(t.sessions) +
-                 " sessions each training the policies in turn"
-           : "") +
-      (t.pooled.empty() ? ""
-                        : "; pooled with " + std::to_string(earlier) + " levels of " +
-                              std::to_string(t.pooled.size()) + " earlier model(s), each about its own mean, " +
-                              std::to_string(static_cast<long>(t.run_level_df)) + " degrees of freedom in all") +
-      "), by ddpsim calibrate --training" + (t.runs_in_turn ? "" : "; the runs were not all trained in turn");
-  auto& out = model["run_level"] = {{"spread", std::round(t.run_level_spread * 1e4) / 1e4},
-                                    {"levels", levels},
-                                    {"source", source}};
+  std::string from;
+  if (t.run_levels.size() >= 2)
+    from = "the logs of the " + std::to_string(t.run_levels.size()) +
+           " training runs' levels: compute and optimizer over the runs' pooled" +
+           (t.sessions > 1 ? ", each against its session's mean, from " + std::to_string(t.sessions) +
+                                 " sessions each training the policies in turn"
+                           : "");
+  if (!t.pooled.empty()) {
+    std::size_t earlier = 0;
+    for (const PooledRunLevels& p : t.pooled) earlier += p.levels.size();
+    from += (from.empty() ? "the logs of " : "; with ") + std::to_string(earlier) + " levels of " +
+            std::to_string(t.pooled.size()) + " earlier model(s), each against its session's mean within its model; " +
+            std::to_string(static_cast<long>(t.own_df + t.pooled_df)) + " degrees of freedom in all (" +
+            std::to_string(static_cast<long>(t.own_df)) + " here, " + std::to_string(static_cast<long>(t.pooled_df)) +
+            " pooled)";
+  }
+  auto& out = model["run_level"] = {
+      {"spread", std::round(t.run_level_spread * 1e4) / 1e4},
+      {"levels", levels},
+      {"source", "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation of " + from +
+                     "), by ddpsim calibrate --training" +
+                     (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
   if (t.pooled.empty()) return;
   if (t.own_spread >= 0) out["alone"] = std::round(t.own_spread * 1e4) / 1e4;
-  auto& from = out["pooled"] = nlohmann::ordered_json::array();
-  for (const PooledRunLevels& p : t.pooled) from.push_back({{"model", p.model}, {"levels", p.levels.size()}});
+  out["df"] = static_cast<long>(t.own_df + t.pooled_df);
+  auto& pooled = out["pooled"] = nlohmann::ordered_json::array();
+  for (const PooledRunLevels& p : t.pooled) pooled.push_back({{"model", p.model}, {"levels", p.levels.size()}});
 }
 
 }  // namespace
@@ -351,6 +368,7 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
   if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;
   model["first_use_ms"] = t.first_use_ms;
   model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
+  if (t.samples_min > 0) model["noise"]["steps_samples"] = {t.samples_min, t.samples_max};
   if (!t.step_levels.empty()) {
     auto& levels = model["noise"]["steps_levels"] = nlohmann::ordered_json::array();
     for (const auto& [tokens, factor] : t.step_levels) levels.push_back({tokens, factor});

@@ -40,6 +40,7 @@ struct TrainingFit {
   // after step 0 (step 0 also pays the process's own warm-up), and how many there were.
   double first_use_ms = 0;
   long first_uses = 0;
+  int samples_min = 0, samples_max = 0;  // samples a (micro-)batch held (PerfModel::steps_samples)
   double optimizer_ms = -1;  // < 0: the traces time no optimizer
   // The profile's knee (0: one regime), the share of the run's rank-steps from it, and the σ
   // ratio of its regimes (above / below) that scales a factor drawn across the knee.
@@ -49,14 +50,14 @@ struct TrainingFit {
   std::string source;  // one line: which traces, how many steps and ranks
   // Each run's level, its rank-steps' compute and optimizer over the pooled runs' (its own
   // shapes at the pooled factor and optimizer), and the 95% half-width of the ratio of two
-  // levels of one session's runs (PerfModel::run_level_spread; 0 with one run).
+  // levels of one session's runs (PerfModel::run_level_spread; 0 with one run and none pooled).
   std::vector<RunLevel> run_levels;
   double run_level_spread = 0;
   // Earlier models' levels pooled in (--pool-run-levels); the spread these runs gave alone (< 0:
-  // fewer than two) and the degrees of freedom of run_level_spread.
+  // fewer than two), and the degrees of freedom of run_level_spread, these runs' and the pooled.
   std::vector<PooledRunLevels> pooled;
-  double own_spread = -1, run_level_df = 0;
-  int sessions = 1;              // sessions the spread was taken within (1 when pooled)
+  double own_spread = -1, own_df = 0, pooled_df = 0;
+  int sessions = 1;              // sessions these runs' spread was taken within (1: one for all)
   bool sessions_pooled = false;  // trained in turn, but no process trained two of the runs
   bool runs_in_turn = true;      // every trace says it was trained in turn with the same policies
   // The optimizer as a control: the same work in every run, so its medians within a session

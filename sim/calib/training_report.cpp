@@ -22,10 +22,12 @@ std::string pooled_report(const TrainingFit& t, const Percent& percent) {
     models += (models.empty() ? "" : ", ") + p.model + " " + std::to_string(p.levels.size());
   }
   return "; pooled with " + std::to_string(levels) + " levels of " + std::to_string(t.pooled.size()) +
-         " earlier model(s) (" + models + "), each about its own mean, " +
-         std::to_string(static_cast<long>(t.run_level_df)) + " degrees of freedom; " +
+         " earlier model(s) (" + models + "), each about its session's mean within its model, " +
+         std::to_string(static_cast<long>(t.own_df + t.pooled_df)) + " degrees of freedom in all (" +
+         std::to_string(static_cast<long>(t.own_df)) + " here, " + std::to_string(static_cast<long>(t.pooled_df)) +
+         " pooled); " +
          (t.own_spread >= 0 ? "these runs alone gave " + percent(t.own_spread)
-                            : std::string("one run here adds no degree of freedom"));
+                            : std::string("these runs alone give no spread"));
 }
 
 // The report's run-level line: each run by its policy (by its trace where two share one).
@@ -133,6 +135,13 @@ std::string training_report(const TrainingFit& t) {
                 t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
   out += line;
   out += step_levels_report(t);
+  if (t.samples_min > 0) {
+    const std::string held = t.samples_min == t.samples_max
+                                 ? std::to_string(t.samples_min)
+                                 : std::to_string(t.samples_min) + " to " + std::to_string(t.samples_max);
+    out += "            samples a (micro-)batch: " + held +
+           "; a config of another size is told that the runs' level there is not measured\n";
+  }
   if (t.first_uses >= kMinFirstUses)
     std::snprintf(line, sizeof line,
                   "            first use of a shape in a process: +%.4g ms (median over %ld first uses after step 0)\n",

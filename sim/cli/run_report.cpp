@@ -130,6 +130,9 @@ void print_header(std::ostream& out, const Config& config, const LengthSource& s
   const std::string beyond =
       config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
   if (!beyond.empty()) out << "  note: " << beyond << "\n";
+  const int micro = config.parallel ? 1 : std::max(1, config.training.micro_batches);
+  const std::string samples = config.model->training_samples_note((shape.B + shape.G - 1) / shape.G / micro);
+  if (!samples.empty()) out << "  note: " << samples << "\n";
   out << "\n";
 }
 

@@ -166,25 +166,9 @@ std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<
   return training;
 }
 
-// --pool-run-levels' models, read before the fit; a model of another machine is pooled with a
-// warning, as the machine's name is the user's own words.
-std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const std::vector<Trace>& training,
-                                           const std::string& gpu) {
-  if (!vm.count("pool-run-levels")) return {};
-  std::vector<std::pair<std::string, std::string>> own;
-  for (const Trace& t : training) own.emplace_back(t.path, t.hash);
-  auto pooled = read_pooled_run_levels(vm["pool-run-levels"].as<std::vector<std::string>>(), own);
-  for (const PooledRunLevels& p : pooled)
-    if (!p.gpu.empty() && !gpu.empty() && p.gpu != gpu)
-      std::cerr << "ddpsim calibrate: warning: " << p.model << " was calibrated on \"" << p.gpu << "\" and this model on \""
-                << gpu << "\": pool the levels of one machine's runs\n";
-  return pooled;
-}
-
-}  // namespace
-
-int calibrate(const Args& args) {
-  po::options_description visible("options"), hidden;
+// calibrate's options, as --help lists them.
+po::options_description calibrate_options() {
+  po::options_description visible("options");
   visible.add_options()("out", po::value<std::string>()->required(), "the model JSON to write")(
       "gpu", po::value<std::string>(), "GPU name for the model (default: the traces' device metadata)")(
       "name", po::value<std::string>()->default_value("calibrated"), "the model's name")(
@@ -205,6 +189,91 @@ int calibrate(const Args& args) {
       "MODEL.json...: earlier models calibrated with --training on this machine; their runs' levels, each about "
       "its model's mean, are pooled with these runs' into the run-level spread (a few pre-runs estimate it "
       "poorly)")("help,h", "this help");
+  return visible;
+}
+
+// The profiles to fit, each given once and with the columns calibrate fits.
+std::vector<Trace> read_profiles(const po::variables_map& vm, std::set<std::filesystem::path>& named) {
+  std::vector<Trace> traces;
+  for (const auto& path : vm["trace"].as<std::vector<std::string>>()) {
+    std::error_code ec;
+    if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
+      throw UsageError(path + ": given twice (its rows would count twice in the fit)");
+    traces.push_back(read_trace(path));
+    const auto& cols = traces.back().columns;
+    auto has = [&](const char* name) { return std::find(cols.begin(), cols.end(), name) != cols.end(); };
+    if (!(has("fwd_ms") && has("bwd_ms")) && !(has("allreduce_bytes") && has("allreduce_ms")) &&
+        !(has("bwd_ms") && has("concurrent_allreduce_bytes")))
+      throw InputError(path + ": the header lacks column \"" + std::string(has("fwd_ms") ? "bwd_ms" : "fwd_ms") +
+                       "\" (calibrate fits fwd_ms and bwd_ms, or allreduce_bytes and allreduce_ms)");
+  }
+  return traces;
+}
+
+// A ddptrain trace is fitted on its own size's layout: `ddptrain --write-layout` names the size
+// it wrote, and any other base must have distilbert-base's parameters, like the default.
+void check_base(const po::variables_map& vm, const std::vector<Trace>& traces, const PerfModel& base) {
+  const bool base_is_layout = base.source.find("ddptrain --write-layout") != std::string::npos;
+  const long long distilbert_base = load_perf_model("rtx3090-distilbert").total_params();
+  for (const auto& trace : traces) {
+    const auto size = trace.metadata.find("model");
+    if (size == trace.metadata.end() || !trace.metadata.count("tool") || trace.metadata.at("tool") != "ddptrain")
+      continue;
+    const std::string fix =
+        ": give --base LAYOUT.json from ddptrain --model " + size->second + " --write-layout LAYOUT.json";
+    if (base_is_layout && base.name != size->second)
+      throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
+                       vm["base"].as<std::string>() + " is the layout of --model " + base.name + fix);
+    if (!base_is_layout && (size->second != "base" || base.total_params() != distilbert_base))
+      throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
+                       (vm["base"].defaulted() ? "defaults to distilbert-base's layout"
+                                               : vm["base"].as<std::string>() + " is not its layout") +
+                       fix);
+  }
+}
+
+// The model and, with --residuals, the fit's residuals, each written whole or not at all.
+void write_model(const po::variables_map& vm, const nlohmann::ordered_json& model, const Calibration& c) {
+  AtomicFile out(vm["out"].as<std::string>());
+  out.stream() << model.dump(2) << "\n";
+  std::unique_ptr<AtomicFile> residuals;
+  if (vm.count("residuals")) {
+    residuals = std::make_unique<AtomicFile>(vm["residuals"].as<std::string>());
+    residuals->stream() << "phase,b,L,measured_ms,predicted_ms\n";
+    for (const auto& r : c.residuals)
+      residuals->stream() << r.phase << "," << r.b << "," << r.L << "," << r.measured << "," << r.predicted << "\n";
+  }
+  out.commit();
+  if (residuals) residuals->commit();
+}
+
+// --pool-run-levels' models, read before the fit; a model of another machine, or whose levels
+// were read another way, is pooled with a warning: the machine's name is the user's own words.
+std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const std::vector<Trace>& training,
+                                           const std::string& gpu, bool levels_by_tokens) {
+  if (!vm.count("pool-run-levels")) return {};
+  std::vector<std::pair<std::string, std::string>> own;
+  for (const Trace& t : training) own.emplace_back(t.path, t.hash);
+  auto pooled = read_pooled_run_levels(vm["pool-run-levels"].as<std::vector<std::string>>(), own);
+  for (const PooledRunLevels& p : pooled)
+    if (!p.gpu.empty() && !gpu.empty() && p.gpu != gpu)
+      std::cerr << "ddpsim calibrate: warning: " << p.model << " was calibrated on \"" << p.gpu << "\" and this model on \""
+                << gpu << "\": pool the levels of one machine's runs\n";
+  for (const PooledRunLevels& p : pooled)
+    if (p.by_tokens != levels_by_tokens)
+      std::cerr << "ddpsim calibrate: warning: " << p.model << "'s run levels were read about "
+                << (p.by_tokens ? "levels by tokens" : "one level for every shape") << ", this model's about "
+                << (levels_by_tokens ? "levels by tokens" : "one level") << ": "
+                << (p.by_tokens ? "" : "its levels hold how its runs' shapes differed too, so the spread errs wide")
+                << (p.by_tokens ? "each run's shapes' effect is out of its levels, so the spread errs narrow" : "")
+                << "\n";
+  return pooled;
+}
+
+}  // namespace
+
+int calibrate(const Args& args) {
+  po::options_description visible = calibrate_options(), hidden;
   hidden.add_options()("trace", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("trace", -1);
@@ -226,51 +295,21 @@ int calibrate(const Args& args) {
   if (vm.count("pool-run-levels") && !vm.count("training"))
     throw UsageError("--pool-run-levels adds to the --training runs' run-level spread: give --training RUN...");
   const bool levels_by_tokens = levels == "tokens";
-  std::vector<Trace> traces;
   std::set<std::filesystem::path> named;
-  for (const auto& path : vm["trace"].as<std::vector<std::string>>()) {
-    std::error_code ec;
-    if (!named.insert(std::filesystem::weakly_canonical(path, ec)).second)
-      throw UsageError(path + ": given twice (its rows would count twice in the fit)");
-    traces.push_back(read_trace(path));
-    const auto& cols = traces.back().columns;
-    auto has = [&](const char* name) { return std::find(cols.begin(), cols.end(), name) != cols.end(); };
-    if (!(has("fwd_ms") && has("bwd_ms")) && !(has("allreduce_bytes") && has("allreduce_ms")) &&
-        !(has("bwd_ms") && has("concurrent_allreduce_bytes")))
-      throw InputError(path + ": the header lacks column \"" + std::string(has("fwd_ms") ? "bwd_ms" : "fwd_ms") +
-                       "\" (calibrate fits fwd_ms and bwd_ms, or allreduce_bytes and allreduce_ms)");
-  }
+  const std::vector<Trace> traces = read_profiles(vm, named);
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
-  // A ddptrain trace is fitted on its own size's layout: `ddptrain --write-layout` names the size
-  // it wrote, and any other base must have distilbert-base's parameters, like the default.
-  const bool base_is_layout = base.source.find("ddptrain --write-layout") != std::string::npos;
-  const long long distilbert_base = load_perf_model("rtx3090-distilbert").total_params();
-  for (const auto& trace : traces) {
-    const auto size = trace.metadata.find("model");
-    if (size == trace.metadata.end() || !trace.metadata.count("tool") || trace.metadata.at("tool") != "ddptrain")
-      continue;
-    const std::string fix =
-        ": give --base LAYOUT.json from ddptrain --model " + size->second + " --write-layout LAYOUT.json";
-    if (base_is_layout && base.name != size->second)
-      throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
-                       vm["base"].as<std::string>() + " is the layout of --model " + base.name + fix);
-    if (!base_is_layout && (size->second != "base" || base.total_params() != distilbert_base))
-      throw UsageError(trace.path + ": profiled with ddptrain --model " + size->second + ", and --base " +
-                       (vm["base"].defaulted() ? "defaults to distilbert-base's layout"
-                                               : vm["base"].as<std::string>() + " is not its layout") +
-                       fix);
-  }
+  check_base(vm, traces, base);
   CalibrationOptions options;
   options.form = vm["form"].as<std::string>();
   options.folds = vm["folds"].as<int>();
   if (options.folds < 2) throw UsageError("--folds must be at least 2");
-  std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
-  if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
-  check_outputs(outputs);  // before the fit, which takes a while on large traces
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   const std::vector<Trace> training = read_training(vm, traces, named);
-  std::vector<PooledRunLevels> pooled = pooled_levels(vm, training, gpu);
+  std::vector<PooledRunLevels> pooled = pooled_levels(vm, training, gpu, levels_by_tokens);
+  std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
+  if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
+  check_outputs(outputs);  // after every input is read (none overwritten), before the long fit
   // ZeRO's figures, read (and refused if malformed) before the fit.
   const auto gathers = allgather_timings(traces);
   const double update_share = optimizer_update_share(traces);
@@ -292,17 +331,7 @@ int calibrate(const Args& args) {
             << "\n"
             << report;
   if (!c.fit_warnings.empty()) std::cerr << "ddpsim calibrate: warning: the model " << fit_warning_text(c) << "\n";
-  AtomicFile out(vm["out"].as<std::string>());
-  out.stream() << model.dump(2) << "\n";
-  std::unique_ptr<AtomicFile> residuals;
-  if (vm.count("residuals")) {
-    residuals = std::make_unique<AtomicFile>(vm["residuals"].as<std::string>());
-    residuals->stream() << "phase,b,L,measured_ms,predicted_ms\n";
-    for (const auto& r : c.residuals)
-      residuals->stream() << r.phase << "," << r.b << "," << r.L << "," << r.measured << "," << r.predicted << "\n";
-  }
-  out.commit();
-  if (residuals) residuals->commit();
+  write_model(vm, model, c);
   std::cout << "wrote " << vm["out"].as<std::string>() << "\n";
   return 0;
 }

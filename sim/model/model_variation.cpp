@@ -157,6 +157,15 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         throw InputError(origin + ": noise: steps_levels without steps (the levels are those of the measured steps)");
       m.step_levels = level_table(n.raw("steps_levels"), origin + ": noise: steps_levels");
     }
+    if (n.has("steps_samples")) {
+      if (m.step_factors.empty())
+        throw InputError(origin + ": noise: steps_samples without steps (the samples are those of the measured steps)");
+      const auto& v = n.raw("steps_samples");
+      if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+          v[0].get<long long>() < 1 || v[1].get<long long>() < v[0].get<long long>() || v[1].get<long long>() > 1000000)
+        throw wrong_type(v, origin + ": noise: steps_samples", "[fewest, most] samples a rank-step, 1 ≤ fewest ≤ most");
+      m.steps_samples = {v[0].get<int>(), v[1].get<int>()};
+    }
     m.step_factors_source = n.get<std::string>("steps_source", "");
     const std::string regime = n.get<std::string>("steps_regime", "below");
     if (regime != "below" && regime != "above")
@@ -184,6 +193,8 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
           throw wrong_type(level, r.where() + ": levels: " + run, "a level in (0, 100]");
     }
     if (r.has("alone")) non_negative(r, "alone", 0, 1);  // the spread the model's own runs gave
+    if (r.has("df") && !(r.raw("df").is_number_integer() && r.raw("df").get<long long>() >= 1))
+      throw wrong_type(r.raw("df"), r.where() + ": df", "the spread's degrees of freedom, an integer ≥ 1");
     if (r.has("pooled")) check_pooled(r.raw("pooled"), r.where() + ": pooled");
     r.reject_unknown();
   }

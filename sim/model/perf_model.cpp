@@ -308,6 +308,16 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   return perf;
 }
 
+std::string PerfModel::training_samples_note(int samples) const {
+  const auto [low, high] = steps_samples;
+  if (low == 0 || (samples >= low && samples <= high)) return "";
+  const std::string measured = low == high ? std::to_string(low) : std::to_string(low) + " to " + std::to_string(high);
+  return "model " + name + "'s training runs held " + measured + " samples a (micro-)batch, this config's " +
+         std::to_string(samples) + ": the runs' level at " + std::to_string(samples) +
+         " is not measured, and the profile's surface can be 20% off in training there (calibrate --training with "
+         "runs at this batch size)";
+}
+
 std::pair<int, int> PerfModel::measured_reach() const {
   std::pair<int, int> reach{0, 0};
   for (const PhaseModel* phase : {&forward, &backward})

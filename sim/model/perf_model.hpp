@@ -101,6 +101,12 @@ struct PerfModel {
   // takes the level of its own; step_factors are then the spread about it. Empty: one level.
   std::vector<std::pair<double, double>> step_levels;
   double step_level(long long tokens) const { return level_at(step_levels, tokens); }
+  // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
+  // Their level at another batch size is not measured: the twenty-second registered CPU
+  // prediction's pre-runs, all of 8 samples a rank-step, missed B = 8's step by 22-26%.
+  std::pair<int, int> steps_samples{0, 0};
+  // "" when `samples` a rank-step lies within steps_samples, else one sentence saying so.
+  std::string training_samples_note(int samples) const;
   // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
   // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
   double first_use_ms = 0;

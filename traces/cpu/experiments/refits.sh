@@ -18,10 +18,11 @@ refit() {
   local key=${1//\//_} out
   out=$work/${key%.json}-$2.json
   if [[ ! -f $out ]]; then
-    local profile training args
+    local profile training args=() listed
     mapfile -t profile < <(traces_of "$1" profile)
     mapfile -t training < <(traces_of "$1" training)
-    mapfile -t args < <(variant_args "$1" "$2")
+    listed=$(variant_args "$1" "$2")  # an assignment, so that its failure stops the script
+    [[ -z $listed ]] || mapfile -t args <<<"$listed"
     # ddptrain's small DistilBERT is fitted on its layout; a PyTorch model on the model itself.
     local base=$1
     [[ $(traces_of "$1" tool) == *ddptrain* ]] && base=traces/cpu/layout.json
@@ -59,7 +60,7 @@ RESULTS_HEADER=campaign,runs,policy,levels,mean_error_pct,baseline_mean_error_pc
 # score_runs VARIANT...: every policy run of the registrations trained in turn (runs/, runs-2/,
 # ddp-control/) against its own static run, with each variant's refit; rows to $work/results.csv.
 score_runs() {
-  local reg model set dir p variant policy extra
+  local reg model set dir p variant policy extra fit
   for reg in traces/cpu/prereg*/; do
     reg=${reg%/}
     [[ -f $reg/config.json && -f $reg/runs/static/steps.csv ]] || continue
@@ -74,8 +75,9 @@ score_runs() {
         [[ $p == static || $p == profile ]] && continue  # the baseline; a profile taken alongside
         for variant in "$@"; do
           rm -rf "$work/v"
+          fit=$(refit "$model" "$variant")
           # Its notes (the config's sizes unused, the trace's instead) are no news here; its errors are.
-          "$ddpsim" validate "$reg/config.json" ${extra[@]+"${extra[@]}"} --model "$(refit "$model" "$variant")" \
+          "$ddpsim" validate "$reg/config.json" ${extra[@]+"${extra[@]}"} --model "$fit" \
             --measured "$dir/steps.csv" --baseline "$reg/$set/static/steps.csv" --out "$work/v" >/dev/null \
             2>"$work/notes" || { cat "$work/notes" >&2; return 1; }
           policy=$(python3 -c 'import json, sys
@@ -89,7 +91,7 @@ v = json.load(open(sys.argv[1])); print(next(iter(v["policies"])))' "$work/v/val
 
 # score_columns REGISTRATION VARIANT...: a registration of configs against each other (compare
 # --against, its command in prediction.json): each column's gain as compare gives it with each
-# variant's refit, against the gain each pair of runs measured (validation-K/COLUMN).
+# variant's refit, against the gain each set of runs measured (validation-K/COLUMN).
 score_columns() {
   local P=$1 variant model k c
   shift
@@ -102,10 +104,12 @@ for i, w in enumerate(words):
   mapfile -t columns < <(printf '%s\n' "${against[@]}" | grep -v '^--against$' | sed 's/:.*//' | awk '!seen[$0]++')
   for variant in "$@"; do
     model=$(refit "$P/model-2ranks-training.json" "$variant")
+    grep -q '"model": "model-2ranks-training.json"' "$P/config.json" ||
+      { echo "refits.sh: $P/config.json names another model than model-2ranks-training.json" >&2; return 1; }
     sed "s|\"model-2ranks-training.json\"|\"$model\"|" "$P/config.json" >"$work/config.json"
     rm -rf "$work/c"
-    "$ddpsim" compare "$work/config.json" --replicates 20 --out "$work/c" "${against[@]}" >/dev/null
-    for k in 1 2; do
+    "$ddpsim" compare "$work/config.json" --replicates 20 --out "$work/c" ${against[@]+"${against[@]}"} >/dev/null
+    for k in $(printf '%s\n' "$P"/validation-* | sed 's/.*validation-//' | sort -n); do
       for c in "${columns[@]}"; do
         python3 -c 'import json, sys
 g = json.load(open(sys.argv[1]))["replicates"]["columns"][sys.argv[2]]["gain"]

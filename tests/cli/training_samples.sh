@@ -1,0 +1,28 @@
+# calibrate --training records how many samples the runs' (micro-)batches held, and a config of
+# another size is told that the runs' level there is not measured (the twenty-second registered
+# CPU prediction: pre-runs of 8 samples a rank-step, B = 8's step 22-26% over the model).
+source "$(dirname "$0")/lib.sh"
+P=$SRC/traces/cpu/prereg4
+expect_ok "$DDPSIM" calibrate "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --base "$SRC/traces/cpu/layout.json" \
+  --training "$P/pre-run/static/steps.csv" --out "$WORK/model.json"
+grep -q "samples a (micro-)batch: 4;" "$WORK/out" || fail "the report does not give the runs' 4 samples a micro-batch"
+python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["noise"]["steps_samples"] == [4, 4]' "$WORK/model.json" ||
+  fail "the model does not record [4, 4] samples"
+# The registration's own setting (B = 64 over 4 ranks of 4 micro-batches): 4 samples, no note.
+sed "s|\"model-1core-training.json\"|\"$WORK/model.json\"|" "$P/config.json" >"$WORK/config.json"
+expect_ok "$DDPSIM" run "$WORK/config.json" --set training.steps=5 --out "$WORK/run"
+grep -q "samples a (micro-)batch" "$WORK/out" && fail "a note for the very size the runs trained"
+# Twice the batch: 8 samples a micro-batch, a size the runs never held.
+expect_ok "$DDPSIM" run "$WORK/config.json" --set training.steps=5 --set training.global_batch=128 --out "$WORK/run2"
+grep -q "note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8: the runs' level at 8 is not measured" \
+  "$WORK/out" || fail "no note for 8 samples a micro-batch: $(grep note "$WORK/out")"
+# A model whose samples are malformed is refused by key.
+python3 - "$WORK/model.json" "$WORK/bad.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["noise"]["steps_samples"] = [8, 4]
+json.dump(m, open(sys.argv[2], "w"))
+PY
+expect_exit 1 "noise: steps_samples is .*expected \[fewest, most\] samples a rank-step" \
+  "$DDPSIM" run "$WORK/config.json" --set "model=$WORK/bad.json" --set training.steps=5
+finish
