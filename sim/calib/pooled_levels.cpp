@@ -1,5 +1,6 @@
 #include "calib/pooled_levels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -35,8 +36,10 @@ std::map<std::string, Recorded> recorded_traces(const nlohmann::json& doc) {
 }
 
 // Each level's session: its trace's, where every trace says it trained the same policies in
-// turn (`interleaved`); else one for all, as calibrate --training took them.
-std::vector<std::string> sessions_of(const std::vector<std::string>& runs, const std::map<std::string, Recorded>& traces) {
+// turn (`interleaved`); else one for all, as calibrate --training took them. A level names its
+// trace, or "TRACE (policy)" where the trace held several policies (one process).
+std::vector<std::string> sessions_of(const std::string& path, const std::vector<std::string>& runs,
+                                     const std::map<std::string, Recorded>& traces) {
   std::set<std::string> turns;
   for (const auto& [file, r] : traces) {
     const auto it = r.metadata.find("interleaved");
@@ -49,11 +52,17 @@ std::vector<std::string> sessions_of(const std::vector<std::string>& runs, const
       out.emplace_back();
       continue;
     }
-    // "TRACE.csv (policy)": a trace of several policies, one process.
-    const auto several = run.rfind(".csv (");
-    const std::string trace = several == std::string::npos ? run : run.substr(0, several + 4);
-    const auto it = traces.find(trace);
-    out.push_back(it == traces.end() ? run : session_key(trace, it->second.metadata, several != std::string::npos));
+    if (const auto it = traces.find(run); it != traces.end()) {
+      out.push_back(session_key(run, it->second.metadata, false));
+      continue;
+    }
+    const auto several = std::find_if(traces.begin(), traces.end(), [&](const auto& t) {
+      return run.size() > t.first.size() + 3 && run.starts_with(t.first + " (") && run.ends_with(")");
+    });
+    if (several == traces.end())
+      throw InputError(path + ": run_level: levels: " + run +
+                       " names no training trace the model recorded (calibration.traces), so its session is unknown");
+    out.push_back(session_key(several->first, several->second.metadata, true));
   }
   return out;
 }
@@ -84,7 +93,7 @@ PooledRunLevels read_one(const std::string& path) {
   if (out.levels.size() < 2)
     throw none("run_level holds " + std::to_string(out.levels.size()) + " level(s), and a spread needs two");
   const auto traces = recorded_traces(doc);
-  out.sessions = sessions_of(runs, traces);
+  out.sessions = sessions_of(path, runs, traces);
   for (const auto& [file, t] : traces)
     if (!t.hash.empty()) out.traces.emplace_back(file, t.hash);
   return out;

@@ -136,6 +136,7 @@ struct Step {
   std::vector<double> measured, predicted;
   std::vector<long long> tokens;  // regime_tokens
   std::vector<bool> first;
+  std::vector<std::pair<int, int>> samples;  // the fewest and most samples of its (micro-)batches
 };
 
 // Every timed rank-step after step 0 of the traces, in the order they ran.
@@ -204,6 +205,10 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
       s.predicted.push_back(predicted);
       s.tokens.push_back(tokens);
       s.first.push_back(first);
+      auto held = r.micro.empty() ? std::pair(r.batch_size, r.batch_size)
+                                  : std::pair(r.micro.front().batch_size, r.micro.front().batch_size);
+      for (const MicroBatchShape& mb : r.micro) held = {std::min(held.first, mb.batch_size), std::max(held.second, mb.batch_size)};
+      s.samples.push_back(held);
       RunTimes& own = all.runs[first_run + static_cast<std::size_t>(x.run)];
       if (!first) {  // as `typical` in fit_first_use: a shape's first use is no level
         own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
@@ -264,21 +269,15 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
                   double(all.size());
 }
 
-// The fewest and most samples a (micro-)batch of the runs held after step 0: their levels stand
-// for those sizes only.
-void samples_range(const std::vector<Trace>& training, TrainingFit& fit) {
-  const auto add = [&](int samples) {
-    if (samples <= 0) return;
-    fit.samples_min = fit.samples_min == 0 ? samples : std::min(fit.samples_min, samples);
-    fit.samples_max = std::max(fit.samples_max, samples);
-  };
-  for (const Trace& t : training)
-    for (const PolicyRun& run : t.runs)
-      for (const RankStep& r : run.rows) {
-        if (r.step < 1) continue;
-        if (r.micro.empty()) add(r.batch_size);
-        for (const MicroBatchShape& m : r.micro) add(m.batch_size);
-      }
+// The fewest and most samples a (micro-)batch held in the timed rank-steps the fit kept: the
+// levels stand for those sizes only.
+void samples_range(const std::vector<Step>& steps, TrainingFit& fit) {
+  for (const Step& s : steps)
+    for (const auto& [fewest, most] : s.samples) {
+      if (fewest <= 0) continue;
+      fit.samples_min = fit.samples_min == 0 ? fewest : std::min(fit.samples_min, fewest);
+      fit.samples_max = std::max(fit.samples_max, most);
+    }
 }
 
 }  // namespace
@@ -309,7 +308,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   std::tie(fit.below, fit.above) = regime_spreads(read.steady, fit.step_levels);
   run_levels(read.runs, typical, fit);
   optimizer_control(read.runs, fit);
-  samples_range(training, fit);
+  samples_range(read.steps, fit);
   char line[256];
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
   fit.source = line + read.files;

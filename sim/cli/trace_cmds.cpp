@@ -70,7 +70,8 @@ are reduced to their median, and fits minimise relative error:
                       shard's step)
   --pool-run-levels MODEL...
                       earlier models of this machine fitted with --training: their runs'
-                      levels, each about its model's mean, pooled with these runs' into that
+                      levels, each about its session's mean within its model, pooled with
+                      these runs' into that
                       spread (four pre-runs give it three degrees of freedom)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
@@ -187,9 +188,36 @@ po::options_description calibrate_options() {
       "least 40 at different token counts) or one (a single level for every shape)")(
       "pool-run-levels", po::value<std::vector<std::string>>()->multitoken(),
       "MODEL.json...: earlier models calibrated with --training on this machine; their runs' levels, each about "
-      "its model's mean, are pooled with these runs' into the run-level spread (a few pre-runs estimate it "
+      "its session's mean within its model, are pooled with these runs' into the run-level spread (a few pre-runs estimate it "
       "poorly)")("help,h", "this help");
   return visible;
+}
+
+// The options that need others, before any file is read; whether the levels are by tokens.
+bool check_calibrate_args(const po::variables_map& vm) {
+  if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
+  const std::string levels = vm["training-levels"].as<std::string>();
+  if (levels != "tokens" && levels != "one")
+    throw UsageError("--training-levels is tokens or one, got \"" + levels + "\"");
+  if (!vm["training-levels"].defaulted() && !vm.count("training"))
+    throw UsageError("--training-levels describes the --training runs' fit: give --training RUN...");
+  if (vm.count("pool-run-levels") && !vm.count("training"))
+    throw UsageError("--pool-run-levels adds to the --training runs' run-level spread: give --training RUN...");
+  return levels == "tokens";
+}
+
+// A pooled model whose levels were fitted about levels by tokens where this one's are about one
+// level (or the other way round): its runs' levels hold other things than these runs' do.
+void warn_levels_read_otherwise(const TrainingFit& t) {
+  const bool tokens = !t.step_levels.empty();
+  for (const PooledRunLevels& p : t.pooled)
+    if (p.by_tokens != tokens)
+      std::cerr << "ddpsim calibrate: warning: " << p.model << "'s run levels were read about "
+                << (p.by_tokens ? "levels by padded tokens" : "one level for every shape") << ", this model's about "
+                << (tokens ? "levels by padded tokens" : "one level for every shape") << ": "
+                << (p.by_tokens ? "each run's shapes are out of its levels, so the pooled spread errs narrow"
+                                : "its levels hold how its runs' shapes differed too, so the pooled spread errs wide")
+                << "\n";
 }
 
 // The profiles to fit, each given once and with the columns calibrate fits.
@@ -247,10 +275,10 @@ void write_model(const po::variables_map& vm, const nlohmann::ordered_json& mode
   if (residuals) residuals->commit();
 }
 
-// --pool-run-levels' models, read before the fit; a model of another machine, or whose levels
-// were read another way, is pooled with a warning: the machine's name is the user's own words.
+// --pool-run-levels' models, read before the fit; a model of another machine is pooled with a
+// warning: the machine's name is the user's own words.
 std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const std::vector<Trace>& training,
-                                           const std::string& gpu, bool levels_by_tokens) {
+                                           const std::string& gpu) {
   if (!vm.count("pool-run-levels")) return {};
   std::vector<std::pair<std::string, std::string>> own;
   for (const Trace& t : training) own.emplace_back(t.path, t.hash);
@@ -259,14 +287,6 @@ std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const st
     if (!p.gpu.empty() && !gpu.empty() && p.gpu != gpu)
       std::cerr << "ddpsim calibrate: warning: " << p.model << " was calibrated on \"" << p.gpu << "\" and this model on \""
                 << gpu << "\": pool the levels of one machine's runs\n";
-  for (const PooledRunLevels& p : pooled)
-    if (p.by_tokens != levels_by_tokens)
-      std::cerr << "ddpsim calibrate: warning: " << p.model << "'s run levels were read about "
-                << (p.by_tokens ? "levels by tokens" : "one level for every shape") << ", this model's about "
-                << (levels_by_tokens ? "levels by tokens" : "one level") << ": "
-                << (p.by_tokens ? "" : "its levels hold how its runs' shapes differed too, so the spread errs wide")
-                << (p.by_tokens ? "each run's shapes' effect is out of its levels, so the spread errs narrow" : "")
-                << "\n";
   return pooled;
 }
 
@@ -286,15 +306,7 @@ int calibrate(const Args& args) {
                          (i + 1 < args.size() ? ", got " + args[i + 1] : std::string()));
   po::variables_map vm;
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
-  if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
-  const std::string levels = vm["training-levels"].as<std::string>();
-  if (levels != "tokens" && levels != "one")
-    throw UsageError("--training-levels is tokens or one, got \"" + levels + "\"");
-  if (!vm["training-levels"].defaulted() && !vm.count("training"))
-    throw UsageError("--training-levels describes the --training runs' fit: give --training RUN...");
-  if (vm.count("pool-run-levels") && !vm.count("training"))
-    throw UsageError("--pool-run-levels adds to the --training runs' run-level spread: give --training RUN...");
-  const bool levels_by_tokens = levels == "tokens";
+  const bool levels_by_tokens = check_calibrate_args(vm);
   std::set<std::filesystem::path> named;
   const std::vector<Trace> traces = read_profiles(vm, named);
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
@@ -306,7 +318,7 @@ int calibrate(const Args& args) {
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   const std::vector<Trace> training = read_training(vm, traces, named);
-  std::vector<PooledRunLevels> pooled = pooled_levels(vm, training, gpu, levels_by_tokens);
+  std::vector<PooledRunLevels> pooled = pooled_levels(vm, training, gpu);
   std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // after every input is read (none overwritten), before the long fit
@@ -321,6 +333,7 @@ int calibrate(const Args& args) {
   std::string report = fit_report(c) + allgather_report(allgather) + update_share_report(update_share);
   if (!training.empty()) {
     const TrainingFit t = fit_training(training, c, levels_by_tokens, std::move(pooled));
+    warn_levels_read_otherwise(t);
     add_training(model, t, training);
     report += training_report(t);
   }

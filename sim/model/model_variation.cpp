@@ -163,7 +163,7 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
       const auto& v = n.raw("steps_samples");
       if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
           v[0].get<long long>() < 1 || v[1].get<long long>() < v[0].get<long long>() || v[1].get<long long>() > 1000000)
-        throw wrong_type(v, origin + ": noise: steps_samples", "[fewest, most] samples a rank-step, 1 ≤ fewest ≤ most");
+        throw wrong_type(v, origin + ": noise: steps_samples", "[fewest, most] samples a (micro-)batch, 1 ≤ fewest ≤ most ≤ 1e6");
       m.steps_samples = {v[0].get<int>(), v[1].get<int>()};
     }
     m.step_factors_source = n.get<std::string>("steps_source", "");

@@ -314,8 +314,8 @@ std::string PerfModel::training_samples_note(int samples) const {
   const std::string measured = low == high ? std::to_string(low) : std::to_string(low) + " to " + std::to_string(high);
   return "model " + name + "'s training runs held " + measured + " samples a (micro-)batch, this config's " +
          std::to_string(samples) + ": the runs' level at " + std::to_string(samples) +
-         " is not measured, and the profile's surface can be 20% off in training there (calibrate --training with "
-         "runs at this batch size)";
+         " is not measured (on a CPU, training at a size its pre-runs never held ran 18-23% off the profile); "
+         "calibrate --training with runs at this batch size";
 }
 
 std::pair<int, int> PerfModel::measured_reach() const {

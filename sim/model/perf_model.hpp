@@ -102,8 +102,8 @@ struct PerfModel {
   std::vector<std::pair<double, double>> step_levels;
   double step_level(long long tokens) const { return level_at(step_levels, tokens); }
   // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
-  // Their level at another batch size is not measured: the twenty-second registered CPU
-  // prediction's pre-runs, all of 8 samples a rank-step, missed B = 8's step by 22-26%.
+  // Their level at another batch size is not measured: from pre-runs all of 8 samples a
+  // rank-step, the twenty-second registered CPU prediction missed B = 8's step by 22-26%.
   std::pair<int, int> steps_samples{0, 0};
   // "" when `samples` a rank-step lies within steps_samples, else one sentence saying so.
   std::string training_samples_note(int samples) const;

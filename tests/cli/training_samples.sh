@@ -16,6 +16,16 @@ grep -q "samples a (micro-)batch" "$WORK/out" && fail "a note for the very size 
 expect_ok "$DDPSIM" run "$WORK/config.json" --set training.steps=5 --set training.global_batch=128 --out "$WORK/run2"
 grep -q "note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8: the runs' level at 8 is not measured" \
   "$WORK/out" || fail "no note for 8 samples a micro-batch: $(grep note "$WORK/out")"
+# A compare --against column of another size says so under its own header, the base column not.
+expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 \
+  --against big:training.global_batch=128 --out "$WORK/compare"
+grep -q "^    note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8" "$WORK/out" ||
+  fail "the column of 8 samples has no note: $(grep note "$WORK/out")"
+[[ $(grep -c "samples a (micro-)batch" "$WORK/out") == 1 ]] || fail "the note is not the column's alone"
+# A policy that sizes its own batches (token_budget) gets no note: B says nothing of its sizes.
+expect_ok "$DDPSIM" run "$WORK/config.json" --policies token_budget:max_tokens=1024 --set training.micro_batches=1 \
+  --set training.steps=5 --out "$WORK/budget"
+grep -q "samples a (micro-)batch" "$WORK/out" && fail "a note for token_budget, whose batch sizes B does not give"
 # A model whose samples are malformed is refused by key.
 python3 - "$WORK/model.json" "$WORK/bad.json" <<'PY'
 import json, sys
@@ -23,6 +33,6 @@ m = json.load(open(sys.argv[1]))
 m["noise"]["steps_samples"] = [8, 4]
 json.dump(m, open(sys.argv[2], "w"))
 PY
-expect_exit 1 "noise: steps_samples is .*expected \[fewest, most\] samples a rank-step" \
+expect_exit 1 "noise: steps_samples is .*expected \[fewest, most\] samples a \(micro-\)batch" \
   "$DDPSIM" run "$WORK/config.json" --set "model=$WORK/bad.json" --set training.steps=5
 finish

@@ -8,7 +8,7 @@
 # same seed, so the same shapes) sat apart. Writes results.csv, spreads.csv and repeats.csv
 # beside this script, and summary.txt (summarize.py's figures, which README.md quotes).
 #
-#   traces/cpu/experiments/pooled-levels/run.sh    # needs build/release/ddpsim; about two minutes
+#   traces/cpu/experiments/pooled-levels/run.sh    # needs build/release/ddpsim; about a minute
 set -euo pipefail
 shopt -s inherit_errexit  # a failed refit inside $(...) stops the script
 here=$(cd "$(dirname "$0")" && pwd)
