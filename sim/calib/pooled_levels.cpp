@@ -82,7 +82,8 @@ PooledRunLevels read_one(const std::string& path) {
   PooledRunLevels out;
   out.model = path;
   if (doc.contains("gpu") && doc["gpu"].is_string()) out.gpu = doc["gpu"].get<std::string>();
-  out.by_tokens = doc.contains("noise") && doc["noise"].is_object() && doc["noise"].contains("steps_levels");
+  out.by_tokens = doc.contains("noise") && doc["noise"].is_object() &&
+                  (doc["noise"].contains("steps_levels") || doc["noise"].contains("steps_levels_by_samples"));
   std::vector<std::string> runs;
   for (const auto& [run, level] : r["levels"].items()) {
     if (!level.is_number() || !(level.get<double>() > 0 && level.get<double>() <= 100))

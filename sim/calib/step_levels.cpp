@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "common/stats.hpp"
 #include "model/perf_model.hpp"
@@ -117,11 +118,41 @@ std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> s
   return levels;
 }
 
+std::vector<SampleLevels> fit_samples_levels(const std::vector<SteadyStep>& steady, std::size_t runs,
+                                             std::size_t& size) {
+  std::map<int, std::vector<SteadyStep>> by;
+  for (const SteadyStep& s : steady)
+    if (s.samples > 0 && s.ratio > 0 && std::isfinite(s.ratio)) by[s.samples].push_back(s);
+  // A size of its own needs two runs of it at least: one run's level and its size's are one figure.
+  std::erase_if(by, [](const auto& group) {
+    std::map<std::size_t, std::size_t> per_run;
+    for (const SteadyStep& s : group.second) ++per_run[s.run];
+    const auto held = std::count_if(per_run.begin(), per_run.end(), [](const auto& r) { return r.second >= 10; });
+    return group.second.size() < kLevelBinSteps || held < 2;
+  });
+  if (by.size() < 2) return {};
+  std::vector<SampleLevels> out;
+  size = 0;
+  for (auto& [samples, group] : by) {
+    std::size_t own = 0;
+    auto levels = fit_step_levels(group, runs, own);
+    if (levels.empty()) {  // one bin: the size's median, at its median tokens
+      std::vector<double> ratios, tokens;
+      for (const SteadyStep& s : group) ratios.push_back(s.ratio), tokens.push_back(double(s.tokens));
+      levels = {{std::round(percentile(tokens, 50)), std::round(percentile(ratios, 50) * 1e4) / 1e4}};
+      own = group.size();
+    }
+    size = size == 0 ? own : std::min(size, own);
+    out.push_back({samples, std::move(levels)});
+  }
+  return out;
+}
+
 std::pair<RegimeSpread, RegimeSpread> regime_spreads(const std::vector<SteadyStep>& steady,
-                                                     const std::vector<std::pair<double, double>>& levels) {
+                                                     const std::function<double(const SteadyStep&)>& level) {
   std::vector<double> about[2];
   for (const SteadyStep& s : steady)
-    if (s.ratio > 0) about[s.above].push_back(s.ratio / level_at(levels, s.tokens));
+    if (s.ratio > 0) about[s.above].push_back(s.ratio / level(s));
   RegimeSpread side[2];
   for (int k = 0; k < 2; ++k) {
     side[k].rank_steps = static_cast<long>(about[k].size());

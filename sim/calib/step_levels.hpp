@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <utility>
 #include <vector>
+
+#include "model/perf_model.hpp"
 
 namespace ddpsim {
 
@@ -13,6 +16,7 @@ namespace ddpsim {
 // compute over the surface, its run, and its side of the profile's knee.
 struct SteadyStep {
   long long tokens = 0;
+  int samples = 0;  // level_samples
   double ratio = 1;
   std::size_t run = 0;
   bool above = false;
@@ -32,6 +36,13 @@ inline constexpr std::size_t kMaxLevelBins = 6;
 std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> steady, std::size_t runs,
                                                        std::size_t& size);
 
+// PerfModel::samples_levels: where the steady rank-steps hold two batch sizes or more, each with
+// at least kLevelBinSteps of them from two runs or more (10 each), fit_step_levels over each
+// size's alone (a size of one bin: its median, flat), sizes ascending; else empty, and one table
+// by tokens stands for all. Sets `size` to the fewest rank-steps a bin of any size held.
+std::vector<SampleLevels> fit_samples_levels(const std::vector<SteadyStep>& steady, std::size_t runs,
+                                             std::size_t& size);
+
 // The steady rank-steps of one side of the profile's knee, about the levels: how many, their
 // median and their spread (σ of the logs, read off P95 over P50), to set beside the profile's σ
 // ratio that a factor drawn across the knee is scaled by. p50 == 0: too few to tell.
@@ -41,6 +52,6 @@ struct RegimeSpread {
 };
 inline constexpr long kMinRegimeSteps = 40;
 std::pair<RegimeSpread, RegimeSpread> regime_spreads(const std::vector<SteadyStep>& steady,
-                                                     const std::vector<std::pair<double, double>>& levels);
+                                                     const std::function<double(const SteadyStep&)>& level);
 
 }  // namespace ddpsim

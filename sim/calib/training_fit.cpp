@@ -33,6 +33,7 @@ struct RunTimes {
   std::vector<double> ratios, opt;  // ratios: steady rank-steps only, each with its surface and tokens
   std::vector<double> surface;
   std::vector<long long> tokens;
+  std::vector<int> samples;  // level_samples
 };
 
 // The 95% half-width of two runs' level ratio, from their logs' squared deviations over `df`.
@@ -61,7 +62,7 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     std::vector<double> about;
     double surface_ms = 0;
     for (std::size_t i = 0; i < run.ratios.size(); ++i) {
-      const double at = level_at(fit.step_levels, run.tokens[i]);
+      const double at = fit_level(fit, run.samples[i], run.tokens[i]);
       about.push_back(run.ratios[i] / at);
       surface_ms += run.surface[i] * at;
     }
@@ -137,6 +138,7 @@ struct Step {
   std::vector<long long> tokens;  // regime_tokens
   std::vector<bool> first;
   std::vector<std::pair<int, int>> samples;  // the fewest and most samples of its (micro-)batches
+  std::vector<int> level_b;                  // level_samples
 };
 
 // Every timed rank-step after step 0 of the traces, in the order they ran.
@@ -205,6 +207,8 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
       s.predicted.push_back(predicted);
       s.tokens.push_back(tokens);
       s.first.push_back(first);
+      const int b = level_samples(r, c.packed);
+      s.level_b.push_back(b);
       auto held = r.micro.empty() ? std::pair(r.batch_size, r.batch_size)
                                   : std::pair(r.micro.front().batch_size, r.micro.front().batch_size);
       for (const MicroBatchShape& mb : r.micro) held = {std::min(held.first, mb.batch_size), std::max(held.second, mb.batch_size)};
@@ -214,7 +218,8 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
         own.ratios.push_back((r.fwd_ms + r.bwd_ms) / predicted);
         own.surface.push_back(predicted);
         own.tokens.push_back(tokens);
-        all.steady.push_back({tokens, own.ratios.back(), first_run + static_cast<std::size_t>(x.run), above});
+        own.samples.push_back(b);
+        all.steady.push_back({tokens, b, own.ratios.back(), first_run + static_cast<std::size_t>(x.run), above});
       }
       if (!std::isnan(r.opt_ms)) all.opt.push_back(r.opt_ms), own.opt.push_back(r.opt_ms);
     }
@@ -228,7 +233,7 @@ double fit_first_use(const std::vector<Step>& steps, std::size_t width, Training
   std::vector<double> extras_measured, extras_predicted, steady;
   for (const Step& s : steps)
     for (std::size_t g = 0; g < width; ++g) {
-      const double expected = s.predicted[g] * level_at(fit.step_levels, s.tokens[g]);
+      const double expected = s.predicted[g] * fit_level(fit, s.level_b[g], s.tokens[g]);
       if (s.first[g])
         extras_measured.push_back(s.measured[g]), extras_predicted.push_back(expected);
       else
@@ -253,7 +258,7 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
     for (std::size_t g = 0; g < width; ++g) {
       const double own = s.measured[g] - (s.first[g] ? fit.first_use_ms : 0.0);
       // Four decimals: the model file stays readable, the draws unchanged in effect.
-      const double f = std::max(own / (s.predicted[g] * level_at(fit.step_levels, s.tokens[g])), 1e-3);
+      const double f = std::max(own / (s.predicted[g] * fit_level(fit, s.level_b[g], s.tokens[g])), 1e-3);
       factors.push_back(std::round(f * 1e4) / 1e4);
       all.push_back(factors.back());
     }
@@ -295,7 +300,9 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
     throw InputError(read.files +
                      ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
                      "traces of training runs (ddptrain --policy ... --out DIR writes DIR/steps.csv)");
-  if (levels_by_tokens) fit.step_levels = fit_step_levels(read.steady, read.runs.size(), fit.level_bin_steps);
+  if (levels_by_tokens) fit.samples_levels = fit_samples_levels(read.steady, read.runs.size(), fit.level_bin_steps);
+  if (levels_by_tokens && fit.samples_levels.empty())
+    fit.step_levels = fit_step_levels(read.steady, read.runs.size(), fit.level_bin_steps);
   fit.levels_asked = levels_by_tokens;
   const double typical = fit_first_use(read.steps, width, fit);
   fit_step_factors(read.steps, width, fit);
@@ -305,7 +312,8 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   // A σ of 0 from the knee: as far apart as regimes go, a thousandth kept so that the scale is one.
   if (fit.knee_tokens > 0 && c.noise_sigma > 0)
     fit.steps_scale = std::max(c.noise_above_sigma, 1e-3 * c.noise_sigma) / c.noise_sigma;
-  std::tie(fit.below, fit.above) = regime_spreads(read.steady, fit.step_levels);
+  std::tie(fit.below, fit.above) =
+      regime_spreads(read.steady, [&](const SteadyStep& s) { return fit_level(fit, s.samples, s.tokens); });
   run_levels(read.runs, typical, fit);
   optimizer_control(read.runs, fit);
   samples_range(read.steps, fit);
@@ -360,7 +368,9 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
         {{"file", tr.path}, {"fnv1a64", tr.hash}, {"rows", tr.rows}, {"role", "training"}, {"metadata", meta}});
   }
   const std::string files = trace_names(training);
-  const char* what = t.step_levels.empty() ? "; the rank-steps' spread" : "; the rank-steps' level by padded tokens and spread";
+  const char* what = !t.samples_levels.empty() ? "; the rank-steps' level by batch size and padded tokens, and spread"
+                     : t.step_levels.empty()    ? "; the rank-steps' spread"
+                                                : "; the rank-steps' level by padded tokens and spread";
   model["source"] = model["source"].get<std::string>() + what +
                     (t.first_uses >= kMinFirstUses ? ", the first-use cost of a shape" : "") +
                     (t.optimizer_ms >= 0 ? " and the optimizer" : "") + " from the training run(s) " + files;
@@ -368,6 +378,14 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
   model["first_use_ms"] = t.first_use_ms;
   model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
   if (t.samples_min > 0) model["noise"]["steps_samples"] = {t.samples_min, t.samples_max};
+  if (!t.samples_levels.empty()) {
+    auto& by = model["noise"]["steps_levels_by_samples"] = nlohmann::ordered_json::array();
+    for (const SampleLevels& s : t.samples_levels) {
+      nlohmann::ordered_json levels = nlohmann::ordered_json::array();
+      for (const auto& [tokens, factor] : s.levels) levels.push_back({tokens, factor});
+      by.push_back({s.samples, levels});
+    }
+  }
   if (!t.step_levels.empty()) {
     auto& levels = model["noise"]["steps_levels"] = nlohmann::ordered_json::array();
     for (const auto& [tokens, factor] : t.step_levels) levels.push_back({tokens, factor});

@@ -31,6 +31,7 @@ struct TrainingFit {
   // Per measured step, each rank's compute over the surface (first uses' cost taken out).
   std::vector<std::vector<double>> step_factors;
   std::vector<std::pair<double, double>> step_levels;  // PerfModel::step_levels; the factors are about them
+  std::vector<SampleLevels> samples_levels;             // PerfModel::samples_levels, in place of step_levels
   bool levels_asked = true;                             // false: --training-levels one
   std::size_t level_bin_steps = 0;                      // the fewest rank-steps a level's bin holds
   long rank_steps = 0;
@@ -67,6 +68,13 @@ struct TrainingFit {
   std::vector<std::vector<std::pair<std::string, double>>> optimizer_by_session;
   double optimizer_apart = -1;
 };
+
+// The level a rank-step of `samples` and `tokens` takes: by batch size where the fit has levels
+// by it, else by tokens.
+inline double fit_level(const TrainingFit& fit, int samples, long long tokens) {
+  return fit.samples_levels.empty() ? level_at(fit.step_levels, tokens)
+                                    : level_at(fit.samples_levels, samples, tokens);
+}
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.
 inline constexpr long kMinFirstUses = 5;

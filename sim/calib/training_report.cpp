@@ -96,24 +96,40 @@ std::string regimes_measured_report(const TrainingFit& t) {
   std::snprintf(line, sizeof line,
                 "            measured on both sides%s: below the knee median ×%.4f, σ %.4f (%ld rank-steps); from it "
                 "median ×%.4f, σ %.4f (%ld): σ ratio %.3g against the profile's %.3g\n",
-                t.step_levels.empty() ? "" : ", about the levels", t.below.p50, t.below.sigma, t.below.rank_steps,
+                t.step_levels.empty() && t.samples_levels.empty() ? "" : ", about the levels", t.below.p50, t.below.sigma, t.below.rank_steps,
                 t.above.p50, t.above.sigma, t.above.rank_steps,
                 t.below.sigma > 0 ? t.above.sigma / t.below.sigma : 0.0, t.steps_scale);
   return line;
 }
 
 // The levels by tokens, or why there are none.
+// A level table as the report prints it: "40 ×0.891, 88 ×1.210".
+std::string table_text(const std::vector<std::pair<double, double>>& levels) {
+  std::string each;
+  char line[64];
+  for (const auto& [tokens, factor] : levels) {
+    std::snprintf(line, sizeof line, "%s%.0f ×%.3f", each.empty() ? "" : ", ", tokens, factor);
+    each += line;
+  }
+  return each;
+}
+
 std::string step_levels_report(const TrainingFit& t) {
+  if (!t.samples_levels.empty()) {
+    std::string each;
+    for (const SampleLevels& s : t.samples_levels)
+      each += (each.empty() ? "" : "; ") + std::to_string(s.samples) + " samples: " + table_text(s.levels);
+    return "            levels by batch size and padded tokens (each size's runs apart, bins of at least " +
+           std::to_string(t.level_bin_steps) + " steady rank-steps, each run's own level taken out): " + each +
+           "; a simulated rank-step takes its neighbouring sizes' levels at its tokens (interpolated in log "
+           "samples, held beyond the sizes measured)\n";
+  }
   if (t.step_levels.empty() && !t.levels_asked) return "            one level for every shape (--training-levels one)\n";
   if (t.step_levels.empty())
     return "            one level for every shape: the steady rank-steps fill fewer than two bins of at least " +
            std::to_string(t.level_bin_steps) + " at different token counts\n";
-  std::string each;
+  const std::string each = table_text(t.step_levels);
   char line[128];
-  for (const auto& [tokens, factor] : t.step_levels) {
-    std::snprintf(line, sizeof line, "%s%.0f ×%.3f", each.empty() ? "" : ", ", tokens, factor);
-    each += line;
-  }
   std::snprintf(line, sizeof line, "%zu bins of at least %zu steady rank-steps", t.step_levels.size(),
                 t.level_bin_steps);
   return "            levels by padded tokens a rank-step (the medians of " + std::string(line) +
@@ -131,7 +147,7 @@ std::string training_report(const TrainingFit& t) {
                 "  training  %s: each rank-step's compute over the surface%s, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
                 "P99 ×%.4f; %.1f%% of rank-steps above 1.5× the median. The model draws these steps whole (a "
                 "step's ranks together), in place of the profile's noise\n",
-                t.source.c_str(), t.step_levels.empty() ? "" : " and the level at its tokens", t.factor_p50,
+                t.source.c_str(), t.step_levels.empty() && t.samples_levels.empty() ? "" : " and the level at its shape", t.factor_p50,
                 t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
   out += line;
   out += step_levels_report(t);

@@ -209,7 +209,7 @@ bool check_calibrate_args(const po::variables_map& vm) {
 // A pooled model whose levels were fitted about levels by tokens where this one's are about one
 // level (or the other way round): its runs' levels hold other things than these runs' do.
 void warn_levels_read_otherwise(const TrainingFit& t) {
-  const bool tokens = !t.step_levels.empty();
+  const bool tokens = !t.step_levels.empty() || !t.samples_levels.empty();
   for (const PooledRunLevels& p : t.pooled)
     if (p.by_tokens != tokens)
       std::cerr << "ddpsim calibrate: warning: " << p.model << "'s run levels were read about "

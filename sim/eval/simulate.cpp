@@ -43,6 +43,14 @@ long long regime_tokens(const RankStep& r, bool packed) {
   return largest;
 }
 
+int level_samples(const RankStep& r, bool packed) {
+  if (r.micro.empty()) return r.batch_size;
+  const auto largest = std::max_element(r.micro.begin(), r.micro.end(), [&](const auto& a, const auto& b) {
+    return micro_tokens(a, packed) < micro_tokens(b, packed);
+  });
+  return largest->batch_size;
+}
+
 ComputeNoise::ComputeNoise(const Config& config, const PerfModel* model)
     : spells_shared_(config.simulation.spells == "shared"),
       model_(model),
@@ -115,7 +123,8 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
     const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
     if (i % static_cast<std::size_t>(std::max(run.G, 1)) == 0) noise_.next_step();
     const double common =
-        noise_.next_rank(regime_tokens(r, run.packed)) * config_.simulation.speed_factor(r.rank, r.step);
+        noise_.next_rank(regime_tokens(r, run.packed), level_samples(r, run.packed)) *
+        config_.simulation.speed_factor(r.rank, r.step);
     const double factor = common * noise_.measured();
     // Forward and backward of one micro-batch: padded to its longest sample, or packed.
     auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {

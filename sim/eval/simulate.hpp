@@ -52,6 +52,9 @@ inline long long micro_tokens(const MicroBatchShape& mb, bool packed) {
   return packed ? static_cast<long long>(mb.real_tokens) : static_cast<long long>(mb.batch_size) * mb.max_len;
 }
 long long regime_tokens(const RankStep& r, bool packed);
+// The samples of the micro-batch regime_tokens names (the rank-step's, without micro-batches):
+// with its tokens, it picks the measured steps' level (PerfModel::samples_levels).
+int level_samples(const RankStep& r, bool packed);
 
 // Compute factors: mean-one log-normal ones, so that they leave mean compute as modelled — one
 // per step for all ranks (shared: E[exp(σz − σ²/2)] = 1), one per rank-step (each rank's own) —
@@ -75,9 +78,10 @@ class ComputeNoise {
     rank_ = 0;
   }
   // The step's shared factor times this rank's own, for a rank-step of `tokens` padded tokens
-  // (its largest micro-batch's; Σ s when packed), which picks the regime.
-  double next_rank(long long tokens) {
-    measured_ = model_ ? model_->step_level(tokens) : 1;
+  // (its largest micro-batch's; Σ s when packed), which picks the regime, and `samples` (its
+  // largest micro-batch's), which with the tokens picks the measured steps' level.
+  double next_rank(long long tokens, int samples = 0) {
+    measured_ = model_ ? model_->step_level(tokens, samples) : 1;
     if (steps_ && !steps_->empty()) {  // ranks beyond the measured world draw another step
       const std::size_t width = steps_->front().size();
       if (rank_ % width == 0) drawn_ = step_noise_.below(steps_->size());

@@ -157,6 +157,22 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         throw InputError(origin + ": noise: steps_levels without steps (the levels are those of the measured steps)");
       m.step_levels = level_table(n.raw("steps_levels"), origin + ": noise: steps_levels");
     }
+    if (n.has("steps_levels_by_samples")) {
+      const std::string at = origin + ": noise: steps_levels_by_samples";
+      if (m.step_factors.empty() || !m.step_levels.empty())
+        throw InputError(at + ": with steps and in place of steps_levels (a level table for each batch size)");
+      const auto& by = n.raw("steps_levels_by_samples");
+      if (!by.is_array() || by.size() < 2) throw wrong_type(by, at, "an array of two [samples, levels] or more");
+      for (std::size_t i = 0; i < by.size(); ++i) {
+        const auto& e = by[i];
+        const std::string here = at + "[" + std::to_string(i) + "]";
+        if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || e[0].get<long long>() < 1 ||
+            e[0].get<long long>() > 1000000 ||
+            (i > 0 && e[0].get<long long>() <= by[i - 1][0].get<long long>()))
+          throw wrong_type(e, here, "[samples, [[tokens, factor], ...]], samples in [1, 1e6] and ascending");
+        m.samples_levels.push_back({e[0].get<int>(), level_table(e[1], here + "[1]")});
+      }
+    }
     if (n.has("steps_samples")) {
       if (m.step_factors.empty())
         throw InputError(origin + ": noise: steps_samples without steps (the samples are those of the measured steps)");

@@ -31,6 +31,17 @@ struct LayerSpec {
 // log factor, held at the ends; 1 for an empty table.
 double level_at(const std::vector<std::pair<double, double>>& levels, long long tokens);
 
+// A level table for the rank-steps of one batch size (PerfModel::samples_levels): training at
+// 4 samples a rank-step sat 18-23% over a CPU's profile where 8 sat 13-19% under it, at like
+// tokens, so runs of several batch sizes keep a table each.
+struct SampleLevels {
+  int samples = 0;  // samples the (largest micro-)batch held
+  std::vector<std::pair<double, double>> levels;
+};
+// The level at (samples, tokens): each neighbouring size's table at `tokens`, interpolated in
+// log samples and log factor, held beyond the sizes measured; 1 for no table.
+double level_at(const std::vector<SampleLevels>& by_samples, int samples, long long tokens);
+
 struct PerfModel {
   std::string name;    // "rtx3090-distilbert"
   std::string origin;  // file it came from, or "built-in NAME"
@@ -100,7 +111,11 @@ struct PerfModel {
   // launch-bound CPU run 10-25% away from large ones), so a policy or batch size of other shapes
   // takes the level of its own; step_factors are then the spread about it. Empty: one level.
   std::vector<std::pair<double, double>> step_levels;
-  double step_level(long long tokens) const { return level_at(step_levels, tokens); }
+  // In place of step_levels where the training runs held several batch sizes: a table each.
+  std::vector<SampleLevels> samples_levels;
+  double step_level(long long tokens, int samples) const {
+    return samples_levels.empty() ? level_at(step_levels, tokens) : level_at(samples_levels, samples, tokens);
+  }
   // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
   // Their level at another batch size is not measured: from pre-runs all of 8 samples a
   // rank-step, the twenty-second registered CPU prediction missed B = 8's step by 22-26%.
