@@ -1,7 +1,7 @@
 // Run levels that earlier calibrations of the same machine measured (calibrate
 // --pool-run-levels). A session's few pre-runs estimate how far two runs' levels differ with
 // two or three degrees of freedom: on the 2-core VM, sessions' own 95% figures ran from 2% to
-// 31% while repeated runs of one setting sat within ±9%. Pooling the sessions' deviations,
+// 31% while repeated runs of one setting sat within ±9.5% (95%). Pooling the sessions' deviations,
 // each about its own session's mean, estimates the one machine's spread from all of them.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <iostream>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -61,6 +62,8 @@ are reduced to their median, and fits minimise relative error:
                       (the medians of up to six bins in token order, each run's own level
                       taken out where runs share shapes), so that a policy or batch size of
                       other shapes takes its own level (--training-levels one: one level);
+                      where two runs or more trained each of several batch sizes, a table
+                      of them for each size;
                       each step's per-rank factors about that level, drawn whole steps at a
                       time in place of the noise above (tail and spikes that strike a step's
                       ranks together); the first use of a shape in a process (median extra;
@@ -210,14 +213,16 @@ bool check_calibrate_args(const po::variables_map& vm) {
 // level (or the other way round): its runs' levels hold other things than these runs' do.
 void warn_levels_read_otherwise(const TrainingFit& t) {
   const bool tokens = !t.step_levels.empty() || !t.samples_levels.empty();
+  std::string others;
   for (const PooledRunLevels& p : t.pooled)
-    if (p.by_tokens != tokens)
-      std::cerr << "ddpsim calibrate: warning: " << p.model << "'s run levels were read about "
-                << (p.by_tokens ? "levels by padded tokens" : "one level for every shape") << ", this model's about "
-                << (tokens ? "levels by padded tokens" : "one level for every shape") << ": "
-                << (p.by_tokens ? "each run's shapes are out of its levels, so the pooled spread errs narrow"
-                                : "its levels hold how its runs' shapes differed too, so the pooled spread errs wide")
-                << "\n";
+    if (p.by_tokens != tokens) others += (others.empty() ? "" : ", ") + p.model;
+  if (others.empty()) return;
+  std::cerr << "ddpsim calibrate: warning: the run levels of " << others << " were read about "
+            << (tokens ? "one level for every shape" : "levels by padded tokens") << ", this model's about "
+            << (tokens ? "levels by shape" : "one level for every shape") << ": "
+            << (tokens ? "theirs hold how their runs' shapes differed too, so the pooled spread errs wide"
+                       : "each run's shapes are out of theirs, so the pooled spread errs narrow")
+            << "\n";
 }
 
 // The profiles to fit, each given once and with the columns calibrate fits.
@@ -283,10 +288,13 @@ std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const st
   std::vector<std::pair<std::string, std::string>> own;
   for (const Trace& t : training) own.emplace_back(t.path, t.hash);
   auto pooled = read_pooled_run_levels(vm["pool-run-levels"].as<std::vector<std::string>>(), own);
+  std::map<std::string, std::string> elsewhere;  // another machine's name → its models
   for (const PooledRunLevels& p : pooled)
     if (!p.gpu.empty() && !gpu.empty() && p.gpu != gpu)
-      std::cerr << "ddpsim calibrate: warning: " << p.model << " was calibrated on \"" << p.gpu << "\" and this model on \""
-                << gpu << "\": pool the levels of one machine's runs\n";
+      elsewhere[p.gpu] += (elsewhere[p.gpu].empty() ? "" : ", ") + p.model;
+  for (const auto& [machine, models] : elsewhere)
+    std::cerr << "ddpsim calibrate: warning: " << models << " calibrated on \"" << machine << "\" and this model on \""
+              << gpu << "\": pool the levels of one machine's runs\n";
   return pooled;
 }
 

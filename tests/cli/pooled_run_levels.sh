@@ -49,11 +49,11 @@ python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["run_level"]; ass
   "$WORK/one.json" || fail "one run's model does not carry the pooled spread alone"
 # Levels read another way (prereg5's one level, this model's by tokens): pooled, with a warning.
 expect_ok "${calibrate[@]}" --gpu "$xeon" --pool-run-levels "$earlier" --out "$WORK/tokens.json"
-grep -q "warning: .*prereg5/model-1core-training.json's run levels were read about one level for every shape, this model's about levels by padded tokens" \
+grep -q "warning: the run levels of .*prereg5/model-1core-training.json were read about one level for every shape, this model's about levels by shape" \
   "$WORK/err" || fail "no warning for levels read another way: $(cat "$WORK/err")"
 # Another machine's model is pooled as asked, with a warning naming both.
 expect_ok "${calibrate[@]}" --gpu "CPU: another" --training-levels one --pool-run-levels "$earlier" --out "$WORK/other.json"
-grep -q "warning: .*prereg5/model-1core-training.json was calibrated on \"$xeon\" and this model on \"CPU: another\"" \
+grep -q "warning: .*prereg5/model-1core-training.json calibrated on \"$xeon\" and this model on \"CPU: another\"" \
   "$WORK/err" || fail "no warning for another machine's levels: $(cat "$WORK/err")"
 
 # Refused, with no model left behind: runs counted twice, a model without levels, no runs.
