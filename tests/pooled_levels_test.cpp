@@ -103,7 +103,7 @@ TEST_CASE("a run is counted once") {
   const std::string again = write_model("again", {{"x", 1.0}, {"y", 1.1}}, {"q1", "a2"});
   CHECK(message({a}, {{"mine.csv", "a1"}}).find(a + ": its training run a1.csv has the same bytes as this "
                                                     "calibration's --training mine.csv") == 0);
-  CHECK(message({a, again}).find(again + ": its training run a2.csv has the same bytes as " + a) == 0);
+  CHECK(message({a, again}).find(again + ": its training run a2.csv has the same bytes as a training run of " + a) == 0);
   CHECK(message({a, a}).find(a + ": given twice to --pool-run-levels") == 0);
   CHECK_THROWS_AS(read_pooled_run_levels({a, a}, {}), UsageError);
   CHECK(message({a}, {{"profile.csv", "ffff"}}).empty());  // a profile's hash is no training run

@@ -79,6 +79,8 @@ TEST_CASE("a size one run alone trained gets no table of its own") {
                                    simulated_trace("static", 16)};
   const TrainingFit t = fit_training(runs, surface());
   CHECK(t.samples_levels.empty());
+  CHECK(t.lone_sizes == std::vector<int>{8});
+  CHECK(training_report(t).find("warning: one run alone trained 8 samples a rank-step") != std::string::npos);
 }
 
 TEST_CASE("a rank-step takes its neighbouring sizes' levels, held beyond them") {
@@ -93,11 +95,12 @@ TEST_CASE("a rank-step takes its neighbouring sizes' levels, held beyond them") 
 TEST_CASE("a model's steps_levels_by_samples are checked") {
   nlohmann::json m = sized_model(true);
   m["noise"]["steps_levels_by_samples"] = {{8, {{100, 1.3}}}, {4, {{100, 0.85}}}};
-  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("steps_levels_by_samples[1]"), InputError);
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("steps_levels_by_samples[1][0]: samples 4 not above the previous 8"),
+                       InputError);
   m["noise"]["steps_levels_by_samples"] = {{4, {{100, 1.3}}}};
   CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("an array of two [samples, levels] or more"),
                        InputError);
   m = sized_model(true);
   m["noise"]["steps_levels"] = {{100, 1.0}};
-  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("in place of steps_levels"), InputError);
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("and steps_levels both given: keep one"), InputError);
 }

@@ -115,7 +115,8 @@ std::vector<PooledRunLevels> read_pooled_run_levels(const std::vector<std::strin
     out.push_back(read_one(path));
     for (const auto& [trace, hash] : out.back().traces)
       if (const auto [it, fresh] = counted.emplace(hash, path); !fresh)
-        throw InputError(path + ": its training run " + trace + " has the same bytes as " + it->second +
+        throw InputError(path + ": its training run " + trace + " has the same bytes as " +
+                         (it->second.starts_with("this calibration") ? it->second : "a training run of " + it->second) +
                          ": a run counted twice would narrow the spread");
   }
   return out;

@@ -118,22 +118,52 @@ std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> s
   return levels;
 }
 
+namespace {
+
+// Each size's steady rank-steps, and how many runs held 10 of them or more.
+std::map<int, std::pair<std::vector<SteadyStep>, long>> by_size(const std::vector<SteadyStep>& steady) {
+  std::map<int, std::pair<std::vector<SteadyStep>, long>> by;
+  for (const SteadyStep& s : steady)
+    if (s.samples > 0 && s.ratio > 0 && std::isfinite(s.ratio)) by[s.samples].first.push_back(s);
+  for (auto& [samples, group] : by) {
+    std::map<std::size_t, std::size_t> per_run;
+    for (const SteadyStep& s : group.first) ++per_run[s.run];
+    group.second = std::count_if(per_run.begin(), per_run.end(), [](const auto& r) { return r.second >= 10; });
+  }
+  std::erase_if(by, [](const auto& group) { return group.second.first.size() < kLevelBinSteps; });
+  return by;
+}
+
+}  // namespace
+
+std::vector<int> lone_sizes(const std::vector<SteadyStep>& steady) {
+  const auto by = by_size(steady);
+  std::vector<int> out;
+  if (by.size() < 2) return out;
+  std::map<std::size_t, std::size_t> total;  // a run's steady rank-steps
+  for (const SteadyStep& s : steady) ++total[s.run];
+  for (const auto& [samples, group] : by) {
+    if (group.second >= 2) continue;
+    // A run of that size (most of its rank-steps), not one whose micro-batches met it in passing.
+    std::map<std::size_t, std::size_t> per_run;
+    for (const SteadyStep& s : group.first) ++per_run[s.run];
+    const auto most = std::max_element(per_run.begin(), per_run.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (double(most->second) >= 0.8 * double(total[most->first])) out.push_back(samples);
+  }
+  return out;
+}
+
 std::vector<SampleLevels> fit_samples_levels(const std::vector<SteadyStep>& steady, std::size_t runs,
                                              std::size_t& size) {
-  std::map<int, std::vector<SteadyStep>> by;
-  for (const SteadyStep& s : steady)
-    if (s.samples > 0 && s.ratio > 0 && std::isfinite(s.ratio)) by[s.samples].push_back(s);
   // A size of its own needs two runs of it at least: one run's level and its size's are one figure.
-  std::erase_if(by, [](const auto& group) {
-    std::map<std::size_t, std::size_t> per_run;
-    for (const SteadyStep& s : group.second) ++per_run[s.run];
-    const auto held = std::count_if(per_run.begin(), per_run.end(), [](const auto& r) { return r.second >= 10; });
-    return group.second.size() < kLevelBinSteps || held < 2;
-  });
+  auto by = by_size(steady);
+  std::erase_if(by, [](const auto& group) { return group.second.second < 2; });
   if (by.size() < 2) return {};
   std::vector<SampleLevels> out;
   size = 0;
-  for (auto& [samples, group] : by) {
+  for (auto& [samples, sized] : by) {
+    auto& group = sized.first;
     std::size_t own = 0;
     auto levels = fit_step_levels(group, runs, own);
     if (levels.empty()) {  // one bin: the size's median, at its median tokens

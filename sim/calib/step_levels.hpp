@@ -42,6 +42,9 @@ std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> s
 // by tokens stands for all. Sets `size` to the fewest rank-steps a bin of any size held.
 std::vector<SampleLevels> fit_samples_levels(const std::vector<SteadyStep>& steady, std::size_t runs,
                                              std::size_t& size);
+// Where the steady rank-steps hold two sizes or more of kLevelBinSteps each: those sizes that
+// one run alone trained, most of its rank-steps at it (no size level told from its run's).
+std::vector<int> lone_sizes(const std::vector<SteadyStep>& steady);
 
 // The steady rank-steps of one side of the profile's knee, about the levels: how many, their
 // median and their spread (σ of the logs, read off P95 over P50), to set beside the profile's σ

@@ -303,6 +303,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   if (levels_by_tokens) fit.samples_levels = fit_samples_levels(read.steady, read.runs.size(), fit.level_bin_steps);
   if (levels_by_tokens && fit.samples_levels.empty())
     fit.step_levels = fit_step_levels(read.steady, read.runs.size(), fit.level_bin_steps);
+  if (levels_by_tokens) fit.lone_sizes = lone_sizes(read.steady);
   fit.levels_asked = levels_by_tokens;
   const double typical = fit_first_use(read.steps, width, fit);
   fit_step_factors(read.steps, width, fit);

@@ -32,6 +32,7 @@ struct TrainingFit {
   std::vector<std::vector<double>> step_factors;
   std::vector<std::pair<double, double>> step_levels;  // PerfModel::step_levels; the factors are about them
   std::vector<SampleLevels> samples_levels;             // PerfModel::samples_levels, in place of step_levels
+  std::vector<int> lone_sizes;  // sizes of 40 steady rank-steps or more that one run alone trained
   bool levels_asked = true;                             // false: --training-levels one
   std::size_t level_bin_steps = 0;                      // the fewest rank-steps a level's bin holds
   long rank_steps = 0;

@@ -142,15 +142,23 @@ std::string step_levels_report(const TrainingFit& t) {
 
 std::string training_report(const TrainingFit& t) {
   char line[768];
-  std::string out;
+  // The source names every trace, as long as the user's list: outside the fixed buffer.
+  std::string out = "  training  " + t.source;
   std::snprintf(line, sizeof line,
-                "  training  %s: each rank-step's compute over the surface%s, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
+                ": each rank-step's compute over the surface%s, median ×%.4f, mean ×%.4f, P95 ×%.4f, "
                 "P99 ×%.4f; %.1f%% of rank-steps above 1.5× the median. The model draws these steps whole (a "
                 "step's ranks together), in place of the profile's noise\n",
-                t.source.c_str(), t.step_levels.empty() && t.samples_levels.empty() ? "" : " and the level at its shape", t.factor_p50,
+                t.step_levels.empty() && t.samples_levels.empty() ? "" : " and the level at its shape", t.factor_p50,
                 t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
   out += line;
   out += step_levels_report(t);
+  if (!t.lone_sizes.empty()) {
+    std::string sizes;
+    for (int b : t.lone_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+    out += "            warning: one run alone trained " + sizes +
+           " samples a rank-step, so no level of that size is told from its run's: the runs' levels (and the "
+           "run-level term) hold the sizes' differences; train two runs at each size\n";
+  }
   if (t.samples_min > 0) {
     const std::string held = t.samples_min == t.samples_max
                                  ? std::to_string(t.samples_min)

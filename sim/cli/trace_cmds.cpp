@@ -198,6 +198,11 @@ po::options_description calibrate_options() {
 
 // The options that need others, before any file is read; whether the levels are by tokens.
 bool check_calibrate_args(const po::variables_map& vm) {
+  if (vm.count("pool-run-levels"))  // a profile after the list is taken into it
+    for (const std::string& path : vm["pool-run-levels"].as<std::vector<std::string>>())
+      if (path.ends_with(".csv"))
+        throw UsageError(path + ": a trace given to --pool-run-levels, which takes models (MODEL.json): give the "
+                                "traces to calibrate before the options");
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
   const std::string levels = vm["training-levels"].as<std::string>();
   if (levels != "tokens" && levels != "one")
@@ -294,7 +299,7 @@ std::vector<PooledRunLevels> pooled_levels(const po::variables_map& vm, const st
       elsewhere[p.gpu] += (elsewhere[p.gpu].empty() ? "" : ", ") + p.model;
   for (const auto& [machine, models] : elsewhere)
     std::cerr << "ddpsim calibrate: warning: " << models << " calibrated on \"" << machine << "\" and this model on \""
-              << gpu << "\": pool the levels of one machine's runs\n";
+              << gpu << "\": pool the levels of one machine's runs (--gpu NAME names this model's)\n";
   return pooled;
 }
 

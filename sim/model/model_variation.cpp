@@ -159,17 +159,20 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
     }
     if (n.has("steps_levels_by_samples")) {
       const std::string at = origin + ": noise: steps_levels_by_samples";
-      if (m.step_factors.empty() || !m.step_levels.empty())
-        throw InputError(at + ": with steps and in place of steps_levels (a level table for each batch size)");
+      if (m.step_factors.empty()) throw InputError(at + " without steps (the levels are those of the measured steps)");
+      if (!m.step_levels.empty())
+        throw InputError(at + " and steps_levels both given: keep one (a table for each batch size, or one for all)");
       const auto& by = n.raw("steps_levels_by_samples");
       if (!by.is_array() || by.size() < 2) throw wrong_type(by, at, "an array of two [samples, levels] or more");
       for (std::size_t i = 0; i < by.size(); ++i) {
         const auto& e = by[i];
         const std::string here = at + "[" + std::to_string(i) + "]";
-        if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || e[0].get<long long>() < 1 ||
-            e[0].get<long long>() > 1000000 ||
-            (i > 0 && e[0].get<long long>() <= by[i - 1][0].get<long long>()))
-          throw wrong_type(e, here, "[samples, [[tokens, factor], ...]], samples in [1, 1e6] and ascending");
+        if (!e.is_array() || e.size() != 2) throw wrong_type(e, here, "a pair [samples, [[tokens, factor], ...]]");
+        if (!e[0].is_number_integer() || e[0].get<long long>() < 1 || e[0].get<long long>() > 1000000)
+          throw wrong_type(e[0], here + "[0]", "samples, an integer in [1, 1e6]");
+        if (i > 0 && e[0].get<int>() <= m.samples_levels.back().samples)
+          throw InputError(here + "[0]: samples " + std::to_string(e[0].get<int>()) + " not above the previous " +
+                           std::to_string(m.samples_levels.back().samples));
         m.samples_levels.push_back({e[0].get<int>(), level_table(e[1], here + "[1]")});
       }
     }

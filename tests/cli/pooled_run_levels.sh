@@ -72,5 +72,9 @@ cp "$earlier" "$WORK/earlier.json"
 expect_exit 2 "earlier.json" "${calibrate[@]}" --gpu "$xeon" --training-levels one --pool-run-levels "$WORK/earlier.json" \
   --out "$WORK/earlier.json"
 cmp -s "$earlier" "$WORK/earlier.json" || fail "calibrate overwrote the model it pooled"
-for f in twice none again empty alone; do [[ ! -e $WORK/$f.json ]] || fail "a refused calibrate left $f.json"; done
+# A profile after the list is taken into it: said so, not "give a trace".
+expect_exit 2 "profile-1core/steps.csv: a trace given to --pool-run-levels, which takes models" "$DDPSIM" calibrate \
+  --base "$SRC/traces/cpu/layout.json" --training "$pre/static/steps.csv" --pool-run-levels "$earlier" \
+  "$SRC/traces/cpu/prereg3/profile-1core/steps.csv" --out "$WORK/after.json"
+for f in twice none again empty alone after; do [[ ! -e $WORK/$f.json ]] || fail "a refused calibrate left $f.json"; done
 finish
