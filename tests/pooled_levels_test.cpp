@@ -31,7 +31,10 @@ std::string write_model(const std::string& name, const nlohmann::json& levels, c
                         const nlohmann::json& metadata = nlohmann::json::object()) {
   nlohmann::json traces = nlohmann::json::array();
   for (const std::string& h : hashes)
-    traces.push_back({{"file", h + ".csv"}, {"fnv1a64", h}, {"role", "training"}, {"metadata", metadata.value(h, nlohmann::json::object())}});
+    traces.push_back({{"file", h + ".csv"},
+                      {"fnv1a64", h},
+                      {"role", "training"},
+                      {"metadata", metadata.value(h, nlohmann::json::object())}});
   traces.push_back({{"file", "profile.csv"}, {"fnv1a64", "ffff"}});  // a profile is no run
   const nlohmann::json doc = {{"name", name},
                               {"gpu", "CPU: test"},
@@ -83,7 +86,8 @@ TEST_CASE("runs trained in turn are pooled about their own process's mean, as ca
   CHECK(s.df == 2);
   // Not trained in turn (no `interleaved` line): the processes' drift is the runs' too.
   for (auto& [key, m] : meta.items()) m.erase("interleaved");
-  const LevelSquares apart = pooled_squares(read_pooled_run_levels({write_model("apart", levels, {"p1", "p2", "p3", "p4"}, meta)}, {}));
+  const LevelSquares apart =
+      pooled_squares(read_pooled_run_levels({write_model("apart", levels, {"p1", "p2", "p3", "p4"}, meta)}, {}));
   CHECK(apart.df == 3);
   CHECK(apart.squares > 10 * s.squares);
 }
@@ -101,9 +105,11 @@ TEST_CASE("a model that cannot be pooled is refused by name") {
 TEST_CASE("a run is counted once") {
   const std::string a = write_model("a", {{"x", 1.0}, {"y", 1.1}}, {"a1", "a2"});
   const std::string again = write_model("again", {{"x", 1.0}, {"y", 1.1}}, {"q1", "a2"});
-  CHECK(message({a}, {{"mine.csv", "a1"}}).find(a + ": its training run a1.csv has the same bytes as this "
-                                                    "calibration's --training mine.csv") == 0);
-  CHECK(message({a, again}).find(again + ": its training run a2.csv has the same bytes as a training run of " + a) == 0);
+  CHECK(message({a}, {{"mine.csv", "a1"}})
+            .find(a + ": its training run a1.csv has the same bytes as this "
+                      "calibration's --training mine.csv") == 0);
+  CHECK(message({a, again}).find(again + ": its training run a2.csv has the same bytes as a training run of " + a) ==
+        0);
   CHECK(message({a, a}).find(a + ": given twice to --pool-run-levels") == 0);
   CHECK_THROWS_AS(read_pooled_run_levels({a, a}, {}), UsageError);
   CHECK(message({a}, {{"profile.csv", "ffff"}}).empty());  // a profile's hash is no training run

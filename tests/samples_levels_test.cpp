@@ -22,8 +22,7 @@ nlohmann::json sized_model(bool with_levels) {
   m["forward_ms"] = {{"a", 2.0}, {"beta", 0.002}, {"gamma", 1e-5}};
   m["backward_ms"] = {{"a", 4.0}, {"beta", 0.004}, {"gamma", 2e-5}};
   m["noise"] = {{"sigma", 0}, {"steps", nlohmann::json::array({{1.0, 1.0}})}};
-  if (with_levels)
-    m["noise"]["steps_levels_by_samples"] = {{4, {{100, 1.3}}}, {8, {{100, 0.85}}}};
+  if (with_levels) m["noise"]["steps_levels_by_samples"] = {{4, {{100, 1.3}}}, {8, {{100, 0.85}}}};
   return m;
 }
 
@@ -51,7 +50,9 @@ Trace simulated_trace(const std::string& policy, int global_batch) {
   return t;
 }
 
-Calibration surface() { return known_surface(parse_perf_model(sized_model(false), "surface")); }
+Calibration surface() {
+  return known_surface(parse_perf_model(sized_model(false), "surface"));
+}
 
 }  // namespace
 
@@ -59,7 +60,6 @@ TEST_CASE("runs of two batch sizes at known levels calibrate back to a table eac
   const std::vector<Trace> runs = {simulated_trace("static", 8), simulated_trace("sorted", 8),
                                    simulated_trace("static", 16), simulated_trace("sorted", 16)};
   const TrainingFit t = fit_training(runs, surface());
-  MESSAGE(training_report(t));
   REQUIRE(t.samples_levels.size() == 2);
   CHECK(t.step_levels.empty());
   CHECK(t.samples_levels[0].samples == 4);
@@ -67,6 +67,8 @@ TEST_CASE("runs of two batch sizes at known levels calibrate back to a table eac
   for (const auto& [tokens, factor] : t.samples_levels[0].levels) CHECK(factor == doctest::Approx(1.3).epsilon(0.02));
   for (const auto& [tokens, factor] : t.samples_levels[1].levels) CHECK(factor == doctest::Approx(0.85).epsilon(0.02));
   // The sizes' levels are no run's own: four runs at one level each.
+  REQUIRE(t.run_levels.size() == 4);
+  CHECK(t.own_df == 2);  // 4 runs, one session, two tables
   CHECK(t.run_level_spread < 0.02);
   // By tokens alone, the sizes' levels read as the runs' own.
   const TrainingFit by_tokens = fit_training({runs[0], runs[2]}, surface());
@@ -95,12 +97,14 @@ TEST_CASE("a rank-step takes its neighbouring sizes' levels, held beyond them") 
 TEST_CASE("a model's steps_levels_by_samples are checked") {
   nlohmann::json m = sized_model(true);
   m["noise"]["steps_levels_by_samples"] = {{8, {{100, 1.3}}}, {4, {{100, 0.85}}}};
-  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("steps_levels_by_samples[1][0]: samples 4 not above the previous 8"),
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"),
+                       doctest::Contains("steps_levels_by_samples[1][0]: samples 4 not above the previous 8"),
                        InputError);
   m["noise"]["steps_levels_by_samples"] = {{4, {{100, 1.3}}}};
   CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("an array of two [samples, levels] or more"),
                        InputError);
   m = sized_model(true);
   m["noise"]["steps_levels"] = {{100, 1.0}};
-  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("and steps_levels both given: keep one"), InputError);
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("and steps_levels both given: keep one"),
+                       InputError);
 }

@@ -24,8 +24,7 @@ std::map<std::string, Recorded> recorded_traces(const nlohmann::json& doc) {
       !doc["calibration"]["traces"].is_array())
     return out;
   for (const auto& t : doc["calibration"]["traces"]) {
-    if (!t.is_object() || t.value("role", "") != "training" || !t.contains("file") || !t["file"].is_string())
-      continue;
+    if (!t.is_object() || t.value("role", "") != "training" || !t.contains("file") || !t["file"].is_string()) continue;
     Recorded& r = out[t["file"].get<std::string>()];
     if (t.contains("fnv1a64") && t["fnv1a64"].is_string()) r.hash = t["fnv1a64"].get<std::string>();
     if (t.contains("metadata") && t["metadata"].is_object())
@@ -75,8 +74,7 @@ PooledRunLevels read_one(const std::string& path) {
                       ": --pool-run-levels takes models that calibrate --training fitted from two training runs or "
                       "more, which write run_level.levels");
   };
-  if (!doc.is_object() || !doc.contains("run_level") || !doc["run_level"].is_object())
-    throw none("no run_level");
+  if (!doc.is_object() || !doc.contains("run_level") || !doc["run_level"].is_object()) throw none("no run_level");
   const auto& r = doc["run_level"];
   if (!r.contains("levels") || !r["levels"].is_object()) throw none("run_level has no levels");
   PooledRunLevels out;
@@ -114,9 +112,8 @@ std::vector<PooledRunLevels> read_pooled_run_levels(const std::vector<std::strin
       throw UsageError(path + ": given twice to --pool-run-levels (its runs would count twice)");
     out.push_back(read_one(path));
     for (const auto& [trace, hash] : out.back().traces)
-      if (const auto [it, fresh] = counted.emplace(hash, path); !fresh)
-        throw InputError(path + ": its training run " + trace + " has the same bytes as " +
-                         (it->second.starts_with("this calibration") ? it->second : "a training run of " + it->second) +
+      if (const auto [it, fresh] = counted.emplace(hash, "a training run of " + path); !fresh)
+        throw InputError(path + ": its training run " + trace + " has the same bytes as " + it->second +
                          ": a run counted twice would narrow the spread");
   }
   return out;

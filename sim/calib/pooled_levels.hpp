@@ -13,7 +13,8 @@
 namespace ddpsim {
 
 // One earlier model's run levels: its file, its machine (the model's "gpu"), whether its levels
-// were read about levels by tokens (noise.steps_levels), each run's level and session (as
+// were read about levels by shape (noise.steps_levels or steps_levels_by_samples), each run's
+// level and session (as
 // session_key gave it from the metadata calibrate recorded), and its training traces (file,
 // FNV-1a hash).
 struct PooledRunLevels {

@@ -120,11 +120,28 @@ std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> s
 
 namespace {
 
-// Each size's steady rank-steps, and how many runs held 10 of them or more.
+// The batch size a run trained: the samples of 80% of its steady rank-steps or more, else 0
+// (a policy that sizes its own micro-batches trains no one size).
+std::map<std::size_t, int> run_sizes(const std::vector<SteadyStep>& steady) {
+  std::map<std::size_t, std::map<int, std::size_t>> counts;
+  std::map<std::size_t, std::size_t> total;
+  for (const SteadyStep& s : steady) ++counts[s.run][s.samples], ++total[s.run];
+  std::map<std::size_t, int> size;
+  for (const auto& [run, held] : counts) {
+    const auto most =
+        std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    size[run] = most->first > 0 && double(most->second) >= 0.8 * double(total[run]) ? most->first : 0;
+  }
+  return size;
+}
+
+// Each trained size's steady rank-steps (all of its runs'), and how many runs trained it with 10
+// of them or more; sizes of fewer than kLevelBinSteps left out.
 std::map<int, std::pair<std::vector<SteadyStep>, long>> by_size(const std::vector<SteadyStep>& steady) {
+  const auto size = run_sizes(steady);
   std::map<int, std::pair<std::vector<SteadyStep>, long>> by;
   for (const SteadyStep& s : steady)
-    if (s.samples > 0 && s.ratio > 0 && std::isfinite(s.ratio)) by[s.samples].first.push_back(s);
+    if (const int b = size.at(s.run); b > 0 && s.ratio > 0 && std::isfinite(s.ratio)) by[b].first.push_back(s);
   for (auto& [samples, group] : by) {
     std::map<std::size_t, std::size_t> per_run;
     for (const SteadyStep& s : group.first) ++per_run[s.run];
@@ -140,17 +157,8 @@ std::vector<int> lone_sizes(const std::vector<SteadyStep>& steady) {
   const auto by = by_size(steady);
   std::vector<int> out;
   if (by.size() < 2) return out;
-  std::map<std::size_t, std::size_t> total;  // a run's steady rank-steps
-  for (const SteadyStep& s : steady) ++total[s.run];
-  for (const auto& [samples, group] : by) {
-    if (group.second >= 2) continue;
-    // A run of that size (most of its rank-steps), not one whose micro-batches met it in passing.
-    std::map<std::size_t, std::size_t> per_run;
-    for (const SteadyStep& s : group.first) ++per_run[s.run];
-    const auto most = std::max_element(per_run.begin(), per_run.end(),
-                                       [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (double(most->second) >= 0.8 * double(total[most->first])) out.push_back(samples);
-  }
+  for (const auto& [samples, group] : by)
+    if (group.second < 2) out.push_back(samples);
   return out;
 }
 
@@ -166,7 +174,7 @@ std::vector<SampleLevels> fit_samples_levels(const std::vector<SteadyStep>& stea
     auto& group = sized.first;
     std::size_t own = 0;
     auto levels = fit_step_levels(group, runs, own);
-    if (levels.empty()) {  // one bin: the size's median, at its median tokens
+    if (levels.empty()) {  // one bin: the size's median at its median tokens, no run's level taken out
       std::vector<double> ratios, tokens;
       for (const SteadyStep& s : group) ratios.push_back(s.ratio), tokens.push_back(double(s.tokens));
       levels = {{std::round(percentile(tokens, 50)), std::round(percentile(ratios, 50) * 1e4) / 1e4}};

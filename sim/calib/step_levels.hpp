@@ -36,14 +36,15 @@ inline constexpr std::size_t kMaxLevelBins = 6;
 std::vector<std::pair<double, double>> fit_step_levels(std::vector<SteadyStep> steady, std::size_t runs,
                                                        std::size_t& size);
 
-// PerfModel::samples_levels: where the steady rank-steps hold two batch sizes or more, each with
-// at least kLevelBinSteps of them from two runs or more (10 each), fit_step_levels over each
-// size's alone (a size of one bin: its median, flat), sizes ascending; else empty, and one table
-// by tokens stands for all. Sets `size` to the fewest rank-steps a bin of any size held.
+// PerfModel::samples_levels: where the runs trained two batch sizes or more (a run's size: the
+// samples of 80% of its steady rank-steps or more), each by two runs or more (10 steady
+// rank-steps each, kLevelBinSteps in all), fit_step_levels over each size's runs alone (a size
+// of one bin: its median, flat), sizes ascending; else empty, and one table by tokens stands
+// for all. Sets `size` to the fewest rank-steps a bin of any size held.
 std::vector<SampleLevels> fit_samples_levels(const std::vector<SteadyStep>& steady, std::size_t runs,
                                              std::size_t& size);
-// Where the steady rank-steps hold two sizes or more of kLevelBinSteps each: those sizes that
-// one run alone trained, most of its rank-steps at it (no size level told from its run's).
+// Where the runs trained two sizes or more (as fit_samples_levels reads them): those one run
+// alone trained (no size level told from its run's).
 std::vector<int> lone_sizes(const std::vector<SteadyStep>& steady);
 
 // The steady rank-steps of one side of the profile's knee, about the levels: how many, their

@@ -28,8 +28,8 @@ bool one_process(const Trace& t) {
 
 // One training run's rank-steps: compute over the surface, the surface's sum, optimizer times.
 struct RunTimes {
-  std::string name, label;  // the trace (with the policy where it holds several), the policy
-  std::string session;      // runs of one process share it (session_of)
+  std::string name, label;          // the trace (with the policy where it holds several), the policy
+  std::string session;              // runs of one process share it (session_of)
   std::vector<double> ratios, opt;  // ratios: steady rank-steps only, each with its surface and tokens
   std::vector<double> surface;
   std::vector<long long> tokens;
@@ -82,8 +82,10 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
       for (double x : own) squares += (x - centre) * (x - centre);
     }
     fit.sessions = static_cast<int>(sessions.size());
-    df = n - double(sessions.size());
-    fit.own_spread = level_spread(squares, df);
+    // Each size's table took out part of its runs' mean level: a degree of freedom a size.
+    df = n - double(sessions.size()) - double(std::max<std::size_t>(fit.samples_levels.size(), 1) - 1);
+    if (df >= 1) fit.own_spread = level_spread(squares, df);
+    df = std::max(df, 0.0);
   }
   fit.own_df = df;
   const LevelSquares earlier = pooled_squares(fit.pooled);
@@ -170,7 +172,9 @@ std::string turns_of(const Trace& t) {
 
 // Runs of one process: the trace's path where it holds several, else every metadata line but
 // the policy (ddptrain writes each policy's trace with the same lines).
-std::string session_of(const Trace& t) { return session_key(t.path, t.metadata, t.runs.size() > 1); }
+std::string session_of(const Trace& t) {
+  return session_key(t.path, t.metadata, t.runs.size() > 1);
+}
 
 TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, TrainingFit& fit) {
   TimedSteps all;
@@ -211,7 +215,8 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
       s.level_b.push_back(b);
       auto held = r.micro.empty() ? std::pair(r.batch_size, r.batch_size)
                                   : std::pair(r.micro.front().batch_size, r.micro.front().batch_size);
-      for (const MicroBatchShape& mb : r.micro) held = {std::min(held.first, mb.batch_size), std::max(held.second, mb.batch_size)};
+      for (const MicroBatchShape& mb : r.micro)
+        held = {std::min(held.first, mb.batch_size), std::max(held.second, mb.batch_size)};
       s.samples.push_back(held);
       RunTimes& own = all.runs[first_run + static_cast<std::size_t>(x.run)];
       if (!first) {  // as `typical` in fit_first_use: a shape's first use is no level
@@ -322,89 +327,6 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
   fit.source = line + read.files;
   return fit;
-}
-
-namespace {
-
-// The model's run_level: the spread, each run's level, and where they came from.
-void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
-  nlohmann::ordered_json levels = nlohmann::ordered_json::object();
-  for (const RunLevel& run : t.run_levels) levels[run.name] = std::round(run.level * 1e4) / 1e4;
-  std::string from;
-  if (t.run_levels.size() >= 2)
-    from = "the logs of the " + std::to_string(t.run_levels.size()) +
-           " training runs' levels: compute and optimizer over the runs' pooled" +
-           (t.sessions > 1 ? ", each against its session's mean, from " + std::to_string(t.sessions) +
-                                 " sessions each training the policies in turn"
-                           : "");
-  if (!t.pooled.empty()) {
-    std::size_t earlier = 0;
-    for (const PooledRunLevels& p : t.pooled) earlier += p.levels.size();
-    from += (from.empty() ? "the logs of " : "; with ") + std::to_string(earlier) + " levels of " +
-            std::to_string(t.pooled.size()) + " earlier model(s), each against its session's mean within its model; " +
-            std::to_string(static_cast<long>(t.own_df + t.pooled_df)) + " degrees of freedom in all (" +
-            std::to_string(static_cast<long>(t.own_df)) + " here, " + std::to_string(static_cast<long>(t.pooled_df)) +
-            " pooled)";
-  }
-  auto& out = model["run_level"] = {
-      {"spread", std::round(t.run_level_spread * 1e4) / 1e4},
-      {"levels", levels},
-      {"source", "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation of " + from +
-                     "), by ddpsim calibrate --training" +
-                     (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
-  if (t.pooled.empty()) return;
-  if (t.own_spread >= 0) out["alone"] = std::round(t.own_spread * 1e4) / 1e4;
-  out["df"] = static_cast<long>(t.own_df + t.pooled_df);
-  auto& pooled = out["pooled"] = nlohmann::ordered_json::array();
-  for (const PooledRunLevels& p : t.pooled) pooled.push_back({{"model", p.model}, {"levels", p.levels.size()}});
-}
-
-}  // namespace
-
-void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std::vector<Trace>& training) {
-  for (const Trace& tr : training) {
-    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : tr.metadata) meta[k] = v;
-    model["calibration"]["traces"].push_back(
-        {{"file", tr.path}, {"fnv1a64", tr.hash}, {"rows", tr.rows}, {"role", "training"}, {"metadata", meta}});
-  }
-  const std::string files = trace_names(training);
-  const char* what = !t.samples_levels.empty() ? "; the rank-steps' level by batch size and padded tokens, and spread"
-                     : t.step_levels.empty()    ? "; the rank-steps' spread"
-                                                : "; the rank-steps' level by padded tokens and spread";
-  model["source"] = model["source"].get<std::string>() + what +
-                    (t.first_uses >= kMinFirstUses ? ", the first-use cost of a shape" : "") +
-                    (t.optimizer_ms >= 0 ? " and the optimizer" : "") + " from the training run(s) " + files;
-  if (t.optimizer_ms >= 0) model["optimizer_ms"] = t.optimizer_ms;
-  model["first_use_ms"] = t.first_use_ms;
-  model["noise"] = {{"sigma", 0}, {"shared_sigma", 0}, {"steps", t.step_factors}, {"steps_source", t.source}};
-  if (t.samples_min > 0) model["noise"]["steps_samples"] = {t.samples_min, t.samples_max};
-  if (!t.samples_levels.empty()) {
-    auto& by = model["noise"]["steps_levels_by_samples"] = nlohmann::ordered_json::array();
-    for (const SampleLevels& s : t.samples_levels) {
-      nlohmann::ordered_json levels = nlohmann::ordered_json::array();
-      for (const auto& [tokens, factor] : s.levels) levels.push_back({tokens, factor});
-      by.push_back({s.samples, levels});
-    }
-  }
-  if (!t.step_levels.empty()) {
-    auto& levels = model["noise"]["steps_levels"] = nlohmann::ordered_json::array();
-    for (const auto& [tokens, factor] : t.step_levels) levels.push_back({tokens, factor});
-  }
-  if (t.knee_tokens > 0) {
-    model["noise"]["steps_regime"] = t.above_share > 0.5 ? "above" : "below";
-    model["noise"]["above"] = {
-        {"tokens", t.knee_tokens}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", t.steps_scale}};
-  }
-  if (t.run_level_spread > 0) add_run_level(model, t);
-  model["calibration"]["fit"]["training"] = {
-      {"rank_steps", t.rank_steps},
-      {"factor", {{"median", t.factor_p50}, {"mean", t.factor_mean}, {"p95", t.factor_p95}, {"p99", t.factor_p99}}},
-      {"spike_pct", t.spike_pct},
-      {"first_uses", t.first_uses},
-      {"first_use_ms", t.first_use_ms}};
-  if (t.optimizer_apart >= 0)  // the control's finding kept with the model it warns about
-    model["calibration"]["fit"]["training"]["optimizer_apart"] = std::round(t.optimizer_apart * 1e4) / 1e4;
 }
 
 }  // namespace ddpsim

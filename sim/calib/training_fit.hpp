@@ -31,10 +31,10 @@ struct TrainingFit {
   // Per measured step, each rank's compute over the surface (first uses' cost taken out).
   std::vector<std::vector<double>> step_factors;
   std::vector<std::pair<double, double>> step_levels;  // PerfModel::step_levels; the factors are about them
-  std::vector<SampleLevels> samples_levels;             // PerfModel::samples_levels, in place of step_levels
-  std::vector<int> lone_sizes;  // sizes of 40 steady rank-steps or more that one run alone trained
-  bool levels_asked = true;                             // false: --training-levels one
-  std::size_t level_bin_steps = 0;                      // the fewest rank-steps a level's bin holds
+  std::vector<SampleLevels> samples_levels;            // PerfModel::samples_levels, in place of step_levels
+  std::vector<int> lone_sizes;      // sizes of 40 steady rank-steps or more that one run alone trained
+  bool levels_asked = true;         // false: --training-levels one
+  std::size_t level_bin_steps = 0;  // the fewest rank-steps a level's bin holds
   long rank_steps = 0;
   double factor_p50 = 1, factor_p95 = 1, factor_p99 = 1, factor_mean = 1;
   double spike_pct = 0;  // rank-steps above 1.5× the median factor, in %
@@ -43,7 +43,7 @@ struct TrainingFit {
   double first_use_ms = 0;
   long first_uses = 0;
   int samples_min = 0, samples_max = 0;  // samples a (micro-)batch held (PerfModel::steps_samples)
-  double optimizer_ms = -1;  // < 0: the traces time no optimizer
+  double optimizer_ms = -1;              // < 0: the traces time no optimizer
   // The profile's knee (0: one regime), the share of the run's rank-steps from it, and the σ
   // ratio of its regimes (above / below) that scales a factor drawn across the knee.
   long long knee_tokens = 0;
@@ -73,8 +73,7 @@ struct TrainingFit {
 // The level a rank-step of `samples` and `tokens` takes: by batch size where the fit has levels
 // by it, else by tokens.
 inline double fit_level(const TrainingFit& fit, int samples, long long tokens) {
-  return fit.samples_levels.empty() ? level_at(fit.step_levels, tokens)
-                                    : level_at(fit.samples_levels, samples, tokens);
+  return fit.samples_levels.empty() ? level_at(fit.step_levels, tokens) : level_at(fit.samples_levels, samples, tokens);
 }
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

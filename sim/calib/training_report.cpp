@@ -96,13 +96,12 @@ std::string regimes_measured_report(const TrainingFit& t) {
   std::snprintf(line, sizeof line,
                 "            measured on both sides%s: below the knee median ×%.4f, σ %.4f (%ld rank-steps); from it "
                 "median ×%.4f, σ %.4f (%ld): σ ratio %.3g against the profile's %.3g\n",
-                t.step_levels.empty() && t.samples_levels.empty() ? "" : ", about the levels", t.below.p50, t.below.sigma, t.below.rank_steps,
-                t.above.p50, t.above.sigma, t.above.rank_steps,
+                t.step_levels.empty() && t.samples_levels.empty() ? "" : ", about the levels", t.below.p50,
+                t.below.sigma, t.below.rank_steps, t.above.p50, t.above.sigma, t.above.rank_steps,
                 t.below.sigma > 0 ? t.above.sigma / t.below.sigma : 0.0, t.steps_scale);
   return line;
 }
 
-// The levels by tokens, or why there are none.
 // A level table as the report prints it: "40 ×0.891, 88 ×1.210".
 std::string table_text(const std::vector<std::pair<double, double>>& levels) {
   std::string each;
@@ -114,6 +113,7 @@ std::string table_text(const std::vector<std::pair<double, double>>& levels) {
   return each;
 }
 
+// The levels by size or by tokens, or why there are none.
 std::string step_levels_report(const TrainingFit& t) {
   if (!t.samples_levels.empty()) {
     std::string each;
@@ -124,7 +124,8 @@ std::string step_levels_report(const TrainingFit& t) {
            "; a simulated rank-step takes its neighbouring sizes' levels at its tokens (interpolated in log "
            "samples, held beyond the sizes measured)\n";
   }
-  if (t.step_levels.empty() && !t.levels_asked) return "            one level for every shape (--training-levels one)\n";
+  if (t.step_levels.empty() && !t.levels_asked)
+    return "            one level for every shape (--training-levels one)\n";
   if (t.step_levels.empty())
     return "            one level for every shape: the steady rank-steps fill fewer than two bins of at least " +
            std::to_string(t.level_bin_steps) + " at different token counts\n";

@@ -1,12 +1,12 @@
 #include "cli/run_report.hpp"
 
 #include <algorithm>
-#include <iostream>
 #include <cmath>
+#include <iostream>
 
 #include "eval/sharding.hpp"
-#include "sched/scheduler.hpp"
 #include "report/outputs.hpp"
+#include "sched/scheduler.hpp"
 
 namespace ddpsim::cli {
 

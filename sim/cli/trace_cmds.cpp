@@ -191,7 +191,8 @@ po::options_description calibrate_options() {
       "least 40 at different token counts) or one (a single level for every shape)")(
       "pool-run-levels", po::value<std::vector<std::string>>()->multitoken(),
       "MODEL.json...: earlier models calibrated with --training on this machine; their runs' levels, each about "
-      "its session's mean within its model, are pooled with these runs' into the run-level spread (a few pre-runs estimate it "
+      "its session's mean within its model, are pooled with these runs' into the run-level spread (a few pre-runs "
+      "estimate it "
       "poorly)")("help,h", "this help");
   return visible;
 }
@@ -201,8 +202,9 @@ bool check_calibrate_args(const po::variables_map& vm) {
   if (vm.count("pool-run-levels"))  // a profile after the list is taken into it
     for (const std::string& path : vm["pool-run-levels"].as<std::vector<std::string>>())
       if (path.ends_with(".csv"))
-        throw UsageError(path + ": a trace given to --pool-run-levels, which takes models (MODEL.json): give the "
-                                "traces to calibrate before the options");
+        throw UsageError(path +
+                         ": a trace given to --pool-run-levels, which takes models (MODEL.json): give the "
+                         "traces to calibrate before the options");
   if (!vm.count("trace")) throw UsageError("give at least one TRACE.csv");
   const std::string levels = vm["training-levels"].as<std::string>();
   if (levels != "tokens" && levels != "one")
@@ -223,7 +225,7 @@ void warn_levels_read_otherwise(const TrainingFit& t) {
     if (p.by_tokens != tokens) others += (others.empty() ? "" : ", ") + p.model;
   if (others.empty()) return;
   std::cerr << "ddpsim calibrate: warning: the run levels of " << others << " were read about "
-            << (tokens ? "one level for every shape" : "levels by padded tokens") << ", this model's about "
+            << (tokens ? "one level for every shape" : "levels by shape") << ", this model's about "
             << (tokens ? "levels by shape" : "one level for every shape") << ": "
             << (tokens ? "theirs hold how their runs' shapes differed too, so the pooled spread errs wide"
                        : "each run's shapes are out of theirs, so the pooled spread errs narrow")

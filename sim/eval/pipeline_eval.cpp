@@ -101,7 +101,8 @@ class ComputeFactors {
     noise_.next_step();
     for (int gpu = 0; gpu < config_.parallel->setup.gpus(); ++gpu) {
       const long long t = tokens.empty() ? 0 : tokens[static_cast<std::size_t>(gpu)];
-      factor.push_back(noise_.next_rank(t) * config_.simulation.speed_factor(gpu, step));
+      // No samples: a pipeline job charges no measured level (docs/models.md), only the draws.
+      factor.push_back(noise_.next_rank(t, 0) * config_.simulation.speed_factor(gpu, step));
     }
     return factor;
   }

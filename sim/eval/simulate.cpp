@@ -122,9 +122,8 @@ PolicyWork ComputeCharger::charge(const PolicyRun& run) {
     const RankStep& r = run.rows[i];
     const std::size_t step_index = i / static_cast<std::size_t>(std::max(run.G, 1));
     if (i % static_cast<std::size_t>(std::max(run.G, 1)) == 0) noise_.next_step();
-    const double common =
-        noise_.next_rank(regime_tokens(r, run.packed), level_samples(r, run.packed)) *
-        config_.simulation.speed_factor(r.rank, r.step);
+    const double common = noise_.next_rank(regime_tokens(r, run.packed), level_samples(r, run.packed)) *
+                          config_.simulation.speed_factor(r.rank, r.step);
     const double factor = common * noise_.measured();
     // Forward and backward of one micro-batch: padded to its longest sample, or packed.
     auto phases = [&](int b, int L, std::int64_t tokens, std::int64_t pairs) {

@@ -80,7 +80,7 @@ class ComputeNoise {
   // The step's shared factor times this rank's own, for a rank-step of `tokens` padded tokens
   // (its largest micro-batch's; Σ s when packed), which picks the regime, and `samples` (its
   // largest micro-batch's), which with the tokens picks the measured steps' level.
-  double next_rank(long long tokens, int samples = 0) {
+  double next_rank(long long tokens, int samples) {
     measured_ = model_ ? model_->step_level(tokens, samples) : 1;
     if (steps_ && !steps_->empty()) {  // ranks beyond the measured world draw another step
       const std::size_t width = steps_->front().size();

@@ -111,10 +111,33 @@ void check_pooled(const nlohmann::json& pooled, const std::string& at) {
   if (!pooled.is_array()) throw wrong_type(pooled, at, expected);
   for (std::size_t i = 0; i < pooled.size(); ++i) {
     const auto& p = pooled[i];
-    if (!p.is_object() || p.size() != 2 || !p.contains("model") || !p["model"].is_string() ||
-        !p.contains("levels") || !p["levels"].is_number_integer() || p["levels"].get<long long>() < 2)
+    if (!p.is_object() || p.size() != 2 || !p.contains("model") || !p["model"].is_string() || !p.contains("levels") ||
+        !p["levels"].is_number_integer() || p["levels"].get<long long>() < 2)
       throw wrong_type(p, at + "[" + std::to_string(i) + "]", expected);
   }
+}
+
+// noise.steps_levels_by_samples: a level table for each batch size, sizes ascending.
+std::vector<SampleLevels> parse_samples_levels(JsonFields& n, const PerfModel& m, const std::string& origin) {
+  std::vector<SampleLevels> out;
+  const std::string at = origin + ": noise: steps_levels_by_samples";
+  if (m.step_factors.empty()) throw InputError(at + " without steps (the levels are those of the measured steps)");
+  if (!m.step_levels.empty())
+    throw InputError(at + " and steps_levels both given: keep one (a table for each batch size, or one for all)");
+  const auto& by = n.raw("steps_levels_by_samples");
+  if (!by.is_array() || by.size() < 2) throw wrong_type(by, at, "an array of two [samples, levels] or more");
+  for (std::size_t i = 0; i < by.size(); ++i) {
+    const auto& e = by[i];
+    const std::string here = at + "[" + std::to_string(i) + "]";
+    if (!e.is_array() || e.size() != 2) throw wrong_type(e, here, "a pair [samples, [[tokens, factor], ...]]");
+    if (!e[0].is_number_integer() || e[0].get<long long>() < 1 || e[0].get<long long>() > 1000000)
+      throw wrong_type(e[0], here + "[0]", "samples, an integer in [1, 1e6]");
+    if (i > 0 && e[0].get<int>() <= out.back().samples)
+      throw InputError(here + "[0]: samples " + std::to_string(e[0].get<int>()) + " not above the previous " +
+                       std::to_string(out.back().samples));
+    out.push_back({e[0].get<int>(), level_table(e[1], here + "[1]")});
+  }
+  return out;
 }
 
 }  // namespace
@@ -157,32 +180,15 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         throw InputError(origin + ": noise: steps_levels without steps (the levels are those of the measured steps)");
       m.step_levels = level_table(n.raw("steps_levels"), origin + ": noise: steps_levels");
     }
-    if (n.has("steps_levels_by_samples")) {
-      const std::string at = origin + ": noise: steps_levels_by_samples";
-      if (m.step_factors.empty()) throw InputError(at + " without steps (the levels are those of the measured steps)");
-      if (!m.step_levels.empty())
-        throw InputError(at + " and steps_levels both given: keep one (a table for each batch size, or one for all)");
-      const auto& by = n.raw("steps_levels_by_samples");
-      if (!by.is_array() || by.size() < 2) throw wrong_type(by, at, "an array of two [samples, levels] or more");
-      for (std::size_t i = 0; i < by.size(); ++i) {
-        const auto& e = by[i];
-        const std::string here = at + "[" + std::to_string(i) + "]";
-        if (!e.is_array() || e.size() != 2) throw wrong_type(e, here, "a pair [samples, [[tokens, factor], ...]]");
-        if (!e[0].is_number_integer() || e[0].get<long long>() < 1 || e[0].get<long long>() > 1000000)
-          throw wrong_type(e[0], here + "[0]", "samples, an integer in [1, 1e6]");
-        if (i > 0 && e[0].get<int>() <= m.samples_levels.back().samples)
-          throw InputError(here + "[0]: samples " + std::to_string(e[0].get<int>()) + " not above the previous " +
-                           std::to_string(m.samples_levels.back().samples));
-        m.samples_levels.push_back({e[0].get<int>(), level_table(e[1], here + "[1]")});
-      }
-    }
+    if (n.has("steps_levels_by_samples")) m.samples_levels = parse_samples_levels(n, m, origin);
     if (n.has("steps_samples")) {
       if (m.step_factors.empty())
         throw InputError(origin + ": noise: steps_samples without steps (the samples are those of the measured steps)");
       const auto& v = n.raw("steps_samples");
       if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
           v[0].get<long long>() < 1 || v[1].get<long long>() < v[0].get<long long>() || v[1].get<long long>() > 1000000)
-        throw wrong_type(v, origin + ": noise: steps_samples", "[fewest, most] samples a (micro-)batch, 1 ≤ fewest ≤ most ≤ 1e6");
+        throw wrong_type(v, origin + ": noise: steps_samples",
+                         "[fewest, most] samples a (micro-)batch, 1 ≤ fewest ≤ most ≤ 1e6");
       m.steps_samples = {v[0].get<int>(), v[1].get<int>()};
     }
     m.step_factors_source = n.get<std::string>("steps_source", "");

@@ -41,7 +41,8 @@ double level_at(const std::vector<SampleLevels>& by_samples, int samples, long l
   const int b = std::max(samples, 1);
   if (b <= by_samples.front().samples) return level_at(by_samples.front().levels, tokens);
   if (b >= by_samples.back().samples) return level_at(by_samples.back().levels, tokens);
-  const auto hi = std::find_if(by_samples.begin(), by_samples.end(), [&](const SampleLevels& s) { return s.samples > b; });
+  const auto hi =
+      std::find_if(by_samples.begin(), by_samples.end(), [&](const SampleLevels& s) { return s.samples > b; });
   const auto lo = hi - 1;
   const double w = std::log(double(b) / lo->samples) / std::log(double(hi->samples) / lo->samples);
   const double a = level_at(lo->levels, tokens), c = level_at(hi->levels, tokens);
