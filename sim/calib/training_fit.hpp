@@ -73,7 +73,7 @@ struct TrainingFit {
 // The level a rank-step of `samples` and `tokens` takes: by batch size where the fit has levels
 // by it, else by tokens.
 inline double fit_level(const TrainingFit& fit, int samples, long long tokens) {
-  return fit.samples_levels.empty() ? level_at(fit.step_levels, tokens) : level_at(fit.samples_levels, samples, tokens);
+  return level_at(fit.step_levels, fit.samples_levels, samples, tokens);
 }
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.

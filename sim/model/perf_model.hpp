@@ -41,6 +41,12 @@ struct SampleLevels {
 // The level at (samples, tokens): each neighbouring size's table at `tokens`, interpolated in
 // log samples and log factor, held beyond the sizes measured; 1 for no table.
 double level_at(const std::vector<SampleLevels>& by_samples, int samples, long long tokens);
+// The measured steps' level of a rank-step: by batch size where there are tables by it, else by
+// tokens (PerfModel::step_level, and calibrate's fit as it builds them).
+inline double level_at(const std::vector<std::pair<double, double>>& by_tokens,
+                       const std::vector<SampleLevels>& by_samples, int samples, long long tokens) {
+  return by_samples.empty() ? level_at(by_tokens, tokens) : level_at(by_samples, samples, tokens);
+}
 
 struct PerfModel {
   std::string name;    // "rtx3090-distilbert"
@@ -114,7 +120,7 @@ struct PerfModel {
   // In place of step_levels where the training runs held several batch sizes: a table each.
   std::vector<SampleLevels> samples_levels;
   double step_level(long long tokens, int samples) const {
-    return samples_levels.empty() ? level_at(step_levels, tokens) : level_at(samples_levels, samples, tokens);
+    return level_at(step_levels, samples_levels, samples, tokens);
   }
   // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
   // Their level at another batch size is not measured: from pre-runs all of 8 samples a

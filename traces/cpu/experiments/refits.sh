@@ -1,7 +1,13 @@
 # Sourced by the held-out experiments beside it: each committed CPU model fitted again from its
 # own traces in a few ways (variants), and every run of its registrations validated against each
-# fit. The sourcing script sets $ddpsim and $work and defines `variant_args MODEL VARIANT`, which
-# prints the calibrate arguments of a variant one a line.
+# fit. The sourcing script sets $here (its folder) and defines `variant_args MODEL VARIANT`, which
+# prints the calibrate arguments of a variant one a line; this moves to the repository root and
+# sets $ddpsim and $work (removed on exit).
+cd "$here/../../../.."
+ddpsim=${DDPSIM:-build/release/ddpsim}
+[[ -x $ddpsim ]] || { echo "run.sh: $ddpsim is not built" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 # The traces a committed model was calibrated from: "profile" or "training" files, one a line
 # ("tool": each trace's tool metadata).

@@ -9,12 +9,7 @@
 set -euo pipefail
 shopt -s inherit_errexit  # a failed refit inside $(...) stops the script
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../../.."
-ddpsim=${DDPSIM:-build/release/ddpsim}
-[[ -x $ddpsim ]] || { echo "run.sh: $ddpsim is not built" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-source traces/cpu/experiments/refits.sh
+source "$here/../refits.sh"  # from the repository root, with $ddpsim and $work
 
 variant_args() {
   echo --training-levels
