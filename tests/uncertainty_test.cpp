@@ -263,12 +263,13 @@ TEST_CASE("a gain between configs sets each model variant on both sides; its ses
   const std::vector<std::vector<double>> gains = {{0}, {at_seed[1]}, {at_seed[2]}};
   const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, gains);
   const auto term = [](const GainPrediction& g, const std::string& name) {
-    const auto it = std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
+    const auto it =
+        std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
     return it == g.terms.end() ? -1.0 : it->half_width_pp;
   };
   // The model form: both sides under the roofline, not one side alone.
-  const double roofline_gain =
-      summary_gain(run(with_model(configs[1], between(m, 1)), datasets[1]), run(with_model(configs[0], between(m, 1)), datasets[0]));
+  const double roofline_gain = summary_gain(run(with_model(configs[1], between(m, 1)), datasets[1]),
+                                            run(with_model(configs[0], between(m, 1)), datasets[0]));
   CHECK(term(p[1], "model form") == doctest::Approx(std::abs(roofline_gain - at_seed[1])));
   CHECK(term(p[1], "session") == doctest::Approx(kRunsApartFactor * 1));
   CHECK(term(p[1], "network") == -1);  // both sides on the model's calibrated network
@@ -284,7 +285,8 @@ TEST_CASE("a variant one config has and the other has not is set on its side alo
   PerfModel m = two_form_model();
   m.supported_forms.clear();
   m.first_use_ms = 40;
-  std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m), with_model(one_policy_config(4, "pcie"), m)};
+  std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m),
+                                 with_model(one_policy_config(4, "pcie"), m)};
   configs[1].simulation.first_use = "off";  // no first-use variant on this side
   std::vector<std::vector<int>> datasets;
   SimulationRun first;
@@ -308,4 +310,53 @@ TEST_CASE("a variant one config has and the other has not is set on its side alo
                                [](const UncertaintyTerm& t) { return t.name == "first use"; });
   REQUIRE(it != p[1].terms.end());
   CHECK(it->half_width_pp == doctest::Approx(want));
+}
+
+TEST_CASE("a batch size the training runs never held adds a term on its side alone, a doubling at a time") {
+  PerfModel m = two_form_model();
+  m.supported_forms.clear();
+  m.steps_samples = {16, 16};  // world 4, B = 64: the runs' 16 samples a rank-step
+  CHECK(m.untrained_doublings(16) == 0);
+  CHECK(m.untrained_doublings(4) == doctest::Approx(2));
+  CHECK(m.untrained_doublings(64) == doctest::Approx(2));
+  // One size: this project's CPU figure; tables of several: their largest change a doubling
+  // where it passes that figure (a flat stretch says nothing of the sizes beyond it).
+  CHECK(std::exp(m.untrained_size_step().first) == doctest::Approx(1.51).epsilon(0.01));
+  m.samples_levels = {{4, {{10, 1.4}, {40, 1.4}}}, {16, {{10, 1.0}, {40, 1.0}}}, {32, {{10, 0.9}, {40, 1.1}}}};
+  CHECK(std::exp(m.untrained_size_step().first) == doctest::Approx(1.51).epsilon(0.01));
+  m.samples_levels[0].levels = {{10, 4.0}, {40, 4.0}};
+  CHECK(std::exp(m.untrained_size_step().first) == doctest::Approx(2.0));  // ×4 over two doublings
+  m.samples_levels.clear();
+
+  std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m),
+                                 with_model(one_policy_config(4, "pcie"), m)};
+  configs[1].training.global_batch = 32;  // 8 samples a rank-step: one doubling below the runs'
+  CHECK(model_variants(configs[0]).empty());
+  const auto variants = model_variants(configs[1]);
+  REQUIRE(variants.size() == 1);
+  CHECK(variants[0].term == "untrained batch size");
+  std::vector<std::vector<int>> datasets;
+  SimulationRun first;
+  for (const Config& c : configs) {
+    datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
+    SimulationRun one = simulate(c, datasets.back());
+    first.runs.push_back(one.runs.at(0));
+    first.summaries.push_back(one.summaries.at(0));
+  }
+  const double gain = run_gains(first)[1];
+  const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gain}});
+  // The stray side's compute at ×1.51, the base's as it was.
+  const TokenSummary slowed = simulate(variants[0].config, datasets[1]).summaries.at(0);
+  CHECK(slowed.mean_max_compute_ms == doctest::Approx(first.summaries[1].mean_max_compute_ms * 1.51).epsilon(0.01));
+  const double want = std::abs(summary_gain(slowed, first.summaries[0]) - gain);
+  REQUIRE(want > 5);
+  const auto it = std::find_if(p[1].terms.begin(), p[1].terms.end(),
+                               [](const UncertaintyTerm& t) { return t.name == "untrained batch size"; });
+  REQUIRE(it != p[1].terms.end());
+  CHECK(it->half_width_pp == doctest::Approx(want));
+
+  // A policy that forms its own batches, and a pipeline job, have no fixed size to look up.
+  configs[1].policies = {PolicySpec{"token_budget", {{"max_tokens", "1024"}}}};
+  CHECK(configs[1].fixed_batch_samples() == 0);
+  CHECK(model_variants(configs[1]).empty());
 }

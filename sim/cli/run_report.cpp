@@ -131,13 +131,7 @@ void print_header(std::ostream& out, const Config& config, const LengthSource& s
   const std::string beyond =
       config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
   if (!beyond.empty()) out << "  note: " << beyond << "\n";
-  // The config's (micro-)batch size where it sets one: a policy that forms its own batches, and
-  // a pipeline job (which uses no levels), get no note.
-  const bool own_batches = std::any_of(config.policies.begin(), config.policies.end(), [](const PolicySpec& p) {
-    return p.name == "token_budget" || forms_own_micro_batches(p.name);
-  });
-  const int samples = (shape.B + shape.G - 1) / shape.G / std::max(1, config.training.micro_batches);
-  if (!config.parallel && !own_batches && samples >= 1)
+  if (const int samples = config.fixed_batch_samples(); samples >= 1)
     if (const std::string note = config.model->training_samples_note(samples); !note.empty())
       out << "  note: " << note << "\n";
   out << "\n";

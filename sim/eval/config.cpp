@@ -39,6 +39,15 @@ std::string Config::gradients() const {
          (training.grad_dtype == "model" ? "the model's" : "training.grad_dtype") + ")";
 }
 
+int Config::fixed_batch_samples() const {
+  const bool own_batches = std::any_of(policies.begin(), policies.end(), [](const PolicySpec& p) {
+    return p.name == "token_budget" || forms_own_micro_batches(p.name);
+  });
+  if (parallel || own_batches) return 0;
+  const int G = std::max(1, training.world_size);
+  return (training.global_batch + G - 1) / G / std::max(1, training.micro_batches);
+}
+
 StepShape Config::shape() const {
   StepShape s;
   s.G = training.world_size;

@@ -80,6 +80,11 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
   if (m.first_use_ms > 0 && config.simulation.first_use != "off")
     for (double k : {1 - kFirstUseRange, 1 + kFirstUseRange})
       with_model("first use", [k](PerfModel& v) { v.first_use_ms *= k; });
+  // A batch size the training runs never held: its level slowed as far as a doubling of size
+  // moved it where measured, per doubling outside them (the term mirrors it). Between configs
+  // only a side that strays varies, so a gain between two sizes both measured keeps none.
+  if (const int samples = config.fixed_batch_samples(); samples >= 1 && m.untrained_doublings(samples) > 0)
+    with_model("untrained batch size", [](PerfModel& v) { v.untrained_size_log = v.untrained_size_step().first; });
   if (!m.spec_derived()) return out;
   for (double k : {kSpecEfficiencyRange, 1 / kSpecEfficiencyRange})
     with_model("spec-derived compute", [k](PerfModel& v) {
@@ -250,7 +255,8 @@ std::vector<std::pair<std::string, int>> occurrences(const std::vector<ConfigVar
 // against NVLink, 4 GPUs against 16 over a cluster) it is what the gain is made of.
 std::vector<ConfigVariant> config_variants(const Config& config) {
   std::vector<ConfigVariant> out = model_variants(config);
-  const bool has_network = std::any_of(out.begin(), out.end(), [](const ConfigVariant& v) { return v.term == "network"; });
+  const bool has_network =
+      std::any_of(out.begin(), out.end(), [](const ConfigVariant& v) { return v.term == "network"; });
   if (!has_network && !config.network_from_model && can_simulate_again(config)) out.push_back(network_variant(config));
   return out;
 }

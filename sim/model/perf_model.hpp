@@ -5,6 +5,7 @@
 // decrease in b or L (the min-max solver relies on it).
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <set>
 #include <span>
@@ -120,7 +121,8 @@ struct PerfModel {
   // In place of step_levels where the training runs held several batch sizes: a table each.
   std::vector<SampleLevels> samples_levels;
   double step_level(long long tokens, int samples) const {
-    return level_at(step_levels, samples_levels, samples, tokens);
+    const double off = untrained_size_log > 0 ? std::exp(untrained_size_log * untrained_doublings(samples)) : 1.0;
+    return level_at(step_levels, samples_levels, samples, tokens) * off;
   }
   // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
   // Their level at another batch size is not measured: from pre-runs all of 8 samples a
@@ -128,6 +130,15 @@ struct PerfModel {
   std::pair<int, int> steps_samples{0, 0};
   // "" when `samples` a rank-step lies within steps_samples, else one sentence saying so.
   std::string training_samples_note(int samples) const;
+  // How many doublings `samples` lies outside steps_samples (0 inside, or where not recorded).
+  double untrained_doublings(int samples) const;
+  // The interval's "untrained batch size" variant sets this: a rank-step's level ×e^(it) for each
+  // doubling of its samples outside steps_samples. 0 (the model as fitted): none.
+  double untrained_size_log = 0;
+  // The log of the largest change of level a doubling of batch size brought where training runs
+  // measured it, and where that figure comes from: the model's own tables by batch size where
+  // they changed more than this project's CPU measurement did, else that (perf_model.cpp).
+  std::pair<double, std::string> untrained_size_step() const;
   // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
   // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
   double first_use_ms = 0;

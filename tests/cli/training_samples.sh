@@ -22,6 +22,17 @@ expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training
 grep -q "^    note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8" "$WORK/out" ||
   fail "the column of 8 samples has no note: $(grep note "$WORK/out")"
 [[ $(grep -c "samples a (micro-)batch" "$WORK/out") == 1 ]] || fail "the note is not the column's alone"
+grep -q "untrained batch size\" term takes its level ×1.51 a doubling" "$WORK/out" ||
+  fail "the note does not say what the interval takes for the untrained size"
+# Its gain's interval holds the untrained size as a term of its own, in the text and summary.json.
+expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 --replicates 2 \
+  --against big:training.global_batch=128 --out "$WORK/compare-pi"
+grep -q "untrained batch size ±" "$WORK/out" || fail "no untrained batch size term: $(grep -A1 'prediction' "$WORK/out")"
+python3 - "$WORK/compare-pi/summary.json" <<'PY' || fail "summary.json lacks the term"
+import json, sys
+terms = json.load(open(sys.argv[1]))["replicates"]["columns"]["big"]["gain"]["terms_half_width_pp"]
+assert terms["untrained batch size"] > 1, terms
+PY
 # A policy that sizes its own batches (token_budget) gets no note: B says nothing of its sizes.
 expect_ok "$DDPSIM" run "$WORK/config.json" --policies token_budget:max_tokens=1024 --set training.micro_batches=1 \
   --set training.steps=5 --out "$WORK/budget"
