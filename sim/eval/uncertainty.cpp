@@ -80,11 +80,11 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
   if (m.first_use_ms > 0 && config.simulation.first_use != "off")
     for (double k : {1 - kFirstUseRange, 1 + kFirstUseRange})
       with_model("first use", [k](PerfModel& v) { v.first_use_ms *= k; });
-  // A batch size the training runs never held: its level slowed as far as a doubling of size
-  // moved it where measured, per doubling outside them (the term mirrors it). Between configs
+  // A batch size the training runs never held: its level slowed as far as a halving or a
+  // doubling of size moved it where measured, per doubling outside them (the term mirrors it). Between configs
   // only a side that strays varies, so a gain between two sizes both measured keeps none.
-  if (const int samples = config.fixed_batch_samples(); samples >= 1 && m.untrained_doublings(samples) > 0)
-    with_model("untrained batch size", [](PerfModel& v) { v.untrained_size_log = v.untrained_size_step().first; });
+  if (const int samples = config.fixed_batch_samples(); samples >= 1 && m.untrained_doublings(samples) != 0)
+    with_model("untrained batch size", [](PerfModel& v) { v.untrained_size_slowdown = v.untrained_size_steps(); });
   if (!m.spec_derived()) return out;
   for (double k : {kSpecEfficiencyRange, 1 / kSpecEfficiencyRange})
     with_model("spec-derived compute", [k](PerfModel& v) {

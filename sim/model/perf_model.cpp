@@ -322,24 +322,10 @@ PerfModel derive_perf_model(const nlohmann::json& doc, const std::string& origin
   return perf;
 }
 
-std::string PerfModel::training_samples_note(int samples) const {
-  const auto [low, high] = steps_samples;
-  if (low == 0 || (samples >= low && samples <= high)) return "";
-  const auto step = untrained_size_step();
-  char factor[16];
-  std::snprintf(factor, sizeof factor, "%.2f", std::exp(step.first));
-  const std::string measured = low == high ? std::to_string(low) : std::to_string(low) + " to " + std::to_string(high);
-  return "model " + name + "'s training runs held " + measured + " samples a (micro-)batch, this config's " +
-         std::to_string(samples) + ": the runs' level at " + std::to_string(samples) +
-         " is not measured (on a CPU, training at a size its pre-runs never held ran 18-23% off the profile); "
-         "a prediction interval's \"untrained batch size\" term takes its level ×" +
-         factor + " a doubling outside them (" + step.second + "); calibrate --training with runs at this batch size";
-}
-
 double PerfModel::untrained_doublings(int samples) const {
   const auto [low, high] = steps_samples;
   if (low == 0 || samples < 1 || (samples >= low && samples <= high)) return 0;
-  return std::abs(std::log2(double(samples) / double(samples < low ? low : high)));
+  return std::log2(double(samples) / double(samples < low ? low : high));
 }
 
 namespace {
@@ -351,26 +337,46 @@ double table_level(const SampleLevels& s) {
   return s.levels.empty() ? 1.0 : std::exp(logs / double(s.levels.size()));
 }
 
-// The fallback where a model has one batch size: two ranks of one core each on an AMD EPYC VM
-// (traces/cpu/prereg23) ran 4 samples a rank-step at ×1.39 over the profile's surface and 8 at
-// ×0.92, ×1.51 a doubling; the twenty-second registration, whose pre-runs held 8 only, missed
-// its 4-sample column by 22-26% of its step.
-constexpr double kUntrainedSizeStepLog = 0.41;
+// Two ranks of one core each on an AMD EPYC VM. Below: pre-runs at 4, 8 and 16 samples a
+// rank-step (traces/cpu/prereg23) ran 4 at ×1.39 over the profile's surface and 8 at ×0.92,
+// ×1.51 a halving. Above: from pre-runs of 8 samples only (prereg22), 16 samples' step ran
+// 11-15% over the registered one, its forward and backward ×1.15.
+constexpr double kUntrainedBelowLog = 0.41, kUntrainedAboveLog = 0.14;
+
+std::string times(double log_factor) {
+  char text[24];
+  std::snprintf(text, sizeof text, "×%.2f", std::exp(log_factor));
+  return text;
+}
 
 }  // namespace
 
-std::pair<double, std::string> PerfModel::untrained_size_step() const {
-  double largest = -1;
+PerfModel::SizeSteps PerfModel::untrained_size_steps() const {
+  double own = 0;
   for (std::size_t i = 1; i < samples_levels.size(); ++i) {
     const SampleLevels &a = samples_levels[i - 1], &b = samples_levels[i];
     const double doublings = std::log2(double(b.samples) / double(a.samples));
-    if (doublings > 0) largest = std::max(largest, std::abs(std::log(table_level(b) / table_level(a))) / doublings);
+    if (doublings > 0) own = std::max(own, std::abs(std::log(table_level(b) / table_level(a))) / doublings);
   }
-  // The project's figure stays the least: tables of a flat stretch say nothing of the sizes beyond.
-  if (largest > kUntrainedSizeStepLog)
-    return {largest, "the largest change of level a doubling between " + name + "'s tables by batch size"};
-  return {kUntrainedSizeStepLog,
-          "this project's CPU pre-runs at 4, 8 and 16 samples a rank-step, 4 at ×1.51 over 8 on an AMD EPYC VM"};
+  // The project's figures stay the least: tables over a flat stretch say nothing of the sizes beyond.
+  SizeSteps s{std::max(own, kUntrainedBelowLog), std::max(own, kUntrainedAboveLog), ""};
+  s.source = "this project's CPU runs on an AMD EPYC VM: 4 samples a rank-step ×1.51 over 8, 16 ×1.15 over 8";
+  if (own > kUntrainedAboveLog) s.source += "; " + name + "'s own tables by batch size, " + times(own) + " a doubling";
+  return s;
+}
+
+std::string PerfModel::training_samples_note(int samples) const {
+  const double k = untrained_doublings(samples);
+  if (k == 0) return "";
+  const auto [low, high] = steps_samples;
+  const SizeSteps step = untrained_size_steps();
+  const std::string measured = low == high ? std::to_string(low) : std::to_string(low) + " to " + std::to_string(high);
+  return "model " + name + "'s training runs held " + measured + " samples a (micro-)batch, this config's " +
+         std::to_string(samples) + ": the runs' level at " + std::to_string(samples) +
+         " is not measured (on a CPU, training at a size its pre-runs never held ran 18-23% off the profile); "
+         "a prediction interval's \"untrained batch size\" term takes its level " +
+         times(k < 0 ? step.below : step.above) + (k < 0 ? " a halving below" : " a doubling above") + " them (" +
+         step.source + "); calibrate --training with runs at this batch size";
 }
 
 std::pair<int, int> PerfModel::measured_reach() const {

@@ -121,8 +121,7 @@ struct PerfModel {
   // In place of step_levels where the training runs held several batch sizes: a table each.
   std::vector<SampleLevels> samples_levels;
   double step_level(long long tokens, int samples) const {
-    const double off = untrained_size_log > 0 ? std::exp(untrained_size_log * untrained_doublings(samples)) : 1.0;
-    return level_at(step_levels, samples_levels, samples, tokens) * off;
+    return level_at(step_levels, samples_levels, samples, tokens) * untrained_level(samples);
   }
   // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
   // Their level at another batch size is not measured: from pre-runs all of 8 samples a
@@ -130,15 +129,24 @@ struct PerfModel {
   std::pair<int, int> steps_samples{0, 0};
   // "" when `samples` a rank-step lies within steps_samples, else one sentence saying so.
   std::string training_samples_note(int samples) const;
-  // How many doublings `samples` lies outside steps_samples (0 inside, or where not recorded).
+  // How many doublings `samples` lies outside steps_samples: < 0 below, > 0 above, 0 inside or
+  // where not recorded.
   double untrained_doublings(int samples) const;
-  // The interval's "untrained batch size" variant sets this: a rank-step's level ×e^(it) for each
-  // doubling of its samples outside steps_samples. 0 (the model as fitted): none.
-  double untrained_size_log = 0;
-  // The log of the largest change of level a doubling of batch size brought where training runs
-  // measured it, and where that figure comes from: the model's own tables by batch size where
-  // they changed more than this project's CPU measurement did, else that (perf_model.cpp).
-  std::pair<double, std::string> untrained_size_step() const;
+  // How far a level moved a doubling of batch size, below the sizes trained and above them
+  // (logs), and where the figures come from (untrained_size_steps in perf_model.cpp).
+  struct SizeSteps {
+    double below = 0, above = 0;
+    std::string source;
+  };
+  SizeSteps untrained_size_steps() const;
+  // The interval's "untrained batch size" variant sets this to untrained_size_steps(): a
+  // rank-step's level ×e^(step·k) for its k doublings outside steps_samples. Zero (the model as
+  // fitted): none.
+  SizeSteps untrained_size_slowdown;
+  double untrained_level(int samples) const {
+    const double k = untrained_doublings(samples);
+    return k == 0 ? 1.0 : std::exp(k < 0 ? -k * untrained_size_slowdown.below : k * untrained_size_slowdown.above);
+  }
   // Extra ms the first time a process meets a (b, L) shape (kernel selection, allocator
   // growth: ~140 ms a shape in bf16 on an H100), charged once per process; 0 = none.
   double first_use_ms = 0;

@@ -22,7 +22,7 @@ expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training
 grep -q "^    note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8" "$WORK/out" ||
   fail "the column of 8 samples has no note: $(grep note "$WORK/out")"
 [[ $(grep -c "samples a (micro-)batch" "$WORK/out") == 1 ]] || fail "the note is not the column's alone"
-grep -q "untrained batch size\" term takes its level ×1.51 a doubling" "$WORK/out" ||
+grep -q "untrained batch size\" term takes its level ×1.15 a doubling above them" "$WORK/out" ||
   fail "the note does not say what the interval takes for the untrained size"
 # Its gain's interval holds the untrained size as a term of its own, in the text and summary.json.
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 --replicates 2 \
