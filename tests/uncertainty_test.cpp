@@ -328,11 +328,14 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
   };
   CHECK(steps().first == doctest::Approx(1.51).epsilon(0.01));
   CHECK(steps().second == doctest::Approx(1.15).epsilon(0.01));
-  m.samples_levels = {{4, {{10, 1.5}, {40, 1.5}}}, {16, {{10, 1.0}, {40, 1.0}}}, {32, {{10, 0.9}, {40, 1.1}}}};
-  CHECK(steps().first == doctest::Approx(1.51).epsilon(0.01));
-  CHECK(steps().second == doctest::Approx(std::sqrt(1.5)));  // ×1.5 over two doublings
+  // Below, the smallest two tables speak; above, the largest two.
+  m.samples_levels = {{4, {{10, 1.5}, {40, 1.5}}}, {16, {{10, 1.0}, {40, 1.0}}}, {32, {{10, 1.3}, {40, 1.3}}}};
+  CHECK(steps().first == doctest::Approx(1.51).epsilon(0.01));  // ×1.5 over two doublings: the floor
+  CHECK(steps().second == doctest::Approx(1.3));
   m.samples_levels[0].levels = {{10, 4.0}, {40, 4.0}};
   CHECK(steps().first == doctest::Approx(2.0));  // ×4 over two doublings
+  m.samples_levels[2].levels = {{10, 0.9}, {40, 1.1}};
+  CHECK(steps().second == doctest::Approx(1.15).epsilon(0.01));  // flat at the top: the floor
   m.samples_levels.clear();
   // The model as fitted charges no untrained level; its variant does, by the side it strays.
   CHECK(m.untrained_level(4) == 1);
@@ -342,13 +345,17 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
   CHECK(varied.untrained_level(4) == doctest::Approx(1.51 * 1.51).epsilon(0.02));
   CHECK(varied.untrained_level(32) == doctest::Approx(1.15).epsilon(0.01));
 
-  std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m),
-                                 with_model(one_policy_config(4, "pcie"), m)};
-  configs[1].training.global_batch = 32;  // 8 samples a rank-step: one doubling below the runs'
-  CHECK(model_variants(configs[0]).empty());
-  const auto variants = model_variants(configs[1]);
-  REQUIRE(variants.size() == 1);
-  CHECK(variants[0].term == "untrained batch size");
+  // Base at the runs' 16 samples, a column at 8 (a halving below), another at 64 (two doublings
+  // above): each direction a variant of its own, simulated wherever the model records sizes.
+  std::vector<Config> configs;
+  for (int B : {64, 32, 256}) {
+    configs.push_back(with_model(one_policy_config(4, "pcie"), m));
+    configs.back().training.global_batch = B;
+  }
+  const auto variants = model_variants(configs[0]);
+  REQUIRE(variants.size() == 2);
+  CHECK(variants[0].term == std::string(kUntrainedBelow));
+  CHECK(variants[1].term == std::string(kUntrainedAbove));
   std::vector<std::vector<int>> datasets;
   SimulationRun first;
   for (const Config& c : configs) {
@@ -357,20 +364,46 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
     first.runs.push_back(one.runs.at(0));
     first.summaries.push_back(one.summaries.at(0));
   }
-  const double gain = run_gains(first)[1];
-  const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gain}});
-  // The stray side's compute at ×1.51 (a halving below), the base's as it was.
-  const TokenSummary slowed = simulate(variants[0].config, datasets[1]).summaries.at(0);
-  CHECK(slowed.mean_max_compute_ms == doctest::Approx(first.summaries[1].mean_max_compute_ms * 1.51).epsilon(0.01));
-  const double want = std::abs(summary_gain(slowed, first.summaries[0]) - gain);
-  REQUIRE(want > 5);
-  const auto it = std::find_if(p[1].terms.begin(), p[1].terms.end(),
-                               [](const UncertaintyTerm& t) { return t.name == "untrained batch size"; });
-  REQUIRE(it != p[1].terms.end());
-  CHECK(it->half_width_pp == doctest::Approx(want));
+  const std::vector<double> gains = run_gains(first);
+  const std::vector<GainPrediction> p =
+      config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gains[1]}, {gains[2]}});
+  const auto term = [](const GainPrediction& g, const char* name) {
+    const auto it =
+        std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
+    return it == g.terms.end() ? -1.0 : it->half_width_pp;
+  };
+  // The stray side's compute slowed (×1.51 a halving below, ×1.15² two doublings above), the
+  // base's as it was; the direction no rank-step strayed into gives no term.
+  for (int c : {1, 2}) {
+    const ConfigVariant v = model_variants(configs[c])[c == 1 ? 0 : 1];
+    const TokenSummary slowed = simulate(v.config, datasets[c]).summaries.at(0);
+    CHECK(slowed.mean_max_compute_ms ==
+          doctest::Approx(first.summaries[c].mean_max_compute_ms * (c == 1 ? 1.51 : 1.15 * 1.15)).epsilon(0.01));
+    const double want = std::abs(summary_gain(slowed, first.summaries[0]) - gains[c]);
+    REQUIRE(want > 3);
+    CHECK(term(p[c], c == 1 ? kUntrainedBelow : kUntrainedAbove) == doctest::Approx(want));
+    CHECK(term(p[c], c == 1 ? kUntrainedAbove : kUntrainedBelow) == -1);
+  }
+  // Two sides astray in opposite directions are two unknowns: each term its own side's alone
+  // (set together, the base's slowing would cancel part of the column's).
+  const std::vector<Config> apart = {configs[1], configs[2]};
+  const std::vector<std::vector<int>> apart_data = {datasets[1], datasets[2]};
+  SimulationRun both;
+  both.runs = {first.runs[1], first.runs[2]};
+  both.summaries = {first.summaries[1], first.summaries[2]};
+  const double gain = run_gains(both)[1];
+  const auto q = config_gain_predictions(apart, apart_data, both, nullptr, {{0}, {gain}});
+  const TokenSummary base_below = simulate(model_variants(apart[0])[0].config, apart_data[0]).summaries.at(0),
+                     column_above = simulate(model_variants(apart[1])[1].config, apart_data[1]).summaries.at(0);
+  CHECK(term(q[1], kUntrainedBelow) == doctest::Approx(std::abs(summary_gain(both.summaries[1], base_below) - gain)));
+  CHECK(term(q[1], kUntrainedAbove) == doctest::Approx(std::abs(summary_gain(column_above, both.summaries[0]) - gain)));
+  CHECK(term(q[1], kUntrainedAbove) > 1);
 
-  // A policy that forms its own batches, and a pipeline job, have no fixed size to look up.
-  configs[1].policies = {PolicySpec{"token_budget", {{"max_tokens", "1024"}}}};
-  CHECK(configs[1].fixed_batch_samples() == 0);
-  CHECK(model_variants(configs[1]).empty());
+  // The config's size for the note: its rank's largest micro-batch, where a policy fixes it.
+  configs[0].training.micro_batches = 3;
+  CHECK(configs[0].fixed_batch_samples() == 6);  // 16 samples in 6, 5, 5
+  configs[0].policies = {PolicySpec{"static", {}}, PolicySpec{"token_budget", {{"max_tokens", "1024"}}}};
+  CHECK(configs[0].fixed_batch_samples() == 6);
+  configs[0].policies = {PolicySpec{"token_budget", {{"max_tokens", "1024"}}}};
+  CHECK(configs[0].fixed_batch_samples() == 0);
 }

@@ -89,8 +89,9 @@ off (the plan alone): a gain the noise model makes is then visible as such.
 With --replicates R, each gain also gets a 95% prediction interval: the seeds' range widened
 by what the model does not know — the spread over the forms its fit supports, the session a
 run meets (by compute regime), the first-use cost, a poor fit's held-out error, how far runs
-trained in turn differed in level (a model calibrated with several --training runs), and for
-a model derived from specs its efficiency, launch floor and network — and the source that
+trained in turn differed in level (a model calibrated with several --training runs), batch
+sizes its training runs never held, and for a model derived from specs its efficiency, launch
+floor and network (with --against, any network it did not measure) — and the source that
 dominates it (docs/intervals.md). summary.json carries both ranges under "replicates". A
 model-mode pipeline job takes --replicates too: its gains are in mean pipeline step time, and
 carry the wider, launch-bound session spread (a pipeline step is no one rank-step to place in a
@@ -161,10 +162,11 @@ void check_run_outputs(const po::variables_map& vm) {
 
 void add_simulate_options(po::options_description& visible, bool compare) {
   if (compare)
-    visible.add_options()("against", po::value<std::vector<std::string>>()->composing(),
-                          "[LABEL:]KEY=VALUE: a column of the config with KEY set to VALUE, against the config's "
-                          "own (values sharing a LABEL make one column; repeatable; --out then writes summary.json alone, "
-                          "--print-config each column's config)");
+    visible.add_options()(
+        "against", po::value<std::vector<std::string>>()->composing(),
+        "[LABEL:]KEY=VALUE: a column of the config with KEY set to VALUE, against the config's "
+        "own (values sharing a LABEL make one column; repeatable; --out then writes summary.json alone, "
+        "--print-config each column's config)");
   visible.add_options()("out", po::value<std::string>(),
                         "write DIR/steps.csv (trace schema) and DIR/summary.json (a pipeline job: DIR/summary.json and "
                         "DIR/pipeline_steps.csv)")(
@@ -250,17 +252,17 @@ std::unique_ptr<TraceWriter> open_trace(const Config& config, const LengthSource
                                         const std::filesystem::path& dir, std::unique_ptr<AtomicFile>& file) {
   const StepShape shape = config.shape();
   Metadata metadata = {{"tool", tool},
-                             {"config", config.origin},
-                             {"data", source.describe()},
-                             {"world_size", std::to_string(shape.G)},
-                             {"global_batch", std::to_string(shape.B)},
-                             {"seed", std::to_string(shape.seed)},
-                             {"model", config.model->origin},
-                             {"platform", config.platform.topology},
-                             {"algorithm", config.simulation.algorithm},
-                             {"mode", config.simulation.mode},
-                             {"attention", config.training.attention},
-                             {"data_parallel", config.training.data_parallel}};
+                       {"config", config.origin},
+                       {"data", source.describe()},
+                       {"world_size", std::to_string(shape.G)},
+                       {"global_batch", std::to_string(shape.B)},
+                       {"seed", std::to_string(shape.seed)},
+                       {"model", config.model->origin},
+                       {"platform", config.platform.topology},
+                       {"algorithm", config.simulation.algorithm},
+                       {"mode", config.simulation.mode},
+                       {"attention", config.training.attention},
+                       {"data_parallel", config.training.data_parallel}};
   if (config.training.data_parallel == "zero1") metadata.push_back({"zero_partition", config.training.zero_partition});
   file = std::make_unique<AtomicFile>(dir / "steps.csv");
   return std::make_unique<TraceWriter>(file->stream(), metadata, trace_columns_for(config));

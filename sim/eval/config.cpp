@@ -40,12 +40,12 @@ std::string Config::gradients() const {
 }
 
 int Config::fixed_batch_samples() const {
-  const bool own_batches = std::any_of(policies.begin(), policies.end(), [](const PolicySpec& p) {
-    return p.name == "token_budget" || forms_own_micro_batches(p.name);
+  const bool any_fixed = std::any_of(policies.begin(), policies.end(), [](const PolicySpec& p) {
+    return p.name != "token_budget" && !forms_own_micro_batches(p.name);
   });
-  if (parallel || own_batches) return 0;
-  const int G = std::max(1, training.world_size);
-  return (training.global_batch + G - 1) / G / std::max(1, training.micro_batches);
+  if (parallel || !any_fixed) return 0;
+  const int G = std::max(1, training.world_size), M = std::max(1, training.micro_batches);
+  return ((training.global_batch + G - 1) / G + M - 1) / M;  // the rank's largest micro-batch
 }
 
 StepShape Config::shape() const {

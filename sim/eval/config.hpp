@@ -137,9 +137,9 @@ struct Config {
   nlohmann::json resolved;                           // every value in force, defaults included, for summary.json
 
   StepShape shape() const;
-  // The samples each rank-step's (micro-)batch holds where the config fixes them, else 0: a
-  // pipeline job, or a policy that forms its own batches. What a model's levels by batch size
-  // are looked up at, for the untrained-size note and term.
+  // The samples of a rank's largest (micro-)batch where the config fixes them for some policy,
+  // else 0: a pipeline job, or policies that all form their own batches. The untrained-size note
+  // says where it lies outside the sizes a model's training runs held.
   int fixed_batch_samples() const;
   // Where the prediction's figures came from — the model's origin and source (measured,
   // calibrated from which traces, or derived, and from what), its training steps' source, the

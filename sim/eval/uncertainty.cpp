@@ -80,11 +80,15 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
   if (m.first_use_ms > 0 && config.simulation.first_use != "off")
     for (double k : {1 - kFirstUseRange, 1 + kFirstUseRange})
       with_model("first use", [k](PerfModel& v) { v.first_use_ms *= k; });
-  // A batch size the training runs never held: its level slowed as far as a halving or a
-  // doubling of size moved it where measured, per doubling outside them (the term mirrors it). Between configs
-  // only a side that strays varies, so a gain between two sizes both measured keeps none.
-  if (const int samples = config.fixed_batch_samples(); samples >= 1 && m.untrained_doublings(samples) != 0)
-    with_model("untrained batch size", [](PerfModel& v) { v.untrained_size_slowdown = v.untrained_size_steps(); });
+  // Batch sizes the training runs never held: their rank-steps' level slowed as far as a halving
+  // or a doubling moved it where measured, per doubling outside them, each direction a term of
+  // its own (two unknowns). Whether a rank-step strays is its own samples' matter (minmax's vary,
+  // a trace's are recorded), so both are simulated wherever the model records its sizes; one
+  // that no rank-step strayed into changes nothing and variant_terms drops it.
+  if (m.steps_samples.first > 0 && !config.parallel) {
+    with_model(kUntrainedBelow, [](PerfModel& v) { v.untrained_size_slowdown.below = v.untrained_size_steps().below; });
+    with_model(kUntrainedAbove, [](PerfModel& v) { v.untrained_size_slowdown.above = v.untrained_size_steps().above; });
+  }
   if (!m.spec_derived()) return out;
   for (double k : {kSpecEfficiencyRange, 1 / kSpecEfficiencyRange})
     with_model("spec-derived compute", [k](PerfModel& v) {
@@ -122,6 +126,9 @@ ConfigVariant network_variant(const Config& config) {
   return {"network", std::move(slow)};
 }
 
+// Below this a variant moved a gain by rounding alone (the same rank-steps summed another way).
+constexpr double kNoWidthPp = 1e-6;
+
 std::vector<UncertaintyTerm> variant_terms(double gain_pct, std::span<const VariantGain> variants) {
   std::vector<UncertaintyTerm> terms;
   for (const VariantGain& v : variants) {
@@ -129,6 +136,9 @@ std::vector<UncertaintyTerm> variant_terms(double gain_pct, std::span<const Vari
     if (it == terms.end()) it = terms.insert(terms.end(), {v.term, 0});
     it->half_width_pp = std::max(it->half_width_pp, std::abs(v.gain_pct - gain_pct));
   }
+  std::erase_if(terms, [](const UncertaintyTerm& t) {
+    return (t.name == kUntrainedBelow || t.name == kUntrainedAbove) && t.half_width_pp < kNoWidthPp;
+  });
   return terms;
 }
 

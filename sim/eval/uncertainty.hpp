@@ -30,11 +30,15 @@ struct ConfigVariant {
   Config config;
 };
 std::vector<ConfigVariant> model_variants(const Config& config);
+// The terms of batch sizes a model's training runs never held (PerfModel::steps_samples).
+inline constexpr const char* kUntrainedBelow = "untrained batch size (below)";
+inline constexpr const char* kUntrainedAbove = "untrained batch size (above)";
 // The config with its network at the share of its links' bandwidth that collectives reach at
 // worst: the "network" term of a network that was not measured.
 ConfigVariant network_variant(const Config& config);
 
-// The variants' terms for one policy: the largest |variant gain − gain| of each term.
+// The variants' terms for one policy: the largest |variant gain − gain| of each term (an
+// untrained-size term of no width left out: no rank-step strayed there).
 struct VariantGain {
   std::string term;
   double gain_pct = 0;

@@ -352,16 +352,19 @@ std::string times(double log_factor) {
 }  // namespace
 
 PerfModel::SizeSteps PerfModel::untrained_size_steps() const {
-  double own = 0;
-  for (std::size_t i = 1; i < samples_levels.size(); ++i) {
-    const SampleLevels &a = samples_levels[i - 1], &b = samples_levels[i];
-    const double doublings = std::log2(double(b.samples) / double(a.samples));
-    if (doublings > 0) own = std::max(own, std::abs(std::log(table_level(b) / table_level(a))) / doublings);
-  }
-  // The project's figures stay the least: tables over a flat stretch say nothing of the sizes beyond.
-  SizeSteps s{std::max(own, kUntrainedBelowLog), std::max(own, kUntrainedAboveLog), ""};
+  // A doubling's change between two neighbouring tables (0 where there are not two).
+  const auto change = [&](std::size_t i) {
+    if (samples_levels.size() < 2) return 0.0;
+    const SampleLevels &a = samples_levels[i], &b = samples_levels[i + 1];
+    return std::abs(std::log(table_level(b) / table_level(a))) / std::log2(double(b.samples) / double(a.samples));
+  };
+  // Below the sizes trained, the smallest two tables are the nearest evidence; above, the largest
+  // two. The project's figures stay the least: a flat stretch says nothing of the sizes beyond it.
+  const double below = change(0), above = samples_levels.size() < 2 ? 0.0 : change(samples_levels.size() - 2);
+  SizeSteps s{std::max(below, kUntrainedBelowLog), std::max(above, kUntrainedAboveLog), ""};
   s.source = "this project's CPU runs on an AMD EPYC VM: 4 samples a rank-step ×1.51 over 8, 16 ×1.15 over 8";
-  if (own > kUntrainedAboveLog) s.source += "; " + name + "'s own tables by batch size, " + times(own) + " a doubling";
+  if (below > kUntrainedBelowLog) s.source += "; below, " + name + "'s own smallest two sizes, " + times(below);
+  if (above > kUntrainedAboveLog) s.source += "; above, " + name + "'s own largest two sizes, " + times(above);
   return s;
 }
 
@@ -375,7 +378,8 @@ std::string PerfModel::training_samples_note(int samples) const {
          std::to_string(samples) + ": the runs' level at " + std::to_string(samples) +
          " is not measured (on a CPU, training at a size its pre-runs never held ran 18-23% off the profile); "
          "a prediction interval's \"untrained batch size\" term takes its level " +
-         times(k < 0 ? step.below : step.above) + (k < 0 ? " a halving below" : " a doubling above") + " them (" +
+         times(k < 0 ? step.below : step.above) + (k < 0 ? " a halving below" : " a doubling above") + " them" +
+         (std::abs(k) == 1 ? "" : ", " + times(std::abs(k) * (k < 0 ? step.below : step.above)) + " here") + " (" +
          step.source + "); calibrate --training with runs at this batch size";
 }
 

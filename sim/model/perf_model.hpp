@@ -139,11 +139,12 @@ struct PerfModel {
     std::string source;
   };
   SizeSteps untrained_size_steps() const;
-  // The interval's "untrained batch size" variant sets this to untrained_size_steps(): a
+  // The interval's "untrained batch size" variants set a side of this from untrained_size_steps(): a
   // rank-step's level ×e^(step·k) for its k doublings outside steps_samples. Zero (the model as
   // fitted): none.
   SizeSteps untrained_size_slowdown;
   double untrained_level(int samples) const {
+    if (untrained_size_slowdown.below == 0 && untrained_size_slowdown.above == 0) return 1;
     const double k = untrained_doublings(samples);
     return k == 0 ? 1.0 : std::exp(k < 0 ? -k * untrained_size_slowdown.below : k * untrained_size_slowdown.above);
   }

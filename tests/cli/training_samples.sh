@@ -27,12 +27,19 @@ grep -q "untrained batch size\" term takes its level ×1.15 a doubling above the
 # Its gain's interval holds the untrained size as a term of its own, in the text and summary.json.
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 --replicates 2 \
   --against big:training.global_batch=128 --out "$WORK/compare-pi"
-grep -q "untrained batch size ±" "$WORK/out" || fail "no untrained batch size term: $(grep -A1 'prediction' "$WORK/out")"
+grep -q "untrained batch size (above) ±" "$WORK/out" || fail "no untrained batch size term: $(grep -A1 'prediction' "$WORK/out")"
 python3 - "$WORK/compare-pi/summary.json" <<'PY' || fail "summary.json lacks the term"
 import json, sys
 terms = json.load(open(sys.argv[1]))["replicates"]["columns"]["big"]["gain"]["terms_half_width_pp"]
-assert terms["untrained batch size"] > 1, terms
+assert terms["untrained batch size (above)"] > 1 and "untrained batch size (below)" not in terms, terms
 PY
+# At the size the runs trained, the size variants change no fixed-size policy: no term; minmax
+# sizes its micro-batches by tokens, some past the runs' 4 samples: a term above.
+expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static,sorted,minmax --set training.steps=5 \
+  --replicates 2 --out "$WORK/compare-in"
+grep -A1 "^  sorted " "$WORK/out" | grep -q "untrained" && fail "an untrained-size term at the size the runs trained"
+grep -A1 "^  minmax " "$WORK/out" | grep -q "untrained batch size (above) ±" ||
+  fail "minmax's micro-batches past the runs' size have no term: $(grep -A1 '^  minmax ' "$WORK/out")"
 # A policy that sizes its own batches (token_budget) gets no note: B says nothing of its sizes.
 expect_ok "$DDPSIM" run "$WORK/config.json" --policies token_budget:max_tokens=1024 --set training.micro_batches=1 \
   --set training.steps=5 --out "$WORK/budget"

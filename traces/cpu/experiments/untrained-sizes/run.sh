@@ -38,8 +38,11 @@ predict 21 cpu-llama-18m-2ranks-trained "b24 b32"
 predict 22 cpu-llama-18m-2ranks-trained "b8 b32" $(for p in 9 10 11 12 14 16 18 20 21; do echo traces/cpu/prereg$p/model-2ranks-training.json; done)
 
 python3 - "$work" "$here" <<'PY'
-import glob, json, os, sys
+import glob, json, math, statistics, sys
 work, here = sys.argv[1:]
+# The size terms of a gain, below and above the sizes trained, in quadrature as the interval adds them.
+untrained = lambda g: math.hypot(*(g["terms_half_width_pp"].get(f"untrained batch size ({side})", 0)
+                                   for side in ("below", "above")))
 rows, lines = [], []
 for p, columns in ((20, ["b32"]), (21, ["b24", "b32"]), (22, ["b8", "b32"])):
     pred = {v: json.load(open(f"{work}/{p}-{v}/summary.json"))["replicates"]["columns"] for v in ("with", "without")}
@@ -49,7 +52,7 @@ for p, columns in ((20, ["b32"]), (21, ["b24", "b32"]), (22, ["b8", "b32"])):
             got = json.load(open(f))["registered"]["policies"][c]["measured_gain_pct"]
             inside = lambda g: g["prediction_interval"][0] <= got <= g["prediction_interval"][1]
             rows.append([f"prereg{p}", c, f.split("/")[3], f"{got:.2f}", f"{w['gain_pct']:.2f}",
-                         *(f"{x:.1f}" for x in w["prediction_interval"]), f"{w['terms_half_width_pp']['untrained batch size']:.2f}",
+                         *(f"{x:.1f}" for x in w["prediction_interval"]), f"{untrained(w):.2f}",
                          *(f"{x:.1f}" for x in wo["prediction_interval"]), int(inside(w)), int(inside(wo))])
 head = ["registration", "column", "set", "measured_gain_pct", "predicted_gain_pct", "with_lo", "with_hi",
         "term_pp", "without_lo", "without_hi", "inside_with", "inside_without"]
@@ -63,6 +66,6 @@ with open(f"{here}/summary.txt", "w") as out:
     out.write(f"inside with the term: {sum(r[10] for r in rows)}, without: {sum(r[11] for r in rows)}\n")
     for name, (i, j) in (("with", (5, 6)), ("without", (8, 9))):
         w = width(i, j)
-        out.write(f"interval width {name}: median {w[n // 2]:.1f} pp, from {w[0]:.1f} to {w[-1]:.1f}\n")
+        out.write(f"interval width {name}: median {statistics.median(w):.1f} pp, from {w[0]:.1f} to {w[-1]:.1f}\n")
 print(open(f"{here}/summary.txt").read(), end="")
 PY
