@@ -240,6 +240,29 @@ Config one_policy_config(int world_size, const char* topology) {
   return parse_config(doc, "test config", "");
 }
 
+// Each config's data and its run at its seed, as `compare --against` sets columns side by side.
+struct Columns {
+  std::vector<std::vector<int>> datasets;
+  SimulationRun first;
+};
+Columns simulate_columns(const std::vector<Config>& configs) {
+  Columns out;
+  for (const Config& c : configs) {
+    out.datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
+    SimulationRun one = simulate(c, out.datasets.back());
+    out.first.runs.push_back(one.runs.at(0));
+    out.first.summaries.push_back(one.summaries.at(0));
+  }
+  return out;
+}
+
+// A gain's half-width of the term `name`; −1 where it has none.
+double term_of(const GainPrediction& g, const std::string& name) {
+  const auto it =
+      std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
+  return it == g.terms.end() ? -1.0 : it->half_width_pp;
+}
+
 }  // namespace
 
 TEST_CASE("a gain between configs sets each model variant on both sides; its session is that of runs apart") {
@@ -250,35 +273,23 @@ TEST_CASE("a gain between configs sets each model variant on both sides; its ses
                                  with_model(one_policy_config(4, "nvlink"), m)};
   REQUIRE(configs[0].network_from_model);
   REQUIRE(!configs[2].network_from_model);  // another topology than the model's calibrated one
-  std::vector<std::vector<int>> datasets;
-  SimulationRun first;
   const auto run = [&](const Config& c, std::span<const int> data) { return simulate(c, data).summaries.at(0); };
-  for (const Config& c : configs) {
-    datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
-    SimulationRun one = simulate(c, datasets.back());
-    first.runs.push_back(one.runs.at(0));
-    first.summaries.push_back(one.summaries.at(0));
-  }
+  const auto [datasets, first] = simulate_columns(configs);
   const std::vector<double> at_seed = run_gains(first);
   const std::vector<std::vector<double>> gains = {{0}, {at_seed[1]}, {at_seed[2]}};
   const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, gains);
-  const auto term = [](const GainPrediction& g, const std::string& name) {
-    const auto it =
-        std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
-    return it == g.terms.end() ? -1.0 : it->half_width_pp;
-  };
   // The model form: both sides under the roofline, not one side alone.
   const double roofline_gain = summary_gain(run(with_model(configs[1], between(m, 1)), datasets[1]),
                                             run(with_model(configs[0], between(m, 1)), datasets[0]));
-  CHECK(term(p[1], "model form") == doctest::Approx(std::abs(roofline_gain - at_seed[1])));
-  CHECK(term(p[1], "session") == doctest::Approx(kRunsApartFactor * 1));
-  CHECK(term(p[1], "network") == -1);  // both sides on the model's calibrated network
+  CHECK(term_of(p[1], "model form") == doctest::Approx(std::abs(roofline_gain - at_seed[1])));
+  CHECK(term_of(p[1], "session") == doctest::Approx(kRunsApartFactor * 1));
+  CHECK(term_of(p[1], "network") == -1);  // both sides on the model's calibrated network
   // NVLink is a preset's network: its side at half the bandwidth, the base's as it is.
   Config slow = configs[2];
   slow.platform.link_GBps *= 0.5;
   slow.platform.nic_GBps *= 0.5;
   const double slow_gain = summary_gain(run(slow, datasets[2]), first.summaries[0]);
-  CHECK(term(p[2], "network") == doctest::Approx(std::abs(slow_gain - at_seed[2])));
+  CHECK(term_of(p[2], "network") == doctest::Approx(std::abs(slow_gain - at_seed[2])));
 }
 
 TEST_CASE("a variant one config has and the other has not is set on its side alone") {
@@ -288,14 +299,7 @@ TEST_CASE("a variant one config has and the other has not is set on its side alo
   std::vector<Config> configs = {with_model(one_policy_config(4, "pcie"), m),
                                  with_model(one_policy_config(4, "pcie"), m)};
   configs[1].simulation.first_use = "off";  // no first-use variant on this side
-  std::vector<std::vector<int>> datasets;
-  SimulationRun first;
-  for (const Config& c : configs) {
-    datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
-    SimulationRun one = simulate(c, datasets.back());
-    first.runs.push_back(one.runs.at(0));
-    first.summaries.push_back(one.summaries.at(0));
-  }
+  const auto [datasets, first] = simulate_columns(configs);
   const double gain = run_gains(first)[1];
   const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gain}});
   double want = 0;
@@ -356,22 +360,10 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
   REQUIRE(variants.size() == 2);
   CHECK(variants[0].term == std::string(kUntrainedBelow));
   CHECK(variants[1].term == std::string(kUntrainedAbove));
-  std::vector<std::vector<int>> datasets;
-  SimulationRun first;
-  for (const Config& c : configs) {
-    datasets.push_back(make_length_source(c.data, c.training.max_length)->dataset(c.training.seed));
-    SimulationRun one = simulate(c, datasets.back());
-    first.runs.push_back(one.runs.at(0));
-    first.summaries.push_back(one.summaries.at(0));
-  }
+  const auto [datasets, first] = simulate_columns(configs);
   const std::vector<double> gains = run_gains(first);
   const std::vector<GainPrediction> p =
       config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gains[1]}, {gains[2]}});
-  const auto term = [](const GainPrediction& g, const char* name) {
-    const auto it =
-        std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
-    return it == g.terms.end() ? -1.0 : it->half_width_pp;
-  };
   // The stray side's compute slowed (×1.51 a halving below, ×1.15² two doublings above), the
   // base's as it was; the direction no rank-step strayed into gives no term.
   for (int c : {1, 2}) {
@@ -381,23 +373,22 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
           doctest::Approx(first.summaries[c].mean_max_compute_ms * (c == 1 ? 1.51 : 1.15 * 1.15)).epsilon(0.01));
     const double want = std::abs(summary_gain(slowed, first.summaries[0]) - gains[c]);
     REQUIRE(want > 3);
-    CHECK(term(p[c], c == 1 ? kUntrainedBelow : kUntrainedAbove) == doctest::Approx(want));
-    CHECK(term(p[c], c == 1 ? kUntrainedAbove : kUntrainedBelow) == -1);
+    CHECK(term_of(p[c], c == 1 ? kUntrainedBelow : kUntrainedAbove) == doctest::Approx(want));
+    CHECK(term_of(p[c], c == 1 ? kUntrainedAbove : kUntrainedBelow) == -1);
   }
   // Two sides astray in opposite directions are two unknowns: each term its own side's alone
   // (set together, the base's slowing would cancel part of the column's).
   const std::vector<Config> apart = {configs[1], configs[2]};
-  const std::vector<std::vector<int>> apart_data = {datasets[1], datasets[2]};
-  SimulationRun both;
-  both.runs = {first.runs[1], first.runs[2]};
-  both.summaries = {first.summaries[1], first.summaries[2]};
+  const auto [apart_data, both] = simulate_columns(apart);
   const double gain = run_gains(both)[1];
   const auto q = config_gain_predictions(apart, apart_data, both, nullptr, {{0}, {gain}});
   const TokenSummary base_below = simulate(model_variants(apart[0])[0].config, apart_data[0]).summaries.at(0),
                      column_above = simulate(model_variants(apart[1])[1].config, apart_data[1]).summaries.at(0);
-  CHECK(term(q[1], kUntrainedBelow) == doctest::Approx(std::abs(summary_gain(both.summaries[1], base_below) - gain)));
-  CHECK(term(q[1], kUntrainedAbove) == doctest::Approx(std::abs(summary_gain(column_above, both.summaries[0]) - gain)));
-  CHECK(term(q[1], kUntrainedAbove) > 1);
+  CHECK(term_of(q[1], kUntrainedBelow) ==
+        doctest::Approx(std::abs(summary_gain(both.summaries[1], base_below) - gain)));
+  CHECK(term_of(q[1], kUntrainedAbove) ==
+        doctest::Approx(std::abs(summary_gain(column_above, both.summaries[0]) - gain)));
+  CHECK(term_of(q[1], kUntrainedAbove) > 1);
 
   // The config's size for the note: its rank's largest micro-batch, where a policy fixes it.
   configs[0].training.micro_batches = 3;

@@ -7,11 +7,7 @@
 # summary.txt. Usage: traces/cpu/experiments/untrained-sizes/run.sh (after building ddpsim).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../../.."
-ddpsim=${DDPSIM:-build/release/ddpsim}
-[[ -x $ddpsim ]] || { echo "run.sh: $ddpsim is not built" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$here/../refits.sh"  # the repository root, $ddpsim and $work
 
 # predict PREREG NAME COLUMNS POOLED...: refit, then compare with the term and without.
 predict() {
