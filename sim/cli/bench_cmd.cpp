@@ -16,7 +16,7 @@ namespace ddpsim::cli {
 
 namespace {
 
-constexpr const char* USAGE = R"(usage: ddpsim bench [--json] [--quick]
+constexpr const char* USAGE = R"(usage: ddpsim bench [--json] [--quick] [--only PART]
 
 Measures the mean and P95 decision latency of each policy (one plan() call on filled
 prefetch buffers, SST-2 lengths, seed 1) at (G, B, K) = (4, 48, 64), (8, 256, 64),
