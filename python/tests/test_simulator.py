@@ -274,6 +274,13 @@ class PythonArguments(unittest.TestCase):
             noted = ddpsim.run(steps=3, progress=False, **{"training.data_parallel": "fsdp", "training.bucket_mb": 5})
         self.assertEqual(["note: " + n for n in noted.provenance["notes"]], noted.notes)
         self.assertNotIn("notes", ddpsim.run(steps=3, progress=False).provenance)
+        # A model's measured range ends before the registered GPU setting's longest batch: the
+        # prediction is its extrapolation, said with the figures too.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            beyond = ddpsim.run(os.path.join(SOURCE, "traces", "h100", "prereg", "config.json"), steps=3, progress=False)
+        self.assertTrue(any("was measured up to b = 48, L = 66" in n for n in beyond.notes), beyond.notes)
+        self.assertEqual(["note: " + n for n in beyond.provenance["notes"]], beyond.notes)
 
     def test_other_threads_run_meanwhile(self):
         ticks, done = [0], threading.Event()

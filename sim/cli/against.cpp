@@ -111,10 +111,12 @@ void check_column(const Config& base, const Config& config, const std::string& n
     throw UsageError(name + " sets training.steps: every column runs the config's " +
                      std::to_string(base.training.steps) + " steps (more steps: --steps N for all)");
   if (config.training.seed != base.training.seed)
-    throw UsageError(name + " sets training.seed: every column runs at the config's seeds (another seed's run: "
+    throw UsageError(name +
+                     " sets training.seed: every column runs at the config's seeds (another seed's run: "
                      "--set training.seed=N, or --replicates R for the seeds' range)");
   if (config.parallel)
-    throw UsageError(name + " makes a pipeline job (a parallel section): --against sets data-parallel configs side "
+    throw UsageError(name +
+                     " makes a pipeline job (a parallel section): --against sets data-parallel configs side "
                      "by side");
   if (!can_simulate_again(config)) throw UsageError(name + " loads a user XML platform, and " + kXmlOncePerProcess);
 }
@@ -137,6 +139,9 @@ std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
   for (Side& side : sides) {
     side.source = make_length_source(side.config.data, side.config.training.max_length);
     side.dataset = in_column(side, [&] { return config_dataset(side.config, *side.source); });
+    const std::vector<std::string> added = side.config.add_data_notes(side.dataset);
+    if (side.label == kBaseLabel)  // a column's own are said beside it (print_columns)
+      for (const std::string& note : added) std::cerr << "note: " << note << "\n";
   }
   return sides;
 }
@@ -145,7 +150,7 @@ std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
 // from the config's (the world, the sharding, the platform, ...).
 void print_columns(const std::vector<Side>& sides) {
   std::ostringstream base_header;
-  print_header(base_header, sides[0].config, *sides[0].source, sides[0].dataset, "compare");
+  print_header(base_header, sides[0].config, *sides[0].source, "compare");
   std::cout << base_header.str();
   std::printf("columns, each under the policy %s and a run of its own:\n  %s: the config above\n",
               sides[0].config.policies.front().label().c_str(), kBaseLabel);
@@ -155,7 +160,7 @@ void print_columns(const std::vector<Side>& sides) {
   for (std::size_t c = 1; c < sides.size(); ++c) {
     std::printf("  %s: %s\n", sides[c].label.c_str(), joined_sets(sides[c].sets).c_str());
     std::ostringstream header;
-    print_header(header, sides[c].config, *sides[c].source, sides[c].dataset, "compare");
+    print_header(header, sides[c].config, *sides[c].source, "compare");
     std::istringstream lines(header.str());
     std::string line;
     std::getline(lines, line);  // the origin, the same

@@ -296,7 +296,7 @@ int simulate_verb(const Args& args, bool compare) {
   add_simulate_options(visible, compare);
   po::variables_map vm;
   if (!parse(args, compare ? COMPARE_USAGE : RUN_USAGE, visible, hidden, positional, vm)) return 0;
-  const Config config = load_config(vm);
+  Config config = load_config(vm);
   if (vm.count("against")) {
     check_against(vm, config);
     return against_verb(vm, config, checked_replicates(vm, config, compare), registered_inputs(vm, args));
@@ -310,7 +310,8 @@ int simulate_verb(const Args& args, bool compare) {
 
   const auto source = make_length_source(config.data, config.training.max_length);
   const std::vector<int> dataset = config_dataset(config, *source);
-  print_header(std::cout, config, *source, dataset, verb);
+  for (const std::string& note : config.add_data_notes(dataset)) std::cerr << "note: " << note << "\n";
+  print_header(std::cout, config, *source, verb);
   std::unique_ptr<AtomicFile> trace_file;
   std::unique_ptr<TraceWriter> trace;
   const std::filesystem::path dir = vm.count("out") ? vm["out"].as<std::string>() : "";

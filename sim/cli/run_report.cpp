@@ -111,8 +111,7 @@ nlohmann::json provenance(const Config& config, const std::vector<std::string>& 
   return p;
 }
 
-void print_header(std::ostream& out, const Config& config, const LengthSource& source, const std::vector<int>& dataset,
-                  const char* verb) {
+void print_header(std::ostream& out, const Config& config, const LengthSource& source, const char* verb) {
   const StepShape shape = config.shape();
   out << "ddpsim " << verb << ": " << config.origin << "\n  data: " << source.describe() << "\n  G=" << shape.G
       << " ranks, B=" << shape.B << ", " << config.training.steps << " steps, max_length " << shape.max_length
@@ -125,15 +124,6 @@ void print_header(std::ostream& out, const Config& config, const LengthSource& s
       << "\n  platform: " << config.platform.to_json().dump()
       << (config.platform_source.empty() ? "" : "\n  platform from: " + config.platform_source) << "\n  "
       << data_parallel_line(config, config_buckets(config).size()) << "\n  gradients: " << config.gradients() << "\n";
-  // A rank's share of the batch at the data's longest length: where the model's measured
-  // range ends before that, say so, since the prediction is then the model's extrapolation.
-  const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
-  const std::string beyond =
-      config.model->extrapolation_note((shape.B + shape.G - 1) / shape.G, std::min(longest, shape.max_length));
-  if (!beyond.empty()) out << "  note: " << beyond << "\n";
-  if (const int samples = config.fixed_batch_samples(); samples >= 1)
-    if (const std::string note = config.model->training_samples_note(samples); !note.empty())
-      out << "  note: " << note << "\n";
   out << "\n";
 }
 

@@ -21,10 +21,8 @@ namespace ddpsim::cli {
 // How the ranks meet: DDP's buckets, or FSDP's units (inside groups, under HSDP).
 std::string data_parallel_line(const Config& config, std::size_t buckets);
 
-// The lines before the tables: data, world, model and its source, platform, how ranks meet, and
-// a note where the model's measured range ends before the data's longest batch.
-void print_header(std::ostream& out, const Config& config, const LengthSource& source, const std::vector<int>& dataset,
-                  const char* verb);
+// The lines before the tables: data, world, model and its source, platform, how ranks meet.
+void print_header(std::ostream& out, const Config& config, const LengthSource& source, const char* verb);
 
 // The memory model predicts an out-of-memory the simulator itself would not notice: what to
 // warn of, printed and kept in summary.json's provenance beside the figures it qualifies.

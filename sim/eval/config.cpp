@@ -48,6 +48,20 @@ int Config::fixed_batch_samples() const {
   return ((training.global_batch + G - 1) / G + M - 1) / M;  // the rank's largest micro-batch
 }
 
+std::vector<std::string> Config::add_data_notes(const std::vector<int>& dataset) {
+  const StepShape s = shape();
+  const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
+  std::vector<std::string> added;
+  if (std::string beyond = model->extrapolation_note((s.B + s.G - 1) / s.G, std::min(longest, s.max_length));
+      !beyond.empty())
+    added.push_back(std::move(beyond));
+  if (const int samples = fixed_batch_samples(); samples >= 1)
+    if (std::string untrained = model->training_samples_note(samples); !untrained.empty())
+      added.push_back(std::move(untrained));
+  notes.insert(notes.end(), added.begin(), added.end());
+  return added;
+}
+
 StepShape Config::shape() const {
   StepShape s;
   s.G = training.world_size;

@@ -130,7 +130,8 @@ struct Config {
   // config (else some are a preset's or the user's: a guess that a gain between configs is
   // widened by).
   bool network_from_model = false;
-  // Settings the config gives that this model makes no-ops, said to the user by the CLI.
+  // Settings the config gives that this model makes no-ops, and where the prediction leaves the
+  // model's measured range (add_data_notes): said to the user by the CLI, kept in summary.json.
   std::vector<std::string> notes;
   SimulationConfig simulation;
   std::optional<pipeline::ParallelConfig> parallel;  // a pipeline-parallel job instead of DDP
@@ -141,6 +142,10 @@ struct Config {
   // else 0: a pipeline job, or policies that all form their own batches. The untrained-size note
   // says where it lies outside the sizes a model's training runs held.
   int fixed_batch_samples() const;
+  // Adds the notes that need the data: a rank's share of the batch at the data's longest length
+  // beyond the model's measured shapes (the prediction is then its extrapolation), and a batch
+  // size outside the sizes its training runs held. Returns the notes added.
+  std::vector<std::string> add_data_notes(const std::vector<int>& dataset);
   // Where the prediction's figures came from — the model's origin and source (measured,
   // calibrated from which traces, or derived, and from what), its training steps' source, the
   // platform in force and its source — for summary.json: every prediction says so.

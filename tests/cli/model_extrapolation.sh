@@ -7,11 +7,15 @@ source "$(dirname "$0")/lib.sh"
 prereg=$SRC/traces/h100/prereg
 link=(--set platform.link_GBps=50 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
 
-expect_ok "$DDPSIM" compare "$prereg/config.json" --steps 5
-grep -q "note: model h100-distilbert-measured was measured up to b = 48, L = 66; shapes up to b = 48, L = 256" \
-  "$WORK/out" || fail "compare does not say that the registered setting extrapolates its model"
+expect_ok "$DDPSIM" compare "$prereg/config.json" --steps 5 --out "$WORK/compare"
+grep -q "^note: model h100-distilbert-measured was measured up to b = 48, L = 66; shapes up to b = 48, L = 256" \
+  "$WORK/err" || fail "compare does not say that the registered setting extrapolates its model"
+python3 - "$WORK/compare/summary.json" <<'PY' || fail "summary.json's provenance lacks the extrapolation note"
+import json, sys
+assert any("was measured up to b = 48, L = 66" in n for n in json.load(open(sys.argv[1]))["provenance"]["notes"])
+PY
 expect_ok "$DDPSIM" compare --steps 5
-grep -q "note:" "$WORK/out" && fail "the default job (an analytic model) carries an extrapolation note"
+grep -q "measured up to" "$WORK/out" "$WORK/err" && fail "the default job (an analytic model) carries an extrapolation note"
 
 expect_ok "$DDPSIM" validate --measured "$prereg/runs/kk/steps.csv" --baseline "$prereg/runs/static/steps.csv" \
   --model "$SRC/models/h100-distilbert-measured.json" "${link[@]}" --out "$WORK/registered"

@@ -11,19 +11,29 @@ python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["noise"]["step
 # The registration's own setting (B = 64 over 4 ranks of 4 micro-batches): 4 samples, no note.
 sed "s|\"model-1core-training.json\"|\"$WORK/model.json\"|" "$P/config.json" >"$WORK/config.json"
 expect_ok "$DDPSIM" run "$WORK/config.json" --set training.steps=5 --out "$WORK/run"
-grep -q "samples a (micro-)batch" "$WORK/out" && fail "a note for the very size the runs trained"
+grep -q "samples a (micro-)batch" "$WORK/out" "$WORK/err" && fail "a note for the very size the runs trained"
 # Twice the batch: 8 samples a micro-batch, a size the runs never held.
 expect_ok "$DDPSIM" run "$WORK/config.json" --set training.steps=5 --set training.global_batch=128 --out "$WORK/run2"
-grep -q "note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8: the runs' level at 8 is not measured" \
-  "$WORK/out" || fail "no note for 8 samples a micro-batch: $(grep note "$WORK/out")"
-# A compare --against column of another size says so under its own header, the base column not.
+grep -q "^note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8: the runs' level at 8 is not measured" \
+  "$WORK/err" || fail "no note for 8 samples a micro-batch: $(cat "$WORK/err")"
+python3 - "$WORK/run2/summary.json" <<'PY' || fail "summary.json's provenance lacks the untrained-size note"
+import json, sys
+assert any("held 4 samples a (micro-)batch, this config's 8" in n for n in json.load(open(sys.argv[1]))["provenance"]["notes"])
+PY
+# A compare --against column of another size says so as its own note, the base column not.
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 \
   --against big:training.global_batch=128 --out "$WORK/compare"
-grep -q "^    note: model .*'s training runs held 4 samples a (micro-)batch, this config's 8" "$WORK/out" ||
-  fail "the column of 8 samples has no note: $(grep note "$WORK/out")"
-[[ $(grep -c "samples a (micro-)batch" "$WORK/out") == 1 ]] || fail "the note is not the column's alone"
-grep -q "untrained batch size\" term takes its level ×1.15 a doubling above them" "$WORK/out" ||
+grep -q "^note (big): model .*'s training runs held 4 samples a (micro-)batch, this config's 8" "$WORK/err" ||
+  fail "the column of 8 samples has no note: $(cat "$WORK/err")"
+[[ $(cat "$WORK/out" "$WORK/err" | grep -c "samples a (micro-)batch") == 1 ]] || fail "the note is not the column's alone"
+grep -q "untrained batch size\" term takes its level ×1.15 a doubling above them" "$WORK/err" ||
   fail "the note does not say what the interval takes for the untrained size"
+python3 - "$WORK/compare/summary.json" <<'PY' || fail "the column's provenance lacks its note, or the base's has it"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert not any("samples a (micro-)batch" in n for n in doc["provenance"].get("notes", []))
+assert any("this config's 8" in n for n in doc["columns"]["big"]["provenance"]["notes"]), doc["columns"]["big"]
+PY
 # Its gain's interval holds the untrained size as a term of its own, in the text and summary.json.
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 --replicates 2 \
   --against big:training.global_batch=128 --out "$WORK/compare-pi"
@@ -43,7 +53,7 @@ grep -A1 "^  minmax " "$WORK/out" | grep -q "untrained batch size (above) ±" ||
 # A policy that sizes its own batches (token_budget) gets no note: B says nothing of its sizes.
 expect_ok "$DDPSIM" run "$WORK/config.json" --policies token_budget:max_tokens=1024 --set training.micro_batches=1 \
   --set training.steps=5 --out "$WORK/budget"
-grep -q "samples a (micro-)batch" "$WORK/out" && fail "a note for token_budget, whose batch sizes B does not give"
+grep -q "samples a (micro-)batch" "$WORK/out" "$WORK/err" && fail "a note for token_budget, whose batch sizes B does not give"
 # A model whose samples are malformed is refused by key.
 python3 - "$WORK/model.json" "$WORK/bad.json" <<'PY'
 import json, sys
