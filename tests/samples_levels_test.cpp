@@ -107,4 +107,14 @@ TEST_CASE("a model's steps_levels_by_samples are checked") {
   m["noise"]["steps_levels"] = {{100, 1.0}};
   CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("and steps_levels both given: keep one"),
                        InputError);
+  // The tables and steps_samples describe the same runs: a table outside their sizes is refused.
+  m = sized_model(true);
+  m["noise"]["steps_samples"] = {4, 8};
+  CHECK_NOTHROW(parse_perf_model(m, "m"));
+  m["noise"]["steps_samples"] = {4, 6};
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"),
+                       doctest::Contains("has a table at 8 samples, outside steps_samples [4, 6]"), InputError);
+  m["noise"]["steps_samples"] = {8, 4};  // the malformed pair is shown as written
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("steps_samples is array [8,4]: expected [fewest"),
+                       InputError);
 }

@@ -140,6 +140,16 @@ std::vector<SampleLevels> parse_samples_levels(JsonFields& n, const PerfModel& m
   return out;
 }
 
+// Each size's table is of a size the training runs held: within [fewest, most] of steps_samples.
+void check_tables_within(const PerfModel& m, const std::string& origin) {
+  const auto [fewest, most] = m.steps_samples;
+  for (const SampleLevels& table : m.samples_levels)
+    if (table.samples < fewest || table.samples > most)
+      throw InputError(origin + ": noise: steps_levels_by_samples has a table at " + std::to_string(table.samples) +
+                       " samples, outside steps_samples [" + std::to_string(fewest) + ", " + std::to_string(most) +
+                       "]: both describe the same training runs");
+}
+
 }  // namespace
 
 double quantile_table_mean(std::span<const double> q) {
@@ -190,6 +200,7 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         throw wrong_type(v, origin + ": noise: steps_samples",
                          "[fewest, most] samples a (micro-)batch, 1 ≤ fewest ≤ most ≤ 1e6");
       m.steps_samples = {v[0].get<int>(), v[1].get<int>()};
+      check_tables_within(m, origin);
     }
     m.step_factors_source = n.get<std::string>("steps_source", "");
     const std::string regime = n.get<std::string>("steps_regime", "below");

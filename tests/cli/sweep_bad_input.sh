@@ -16,7 +16,7 @@ bad 1 's.json: axes: "training.world_size" is an empty list' '{"axes": {"trainin
 bad 1 's.json: axes: "training.world_size" is number 4: expected a non-empty array' '{"axes": {"training.world_size": 4}}'
 bad 1 's.json: zip\[0\]: "b" lists 1 value, "a" 2 values: zipped lists move together' \
   '{"zip": [{"a": [1, 2], "b": [1]}]}'
-bad 1 's.json: zip\[0\] is array: expected an object' '{"zip": [[1, 2]]}'
+bad 1 's.json: zip\[0\] is array \[1,2\]: expected an object' '{"zip": [[1, 2]]}'
 bad 1 's.json: zip\[1\]: an empty object: a zip group names at least one key' \
   '{"zip": [{"training.steps": [5, 6]}, {}]}'
 bad 1 '"training.steps" \(zip\[0\]\) and "training.steps" \(zip\[1\]\) are both swept' \

@@ -61,6 +61,6 @@ m = json.load(open(sys.argv[1]))
 m["noise"]["steps_samples"] = [8, 4]
 json.dump(m, open(sys.argv[2], "w"))
 PY
-expect_exit 1 "noise: steps_samples is .*expected \[fewest, most\] samples a \(micro-\)batch" \
+expect_exit 1 "noise: steps_samples is array \\[8,4\\]: expected \\[fewest, most\\] samples a \\(micro-\\)batch" \
   "$DDPSIM" run "$WORK/config.json" --set "model=$WORK/bad.json" --set training.steps=5
 finish
