@@ -129,6 +129,9 @@ TEST_CASE("a grid-form phase is exact at its points, bilinear between, anchored 
   CHECK(m.extrapolation_note(1, 3).empty());  // below: held at the edge, still measured ground
   CHECK(m.extrapolation_note(8, 20).find("measured up to b = 4, L = 20; shapes up to b = 8, L = 20") !=
         std::string::npos);
+  CHECK(m.extrapolation_note(8, 20, true)
+            .find("a rank's even share of the batch at the data's longest length, b = 8, "
+                  "L = 20, lies beyond") != std::string::npos);
   CHECK_FALSE(m.extrapolation_note(4, 21).empty());
   CHECK(parse_perf_model(minimal(), "m.json").extrapolation_note(1000, 1000).empty());  // no measured range
 

@@ -22,7 +22,10 @@ nlohmann::json sized_model(bool with_levels) {
   m["forward_ms"] = {{"a", 2.0}, {"beta", 0.002}, {"gamma", 1e-5}};
   m["backward_ms"] = {{"a", 4.0}, {"beta", 0.004}, {"gamma", 2e-5}};
   m["noise"] = {{"sigma", 0}, {"steps", nlohmann::json::array({{1.0, 1.0}})}};
-  if (with_levels) m["noise"]["steps_levels_by_samples"] = {{4, {{100, 1.3}}}, {8, {{100, 0.85}}}};
+  if (with_levels) {
+    m["noise"]["steps_levels_by_samples"] = {{4, {{100, 1.3}}}, {8, {{100, 0.85}}}};
+    m["noise"]["steps_samples"] = {4, 8};
+  }
   return m;
 }
 
@@ -70,6 +73,17 @@ TEST_CASE("runs of two batch sizes at known levels calibrate back to a table eac
   REQUIRE(t.run_levels.size() == 4);
   CHECK(t.own_df == 2);  // 4 runs, one session, two tables
   CHECK(t.run_level_spread < 0.02);
+  CHECK(t.samples_min == 4);
+  CHECK(t.samples_max == 8);
+  // A size whose steps all miss a rank keeps its table: the recorded sizes still hold it, so the
+  // model calibrate writes loads (its loader asks each table within them).
+  std::vector<Trace> partial = runs;
+  for (std::size_t i : {2, 3})
+    std::erase_if(partial[i].runs.front().rows, [](const RankStep& r) { return r.rank == 1; });
+  const TrainingFit p = fit_training(partial, surface());
+  REQUIRE(p.samples_levels.size() == 2);
+  CHECK(p.samples_min == 4);
+  CHECK(p.samples_max == 8);
   // By tokens alone, the sizes' levels read as the runs' own.
   const TrainingFit by_tokens = fit_training({runs[0], runs[2]}, surface());
   CHECK(by_tokens.samples_levels.empty());
@@ -109,8 +123,10 @@ TEST_CASE("a model's steps_levels_by_samples are checked") {
                        InputError);
   // The tables and steps_samples describe the same runs: a table outside their sizes is refused.
   m = sized_model(true);
-  m["noise"]["steps_samples"] = {4, 8};
   CHECK_NOTHROW(parse_perf_model(m, "m"));
+  m["noise"].erase("steps_samples");
+  CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"), doctest::Contains("steps_levels_by_samples without steps_samples"),
+                       InputError);
   m["noise"]["steps_samples"] = {4, 6};
   CHECK_THROWS_WITH_AS(parse_perf_model(m, "m"),
                        doctest::Contains("has a table at 8 samples, outside steps_samples [4, 6]"), InputError);

@@ -393,8 +393,8 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
   // The config's size for the note: its rank's largest micro-batch, where a policy fixes it.
   configs[0].training.micro_batches = 3;
   CHECK(configs[0].fixed_batch_samples() == 6);  // 16 samples in 6, 5, 5
-  configs[0].policies = {PolicySpec{"static", {}}, PolicySpec{"token_budget", {{"max_tokens", "1024"}}}};
+  configs[0].policies = {PolicySpec{"static", {}, {}}, PolicySpec{"token_budget", {{"max_tokens", "1024"}}, {}}};
   CHECK(configs[0].fixed_batch_samples() == 6);
-  configs[0].policies = {PolicySpec{"token_budget", {{"max_tokens", "1024"}}}};
+  configs[0].policies = {PolicySpec{"token_budget", {{"max_tokens", "1024"}}, {}}};
   CHECK(configs[0].fixed_batch_samples() == 0);
 }

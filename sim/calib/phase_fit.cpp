@@ -311,7 +311,7 @@ Roofline fit_roofline(const std::vector<ShapePoint>& points) {
                    [&](std::size_t a, std::size_t b) { return points[a].ms < points[b].ms; });
   Roofline best{0, fit_analytic(points)};
   double best_loss = truncated_loss(points, best);
-  // At most 40 candidate splits, evenly over the shapes that leave a compute part to fit.
+  // About 40 candidate splits (fewer than 80), evenly over the shapes that leave a compute part to fit.
   SplitSearch search(points);
   std::vector<bool> floor(n);
   for (std::size_t k = 1, step = std::max<std::size_t>(1, n / 40), filled = 0; k + 3 <= n; k += step) {

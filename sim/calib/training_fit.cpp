@@ -183,7 +183,7 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
     const std::size_t first_run = all.runs.size();
     for (const PolicyRun& run : t.runs)
       all.runs.push_back(
-          {t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, session_of(t), {}, {}, {}, {}});
+          {t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, session_of(t), {}, {}, {}, {}, {}});
     // Trained in turn: every trace says so, naming the same policies.
     fit.runs_in_turn = fit.runs_in_turn && !turns_of(t).empty() && turns_of(t) == turns_of(training.front());
     const bool shared = one_process(t);
@@ -280,14 +280,17 @@ void fit_step_factors(const std::vector<Step>& steps, std::size_t width, Trainin
 }
 
 // The fewest and most samples a (micro-)batch held in the timed rank-steps the fit kept: the
-// levels stand for those sizes only.
+// levels stand for those sizes only. The size tables come from the steady rank-steps, some of
+// steps the whole-step filter dropped: the range holds their sizes too, as the model's loader asks.
 void samples_range(const std::vector<Step>& steps, TrainingFit& fit) {
+  const auto add = [&](int fewest, int most) {
+    fit.samples_min = fit.samples_min == 0 ? fewest : std::min(fit.samples_min, fewest);
+    fit.samples_max = std::max(fit.samples_max, most);
+  };
   for (const Step& s : steps)
-    for (const auto& [fewest, most] : s.samples) {
-      if (fewest <= 0) continue;
-      fit.samples_min = fit.samples_min == 0 ? fewest : std::min(fit.samples_min, fewest);
-      fit.samples_max = std::max(fit.samples_max, most);
-    }
+    for (const auto& [fewest, most] : s.samples)
+      if (fewest > 0) add(fewest, most);
+  for (const SampleLevels& table : fit.samples_levels) add(table.samples, table.samples);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct Side {
   Config config;
   std::unique_ptr<LengthSource> source;
   std::vector<int> dataset;
+  std::vector<std::string> data_notes;  // the base's notes that need its data (Config::add_data_notes)
 };
 
 std::string joined_sets(const std::vector<std::string>& sets) {
@@ -124,7 +125,7 @@ void check_column(const Config& base, const Config& config, const std::string& n
 // The columns' configs, each checked to be a config of its own, with their data.
 std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
   std::vector<Side> sides;
-  sides.push_back({kBaseLabel, {}, base, nullptr, {}});
+  sides.push_back({kBaseLabel, {}, base, nullptr, {}, {}});
   for (const AgainstColumn& column : against_columns(vm["against"].as<std::vector<std::string>>())) {
     Config config = load_variant(vm, column);
     const std::string name = column_name(column.label, column.sets);
@@ -134,14 +135,13 @@ std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
         throw UsageError(name + " is the same config as " +
                          (other.label == kBaseLabel ? "the config itself" : "--against " + other.label) +
                          ": a column must change something");
-    sides.push_back({column.label, column.sets, std::move(config), nullptr, {}});
+    sides.push_back({column.label, column.sets, std::move(config), nullptr, {}, {}});
   }
   for (Side& side : sides) {
     side.source = make_length_source(side.config.data, side.config.training.max_length);
     side.dataset = in_column(side, [&] { return config_dataset(side.config, *side.source); });
     const std::vector<std::string> added = side.config.add_data_notes(side.dataset);
-    if (side.label == kBaseLabel)  // a column's own are said beside it (print_columns)
-      for (const std::string& note : added) std::cerr << "note: " << note << "\n";
+    if (side.label == kBaseLabel) side.data_notes = added;  // said by print_columns, as the columns' own
   }
   return sides;
 }
@@ -149,6 +149,7 @@ std::vector<Side> load_sides(const po::variables_map& vm, const Config& base) {
 // What each column changes: its values, its own notes, and the lines of its header that differ
 // from the config's (the world, the sharding, the platform, ...).
 void print_columns(const std::vector<Side>& sides) {
+  for (const std::string& note : sides[0].data_notes) std::cerr << "note: " << note << "\n";
   std::ostringstream base_header;
   print_header(base_header, sides[0].config, *sides[0].source, "compare");
   std::cout << base_header.str();

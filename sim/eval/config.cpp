@@ -52,7 +52,7 @@ std::vector<std::string> Config::add_data_notes(const std::vector<int>& dataset)
   const StepShape s = shape();
   const int longest = dataset.empty() ? 0 : *std::max_element(dataset.begin(), dataset.end());
   std::vector<std::string> added;
-  if (std::string beyond = model->extrapolation_note((s.B + s.G - 1) / s.G, std::min(longest, s.max_length));
+  if (std::string beyond = model->extrapolation_note((s.B + s.G - 1) / s.G, std::min(longest, s.max_length), true);
       !beyond.empty())
     added.push_back(std::move(beyond));
   if (const int samples = fixed_batch_samples(); samples >= 1)

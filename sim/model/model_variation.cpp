@@ -198,9 +198,13 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
       if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
           v[0].get<long long>() < 1 || v[1].get<long long>() < v[0].get<long long>() || v[1].get<long long>() > 1000000)
         throw wrong_type(v, origin + ": noise: steps_samples",
-                         "[fewest, most] samples a (micro-)batch, 1 ≤ fewest ≤ most ≤ 1e6");
+                         "[fewest, most] samples a (micro-)batch, integers with 1 ≤ fewest ≤ most ≤ 1e6");
       m.steps_samples = {v[0].get<int>(), v[1].get<int>()};
       check_tables_within(m, origin);
+    } else if (!m.samples_levels.empty()) {
+      throw InputError(origin +
+                       ": noise: steps_levels_by_samples without steps_samples (the fewest and most samples "
+                       "a (micro-)batch of the training runs held, which calibrate --training writes beside them)");
     }
     m.step_factors_source = n.get<std::string>("steps_source", "");
     const std::string regime = n.get<std::string>("steps_regime", "below");

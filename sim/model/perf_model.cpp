@@ -391,13 +391,16 @@ std::pair<int, int> PerfModel::measured_reach() const {
   return reach;
 }
 
-std::string PerfModel::extrapolation_note(int b, int L) const {
+std::string PerfModel::extrapolation_note(int b, int L, bool even_share) const {
   const auto [b_max, L_max] = measured_reach();
   if (b_max == 0 || (b <= b_max && L <= L_max)) return "";
+  const std::string shape = "b = " + std::to_string(b) + ", L = " + std::to_string(L);
   return "model " + name + " was measured up to b = " + std::to_string(b_max) + ", L = " + std::to_string(L_max) +
-         "; shapes up to b = " + std::to_string(b) + ", L = " + std::to_string(L) +
-         " lie beyond, where its times are extrapolated by the analytic form (calibrate on a profile that reaches "
-         "them: ddptrain --profile --profile-batches ... --profile-lengths ...)";
+         (even_share ? "; a rank's even share of the batch at the data's longest length, " + shape +
+                           ", lies beyond (a policy that sizes its own batches may go further)"
+                     : "; shapes up to " + shape + " lie beyond") +
+         ", where its times are extrapolated by the analytic form (calibrate on a profile that reaches them: "
+         "ddptrain --profile --profile-batches ... --profile-lengths ...)";
 }
 
 }  // namespace ddpsim

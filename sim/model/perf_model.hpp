@@ -199,7 +199,8 @@ struct PerfModel {
   std::pair<int, int> measured_reach() const;
   // "" when (b, L) lies inside the measured range, else one sentence saying that times there
   // are the analytic form's extrapolation: a prediction must say where its model came from.
-  std::string extrapolation_note(int b, int L) const;
+  // `even_share`: (b, L) is a config's even share of its batch, not the largest shape seen.
+  std::string extrapolation_note(int b, int L, bool even_share = false) const;
   long long total_params() const;
   // A model derived from a transformer's config and a GPU's peak figures, profiled nowhere.
   bool spec_derived() const { return source.rfind("derived from specs", 0) == 0; }

@@ -1,4 +1,5 @@
-# `ddpsim bench --quick --json` runs every case and prints the documented JSON shape.
+# `ddpsim bench --quick --json` runs every case (under a sanitizer, every part but the sweep) and prints
+# the documented JSON shape.
 source "$(dirname "$0")/lib.sh"
 # Sanitized, the sweep part (1,100 forked cells: 46 of the test's 64 s) is left to cli_sweep, which
 # runs the same sweep code under the sanitizer; the other parts are checked one at a time.

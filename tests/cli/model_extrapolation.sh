@@ -8,7 +8,7 @@ prereg=$SRC/traces/h100/prereg
 link=(--set platform.link_GBps=50 --set platform.latency_us=5 --set platform.host_GBps=0 --set training.overlap=false)
 
 expect_ok "$DDPSIM" compare "$prereg/config.json" --steps 5 --out "$WORK/compare"
-grep -q "^note: model h100-distilbert-measured was measured up to b = 48, L = 66; shapes up to b = 48, L = 256" \
+grep -q "^note: model h100-distilbert-measured was measured up to b = 48, L = 66; a rank's even share of the batch at the data's longest length, b = 48, L = 256, lies beyond (a policy" \
   "$WORK/err" || fail "compare does not say that the registered setting extrapolates its model"
 python3 - "$WORK/compare/summary.json" <<'PY' || fail "summary.json's provenance lacks the extrapolation note"
 import json, sys

@@ -34,6 +34,15 @@ doc = json.load(open(sys.argv[1]))
 assert not any("samples a (micro-)batch" in n for n in doc["provenance"].get("notes", []))
 assert any("this config's 8" in n for n in doc["columns"]["big"]["provenance"]["notes"]), doc["columns"]["big"]
 PY
+# A base of another size says so once, as itself, and a column of a third size as its own; with
+# --print-config, as with run's, none (the notes are of the run, which it does not make).
+expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 \
+  --set training.global_batch=128 --against half:training.world_size=2
+[[ $(grep -c "^note: model .*this config's 8:" "$WORK/err") == 1 ]] || fail "the base's note is not said once: $(cat "$WORK/err")"
+grep -q "^note (half): model .*this config's 16:" "$WORK/err" || fail "the half-world column has no note: $(cat "$WORK/err")"
+expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.global_batch=128 \
+  --against half:training.world_size=2 --print-config
+grep -q "samples a (micro-)batch" "$WORK/err" && fail "--print-config says a run's notes: $(cat "$WORK/err")"
 # Its gain's interval holds the untrained size as a term of its own, in the text and summary.json.
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 --replicates 2 \
   --against big:training.global_batch=128 --out "$WORK/compare-pi"
