@@ -55,11 +55,14 @@ std::vector<std::string> Config::add_data_notes(const std::vector<int>& dataset)
   if (std::string beyond = model->extrapolation_note((s.B + s.G - 1) / s.G, std::min(longest, s.max_length), true);
       !beyond.empty())
     added.push_back(std::move(beyond));
-  if (const int samples = fixed_batch_samples(); samples >= 1)
-    if (std::string untrained = model->training_samples_note(samples); !untrained.empty())
-      added.push_back(std::move(untrained));
+  if (std::string untrained = untrained_size_note(); !untrained.empty()) added.push_back(std::move(untrained));
   notes.insert(notes.end(), added.begin(), added.end());
   return added;
+}
+
+std::string Config::untrained_size_note() const {
+  const int samples = fixed_batch_samples();
+  return samples >= 1 ? model->training_samples_note(samples) : "";
 }
 
 StepShape Config::shape() const {

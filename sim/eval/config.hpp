@@ -142,10 +142,14 @@ struct Config {
   // else 0: a pipeline job, or policies that all form their own batches. The untrained-size note
   // says where it lies outside the sizes a model's training runs held.
   int fixed_batch_samples() const;
-  // Adds the notes that need the data: a rank's share of the batch at the data's longest length
-  // beyond the model's measured shapes (the prediction is then its extrapolation), and a batch
-  // size outside the sizes its training runs held. Returns the notes added.
+  // Adds the notes of a run's data and size: a rank's even share of the batch at the data's
+  // longest length beyond the model's measured shapes (the prediction is then its
+  // extrapolation), and untrained_size_note. Returns the notes added. Not in parse_config: a
+  // replay's config holds a placeholder batch.
   std::vector<std::string> add_data_notes(const std::vector<int>& dataset);
+  // "" unless the rank's (micro-)batch holds a number of samples the model's training runs never
+  // held (fixed_batch_samples against its noise.steps_samples): the runs' level there is a guess.
+  std::string untrained_size_note() const;
   // Where the prediction's figures came from — the model's origin and source (measured,
   // calibrated from which traces, or derived, and from what), its training steps' source, the
   // platform in force and its source — for summary.json: every prediction says so.

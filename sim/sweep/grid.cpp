@@ -272,7 +272,9 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
                        (abstract ? "abstract mode (time units)" : "model mode (ms)") + ", " +
                        grid.describe(grid.cells.front()) + " in " + (abstract ? "model mode" : "abstract mode") +
                        ": one sweep's step times share one unit, so sweep them apart");
-    for (const std::string& note : config.notes) {
+    std::vector<std::string> notes = config.notes;
+    if (std::string untrained = config.untrained_size_note(); !untrained.empty()) notes.push_back(std::move(untrained));
+    for (const std::string& note : notes) {
       auto known = std::ranges::find(grid.notes, note, [](const auto& n) { return n.first; });
       if (known == grid.notes.end()) known = grid.notes.insert(known, {note, {}});
       known->second.push_back(i);

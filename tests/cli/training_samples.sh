@@ -43,6 +43,13 @@ grep -q "^note (half): model .*this config's 16:" "$WORK/err" || fail "the half-
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.global_batch=128 \
   --against half:training.world_size=2 --print-config
 grep -q "samples a (micro-)batch" "$WORK/err" && fail "--print-config says a run's notes: $(cat "$WORK/err")"
+# A sweep over the batch size names the cells of another size than the runs'.
+printf '{"base": "%s", "set": {"training.steps": 3}, "policies": ["static"], "axes": {"training.global_batch": [64, 128, 256]}}\n' \
+  "$WORK/config.json" >"$WORK/sweep.json"
+expect_ok "$DDPSIM" sweep "$WORK/sweep.json" --out "$WORK/sweep"
+grep -q "^note: model .*this config's 8: .* (cell 1)$" "$WORK/err" || fail "the sweep's note does not name cell 1: $(cat "$WORK/err")"
+grep -q "^note: model .*this config's 16: .* (cell 2)$" "$WORK/err" || fail "the sweep's note does not name cell 2: $(cat "$WORK/err")"
+grep -q "this config's 4:" "$WORK/err" && fail "a sweep note for the size the runs trained"
 # Its gain's interval holds the untrained size as a term of its own, in the text and summary.json.
 expect_ok "$DDPSIM" compare "$WORK/config.json" --policies static --set training.steps=5 --replicates 2 \
   --against big:training.global_batch=128 --out "$WORK/compare-pi"
