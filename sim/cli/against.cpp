@@ -112,12 +112,10 @@ void check_column(const Config& base, const Config& config, const std::string& n
     throw UsageError(name + " sets training.steps: every column runs the config's " +
                      std::to_string(base.training.steps) + " steps (more steps: --steps N for all)");
   if (config.training.seed != base.training.seed)
-    throw UsageError(name +
-                     " sets training.seed: every column runs at the config's seeds (another seed's run: "
+    throw UsageError(name + " sets training.seed: every column runs at the config's seeds (another seed's run: "
                      "--set training.seed=N, or --replicates R for the seeds' range)");
   if (config.parallel)
-    throw UsageError(name +
-                     " makes a pipeline job (a parallel section): --against sets data-parallel configs side "
+    throw UsageError(name + " makes a pipeline job (a parallel section): --against sets data-parallel configs side "
                      "by side");
   if (!can_simulate_again(config)) throw UsageError(name + " loads a user XML platform, and " + kXmlOncePerProcess);
 }

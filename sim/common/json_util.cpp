@@ -120,39 +120,26 @@ void refuse_other_kind(const nlohmann::json& doc, const std::string& path, FileK
   if (kind == FileKind::unknown || kind == expected) return;
   const auto name = [](FileKind k) -> std::string {
     switch (k) {
-      case FileKind::config:
-        return "a config";
-      case FileKind::sweep_file:
-        return "a sweep file";
-      case FileKind::sweep_grid:
-        return "the grid record a sweep writes into its output folder";
-      case FileKind::summary:
-        return "a run's summary.json";
-      case FileKind::validation:
-        return "a validation report";
-      case FileKind::perf_model:
-        return "a performance model";
-      case FileKind::unknown:
-        break;
+      case FileKind::config: return "a config";
+      case FileKind::sweep_file: return "a sweep file";
+      case FileKind::sweep_grid: return "the grid record a sweep writes into its output folder";
+      case FileKind::summary: return "a run's summary.json";
+      case FileKind::validation: return "a validation report";
+      case FileKind::perf_model: return "a performance model";
+      case FileKind::unknown: break;
     }
     return "a JSON file";
   };
   const auto use = [](FileKind k) -> std::string {
     switch (k) {
-      case FileKind::config:
-        return "`ddpsim run` runs it, and a sweep names it as its \"base\"";
-      case FileKind::sweep_file:
-        return "`ddpsim sweep` runs it";
+      case FileKind::config: return "`ddpsim run` runs it, and a sweep names it as its \"base\"";
+      case FileKind::sweep_file: return "`ddpsim sweep` runs it";
       case FileKind::sweep_grid:
         return "it lists the cells of a sweep by hash; the sweep file that made it names their base config";
-      case FileKind::summary:
-        return "its \"config\" key holds the config that run resolved";
-      case FileKind::validation:
-        return "`ddpsim validate` wrote it";
-      case FileKind::perf_model:
-        return "a config names it as its \"model\"";
-      case FileKind::unknown:
-        break;
+      case FileKind::summary: return "its \"config\" key holds the config that run resolved";
+      case FileKind::validation: return "`ddpsim validate` wrote it";
+      case FileKind::perf_model: return "a config names it as its \"model\"";
+      case FileKind::unknown: break;
     }
     return "";
   };
@@ -197,9 +184,7 @@ KnownKeysRecorder::KnownKeysRecorder(std::string origin) : origin_(std::move(ori
   recorder = this;
 }
 
-KnownKeysRecorder::~KnownKeysRecorder() {
-  recorder = nullptr;
-}
+KnownKeysRecorder::~KnownKeysRecorder() { recorder = nullptr; }
 
 void KnownKeysRecorder::add(const std::string& where, const std::set<std::string, std::less<>>& known) {
   if (where.compare(0, origin_.size(), origin_) != 0) return;  // another document: a model, a platform file
