@@ -163,7 +163,9 @@ def main():
     # ddptrain's own line for the same ring, so that validate takes the platform from the trace.
     ring = (f"modelled: ring alpha-beta over {a.link_GBps:f} GB/s, {a.latency_us:f} us per step, buckets back to "
             f"back after the slowest rank (no overlap); NOT a real {G}-GPU run")
-    tracer = StepTracer(os.path.join(a.out, "steps.csv"), policy=a.policy, global_batch=B, device=dev,
+    # ddpsim's name for the min-max over padded tokens, which a registered prediction names.
+    label = {"static": "static", "minmax": "minmax:cost=tokens"}[a.policy]
+    tracer = StepTracer(os.path.join(a.out, "steps.csv"), policy=label, global_batch=B, device=dev,
                         model=f"distilbert-base (Hugging Face transformers {transformers}, PyTorch eager)",
                         data=a.data, seed=a.seed, precision=a.precision, emulate_ranks=G, allreduce_ms=allreduce_ms,
                         metadata={"attention_kernel": model.config._attn_implementation, "allreduce": ring,
