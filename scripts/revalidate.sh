@@ -70,6 +70,15 @@ for p in minmax-buffer-128-cost-tokens kk; do
     --model models/h200-distilbert-measured.json --measured traces/h200/prereg4/runs/$p/steps.csv \
     --baseline traces/h200/prereg4/runs/static/steps.csv
 done
+# Campaign 5 (H200): prereg4's compute-bound runs made again in a later session, against the same
+# registration; and the registered peer, its minmax trace with the policy as ddpsim names it (the
+# peer wrote "minmax" then: traces/h200/peer5/README.md).
+for p in minmax-buffer-128-cost-tokens kk; do
+  validate_into traces/h200/prereg4-repeat/validation/$p --registered traces/h200/prereg4/prediction.json \
+    --measured traces/h200/prereg4-repeat/runs/$p/steps.csv --baseline traces/h200/prereg4-repeat/runs/static/steps.csv
+done
+validate_into traces/h200/peer5/validation/minmax-cost-tokens --registered traces/h200/peer5/prediction.json \
+  --measured traces/h200/peer5/fp32-minmax/steps-labelled.csv --baseline traces/h200/peer5/fp32-static/steps.csv
 # Campaign 4's traced decoder run (H200): against its profile's model, and its last 30 steps
 # against the model that took the first 30 as --training (traces/h200/README.md).
 dec=traces/h200/decoder

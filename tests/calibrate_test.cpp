@@ -567,4 +567,11 @@ TEST_CASE("validate --warmup auto finds where an injected slow start settles") {
   CHECK(settled <= 30);
   CHECK(settled_step(std::vector<double>(steps.begin() + 40, steps.end())) == 0);  // no warm-up to find
   CHECK(settled_step(std::vector<double>(10, 1.0)) == 0);                          // too short to judge
+  // A lone slow first step (a process's start) is warm-up, though every window's median is steady.
+  std::vector<double> lone(steps.begin() + 40, steps.end());
+  lone[0] = 50 * lone[1];
+  CHECK(settled_step(lone) == 1);
+  std::vector<double> drift;  // slowing down to the end: never settles, so half the run is left out
+  for (int t = 0; t < 300; ++t) drift.push_back(3.0 - 2.0 * t / 300.0);
+  CHECK(settled_step(drift) == 150);
 }
