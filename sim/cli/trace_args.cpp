@@ -277,7 +277,7 @@ Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const 
   e.pct = 100.0 * static_cast<double>(beyond) / static_cast<double>(total);
   char share[96];
   std::snprintf(share, sizeof share, " (%.1f%% of the measured rank-steps)", e.pct);
-  e.note = "note: " + model.extrapolation_note(b, L) + share + "\n\n";
+  e.text = model.extrapolation_note(b, L) + share;
   return e;
 }
 

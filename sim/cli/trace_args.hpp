@@ -24,7 +24,8 @@ void add_replay_options(po::options_description& visible, po::options_descriptio
 // the note saying so ("" when none does): a replay there is the model's extrapolation.
 struct Extrapolation {
   double pct = 0;
-  std::string note;
+  std::string text;  // the sentence, kept with the outputs' provenance
+  std::string note() const { return text.empty() ? "" : "note: " + text + "\n\n"; }
 };
 Extrapolation extrapolation(const PerfModel& model, std::initializer_list<const Trace*> traces);
 

@@ -374,7 +374,9 @@ int replay(const Args& args) {
   if (!parse(args, REPLAY_USAGE, visible, hidden, positional, vm)) return 0;
   if (!vm.count("trace")) throw UsageError("give the TRACE.csv to replay");
   const Trace trace = read_trace(vm["trace"].as<std::string>());
-  const Config config = config_for_trace(vm, trace);
+  Config config = config_for_trace(vm, trace);
+  const Extrapolation beyond = extrapolation(*config.model, {&trace});
+  if (!beyond.text.empty()) config.notes.push_back(beyond.text);  // into summary.json's provenance
   if (vm.count("out"))
     check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "steps.csv",
                    std::filesystem::path(vm["out"].as<std::string>()) / "summary.json"});
@@ -385,7 +387,7 @@ int replay(const Args& args) {
             << (trace.runs.size() == 1 ? "y" : "ies") << ", " << trace.runs.front().G << " ranks) with "
             << config.model->origin << "\n"
             << platform_line(config, trace) << "\n"
-            << extrapolation(*config.model, {&trace}).note
+            << beyond.note()
             << step_table(sim.runs, summaries, /*changes=*/sim.runs.size() > 1);
   if (vm.count("out")) {
     const std::filesystem::path dir = vm["out"].as<std::string>();

@@ -202,7 +202,7 @@ int validate(const Args& given) {
   if (baseline && other_model.empty()) other_model = trained_other_model(*config.model, *baseline);
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
             << platform_line(config, measured) << "\n"
-            << (other_model.empty() ? "" : "warning: " + other_model + "\n") << beyond.note << validation_report(v);
+            << (other_model.empty() ? "" : "warning: " + other_model + "\n") << beyond.note() << validation_report(v);
   nlohmann::ordered_json scored;
   if (registration) {
     scored = score_registered(*registration, v);
@@ -210,7 +210,7 @@ int validate(const Args& given) {
   }
   if (!vm.count("out")) return 0;
   auto doc = validation_json(v, measured, config.model->origin);
-  if (!beyond.note.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
+  if (!beyond.text.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct, doc["model_extrapolation"] = beyond.text;
   if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
   if (!other_model.empty()) doc["model_trained_other"] = other_model;
   if (registration) doc["registered"] = scored;

@@ -22,6 +22,16 @@ expect_ok "$DDPSIM" validate --measured "$prereg/runs/kk/steps.csv" --baseline "
 grep -q "lie beyond.*(100.0% of the measured rank-steps)" "$WORK/out" || fail "validate gives no extrapolation note"
 grep -q '"model_extrapolated_rank_steps_pct": 100.0' "$WORK/registered/validation.json" ||
   fail "validation.json lacks the extrapolated share"
+grep -q '"model_extrapolation": "model h100-distilbert-measured was measured up to' "$WORK/registered/validation.json" ||
+  fail "validation.json lacks the extrapolation note"
+expect_ok "$DDPSIM" replay "$prereg/runs/kk/steps.csv" --model "$SRC/models/h100-distilbert-measured.json" "${link[@]}" \
+  --out "$WORK/replay"
+grep -q "^note: model h100-distilbert-measured was measured up to.*(100.0% of the measured rank-steps)" "$WORK/out" ||
+  fail "replay gives no extrapolation note"
+python3 - "$WORK/replay/summary.json" <<'PY' || fail "replay's summary.json lacks the extrapolation note in its provenance"
+import json, sys
+assert any("(100.0% of the measured rank-steps)" in n for n in json.load(open(sys.argv[1]))["provenance"]["notes"])
+PY
 
 expect_ok "$DDPSIM" validate --measured "$prereg/runs/kk/steps.csv" --baseline "$prereg/runs/static/steps.csv" \
   --model "$SRC/traces/h100/validation2/models/prereg-posthoc.json" "${link[@]}" --out "$WORK/posthoc"
