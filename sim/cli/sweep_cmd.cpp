@@ -196,6 +196,7 @@ int merge(const std::vector<std::string>& shard_dirs, const fs::path& out) {
       ++copied;
     }
   if (copied) std::cout << "copied " << copied << " cells into " << (out / "cells").string() << "\n";
+  for (const std::string& note : cell_note_lines(*grid, cells)) std::cerr << "note: " << note << "\n";
   print_digest(*grid, cells);
   write_results(out, *grid, cells, /*write_grid=*/!out_grid);
   return 0;
@@ -306,6 +307,7 @@ int sweep(const Args& args) {
     return 0;
   }
   const auto cells = collect_cells(grid, {out});
+  for (const std::string& note : cell_note_lines(grid, cells)) std::cerr << "note: " << note << "\n";
   print_digest(grid, cells);
   write_results(out, grid, cells, /*write_grid=*/false);  // published before the cells ran
   return 0;

@@ -198,11 +198,14 @@ std::string SweepGrid::describe(const SweepCell& cell) const {
   return text + ")";
 }
 
-std::vector<std::string> SweepGrid::note_lines() const {
+std::vector<std::string> SweepGrid::note_lines() const { return ddpsim::note_lines(notes, cells.size()); }
+
+std::vector<std::string> note_lines(const std::vector<std::pair<std::string, std::vector<std::size_t>>>& notes,
+                                    std::size_t cell_count) {
   std::vector<std::string> lines;
   for (const auto& [note, at] : notes) {
     std::string where;
-    if (at.size() == cells.size()) {
+    if (at.size() == cell_count) {
       where = "every cell";
     } else {
       std::vector<std::string> shown;

@@ -62,6 +62,10 @@ struct SweepGrid {
   std::vector<std::string> note_lines() const;
 };
 
+// Notes, each with the cells that gave it, as SweepGrid::note_lines writes them.
+std::vector<std::string> note_lines(const std::vector<std::pair<std::string, std::vector<std::size_t>>>& notes,
+                                    std::size_t cell_count);
+
 // Reads and checks a sweep file (unknown keys, empty axes, zipped lists of unequal length, a
 // key swept twice, grids over MAX_SWEEP_CELLS); throws InputError naming the file and key.
 SweepSpec read_sweep(const std::string& path);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -124,7 +125,7 @@ nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<
   // cell sweep, half a cell's CPU went to such copy-on-write faults).
   std::thread([&] {
     try {
-      const Config config = cell_config(spec, grid, cell);
+      Config config = cell_config(spec, grid, cell);
       if (config.parallel) {
         auto summary = pipeline_summary(config, simulate_parallel(config));
         summary["config"] = config.printable();  // as below: what the cell's name hashes
@@ -133,9 +134,10 @@ nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<
         std::vector<int> own;
         if (!shared) own = config_dataset(config, *make_length_source(config.data, config.training.max_length));
         const std::vector<int>& dataset = shared ? *shared : own;
+        config.add_data_notes(dataset);
         const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
         // The config with absolute paths: what the cell's name hashes (grid.cpp), from any folder.
-        write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries, nullptr,
+        write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries, config.provenance(),
                                                    {{"gain_predictions", cell_predictions(config, dataset, sim)}}));
       }
     } catch (const std::exception& e) {
@@ -401,6 +403,24 @@ std::vector<nlohmann::ordered_json> collect_cells(const SweepGrid& grid, const s
                      " (run the missing shards, or rerun the sweep there)");
   }
   return cells;
+}
+
+std::vector<std::string> cell_note_lines(const SweepGrid& grid, const std::vector<nlohmann::ordered_json>& cells) {
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> notes;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const auto provenance = cells[i].value("provenance", nlohmann::ordered_json::object());
+    const auto kept = provenance.is_object() ? provenance.value("notes", nlohmann::ordered_json::array())
+                                             : nlohmann::ordered_json::array();
+    for (const auto& note : kept) {
+      if (!note.is_string()) continue;
+      const auto text = note.get<std::string>();
+      if (std::ranges::find(grid.notes, text, [](const auto& n) { return n.first; }) != grid.notes.end()) continue;
+      auto known = std::ranges::find(notes, text, [](const auto& n) { return n.first; });
+      if (known == notes.end()) known = notes.insert(known, {text, {}});
+      known->second.push_back(grid.cells[i].index);
+    }
+  }
+  return note_lines(notes, cells.size());
 }
 
 int available_cores() {

@@ -43,6 +43,10 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
 std::vector<nlohmann::ordered_json> collect_cells(const SweepGrid& grid,
                                                   const std::vector<std::filesystem::path>& dirs);
 
+// The notes the cells' runs kept in their provenance (a cell's data beyond its model's measured
+// shapes is known only once its worker loads it), each once with its cells, less the grid's own.
+std::vector<std::string> cell_note_lines(const SweepGrid& grid, const std::vector<nlohmann::ordered_json>& cells);
+
 // Processors this process may run on (Slurm and taskset restrict them): the default --jobs.
 int available_cores();
 
