@@ -79,6 +79,9 @@ for p in minmax-buffer-128-cost-tokens kk; do
 done
 validate_into traces/h200/peer5/validation/minmax-cost-tokens --registered traces/h200/peer5/prediction.json \
   --measured traces/h200/peer5/fp32-minmax/steps-labelled.csv --baseline traces/h200/peer5/fp32-static/steps.csv
+# The peer in bf16, not registered: after the fact against prereg5's model (ddptrain's first-use cost).
+validate_into traces/h200/peer6/validation-posthoc --measured traces/h200/peer6/bf16-minmax/steps.csv \
+  --baseline traces/h200/peer6/bf16-static/steps.csv --model traces/h200/prereg5/model-bf16-training.json
 # Campaign 4's traced decoder run (H200): against its profile's model, and its last 30 steps
 # against the model that took the first 30 as --training (traces/h200/README.md).
 dec=traces/h200/decoder

@@ -50,7 +50,7 @@
 #     scripts/validate_gpu.sh                                                # an H200's next call
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
-# nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PREREG_STEPS (300 per policy),
+# nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PEER_STEPS (STEPS), PEER_OUT ($TRACES/peer), PREREG_STEPS (300 per policy),
 # TURN_STEPS (500 per policy), TURN6_STEPS (300), WIDE_PRECISIONS, WIDE_BATCHES, WIDE_LENGTHS,
 # COST_MODEL (minmax:cost=model's, default the fp32 measured model), MODEL (base; tiny for a rehearsal on CPU). Where: SHARED
 # (../shared/data), TRACES (traces/$GPU, GPU=h100), BUILD (build-gpu), PACK (campaign2.tar.gz).

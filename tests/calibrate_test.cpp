@@ -571,7 +571,13 @@ TEST_CASE("validate --warmup auto finds where an injected slow start settles") {
   std::vector<double> lone(steps.begin() + 40, steps.end());
   lone[0] = 50 * lone[1];
   CHECK(settled_step(lone) == 1);
-  std::vector<double> drift;  // slowing down to the end: never settles, so half the run is left out
+  std::vector<double> outlier = lone;  // a late outlier as slow as the first step does not keep it
+  outlier[outlier.size() - 5] = lone[0];
+  CHECK(settled_step(outlier) == 1);
+  std::vector<double> quiet(300, 100.0);  // a quiet run 1% slower at first keeps its start
+  for (int t = 0; t < 150; ++t) quiet[t] = 101.0;
+  CHECK(settled_step(quiet) == 0);
+  std::vector<double> drift;  // speeding up to the end: never settles, so half the run is left out
   for (int t = 0; t < 300; ++t) drift.push_back(3.0 - 2.0 * t / 300.0);
   CHECK(settled_step(drift) == 150);
 }

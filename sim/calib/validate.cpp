@@ -87,9 +87,10 @@ int settled_step(const std::vector<double>& max_step_ms) {
   }
   if (start + window > n / 2) return static_cast<int>(n / 2);  // never settled: half the run
   // A window's median passes over a lone slow first step (the process's start, a first CUDA
-  // use): a step slower than every step of the settled second half is warm-up too.
-  const double slowest_settled = *std::max_element(second_half.begin(), second_half.end());
-  while (start < n / 2 && max_step_ms[start] > slowest_settled) ++start;
+  // use): one far slower than the settled half is warm-up too. P99, not the maximum, so that a
+  // late outlier does not keep it; 1.5×, so that a quiet run's slightly slower start stays.
+  const double far = std::max(percentile(second_half, 99), 1.5 * steady);
+  while (start < n / 2 && max_step_ms[start] > far) ++start;
   return static_cast<int>(start);
 }
 

@@ -83,7 +83,9 @@ struct Validation {
 
 // The step from which a measured run has settled: the start of the first window of 10 steps
 // whose median max step time is within 5% of the median of the run's second half (the
-// steady level), at most half the run. Short runs (under 20 steps) have no warm-up to find.
+// steady level), then past each leading step far slower than that half (above its P99 and
+// 1.5× its median: a process's first step, which a median passes over), at most half the
+// run. Short runs (under 20 steps) have no warm-up to find.
 int settled_step(const std::vector<double>& max_step_ms);
 
 // `warmup` steps of every run are left out of the steady-state figures; AUTO_WARMUP finds

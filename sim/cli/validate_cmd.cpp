@@ -29,10 +29,10 @@ error comes from: each phase's mean per rank-step, measured against predicted (f
 backward, exposed communication wait, optimizer, the rest of the step); a machine slower or
 faster than its profile moves them all alike, a wrong term of the model moves one.
 Real runs start slow (allocator, caches, thread pools): each run's first steps are left out
-of the steady-state figures (--warmup auto: until the measured max step time settles and no
-step is slower than the run's settled second half, found per run and printed; for a policy
-and baseline one ddptrain run trained in turn, which share its start, both from where the
-later settles), and the figures over every step beside them.
+of the steady-state figures (--warmup auto: until the measured max step time settles, then
+past leading steps far slower than the run's settled second half, found per run and printed;
+for a policy and baseline one ddptrain run trained in turn, which share its start, both from
+where the later settles), and the figures over every step beside them.
 --out DIR writes DIR/validation.json and DIR/validation.csv (per step, with a steady flag).
 A trace of emulated ranks (ddptrain --emulate-ranks) is replayed on the allreduce its metadata
 records, unless CONFIG or --set gives platform keys or training.overlap.
