@@ -27,6 +27,20 @@ import json, sys
 for path in sys.argv[1:]:
     assert any("was measured up to b = 48, L = 66" in n for n in json.load(open(path))["provenance"]["notes"]), path
 PY
+cp "$WORK/err" "$WORK/first-err"
+expect_ok "$DDPSIM" sweep "$WORK/sweep.json" --out "$WORK/sweep"  # every cell reused: the same notes
+diff "$WORK/first-err" "$WORK/err" >/dev/null || fail "reused cells say other notes: $(cat "$WORK/err")"
+cell=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cells"][1]["cell"])' "$WORK/sweep/sweep.json") ||
+  fail "sweep.json names no cell 1"
+python3 - "$WORK/sweep/cells/$cell.json" <<'PY' || fail "cell 1's file is not where sweep.json says"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+del doc["provenance"]  # as an earlier ddpsim wrote it
+json.dump(doc, open(sys.argv[1], "w"))
+PY
+expect_ok "$DDPSIM" sweep "$WORK/sweep.json" --out "$WORK/sweep"
+grep -q "^note: cells written by an earlier ddpsim keep no notes; remove their files to run them again (cell 1)$" \
+  "$WORK/err" || fail "a cell without provenance is not named: $(cat "$WORK/err")"
 expect_ok "$DDPSIM" compare --steps 5
 grep -q "measured up to" "$WORK/out" "$WORK/err" && fail "the default job (an analytic model) carries an extrapolation note"
 
