@@ -28,6 +28,8 @@
 #                  setting in bf16 padded to a multiple of 8, each one run of its policies in turn
 #   prereg5 (GPU)  an H200 registration made from campaign 4's runs (traces/h200/prereg5): the
 #                  study's setting in bf16 padded to 8, static,kk,sorted,minmax in turn
+#   prereg6 (GPU)  an H200 registration made from campaign 5's runs (traces/h200/prereg6):
+#                  compute-bound fp32 at B=256, lengths up to 512, static,minmax,kk,sorted in turn
 #   decoder (GPU)  campaign 4's decoders (traces/gpu4/registered/decoder-shapes.json) profiled
 #                  through ddpsim.torch.profile() at the registered shapes, their unit jitter
 #                  (ddpsim.torch.unit_jitter), a traced run over NCCL at world size 1
@@ -47,7 +49,8 @@
 #   STAGES="build test prereg4 pack" CAMPAIGN=4 scripts/validate_gpu.sh      # GPU, campaign 4
 #   STAGES="build decoder pack" CAMPAIGN=4d scripts/validate_gpu.sh          # GPU, campaign 4's decoders
 #   STAGES="build prereg5 peer pack" CAMPAIGN=5 GPU=h200 PEER=fp32 PEER_OUT=traces/h200/peer5 \
-#     scripts/validate_gpu.sh                                                # an H200's next call
+#     scripts/validate_gpu.sh                                                # campaign 5 (H200)
+#   STAGES="build prereg6 pack" CAMPAIGN=6 GPU=h200 scripts/validate_gpu.sh  # an H200's next call
 #
 # How much: STEPS (800 a run of campaign 1), RUNS (the run stage's parts: policies bf16 large
 # nccl probe), LARGE_STEPS (STEPS/2), PEER (fp32 bf16), PEER_STEPS (STEPS), PEER_OUT ($TRACES/peer), PREREG_STEPS (300 per policy),
@@ -76,8 +79,8 @@ read -r -a runs <<<"${RUNS:-policies bf16 large nccl probe}"   # the run stage's
 part() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 stage() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 for s in "${stages[@]}"; do
-  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|prereg5|decoder|pack|validate)$ ]] ||
-    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 prereg5 decoder pack validate)" >&2; exit 2; }
+  [[ $s =~ ^(carry|build|test|profile|calibrate|run|prereg|turns|bf16pad|optimizer|peer|wide|turns6|prereg3|prereg4|prereg5|prereg6|decoder|pack|validate)$ ]] ||
+    { echo "validate_gpu: STAGES: unknown stage '$s' (carry build test profile calibrate run prereg turns bf16pad optimizer peer wide turns6 prereg3 prereg4 prereg5 prereg6 decoder pack validate)" >&2; exit 2; }
 done
 if stage carry; then
   # What the GPU machine cannot download; the GPU calls then take SHARED=$carry/data DEBS=$carry/debs.
@@ -339,6 +342,16 @@ if stage prereg5; then
     --out "$out/prereg5/runs" | grep -E 'step|wrote' || failed "prereg5"
 fi
 
+if stage prereg6; then
+  environment
+  # The registered config's flags (traces/h200/prereg6): prereg4's compute-bound setting at B=256, four policies.
+  step "prereg6: compute-bound fp32, B=256, up to 512 tokens, ${PREREG6_STEPS:-50} steps a policy, in turn"
+  "$ddptrain" --model "$model" --seed 0 --synthetic-lengths traces/lognormal-96-0.6-512-lengths.json \
+    --synthetic-samples 20015 --max-length 512 --global-batch 256 "${emu[@]}" --log-every 25 \
+    --policy static,minmax:cost=tokens:buffer=128,kk,sorted --steps "${PREREG6_STEPS:-50}" \
+    --out "$out/prereg6/runs" | grep -E 'step|wrote' || failed "prereg6"
+fi
+
 if stage decoder; then
   environment
   if package_imports "$out/decoder-import.txt"; then
@@ -370,6 +383,7 @@ if stage pack; then
   [[ ${CAMPAIGN:-2} == 4 ]] && members=(prereg4/runs prereg4-bf16/runs env-campaign4.txt)
   [[ ${CAMPAIGN:-2} == 4d ]] && members=(decoder env-campaign4d.txt)
   [[ ${CAMPAIGN:-2} == 5 ]] && members=(prereg5/runs peer5 env-campaign5.txt)
+  [[ ${CAMPAIGN:-2} == 6 ]] && members=(prereg6/runs env-campaign6.txt)
   for d in "${members[@]}"; do
     [[ -e $out/$d ]] && parts+=("$d")
   done
