@@ -27,9 +27,9 @@ import json, sys
 for path in sys.argv[1:]:
     assert any("was measured up to b = 48, L = 66" in n for n in json.load(open(path))["provenance"]["notes"]), path
 PY
-cp "$WORK/err" "$WORK/first-err"
+grep '^note:' "$WORK/err" >"$WORK/first-notes"  # the notes alone: a sanitizer warns of its workers too
 expect_ok "$DDPSIM" sweep "$WORK/sweep.json" --out "$WORK/sweep"  # every cell reused: the same notes
-diff "$WORK/first-err" "$WORK/err" >/dev/null || fail "reused cells say other notes: $(cat "$WORK/err")"
+grep '^note:' "$WORK/err" | diff "$WORK/first-notes" - >/dev/null || fail "reused cells say other notes: $(cat "$WORK/err")"
 cell=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cells"][1]["cell"])' "$WORK/sweep/sweep.json") ||
   fail "sweep.json names no cell 1"
 python3 - "$WORK/sweep/cells/$cell.json" <<'PY' || fail "cell 1's file is not where sweep.json says"
