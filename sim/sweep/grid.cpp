@@ -200,8 +200,13 @@ std::string SweepGrid::describe(const SweepCell& cell) const {
 
 std::vector<std::string> SweepGrid::note_lines() const { return ddpsim::note_lines(notes, cells.size()); }
 
-std::vector<std::string> note_lines(const std::vector<std::pair<std::string, std::vector<std::size_t>>>& notes,
-                                    std::size_t cell_count) {
+void add_cell_note(CellNotes& notes, const std::string& note, std::size_t cell) {
+  auto known = std::ranges::find(notes, note, [](const auto& n) { return n.first; });
+  if (known == notes.end()) known = notes.insert(known, {note, {}});
+  if (known->second.empty() || known->second.back() != cell) known->second.push_back(cell);
+}
+
+std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_count) {
   std::vector<std::string> lines;
   for (const auto& [note, at] : notes) {
     std::string where;
@@ -275,13 +280,9 @@ SweepGrid expand(const SweepSpec& spec, const std::function<void(std::size_t, st
                        (abstract ? "abstract mode (time units)" : "model mode (ms)") + ", " +
                        grid.describe(grid.cells.front()) + " in " + (abstract ? "model mode" : "abstract mode") +
                        ": one sweep's step times share one unit, so sweep them apart");
-    std::vector<std::string> notes = config.notes;
-    if (std::string untrained = config.untrained_size_note(); !untrained.empty()) notes.push_back(std::move(untrained));
-    for (const std::string& note : notes) {
-      auto known = std::ranges::find(grid.notes, note, [](const auto& n) { return n.first; });
-      if (known == grid.notes.end()) known = grid.notes.insert(known, {note, {}});
-      known->second.push_back(i);
-    }
+    for (const std::string& note : config.notes) add_cell_note(grid.notes, note, i);
+    if (const std::string untrained = config.untrained_size_note(); !untrained.empty())
+      add_cell_note(grid.notes, untrained, i);
     if (const auto [it, fresh] = seen.emplace(cell.hash, i); !fresh)
       throw InputError(spec.origin + ": " + grid.describe(cell) + " is the same config as " +
                        grid.describe(grid.cells[it->second]) + ": a value listed twice, or one the config ignores");

@@ -49,12 +49,17 @@ struct SweepCell {
   int world_size = 0;
 };
 
+// Notes, each once with the cells that gave it, in the order first met.
+using CellNotes = std::vector<std::pair<std::string, std::vector<std::size_t>>>;
+// Adds `cell` to `note`'s cells (the note first where new; a cell once).
+void add_cell_note(CellNotes& notes, const std::string& note, std::size_t cell);
+
 struct SweepGrid {
   std::vector<std::string> keys;
   std::vector<SweepCell> cells;
   std::string hash;  // of the keys and every cell's hash: shards of one sweep share it
   // The cells' config notes, each once with the cells that gave it (expand's, not a read-back grid's).
-  std::vector<std::pair<std::string, std::vector<std::size_t>>> notes;
+  CellNotes notes;
 
   // "cell 3 (training.world_size=8, platform.topology=nvlink)", for messages.
   std::string describe(const SweepCell& cell) const;
@@ -63,8 +68,7 @@ struct SweepGrid {
 };
 
 // Notes, each with the cells that gave it, as SweepGrid::note_lines writes them.
-std::vector<std::string> note_lines(const std::vector<std::pair<std::string, std::vector<std::size_t>>>& notes,
-                                    std::size_t cell_count);
+std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_count);
 
 // Reads and checks a sweep file (unknown keys, empty axes, zipped lists of unequal length, a
 // key swept twice, grids over MAX_SWEEP_CELLS); throws InputError naming the file and key.

@@ -407,27 +407,24 @@ std::vector<nlohmann::ordered_json> collect_cells(const SweepGrid& grid, const s
 }
 
 std::vector<std::string> cell_note_lines(const SweepGrid& grid, const std::vector<nlohmann::ordered_json>& cells) {
-  std::vector<std::pair<std::string, std::vector<std::size_t>>> notes;
-  const auto add = [&](const std::string& text, std::size_t cell) {
-    auto known = std::ranges::find(notes, text, [](const auto& n) { return n.first; });
-    if (known == notes.end()) known = notes.insert(known, {text, {}});
-    if (known->second.empty() || known->second.back() != cell) known->second.push_back(cell);
-  };
+  CellNotes notes;
   const std::string unknown = "cells written by an earlier ddpsim keep no notes; remove their files to run them again";
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const auto& cell = cells[i];
     const auto provenance = cell.value("provenance", nlohmann::ordered_json());
     // A pipeline cell without one is in time units (abstract), or from before its data had notes.
     if (provenance.is_null() && cell["config"].contains("parallel")) continue;
-    if (!provenance.is_object() || !provenance.value("notes", nlohmann::ordered_json::array()).is_array()) {
-      add(unknown, grid.cells[i].index);
+    const auto kept = provenance.is_object() ? provenance.value("notes", nlohmann::ordered_json::array())
+                                             : nlohmann::ordered_json();
+    if (!kept.is_array()) {
+      add_cell_note(notes, unknown, grid.cells[i].index);
       continue;
     }
-    for (const auto& note : provenance.value("notes", nlohmann::ordered_json::array())) {
+    for (const auto& note : kept) {
       if (!note.is_string()) continue;
       const std::string text = printable(note.get<std::string>());
       if (std::ranges::find(grid.notes, text, [](const auto& n) { return n.first; }) == grid.notes.end())
-        add(text, grid.cells[i].index);
+        add_cell_note(notes, text, grid.cells[i].index);
     }
   }
   return note_lines(notes, cells.size());
