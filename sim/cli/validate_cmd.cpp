@@ -210,7 +210,10 @@ int validate(const Args& given) {
   }
   if (!vm.count("out")) return 0;
   auto doc = validation_json(v, measured, config.model->origin);
-  if (!beyond.text.empty()) doc["model_extrapolated_rank_steps_pct"] = beyond.pct, doc["model_extrapolation"] = beyond.text;
+  if (!beyond.text.empty()) {
+    doc["model_extrapolated_rank_steps_pct"] = beyond.pct;
+    doc["model_extrapolation"] = beyond.text;
+  }
   if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
   if (!other_model.empty()) doc["model_trained_other"] = other_model;
   if (registration) doc["registered"] = scored;

@@ -82,6 +82,9 @@ expect_exit 1 "not a registered prediction" "$DDPSIM" validate --registered "$pr
 # The committed scorecard, regenerated from the committed traces.
 expect_ok "$DDPSIM" scorecard traces
 diff "$WORK/out" docs/scorecard.md >"$WORK/diff" || fail "docs/scorecard.md is not what ddpsim scorecard traces gives: $(head -20 "$WORK/diff")"
+# A registration read with the regime test since corrected says both readings.
+grep -q "^| cpu/prereg8/validation | verl:max_token_len=128 | compute-bound (now one regime) |" "$WORK/out" ||
+  fail "the scorecard should show prereg8's registered regime beside today's reading"
 expect_exit 1 "not a folder" "$DDPSIM" scorecard "$WORK/none"
 expect_exit 2 "give at least one folder" "$DDPSIM" scorecard
 finish
