@@ -60,7 +60,7 @@ def _entry(rank, fn, world_size, init, pin, args):
     # Leaves without finalizing the interpreter: the group outlives destroy_process_group (the
     # models hold it), and where one of Gloo's threads is still releasing a collective's tensors
     # as the interpreter finalizes, torch 1.13 aborts the process (SIGABRT after a test passed,
-    # about 1 run in 20 of py_tracer on a 2-core VM). The workers write their files before this.
+    # 4 of 64 runs of py_tracer on a 2-core VM). A worker closes its files before it returns.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

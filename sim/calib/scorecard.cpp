@@ -31,7 +31,7 @@ struct Gain {
 struct Registered {
   std::string file, validation, policy;
   nlohmann::json score;
-  std::string regime_now;  // the validation's reading of the model's regime, where it has one
+  std::string regime_now;  // the validation's reading of the gain's regime, where it has one
 };
 
 struct Found {
@@ -98,8 +98,11 @@ std::string registered_table(const std::vector<Registered>& rows) {
       "Each made before its run (`ddpsim compare --register`), scored by `ddpsim validate --registered`; where the "
       "prediction set configs against each other (`compare --against`), the policy column names the config's column, "
       "scored against the base column's run. The regime is the one the registered session term was read for; where "
-      "today's ddpsim reads the same model otherwise (a correction since: a model calibrated with `--training` runs "
-      "had every rank-step from the knee read as compute-bound), the brackets say so.\n\n"
+      "the validation reads the same model otherwise, the brackets say so. Registrations made before a correction "
+      "read a model calibrated with `--training` runs as two regimes: a compute-bound or mixed row took the "
+      "compute-bound session figure for rank-steps now read as one regime (whose figure is the launch-bound one), "
+      "a launch-bound row kept its figure and is only relabelled. Configs against each other are scored from their "
+      "runs alone, without the model, so their regime is not read again.\n\n"
       "| validation | policy | regime | registered gain [seeds] [prediction] | measured [95%] | measured inside "
       "prediction | registered inside measured |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Registered& r : rows) {
@@ -112,8 +115,11 @@ std::string registered_table(const std::vector<Registered>& rows) {
     const std::string unit = per_sample ? " per sample" : "";
     const std::string mismatch = s.value("per_sample", per_sample) == per_sample ? "" : " (measured per step)";
     // The regime the registered session term used; a model read otherwise since (a later fix) says both.
-    std::string regime = s.value("regime", std::string("—"));
-    if (!r.regime_now.empty() && r.regime_now != regime) regime += " (now " + r.regime_now + ")";
+    std::string regime = s.value("regime", std::string());
+    if (regime.empty())
+      regime = "—";
+    else if (!r.regime_now.empty() && r.regime_now != regime)
+      regime += " (now " + r.regime_now + ")";
     out += "| " + r.validation + " | " + r.policy + " | " + regime + " | " +
            cell("%+.2f", s["registered_gain_pct"].get<double>()) + "%" + unit + " [" +
            cell("%+.2f", seeds[0].get<double>()) + ", " + cell("%+.2f", seeds[1].get<double>()) + "] [" +
@@ -155,9 +161,10 @@ std::string scorecard(const std::vector<std::string>& roots) {
       const auto& r = doc["registered"];
       scored.insert(fs::weakly_canonical(r["file"].get<std::string>()).generic_string());
       for (const auto& [policy, score] : r["policies"].items()) {
-        const nlohmann::json& p = doc["policies"].contains(policy) ? doc["policies"][policy] : nlohmann::json::object();
-        registered.push_back({r["file"].get<std::string>(), campaign, policy, score,
-                              p.value("predicted_gain_regime", std::string())});
+        std::string now;
+        if (const auto& read = doc["policies"]; read.contains(policy))
+          now = read[policy].value("predicted_gain_regime", std::string());
+        registered.push_back({r["file"].get<std::string>(), campaign, policy, score, now});
       }
     }
   }

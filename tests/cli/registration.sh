@@ -85,6 +85,8 @@ diff "$WORK/out" docs/scorecard.md >"$WORK/diff" || fail "docs/scorecard.md is n
 # A registration read with the regime test since corrected says both readings.
 grep -q "^| cpu/prereg8/validation | verl:max_token_len=128 | compute-bound (now one regime) |" "$WORK/out" ||
   fail "the scorecard should show prereg8's registered regime beside today's reading"
+grep -q "^| cpu/prereg2/validation | sorted | one regime |" "$WORK/out" ||
+  fail "a registered regime the validation reads alike should stand alone"
 expect_exit 1 "not a folder" "$DDPSIM" scorecard "$WORK/none"
 expect_exit 2 "give at least one folder" "$DDPSIM" scorecard
 finish
