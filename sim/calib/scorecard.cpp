@@ -114,7 +114,7 @@ std::string registered_table(const std::vector<Registered>& rows) {
     const bool per_sample = s.value("registered_per_sample", false);
     const std::string unit = per_sample ? " per sample" : "";
     const std::string mismatch = s.value("per_sample", per_sample) == per_sample ? "" : " (measured per step)";
-    // The regime the registered session term used; a model read otherwise since (a later fix) says both.
+    // The regime the registered session term used, and the validation's reading where that differs.
     std::string regime = s.value("regime", std::string());
     if (regime.empty())
       regime = "—";
