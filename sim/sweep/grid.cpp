@@ -55,6 +55,11 @@ std::string grid_hash(const std::vector<std::string>& keys, const std::vector<Sw
   return fnv1a64_hex(std::to_string(h));
 }
 
+// A note among a sweep's notes, const or not.
+auto find_cell_note(auto& notes, const std::string& note) {
+  return std::ranges::find(notes, note, [](const auto& n) { return n.first; });
+}
+
 }  // namespace
 
 std::vector<std::string> SweepSpec::keys() const {
@@ -200,8 +205,12 @@ std::string SweepGrid::describe(const SweepCell& cell) const {
 
 std::vector<std::string> SweepGrid::note_lines() const { return ddpsim::note_lines(notes, cells.size()); }
 
+bool has_cell_note(const CellNotes& notes, const std::string& note) {
+  return find_cell_note(notes, note) != notes.end();
+}
+
 void add_cell_note(CellNotes& notes, const std::string& note, std::size_t cell) {
-  auto known = std::ranges::find(notes, note, [](const auto& n) { return n.first; });
+  auto known = find_cell_note(notes, note);
   if (known == notes.end()) known = notes.insert(known, {note, {}});
   if (known->second.empty() || known->second.back() != cell) known->second.push_back(cell);
 }

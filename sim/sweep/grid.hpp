@@ -53,6 +53,7 @@ struct SweepCell {
 using CellNotes = std::vector<std::pair<std::string, std::vector<std::size_t>>>;
 // Adds `cell` to `note`'s cells (the note first where new; a cell once).
 void add_cell_note(CellNotes& notes, const std::string& note, std::size_t cell);
+bool has_cell_note(const CellNotes& notes, const std::string& note);
 
 struct SweepGrid {
   std::vector<std::string> keys;

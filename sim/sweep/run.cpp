@@ -423,8 +423,7 @@ std::vector<std::string> cell_note_lines(const SweepGrid& grid, const std::vecto
     for (const auto& note : kept) {
       if (!note.is_string()) continue;
       const std::string text = printable(note.get<std::string>());
-      if (std::ranges::find(grid.notes, text, [](const auto& n) { return n.first; }) == grid.notes.end())
-        add_cell_note(notes, text, grid.cells[i].index);
+      if (!has_cell_note(grid.notes, text)) add_cell_note(notes, text, grid.cells[i].index);
     }
   }
   return note_lines(notes, cells.size());
