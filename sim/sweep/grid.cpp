@@ -11,7 +11,6 @@
 #include "common/hash.hpp"
 #include "common/input_file.hpp"
 #include "common/json_util.hpp"
-#include "common/split.hpp"
 #include "report/outputs.hpp"
 
 namespace fs = std::filesystem;
@@ -53,11 +52,6 @@ std::string grid_hash(const std::vector<std::string>& keys, const std::vector<Sw
   for (const auto& key : keys) h = fnv1a64(key + "\n", h);
   for (const auto& cell : cells) h = fnv1a64(cell.hash, h);
   return fnv1a64_hex(std::to_string(h));
-}
-
-// A note among a sweep's notes, const or not.
-auto find_cell_note(auto& notes, const std::string& note) {
-  return std::ranges::find(notes, note, [](const auto& n) { return n.first; });
 }
 
 }  // namespace
@@ -204,33 +198,6 @@ std::string SweepGrid::describe(const SweepCell& cell) const {
 }
 
 std::vector<std::string> SweepGrid::note_lines() const { return ddpsim::note_lines(notes, cells.size()); }
-
-bool has_cell_note(const CellNotes& notes, const std::string& note) {
-  return find_cell_note(notes, note) != notes.end();
-}
-
-void add_cell_note(CellNotes& notes, const std::string& note, std::size_t cell) {
-  auto known = find_cell_note(notes, note);
-  if (known == notes.end()) known = notes.insert(known, {note, {}});
-  if (known->second.empty() || known->second.back() != cell) known->second.push_back(cell);
-}
-
-std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_count) {
-  std::vector<std::string> lines;
-  for (const auto& [note, at] : notes) {
-    std::string where;
-    if (at.size() == cell_count) {
-      where = "every cell";
-    } else {
-      std::vector<std::string> shown;
-      for (std::size_t k = 0; k < std::min<std::size_t>(at.size(), 5); ++k) shown.push_back(std::to_string(at[k]));
-      if (shown.size() < at.size()) shown.push_back(std::to_string(at.size() - shown.size()) + " more");
-      where = (at.size() == 1 ? "cell " : "cells ") + and_list(shown);
-    }
-    lines.push_back(note + " (" + where + ")");
-  }
-  return lines;
-}
 
 Config cell_config(const SweepSpec& spec, const SweepGrid& grid, const SweepCell& cell) {
   const std::string origin = spec.origin + ", " + grid.describe(cell);

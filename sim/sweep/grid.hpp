@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/config.hpp"
+#include "sweep/notes.hpp"
 
 namespace ddpsim {
 
@@ -49,12 +50,6 @@ struct SweepCell {
   int world_size = 0;
 };
 
-// Notes, each once with the cells that gave it, in the order first met.
-using CellNotes = std::vector<std::pair<std::string, std::vector<std::size_t>>>;
-// Adds `cell` to `note`'s cells (the note first where new; a cell once).
-void add_cell_note(CellNotes& notes, const std::string& note, std::size_t cell);
-bool has_cell_note(const CellNotes& notes, const std::string& note);
-
 struct SweepGrid {
   std::vector<std::string> keys;
   std::vector<SweepCell> cells;
@@ -64,12 +59,9 @@ struct SweepGrid {
 
   // "cell 3 (training.world_size=8, platform.topology=nvlink)", for messages.
   std::string describe(const SweepCell& cell) const;
-  // Each note as a line: "<note> (every cell)" or "(cells 0, 2 and 5)".
+  // The notes as lines (ddpsim::note_lines).
   std::vector<std::string> note_lines() const;
 };
-
-// Notes, each with the cells that gave it, as SweepGrid::note_lines writes them.
-std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_count);
 
 // Reads and checks a sweep file (unknown keys, empty axes, zipped lists of unequal length, a
 // key swept twice, grids over MAX_SWEEP_CELLS); throws InputError naming the file and key.
