@@ -37,7 +37,10 @@ TEST_CASE("numbers inside names, ranges and versions are text, so their notes st
                                                                             {"llama-3-8b", "llama-3-70b"},
                                                                             {"ran 18-23% off", "ran 18-25% off"},
                                                                             {"version 3.32.1", "version 3.32.2"},
-                                                                            {"a 4x4 grid", "a 4x8 grid"}}) {
+                                                                            {"a 4x4 grid", "a 4x8 grid"},
+                                                                            {"gain \u22125%", "gain \u22122%"},
+                                                                            {"gain +5%", "gain +2%"},
+                                                                            {"1,482.8 ms", "1,426.4 ms"}}) {
     CellNotes notes;
     add_cell_note(notes, a, 0);
     add_cell_note(notes, b, 1);
@@ -51,4 +54,18 @@ TEST_CASE("many cells are counted past the fifth") {
   CHECK(has_cell_note(notes, "b = 7"));
   CHECK_FALSE(has_cell_note(notes, "b = 8"));
   CHECK(note_lines(notes, 20) == std::vector<std::string>{"b = 1 to 13 (cells 1, 3, 5, 7, 9 and 2 more)"});
+}
+
+TEST_CASE("figures compare as numbers of any length; a control byte is escaped, never taken for a figure") {
+  CellNotes notes;
+  const std::string huge(400, '9');
+  add_cell_note(notes, "at 0.50 and " + huge, 0);
+  add_cell_note(notes, "at 0.25 and 1" + std::string(400, '0'), 1);
+  add_cell_note(notes, "at 0.3 and 007", 2);
+  CHECK(note_lines(notes, 3) == std::vector<std::string>{"at 0.25 to 0.50 and 007 to 1" + std::string(400, '0') +
+                                                         " (every cell)"});
+  CellNotes odd;
+  add_cell_note(odd, "model a\x1f b = 24", 0);
+  add_cell_note(odd, "model a\x1f b = 48", 1);
+  CHECK(note_lines(odd, 2) == std::vector<std::string>{"model a\\x1f b = 24 to 48 (every cell)"});
 }

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+#include <tuple>
 
+#include "common/error.hpp"
 #include "common/split.hpp"
 
 namespace ddpsim {
@@ -13,17 +16,19 @@ auto find_cell_note(auto& notes, const std::string& note) {
   return std::ranges::find(notes, note, [](const auto& n) { return n.first; });
 }
 
-constexpr char FIGURE = '\x1f';  // a figure's place in a sentence; notes are printable text
+constexpr char FIGURE = '\x1f';  // a figure's place in a sentence, which printable() never leaves
 
 bool digit_at(const std::string& text, std::size_t i) {
   return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
 }
 
-// Whether the character at i ties a number to the text beside it, as part of a name or a range
-// ("h100", "llama-3-8b", "18-23%", "1.2.3"): then the number is no figure of its own.
+// Whether the character at i ties a number to the text beside it, as part of a name, a range,
+// a signed or a grouped number ("h100", "llama-3-8b", "18-23%", "1.2.3", "−5", "1,482"): then
+// the number is no figure of its own, and notes that differ there are told apart.
 bool ties(const std::string& text, std::size_t i, bool before) {
   const unsigned char c = static_cast<unsigned char>(text[i]);
-  if (c == '.') return before ? i > 0 && digit_at(text, i - 1) : digit_at(text, i + 1);
+  if (c == '.' || c == ',') return before ? i > 0 && digit_at(text, i - 1) : digit_at(text, i + 1);
+  if (before && (c == '+' || (c == 0x92 && i >= 2 && text.compare(i - 2, 3, "\u2212") == 0))) return true;
   return std::isalnum(c) || c == '_' || c == '-';
 }
 
@@ -56,9 +61,21 @@ Figures split_figures(const std::string& note) {
   return out;
 }
 
+// Figures are digits with an optional decimal part, compared as numbers without a conversion
+// that could overflow.
+bool figure_less(const std::string& a, const std::string& b) {
+  const auto parts = [](std::string_view figure) {
+    const std::size_t dot = std::min(figure.find('.'), figure.size());
+    std::string_view whole = figure.substr(0, dot), fraction = figure.substr(std::min(dot + 1, figure.size()));
+    whole.remove_prefix(std::min(whole.find_first_not_of('0'), whole.size()));
+    fraction.remove_suffix(fraction.size() - std::min(fraction.find_last_not_of('0') + 1, fraction.size()));
+    return std::tuple(whole.size(), whole, fraction);
+  };
+  return parts(a) < parts(b);
+}
+
 // The members' sentence with each figure that differs between them as "least to greatest".
 std::string merged(const std::vector<Figures>& members) {
-  const auto less = [](const std::string& a, const std::string& b) { return std::stod(a) < std::stod(b); };
   std::string text;
   std::size_t k = 0;
   for (const char c : members.front().sentence) {
@@ -68,8 +85,8 @@ std::string merged(const std::vector<Figures>& members) {
     }
     std::string low = members.front().figures[k], high = low;
     for (const Figures& m : members) {
-      if (less(m.figures[k], low)) low = m.figures[k];
-      if (less(high, m.figures[k])) high = m.figures[k];
+      if (figure_less(m.figures[k], low)) low = m.figures[k];
+      if (figure_less(high, m.figures[k])) high = m.figures[k];
     }
     text += low == high ? low : low + " to " + high;
     ++k;
@@ -105,7 +122,7 @@ std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_cou
   };
   std::vector<Family> families;  // in the order first met
   for (const auto& [note, at] : notes) {
-    Figures figures = split_figures(note);
+    Figures figures = split_figures(printable(note));  // a stray control byte escaped, FIGURE too
     auto family = std::ranges::find(families, figures.sentence, &Family::sentence);
     if (family == families.end()) family = families.insert(families.end(), Family{figures.sentence, {}, {}});
     family->members.push_back(std::move(figures));
