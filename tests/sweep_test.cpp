@@ -5,8 +5,8 @@
 
 #include "common/error.hpp"
 #include "common/hash.hpp"
+#include "sweep/cells.hpp"
 #include "sweep/grid.hpp"
-#include "sweep/run.hpp"
 #include "test_data.hpp"
 
 using namespace ddpsim;

@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "report/outputs.hpp"
 #include "sweep/grid.hpp"
+#include "sweep/cells.hpp"
 #include "sweep/run.hpp"
 
 namespace fs = std::filesystem;

@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "sweep/grid.hpp"
+#include "sweep/cells.hpp"
 #include "sweep/run.hpp"
 
 namespace fs = std::filesystem;
