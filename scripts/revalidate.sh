@@ -48,7 +48,14 @@ for reg in traces/{cpu,h100,h200}/prereg?*/; do
   done
 done
 # Configs against each other, registered by compare --against --register: each column's run k
-# (runs-COLUMN-k) against the base column's run k.
+# (runs-COLUMN-k) against the base column's run k. A run of static alone: RUN/static/steps.csv
+# as scripts/zero1_pytorch.py writes it, RUN/steps.csv as ddptrain does.
+policy_trace() {
+  local trace
+  for trace in "$1/static/steps.csv" "$1/steps.csv"; do [[ -f $trace ]] && { echo "$trace"; return; }; done
+  echo "revalidate: $1 holds neither static/steps.csv nor steps.csv" >&2
+  exit 1
+}
 for run in traces/{cpu,h100,h200}/prereg*/runs-*/; do
   run=${run%/} P=$(dirname "${run%/}")
   [[ -d $run && ${run##*/runs-} =~ ^(.+)-([0-9]+)$ ]] || continue  # no such registration, or not a column's run
@@ -56,7 +63,7 @@ for run in traces/{cpu,h100,h200}/prereg*/runs-*/; do
   [[ $c == base ]] && continue
   [[ -d $P/runs-base-$k ]] || { echo "revalidate: $run has no $P/runs-base-$k to be scored against" >&2; exit 1; }
   validate_into "$P/validation-$k/$c" --registered "$P/prediction.json" --column "$c" \
-    --measured "$run/static/steps.csv" --baseline "$P/runs-base-$k/static/steps.csv"
+    --measured "$(policy_trace "$run")" --baseline "$(policy_trace "$P/runs-base-$k")"
 done
 # The DDP run that followed prereg11's registered ZeRO-1 one, on its seed: the same model under ddp.
 P=traces/cpu/prereg11
