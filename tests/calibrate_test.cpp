@@ -8,8 +8,8 @@
 #include <map>
 
 #include "calib/calibrate.hpp"
+#include "calib/trace_reader.hpp"
 #include "common/error.hpp"
-#include "common/json_util.hpp"
 #include "common/rng.hpp"
 #include "eval/config.hpp"
 #include "profile_row.hpp"

@@ -36,6 +36,8 @@ TEST_CASE("numbers inside names, ranges and versions are text, so their notes st
   for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{{"model h100-x", "model h200-x"},
                                                                             {"llama-3-8b", "llama-3-70b"},
                                                                             {"ran 18-23% off", "ran 18-25% off"},
+                                                                            {"ran 18\u201323% off", "ran 18\u201325% off"},
+                                                                            {"ran 16\u201324 ms", "ran 18\u201324 ms"},
                                                                             {"version 3.32.1", "version 3.32.2"},
                                                                             {"a 4x4 grid", "a 4x8 grid"},
                                                                             {"gain \u22125%", "gain \u22122%"},

@@ -8,7 +8,6 @@
 
 #include "calib/trace_reader.hpp"
 #include "calib/validate.hpp"
-#include "common/json_util.hpp"
 #include "common/rng.hpp"
 #include "eval/config.hpp"
 #include "report/outputs.hpp"

@@ -11,8 +11,8 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "report/outputs.hpp"
-#include "sweep/grid.hpp"
 #include "sweep/cells.hpp"
+#include "sweep/grid.hpp"
 #include "sweep/run.hpp"
 
 namespace fs = std::filesystem;

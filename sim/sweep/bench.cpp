@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "common/error.hpp"
-#include "sweep/grid.hpp"
 #include "sweep/cells.hpp"
+#include "sweep/grid.hpp"
 #include "sweep/run.hpp"
 
 namespace fs = std::filesystem;

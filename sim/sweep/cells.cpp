@@ -1,5 +1,6 @@
 #include "sweep/cells.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -219,7 +220,8 @@ std::vector<std::string> cell_note_lines(const SweepGrid& grid, const std::vecto
     }
     for (const auto& note : kept) {
       if (!note.is_string()) continue;
-      const std::string text = printable(note.get<std::string>());
+      // Raw, as the grid keeps its own: note_lines escapes what it writes.
+      const std::string text = note.get<std::string>();
       if (!has_cell_note(grid.notes, text)) add_cell_note(notes, text, grid.cells[i].index);
     }
   }

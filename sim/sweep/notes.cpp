@@ -16,7 +16,7 @@ auto find_cell_note(auto& notes, const std::string& note) {
   return std::ranges::find(notes, note, [](const auto& n) { return n.first; });
 }
 
-constexpr char FIGURE = '\x1f';  // a figure's place in a sentence, which printable() never leaves
+constexpr char FIGURE = '\x1f';  // a figure's place in a sentence (the byte itself, in a note, is escaped)
 
 bool digit_at(const std::string& text, std::size_t i) {
   return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
@@ -28,6 +28,9 @@ bool digit_at(const std::string& text, std::size_t i) {
 bool ties(const std::string& text, std::size_t i, bool before) {
   const unsigned char c = static_cast<unsigned char>(text[i]);
   if (c == '.' || c == ',') return before ? i > 0 && digit_at(text, i - 1) : digit_at(text, i + 1);
+  // An en dash ties both sides ("18–23%"), a plus or minus sign the number after it.
+  if (before ? c == 0x93 && i >= 2 && text.compare(i - 2, 3, "\u2013") == 0 : text.compare(i, 3, "\u2013") == 0)
+    return true;
   if (before && (c == '+' || (c == 0x92 && i >= 2 && text.compare(i - 2, 3, "\u2212") == 0))) return true;
   return std::isalnum(c) || c == '_' || c == '-';
 }
@@ -42,6 +45,10 @@ struct Figures {
 Figures split_figures(const std::string& note) {
   Figures out;
   for (std::size_t i = 0; i < note.size();) {
+    if (note[i] == FIGURE) {  // the marker's own byte, in a name, is text
+      out.sentence += hex_escape(static_cast<unsigned char>(note[i++]));
+      continue;
+    }
     if (!digit_at(note, i) || (i > 0 && ties(note, i - 1, true))) {
       out.sentence += note[i++];
       continue;
@@ -122,7 +129,7 @@ std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_cou
   };
   std::vector<Family> families;  // in the order first met
   for (const auto& [note, at] : notes) {
-    Figures figures = split_figures(printable(note));  // a stray control byte escaped, FIGURE too
+    Figures figures = split_figures(note);
     auto family = std::ranges::find(families, figures.sentence, &Family::sentence);
     if (family == families.end()) family = families.insert(families.end(), Family{figures.sentence, {}, {}});
     family->members.push_back(std::move(figures));
@@ -132,7 +139,7 @@ std::vector<std::string> note_lines(const CellNotes& notes, std::size_t cell_cou
   for (Family& family : families) {
     std::ranges::sort(family.cells);
     family.cells.erase(std::unique(family.cells.begin(), family.cells.end()), family.cells.end());
-    lines.push_back(merged(family.members) + " (" + cells_text(family.cells, cell_count) + ")");
+    lines.push_back(printable(merged(family.members)) + " (" + cells_text(family.cells, cell_count) + ")");
   }
   return lines;
 }
