@@ -62,8 +62,10 @@ for run in traces/{cpu,h100,h200}/prereg*/runs-*/; do
   c=${BASH_REMATCH[1]} k=${BASH_REMATCH[2]}
   [[ $c == base ]] && continue
   [[ -d $P/runs-base-$k ]] || { echo "revalidate: $run has no $P/runs-base-$k to be scored against" >&2; exit 1; }
+  measured=$(policy_trace "$run")  # alone, so that set -e stops at a run without a trace
+  baseline=$(policy_trace "$P/runs-base-$k")
   validate_into "$P/validation-$k/$c" --registered "$P/prediction.json" --column "$c" \
-    --measured "$(policy_trace "$run")" --baseline "$(policy_trace "$P/runs-base-$k")"
+    --measured "$measured" --baseline "$baseline"
 done
 # The DDP run that followed prereg11's registered ZeRO-1 one, on its seed: the same model under ddp.
 P=traces/cpu/prereg11
