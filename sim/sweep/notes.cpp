@@ -13,7 +13,7 @@ namespace {
 
 // A note among a sweep's notes, const or not.
 auto find_cell_note(auto& notes, const std::string& note) {
-  return std::ranges::find(notes, note, [](const auto& n) { return n.first; });
+  return std::ranges::find(notes, note, &CellNotes::value_type::first);
 }
 
 constexpr char FIGURE = '\x1f';  // a figure's place in a sentence (the byte itself, in a note, is escaped)
