@@ -30,6 +30,7 @@ namespace {
 struct Plan {
   StepPlan plan;
   int step = 0;
+  bool packed = false;  // the samples packed end to end: no padding, and Σ s² in the row
 
   std::size_t rank(int g) const {
     const int G = static_cast<int>(plan.batches.size());
@@ -62,7 +63,7 @@ struct Plan {
     return plan.micro_sizes[gi];
   }
   py::dict row(int g) const {
-    const RankStep r = plan_row(plan, step, static_cast<int>(rank(g)), /*packed=*/false);
+    const RankStep r = plan_row(plan, step, static_cast<int>(rank(g)), packed);
     py::dict d;
     d["step"] = r.step;
     d["rank"] = r.rank;
@@ -73,8 +74,11 @@ struct Plan {
     d["global_batch"] = r.global_batch;
     d["loss_weight"] = r.loss_weight;
     py::list micro;
-    for (const auto& m : r.micro) micro.append(py::make_tuple(m.batch_size, m.max_len, m.real_tokens));
+    for (const auto& m : r.micro)
+      micro.append(packed ? py::make_tuple(m.batch_size, m.max_len, m.real_tokens, m.sq_tokens)
+                          : py::make_tuple(m.batch_size, m.max_len, m.real_tokens));
     d["micro"] = micro;
+    if (packed) d["sq_tokens"] = r.sq_tokens;
     return d;
   }
 };
@@ -85,8 +89,11 @@ class Stream {
  public:
   Stream(std::vector<int> lengths, int world_size, int global_batch, const std::string& policy,
          std::optional<std::vector<int>> b_max, std::uint64_t seed, std::optional<int> max_length, int micro_batches,
-         const std::string& micro_batching, const std::string& perf_model)
+         const std::string& micro_batching, const std::string& perf_model, const std::string& attention)
       : lengths_(std::move(lengths)) {
+    if (attention != "padded" && attention != "packed")
+      throw InputError("attention \"" + attention + "\": expected padded or packed");
+    shape_.packed = attention == "packed";
     if (lengths_.empty()) throw InputError("lengths: empty dataset (no samples)");
     int longest = 0;
     for (std::size_t i = 0; i < lengths_.size(); ++i) {
@@ -137,6 +144,7 @@ class Stream {
   std::shared_ptr<Plan> next() {
     auto out = std::make_shared<Plan>();
     out->step = step_++;
+    out->packed = shape_.packed;
     buffers_->fill_all(policy_->buffer_size());
     policy_->plan(*buffers_, out->plan);
     return out;
@@ -200,20 +208,27 @@ RankStep to_row(const py::dict& d) {
   r.allreduce_bytes = number(d, "allreduce_bytes");
   r.allreduce_ms = number(d, "allreduce_ms");
   r.concurrent_allreduce_bytes = number(d, "concurrent_allreduce_bytes");
+  r.sq_tokens = integer<std::int64_t>(d, "sq_tokens");
   if (d.contains("micro") && !d["micro"].is_none() && py::len(d["micro"]) > 1)
-    for (const auto& m : d["micro"]) {
-      const auto t = m.cast<std::tuple<int, int, std::int64_t>>();
-      r.micro.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t), 0});
+    for (const auto& m : d["micro"]) {  // (size, longest, tokens), and Σ s² when packed
+      const auto t = m.cast<std::vector<std::int64_t>>();
+      if (t.size() != 3 && t.size() != 4)
+        throw InputError("micro: expected (batch_size, max_len, real_tokens[, sq_tokens]) a micro-batch");
+      r.micro.push_back({static_cast<int>(t[0]), static_cast<int>(t[1]), t[2], t.size() == 4 ? t[3] : 0});
     }
   return r;
 }
 
 // The trace CSV of design.md §3.1 with its metadata lines, written to a temporary beside `path`
-// and renamed into place, so that an interrupted run leaves no half-written trace.
+// and renamed into place, so that an interrupted run leaves no half-written trace. A metadata
+// line attention=packed gives the rows their Σ s² columns.
 void write_trace(const std::string& path, const Metadata& metadata, const std::vector<py::tuple>& runs) {
+  const bool packed = std::any_of(metadata.begin(), metadata.end(),
+                                  [](const auto& line) { return line == Metadata::value_type{"attention", "packed"}; });
   std::vector<PolicyRun> out;
   for (const auto& run : runs) {
     PolicyRun r;
+    r.packed = packed;
     r.label = run[0].cast<std::string>();
     r.G = run[1].cast<int>();
     for (const auto& row : run[2]) r.rows.push_back(to_row(row.cast<py::dict>()));
@@ -287,11 +302,11 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<Stream>(m, "Scheduler")
       .def(py::init<std::vector<int>, int, int, const std::string&, std::optional<std::vector<int>>, std::uint64_t,
-                    std::optional<int>, int, const std::string&, const std::string&>(),
+                    std::optional<int>, int, const std::string&, const std::string&, const std::string&>(),
            py::arg("lengths"), py::kw_only(), py::arg("world_size"), py::arg("global_batch"),
            py::arg("policy") = "static", py::arg("b_max") = py::none(), py::arg("seed") = 0,
            py::arg("max_length") = py::none(), py::arg("micro_batches") = 1, py::arg("micro_batching") = "even",
-           py::arg("perf_model") = "")
+           py::arg("perf_model") = "", py::arg("attention") = "padded")
       .def("next", &Stream::next, "Plans the next step")
       .def("skip", &Stream::skip, py::arg("steps"), "Plans `steps` steps and drops them (resuming)")
       .def_property_readonly("steps_done", &Stream::steps_done)

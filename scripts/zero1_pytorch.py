@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""ZeRO-1 as PyTorch users run it, measured for ddpsim: a small Llama-like decoder
-(ddpsim.torch.decoder) trained over torch.distributed with DDP and either AdamW or PyTorch's
-ZeroRedundancyOptimizer around it, every step traced by ddpsim.torch.StepTracer; and its profile
-through ddpsim.torch.profile(), from which `ddpsim calibrate` fits the model (the all-gather and
-the optimizer update's share included) that predicts the runs before they are made.
+"""ZeRO-1 and packed sequences as PyTorch users run them, measured for ddpsim: a small Llama-like
+decoder (ddpsim.torch.decoder) trained over torch.distributed with DDP and either AdamW or
+PyTorch's ZeroRedundancyOptimizer around it, on padded batches or on samples packed end to end
+(--attention packed), every step traced by ddpsim.torch.StepTracer; and its profile through
+ddpsim.torch.profile(), from which `ddpsim calibrate` fits the model (the all-gather and the
+optimizer update's share included) that predicts the runs before they are made.
 
     PYTHONPATH=build/release/python python3 scripts/zero1_pytorch.py profile --out P
     PYTHONPATH=build/release/python python3 scripts/zero1_pytorch.py train --optimizer zero1 --out P/runs
@@ -27,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
 from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout
-from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, random_batch
+from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss, random_batch
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # 18.5 M parameters, which a CPU core steps in a fraction of a second. Untied, the embedding and
@@ -59,8 +60,12 @@ def parse_args():
     p.add_argument("--global-batch", type=int, default=24, help="train: samples a step over all ranks")
     p.add_argument("--steps", type=int, default=150, help="train: steps a policy")
     p.add_argument("--batches", default="1,2,3,4,6,8,12,16", help="profile: a rank's batch sizes")
-    p.add_argument("--profile-lengths", default="8,12,16,24,32,48,66", help="profile: padded lengths")
+    p.add_argument("--profile-lengths", default="8,12,16,24,32,48,66",
+                   help="profile: sample lengths (a point is b samples of L tokens, padded or packed)")
     p.add_argument("--reps", type=int, default=5, help="profile: timed repetitions a point")
+    p.add_argument("--attention", choices=("padded", "packed"), default="padded",
+                   help="batches padded to their longest sample (default), or samples packed end to end into one "
+                        "row, each attending to itself (remove-padding training)")
     p.add_argument("--tie-embeddings", action="store_true",
                    help="the head shares the embedding's weights (llama-11m-tied; default untied, llama-18m)")
     a = p.parse_args()
@@ -84,13 +89,18 @@ def sample_lengths(path, max_length, seed=0):
     return lengths
 
 
-def make_batch(lengths, indices):
-    return random_batch(lengths, indices, CONFIG["vocab_size"])
+def make_batch(a, lengths, indices):
+    """A padded batch (ids, mask), or a packed one (ids, lengths)."""
+    pack = packed_batch if a.attention == "packed" else random_batch
+    return pack(lengths, indices, CONFIG["vocab_size"])
 
 
-def loss_fn(model, batch):
-    ids, mask = batch
-    return causal_lm_loss(model(ids), ids, mask)
+def loss_fn(a, model, batch):
+    """The loss through the DDP model's forward (so that DDP sees every parameter used)."""
+    ids, second = batch
+    if a.attention == "packed":
+        return packed_lm_loss(model(ids, second), ids, second)
+    return causal_lm_loss(model(ids), ids, second)
 
 
 def fresh_model(a):
@@ -103,9 +113,10 @@ def run_profile(rank, a):
     if rank == 0:
         write_layout(model, os.path.join(a.out, "layout.json"), name=a.name)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    profile(model, optimizer, lambda b, L: make_batch([L] * b, range(b)), loss_fn,
+    profile(model, optimizer, lambda b, L: make_batch(a, [L] * b, range(b)), lambda m, x: loss_fn(a, m, x),
             os.path.join(a.out, "profile.csv"), batches=integers(a.batches), lengths=integers(a.profile_lengths),
-            reps=a.reps, seed=a.seed, model_name=a.name, allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20])
+            reps=a.reps, seed=a.seed, model_name=a.name, allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20],
+            attention=a.attention)
 
 
 def optimizer_for(model, kind):
@@ -120,7 +131,7 @@ def run_policy(rank, a, lengths, policy):
     model = fresh_model(a)
     optimizer = optimizer_for(model, a.optimizer)
     sampler = BalancedBatchSampler(lengths, global_batch=a.global_batch, policy=policy, seed=a.seed,
-                                   max_length=a.max_length)
+                                   max_length=a.max_length, attention=a.attention)
     meta = {"data_parallel": "zero1" if a.optimizer == "zero1" else "ddp",
             **({"zero_partition": "parameters"} if a.optimizer == "zero1" else {}),
             "optimizer": ("ZeroRedundancyOptimizer over AdamW, parameters as a bucket view" if a.optimizer == "zero1"
@@ -128,15 +139,16 @@ def run_policy(rank, a, lengths, policy):
             "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids"}
     start = time.monotonic()
     with StepTracer(os.path.join(a.out, sampler.policy, "steps.csv"), policy=sampler.policy,
-                    global_batch=a.global_batch, model=a.name, seed=a.seed, metadata=meta) as tracer:
+                    global_batch=a.global_batch, model=a.name, seed=a.seed, metadata=meta,
+                    attention=a.attention) as tracer:
         tracer.attach(model)
         for step, indices in enumerate(sampler):
             if step == a.steps:
                 break
-            batch = make_batch(lengths, indices)
+            batch = make_batch(a, lengths, indices)
             with tracer.step(**sampler.shape(step)) as s:
                 with s.phase("fwd"):
-                    loss = loss_fn(model, batch)
+                    loss = loss_fn(a, model, batch)
                 with s.phase("bwd"):
                     sampler.scale_loss(loss, step).backward()
                 with s.phase("opt"):

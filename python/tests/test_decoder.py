@@ -1,7 +1,8 @@
 """The plain-PyTorch decoder of ddpsim.torch.decoder: its parameters are those ddpsim's spec
 derivation reads from the same Hugging Face config (names, sizes, registration order, so DDP's
 buckets match), for every shipped decoder config; a tiny one trains over 2 Gloo ranks with the
-sampler and the tracer, its trace replays, and profile() profiles it."""
+sampler and the tracer, its trace replays, and profile() profiles it; packed, each sample is
+computed as if alone, and a packed profile calibrates the model that replays a packed run."""
 
 import os
 import sys
@@ -17,7 +18,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import ddpsim  # noqa: E402
 from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout  # noqa: E402
-from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, random_batch  # noqa: E402
+from ddpsim.torch.decoder import (causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss,  # noqa: E402
+                                  random_batch)
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -30,19 +32,31 @@ def batch(lengths, indices):
     return random_batch(lengths, indices, TINY["vocab_size"])
 
 
-def train_worker(rank, world_size, out):
+def train_worker(rank, world_size, out, attention="padded"):
     torch.manual_seed(0)
     model = DDP(decoder_from_config(TINY))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    sampler = BalancedBatchSampler(LENGTHS, world_size=world_size, rank=rank, global_batch=8, policy="minmax",
-                                   max_length=64)
-    with StepTracer(os.path.join(out, "steps.csv"), policy=sampler.policy, global_batch=8, model="tiny-qwen3") as t:
+    packed = attention == "packed"
+    sampler = BalancedBatchSampler(LENGTHS, world_size=world_size, rank=rank, global_batch=8,
+                                   policy="minmax:cost=workload" if packed else "minmax", max_length=64,
+                                   attention=attention)
+    with StepTracer(os.path.join(out, "steps.csv"), policy=sampler.policy, global_batch=8, model="tiny-qwen3",
+                    attention=attention) as t:
         t.attach(model)
         for step, indices in enumerate(sampler):
             if step == 12:
                 break
-            ids, mask = batch(LENGTHS, indices)
-            common.traced_step(t, sampler, step, optimizer, lambda: causal_lm_loss(model(ids), ids, mask))
+            if packed:
+                ids, sizes = packed_batch(LENGTHS, indices, TINY["vocab_size"])
+                loss = lambda: packed_lm_loss(model(ids, sizes), ids, sizes)  # noqa: E731
+            else:
+                ids, mask = batch(LENGTHS, indices)
+                loss = lambda: causal_lm_loss(model(ids), ids, mask)  # noqa: E731
+            common.traced_step(t, sampler, step, optimizer, loss)
+
+
+def packed_worker(rank, world_size, out):
+    train_worker(rank, world_size, out, "packed")
 
 
 class Decoder(unittest.TestCase):
@@ -109,6 +123,53 @@ class Decoder(unittest.TestCase):
                                  os.path.join(out, "layout.json"), "--folds", "2", "--out",
                                  os.path.join(out, "model.json")])
             self.assertIn("held-out MAPE", report)
+
+    def test_a_packed_sample_is_computed_as_if_alone(self):
+        torch.manual_seed(0)
+        model = decoder_from_config(dict(TINY, model_type="mistral", sliding_window=6))
+        indices = [3, 0, 7, 1]
+        ids, mask = batch(LENGTHS, indices)
+        row, sizes = packed_batch(LENGTHS, indices, TINY["vocab_size"])
+        self.assertEqual(sizes, [LENGTHS[i] for i in indices])
+        self.assertEqual(row.shape, (1, sum(sizes)))
+        with torch.no_grad():
+            padded, packed = model(ids), model(row, sizes)
+        start = 0
+        for k, n in enumerate(sizes):  # each sample's logits, its positions from 0 and its keys its own
+            self.assertTrue(torch.allclose(packed[0, start:start + n], padded[k, :n], atol=1e-5), f"sample {k}")
+            start += n
+        with torch.no_grad():
+            self.assertAlmostEqual(model.loss(row, lengths=sizes).item(), model.loss(ids, mask).item(), places=5)
+        for bad in ([sizes[0]], sizes[:-1] + [sizes[-1] + 1], [0] + sizes):
+            with self.assertRaisesRegex(ddpsim.InputError, "a packed batch is one row"):
+                model(row, bad)
+
+    def test_a_packed_profile_calibrates_the_model_that_replays_a_packed_run(self):
+        with tempfile.TemporaryDirectory() as out:
+            common.spawn(packed_worker, 2, out)
+            trace = os.path.join(out, "steps.csv")
+            with open(trace) as f:
+                text = f.read()
+            self.assertIn("# attention=packed\n", text)
+            header = next(line for line in text.splitlines() if line.startswith("step,"))
+            self.assertTrue(header.endswith(",sq_tokens"), header)
+            torch.manual_seed(0)
+            model = decoder_from_config(TINY)
+            write_layout(model, os.path.join(out, "layout.json"), name="tiny-qwen3")
+            profile(model, torch.optim.AdamW(model.parameters(), lr=1e-3),
+                    lambda b, L: packed_batch([L] * b, list(range(b)), TINY["vocab_size"]),
+                    lambda m, x: m.loss(x[0], lengths=x[1]), os.path.join(out, "profile.csv"),
+                    batches=[1, 2, 4], lengths=[8, 32, 64], reps=2, warmup=1, attention="packed", log=None)
+            report = common.run([common.tool("ddpsim"), "calibrate", os.path.join(out, "profile.csv"), "--base",
+                                 os.path.join(out, "layout.json"), "--folds", "3", "--out",
+                                 os.path.join(out, "model.json")])
+            self.assertIn("distinct (Σs, Σs²) points", report)  # the packed form: a + β·Σs + γ·Σs²
+            self.assertIn("no grid form for packed sequences", report)
+            replay = common.run([common.tool("ddpsim"), "replay", trace, "--model", os.path.join(out, "model.json")])
+            self.assertIn("minmax:cost=workload", replay)
+            said = common.run([common.tool("ddpsim"), "replay", trace, "--model", os.path.join(out, "model.json"),
+                               "--set", "training.attention=padded"], expect=1)
+            self.assertIn("recorded packed sequences (column sq_tokens)", said)
 
 
 if __name__ == "__main__":

@@ -290,6 +290,47 @@ class TracerRoundTrip(unittest.TestCase):
         with self.assertRaisesRegex(ddpsim.InputError, "allreduce_ms: expected a finite number"):
             StepTracer("x.csv", emulate_ranks=2, allreduce_ms=-1)
 
+    def test_packed_steps(self):
+        lengths = ddpsim.synthetic_lengths("sst2", 400, 64, 0)
+        sampler = BalancedBatchSampler(lengths, world_size=1, rank=0, global_batch=6, policy="minmax:cost=workload",
+                                       max_length=64, micro_batches=2, attention="packed")
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "steps.csv")
+            with StepTracer(path, policy=sampler.policy, attention="packed") as tracer:
+                for step, indices in enumerate(sampler):
+                    if step == 3:
+                        break
+                    shape = sampler.shape(step)
+                    self.assertEqual(shape["sq_tokens"], sum(lengths[i] ** 2 for i in indices))
+                    self.assertEqual(shape["padded_tokens"], shape["real_tokens"])
+                    with tracer.step(**shape) as s, s.phase("fwd"):
+                        pass
+            with open(path) as f:
+                lines = [line for line in f.read().splitlines() if not line.startswith("#")]
+            header = lines[0].split(",")
+            self.assertEqual(header[-2:], ["sq_tokens", "micro_sq_tokens"])
+            for step, row in enumerate(lines[1:]):
+                fields = dict(zip(header, row.split(",")))
+                self.assertEqual(int(fields["sq_tokens"]), sampler.shape(step)["sq_tokens"])
+                self.assertEqual(sum(int(x) for x in fields["micro_sq_tokens"].split(";")), int(fields["sq_tokens"]))
+        tracer = StepTracer("x.csv", attention="packed")
+        with self.assertRaisesRegex(ddpsim.UsageError, "a packed step needs real_tokens"):
+            with tracer.step(batch_size=2, max_len=8):
+                pass
+        with self.assertRaisesRegex(ddpsim.InputError, "sq_tokens 10: Σ s² is impossible for 2 samples of 12 tokens"):
+            with tracer.step(batch_size=2, max_len=8, real_tokens=12, sq_tokens=10):
+                pass
+        with self.assertRaisesRegex(ddpsim.InputError, "padded_tokens 16: packed sequences have no padding"):
+            with tracer.step(batch_size=2, max_len=8, real_tokens=12, padded_tokens=16, sq_tokens=80):
+                pass
+        with self.assertRaisesRegex(ddpsim.UsageError, r'sq_tokens is Σ s² of packed sequences; trace them with'):
+            with StepTracer("x.csv").step(batch_size=2, max_len=8, sq_tokens=80):
+                pass
+        with self.assertRaisesRegex(ddpsim.InputError, "attention 'varlen': expected padded or packed"):
+            StepTracer("x.csv", attention="varlen")
+        with self.assertRaisesRegex(ddpsim.InputError, 'attention "varlen": expected padded or packed'):
+            BalancedBatchSampler(lengths, world_size=1, rank=0, global_batch=6, attention="varlen")
+
     def test_refuses_a_folder(self):
         with tempfile.TemporaryDirectory() as out, self.assertRaises(ddpsim.UsageError):
             StepTracer(out)

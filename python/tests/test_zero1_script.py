@@ -1,6 +1,7 @@
 """scripts/zero1_pytorch.py, the registered ZeRO-1 runs' trainer: a few traced steps under
 PyTorch's ZeroRedundancyOptimizer over 2 Gloo ranks record zero1 and its partition by whole
-parameters, which ddpsim replays as such; bad options exit 2 naming the option."""
+parameters, which ddpsim replays as such; packed runs record Σ s² and replay packed; bad options
+exit 2 naming the option."""
 
 import os
 import sys
@@ -30,6 +31,27 @@ class Zero1Script(unittest.TestCase):
             self.assertEqual(sum(1 for line in text.splitlines() if line[:1].isdigit()), 3 * 2)
             report = common.run([common.tool("ddpsim"), "replay", trace, "--model", MODEL])
             self.assertIn("optimizer state sharded by whole parameters, 27.1% to 72.9% of them a rank", report)
+
+    def test_a_packed_run_traces_sq_tokens_and_replays_packed(self):
+        with tempfile.TemporaryDirectory() as out:
+            common.run([sys.executable, SCRIPT, "--tie-embeddings", "train", "--attention", "packed", "--steps", "3",
+                        "--policies", "minmax:cost=workload", "--global-batch", "4", "--out", out])
+            trace = os.path.join(out, "minmax:cost=workload", "steps.csv")
+            with open(trace) as f:
+                lines = f.read().splitlines()
+            self.assertIn("# attention=packed", lines)
+            header = next(line.split(",") for line in lines if line.startswith("step,"))
+            rows = [dict(zip(header, line.split(","))) for line in lines if line[:1].isdigit()]
+            self.assertEqual(header[-1], "sq_tokens")
+            self.assertEqual(len(rows), 3 * 2)
+            for row in rows:  # no padding, and Σ s² between (Σ s)²/b and (Σ s)·longest
+                real, b, L, pairs = (int(row[k]) for k in ("real_tokens", "batch_size", "max_len", "sq_tokens"))
+                self.assertEqual(row["padded_tokens"], row["real_tokens"])
+                self.assertTrue(real * real <= b * pairs and pairs <= real * L, row)
+            report = common.run([common.tool("ddpsim"), "replay", trace, "--model", "rtx3090-distilbert"])
+            self.assertIn("minmax:cost=workload", report)
+            said = common.run([common.tool("ddpsim"), "replay", trace, "--model", MODEL], expect=1)
+            self.assertIn("uses a measured grid", said)
 
     def test_bad_options_exit_2_naming_them(self):
         with tempfile.TemporaryDirectory() as out:

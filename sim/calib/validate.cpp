@@ -34,8 +34,8 @@ SimulationRun replay(const Trace& trace, Config config) {
   if (packed != trace.runs.front().packed)
     throw InputError(trace.path + (packed ? ": the config packs sequences (training.attention \"packed\") but the "
                                             "trace has no sq_tokens column: it recorded padded micro-batches"
-                                          : ": the trace recorded packed sequences (column sq_tokens): replay it "
-                                            "with training.attention \"packed\""));
+                                          : ": the trace recorded packed sequences (column sq_tokens), which "
+                                            "training.attention \"padded\" cannot replay: leave attention out"));
   if (packed && (config.model->forward.use_grid() || config.model->backward.use_grid()))
     throw InputError(trace.path + ": packed sequences need the model's analytic or roofline form, and " +
                      config.model->origin + " uses a measured grid (calibrate it with --form analytic or roofline)");

@@ -138,6 +138,13 @@ void recorded_sharding(nlohmann::json& training, const Trace& trace, const std::
   }
 }
 
+// A trace of packed sequences is replayed packed unless the config says otherwise (which the
+// trace's rows then refuse: padded steps cannot be told from them).
+void recorded_attention(nlohmann::json& training, const Trace& trace) {
+  if (!training.contains("attention") && !trace.runs.empty() && trace.runs.front().packed)
+    training["attention"] = "packed";
+}
+
 // A model's load error is --model's (--set model is refused before): said so.
 Config load_with_model_errors(const po::variables_map& vm, const std::function<void(nlohmann::json&)>& adjust) {
   try {
@@ -207,6 +214,7 @@ bool fit_to_trace(nlohmann::json& doc, const po::variables_map& vm, const Trace&
   training.erase("b_max");
   training.erase("pad_to_multiple_of");
   recorded_sharding(training, trace, config_name);
+  recorded_attention(training, trace);
   const TraceSize size = trace_size(trace);
   // A config file's own world size is checked against the trace after, as a --set one is.
   if (!world_size_set && !(vm.count("config") && training.contains("world_size"))) training["world_size"] = size.G;

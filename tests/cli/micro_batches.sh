@@ -79,15 +79,14 @@ grep -v '^#' "$packed/steps.csv" | head -1 | grep -q ',micro_tokens,sq_tokens,mi
   fail "a packed trace lacks sq_tokens and micro_sq_tokens: $(grep '^step' "$packed/steps.csv")"
 awk -F, 'NR > 1 && $6 != $7 { bad++ } END { exit bad > 0 }' <(grep -v '^#' "$packed/steps.csv") ||
   fail "packed rows should compute on their real tokens (padded_tokens = real_tokens)"
-expect_ok "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert --set training.attention=packed \
-  --out "$WORK/packed-replay"
+expect_ok "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert --out "$WORK/packed-replay"
 cmp <(grep -v '^#' "$packed/steps.csv") <(grep -v '^#' "$WORK/packed-replay/steps.csv") ||
   fail "replaying a packed trace does not reproduce the run"
 sed '0,/^0,0,static,16,/s/,\([0-9]*\);\([0-9]*\)$/,1;\2/' "$packed/steps.csv" >"$WORK/pairs.csv"
 expect_exit 1 'pairs.csv:[0-9]+: column micro_sq_tokens: micro-batch 1 of 2: Σ s² = 1 is impossible' \
   "$DDPSIM" replay "$WORK/pairs.csv" --model rtx3090-distilbert --set training.attention=packed
-expect_exit 1 'recorded packed sequences \(column sq_tokens\): replay it with training.attention "packed"' \
-  "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert
+expect_exit 1 'recorded packed sequences \(column sq_tokens\), which training.attention "padded" cannot replay' \
+  "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert --set training.attention=padded
 expect_exit 1 'the config packs sequences .* but the trace has no sq_tokens column' \
   "$DDPSIM" replay "$run/steps.csv" --model rtx3090-distilbert --set training.attention=packed
 sed '0,/"form": "analytic"/s//"form": "grid"/' "$SRC/models/cpu-distilbert-small-1core.json" >"$WORK/grid.json"

@@ -7,13 +7,20 @@ spec-derived model predicts. Weights are freshly initialised: it is for timing, 
 
     model = decoder_from_config("models/hf/qwen3-0.6b.json", device="cuda", dtype=torch.bfloat16)
     loss = model.loss(ids, mask)     # causal LM loss over the real tokens of a padded batch
+    loss = model.loss(ids, lengths=lengths)  # or of sequences packed into one row (no padding)
+
+Packed sequences are remove-padding training, as VeRL's ``use_remove_padding`` runs it: the
+samples lie end to end in one row, the linear layers see only real tokens, and each sample
+attends to itself alone with positions from 0, so a step costs per token and per attention pair
+(ddpsim's ``training.attention: "packed"``). Each sample's attention is its own SDPA call: a
+varlen kernel does the same work in one launch.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Union
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +54,14 @@ def _attention(q, k, v, keep):
     return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ v
 
 
+def _keep(L: int, window: int, device) -> Optional[torch.Tensor]:
+    """The keys each of L queries sees: None (causal) unless a window of ``window`` tokens is shorter."""
+    if not window or L <= window:
+        return None
+    i = torch.arange(L, device=device)
+    return (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary positions on the two halves of each head's dimensions, as Llama applies them."""
     half = x.shape[-1] // 2
@@ -71,7 +86,7 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"], d)
         self.window = c["window"]
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, lengths=None) -> torch.Tensor:
         b, L, _ = x.shape
         q = self.q_proj(x).view(b, L, self.heads, self.head_dim)
         k = self.k_proj(x).view(b, L, self.kv, self.head_dim)
@@ -82,11 +97,15 @@ class Attention(nn.Module):
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         k = k.repeat_interleave(self.heads // self.kv, dim=1)  # each key/value head serves its group
         v = v.repeat_interleave(self.heads // self.kv, dim=1)
-        keep = None
-        if self.window and L > self.window:  # a token sees the `window` tokens up to itself
-            i = torch.arange(L, device=x.device)
-            keep = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < self.window)
-        out = _attention(q, k, v, keep)
+        if lengths is None:
+            out = _attention(q, k, v, _keep(L, self.window, x.device))
+        else:  # packed: each sample attends to itself alone
+            pieces, start = [], 0
+            for n in lengths:
+                part = slice(start, start + n)
+                pieces.append(_attention(q[:, :, part], k[:, :, part], v[:, :, part], _keep(n, self.window, x.device)))
+                start += n
+            out = torch.cat(pieces, dim=2)
         return self.o_proj(out.transpose(1, 2).reshape(b, L, self.heads * self.head_dim))
 
 
@@ -110,8 +129,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["device"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["device"])
 
-    def forward(self, x, cos, sin):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x, cos, sin, lengths=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, lengths)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -138,21 +157,39 @@ class DecoderForCausalLM(nn.Module):
         inverse = 1.0 / (c.get("rope_theta", 10000.0) ** exponents)
         self.register_buffer("inverse_frequency", inverse, persistent=False)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Logits for each position of ``ids`` (b × L)."""
+    def forward(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
+        """Logits for each position of ``ids``: b × L padded, or, with ``lengths``, one row of the
+        samples of those lengths packed end to end (1 × Σ lengths)."""
         x = self.model.embed_tokens(ids)
-        angles = torch.arange(ids.shape[1], device=ids.device, dtype=torch.float32)[:, None] * self.inverse_frequency
+        if lengths is None:
+            positions = torch.arange(ids.shape[1], device=ids.device, dtype=torch.float32)
+        else:
+            lengths = _packed_lengths(ids, lengths)
+            positions = torch.cat([torch.arange(n, device=ids.device, dtype=torch.float32) for n in lengths])
+        angles = positions[:, None] * self.inverse_frequency
         angles = torch.cat((angles, angles), dim=-1)
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
         for layer in self.model.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, lengths)
         x = self.model.norm(x)
         head = self.lm_head.weight if hasattr(self, "lm_head") else self.model.embed_tokens.weight
         return x @ head.t()
 
-    def loss(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Mean next-token cross-entropy over the real tokens (``mask`` true) of a padded batch."""
+    def loss(self, ids: torch.Tensor, mask: Optional[torch.Tensor] = None, lengths=None) -> torch.Tensor:
+        """Mean next-token cross-entropy over the real tokens (``mask`` true) of a padded batch,
+        or within each sample of a packed row (``lengths``)."""
+        if lengths is not None:
+            return packed_lm_loss(self(ids, lengths), ids, lengths)
         return causal_lm_loss(self(ids), ids, mask)
+
+
+def _packed_lengths(ids: torch.Tensor, lengths) -> list[int]:
+    """``lengths`` as ints that tile the packed row ``ids`` exactly."""
+    lengths = [int(n) for n in lengths]
+    if ids.dim() != 2 or ids.shape[0] != 1 or any(n < 1 for n in lengths) or sum(lengths) != ids.shape[1]:
+        raise ddpsim.InputError(f"lengths {lengths}: a packed batch is one row (1 × Σ lengths) of samples of at least "
+                                f"one token; ids is {tuple(ids.shape)}")
+    return lengths
 
 
 def causal_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -163,16 +200,37 @@ def causal_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) 
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
+def packed_lm_loss(logits: torch.Tensor, ids: torch.Tensor, lengths) -> torch.Tensor:
+    """Mean next-token cross-entropy of a packed row's ``logits``, each sample predicting only its
+    own next tokens (its last token predicts none)."""
+    lengths = _packed_lengths(ids, lengths)
+    targets = ids.roll(-1, dims=1)
+    ends = torch.tensor(lengths, device=ids.device).cumsum(0) - 1
+    targets[0, ends] = -100
+    return F.cross_entropy(logits[0].float(), targets[0], ignore_index=-100)
+
+
+def _sample_ids(i: int, n: int, vocab_size: int) -> torch.Tensor:
+    """Sample i's n token ids: random, but fixed by its index, so that a step's batch is the same on every run."""
+    return torch.randint(1, vocab_size, (n,), generator=torch.Generator().manual_seed(i))
+
+
+def packed_batch(lengths, indices, vocab_size: int) -> tuple[torch.Tensor, list[int]]:
+    """The samples ``indices`` of ``lengths`` packed end to end into one row (1 × Σ s), and their
+    lengths: :func:`random_batch`'s samples without padding."""
+    sizes = [int(lengths[i]) for i in indices]
+    return torch.cat([_sample_ids(i, n, vocab_size) for i, n in zip(indices, sizes)])[None, :], sizes
+
+
 def random_batch(lengths, indices, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids for the samples ``indices`` of ``lengths`` (a sample's ids random but fixed by
-    its index, so that a step's batch is the same on every run), padded to the longest, and the
-    padding mask: a batch to time the decoder on real lengths without a tokenizer."""
+    """Token ids for the samples ``indices`` of ``lengths``, padded to the longest, and the padding
+    mask: a batch to time the decoder on real lengths without a tokenizer."""
     L = max(lengths[i] for i in indices)
     ids = torch.zeros(len(indices), L, dtype=torch.long)
     mask = torch.zeros(len(indices), L, dtype=torch.bool)
     for row, i in enumerate(indices):
         n = lengths[i]
-        ids[row, :n] = torch.randint(1, vocab_size, (n,), generator=torch.Generator().manual_seed(i))
+        ids[row, :n] = _sample_ids(i, n, vocab_size)
         mask[row, :n] = True
     return ids, mask
 

@@ -76,9 +76,10 @@ def _wait_all(works: list, blocking: bool) -> float:
 
 
 def _shape_row(step: int, b: int, L: int) -> dict:
-    """A row of the backward's shape: b samples of exactly L tokens, as a profile row."""
+    """A row of the backward's shape: b samples of exactly L tokens, as a profile row (Σ s² for a
+    packed profile's trace)."""
     return dict(step=step, rank=0, batch_size=b, max_len=L, real_tokens=b * L, padded_tokens=b * L, global_batch=b,
-                loss_weight=1.0)
+                loss_weight=1.0, sq_tokens=b * L * L)
 
 
 def _comm_row(step: int) -> dict:

@@ -16,7 +16,8 @@ from typing import Callable, Sequence
 import torch
 
 import ddpsim
-from ddpsim.torch.tracer import _Clock, _count
+from ddpsim.torch.shapes import count as _count
+from ddpsim.torch.tracer import _Clock
 
 
 def _sigma(times: list[list[float]]) -> float:

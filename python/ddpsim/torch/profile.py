@@ -87,7 +87,7 @@ class Profiler:
     def __init__(self, model, optimizer, make_batch, loss_fn, path, *, batches=None, lengths=None, points=None,
                  reps=5, warmup=None, max_warmup=30, seed=0, allreduce_bytes=DEFAULT_BYTES, device=None, model_name="",
                  interference=True, interference_batch=None, precision="fp32", zero_gather="broadcast",
-                 log=lambda line: None):
+                 attention="padded", log=lambda line: None):
         for name, thing in (("model", model), ("optimizer", optimizer), ("make_batch", make_batch),
                             ("loss_fn", loss_fn)):
             if thing is None:
@@ -129,8 +129,9 @@ class Profiler:
         self._queue: list = []
         self._passes = 0
         self._update_shares: list[float] = []  # optimizer.step()'s share of the optimizer time, a step each
+        self.packed = attention == "packed"
         self.tracer = StepTracer(path, policy="profile", world_size=self.G, rank=self.rank, device=self.device,
-                                 model=model_name, seed=seed, precision=precision,
+                                 model=model_name, seed=seed, precision=precision, attention=attention,
                                  metadata={"allreduce": "not in the steps (DDP's buckets fill under no_sync); timed "
                                                         "apart as policy allreduce" if self.distributed
                                                         else "none (one rank)"})
@@ -151,8 +152,9 @@ class Profiler:
         clock = self.clock
         start = clock.mark()
         no_sync = self.model.no_sync if hasattr(self.model, "no_sync") else contextlib.nullcontext
-        context = self.tracer.step(batch_size=b, max_len=L, global_batch=b * self.G, loss_weight=1.0) if record \
-            else contextlib.nullcontext()
+        packed = dict(real_tokens=b * L, sq_tokens=b * L * L) if self.packed else {}
+        context = self.tracer.step(batch_size=b, max_len=L, global_batch=b * self.G, loss_weight=1.0, **packed) \
+            if record else contextlib.nullcontext()
         with context as s:
             with no_sync():
                 marks = [clock.mark()]
@@ -259,6 +261,7 @@ def profile(
     interference_batch: Optional[int] = None,
     precision: str = "fp32",
     zero_gather: str = "broadcast",
+    attention: str = "padded",
     log: Optional[Callable[[str], None]] = _progress,
 ) -> None:
     """Times training steps of ``loss_fn(model, make_batch(b, L))`` (forward, backward,
@@ -276,6 +279,10 @@ def profile(
     ``"broadcast"``, each rank's shard broadcast from it, as PyTorch's ZeroRedundancyOptimizer
     gathers, or ``"all_gather"``, as DeepSpeed (and ``ddptrain``) do.
 
+    ``attention="packed"`` profiles packed sequences: ``make_batch(b, L)`` then packs b samples of
+    L tokens into one row, and each row records Σ s = b·L and Σ s² = b·L², from which
+    ``ddpsim calibrate`` fits the packed form a + β·Σs + γ·Σs².
+
     Each point's progress goes to ``log``: by default a line on stderr from rank 0 with the time
     taken and left; ``log=None`` is silent."""
     if log is None:
@@ -283,7 +290,7 @@ def profile(
     p = Profiler(model, optimizer, make_batch, loss_fn, path, batches=batches, lengths=lengths, points=points, reps=reps,
                  warmup=warmup, max_warmup=max_warmup, seed=seed, allreduce_bytes=allreduce_bytes, device=device,
                  model_name=model_name, interference=interference, interference_batch=interference_batch,
-                 precision=precision, zero_gather=zero_gather, log=log)
+                 precision=precision, zero_gather=zero_gather, attention=attention, log=log)
     points = list(p.grid)
     random.Random(seed).shuffle(points)
     warmups = 0

@@ -65,6 +65,10 @@ class BalancedBatchSampler(Sampler):
     plus the N mod G that no shard holds) are left for later epochs, as ``drop_last`` leaves a
     tail. The epoch's plan is made when it starts (microseconds a step), so ``len()`` is exact
     and a resumed run (``start_step``) gets the remaining batches of the straight run.
+
+    ``attention="packed"`` plans for samples packed end to end without padding (ddpsim's
+    ``training.attention``): cost-aware policies then price a rank by Σ s and Σ s², and
+    :meth:`shape` gives Σ s² (``sq_tokens``) with no padded tokens.
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class BalancedBatchSampler(Sampler):
         micro_batching: str = "even",
         perf_model: str = "",
         start_step: int = 0,
+        attention: str = "padded",
     ):
         world_size = None if world_size is None else _integer("world_size", world_size, 1)
         rank = None if rank is None else _integer("rank", rank)
@@ -103,7 +108,9 @@ class BalancedBatchSampler(Sampler):
             micro_batches=micro_batches,
             micro_batching=micro_batching,
             perf_model=perf_model,
+            attention=attention,
         )
+        self.attention = attention
         self.seed = seed
         probe = Scheduler(self.lengths, seed=seed, **self._options)  # refuses bad input now, with the library's message
         if not 0 <= self.rank < self.world_size:
@@ -197,7 +204,8 @@ class BalancedBatchSampler(Sampler):
 
     def shape(self, step: int) -> dict:
         """This rank's trace columns at ``step``: batch_size, max_len, real_tokens, padded_tokens,
-        global_batch, loss_weight, micro (what :class:`StepTracer` records)."""
+        global_batch, loss_weight, micro, and with ``attention="packed"`` sq_tokens (what
+        :class:`StepTracer` records)."""
         return dict(self._planned("_rows", step))
 
     def scale_loss(self, mean_loss: torch.Tensor, step: int, micro: Optional[int] = None) -> torch.Tensor:

@@ -11,7 +11,6 @@ place: a run stopped early leaves no trace rather than a half-written one.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from typing import Any, Optional
@@ -21,6 +20,7 @@ import torch.distributed as dist
 
 import ddpsim
 from ddpsim._core import policy_label
+from ddpsim.torch.shapes import ATTENTIONS, count as _count, non_negative as _non_negative, step_shape as _shape
 
 _PHASES = ("fwd", "bwd", "opt")
 
@@ -43,21 +43,6 @@ class _Clock:
             b.synchronize()
             return a.elapsed_time(b)
         return (b - a) * 1e3
-
-
-def _count(name: str, value: Any, minimum: int) -> int:
-    """A count as an int of at least ``minimum`` (a Python or NumPy integer, not a float or a bool)."""
-    number = ddpsim._as_int(value)
-    if number is None or number < minimum:
-        raise ddpsim.InputError(f"{name} is an integer of at least {minimum}, got {value!r}")
-    return number
-
-
-def _non_negative(name: str, value: Any, unit: str = "") -> float:
-    """A finite number ≥ 0 as a float (a Python or NumPy number, not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ddpsim.InputError(f"{name}: expected a finite number{unit} ≥ 0, got {value!r}")
-    return float(value)
 
 
 class TracedStep:
@@ -135,24 +120,6 @@ def grad_dtype(model: torch.nn.Module) -> str:
     return names.get(trained[0].dtype, str(trained[0].dtype)) if trained else ""
 
 
-def _shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_weight, micro) -> dict:
-    """A step's shape, each value checked as ddpsim's trace reader will check it, now rather than
-    at close() (where one bad value would lose every step)."""
-    batch_size, max_len = _count("batch_size", batch_size, 0), _count("max_len", max_len, 1)
-    full = batch_size * max_len
-    real = full if real_tokens is None else _count("real_tokens", real_tokens, 0)
-    padded = full if padded_tokens is None else _count("padded_tokens", padded_tokens, 0)
-    if not real <= padded <= full:
-        raise ddpsim.InputError(f"real_tokens {real}, padded_tokens {padded}: expected real ≤ padded ≤ batch_size × "
-                                f"max_len = {full}")
-    if global_batch is not None:
-        global_batch = _count("global_batch", global_batch, 1)
-    if loss_weight is not None:
-        loss_weight = _non_negative("loss_weight", loss_weight)
-    return dict(batch_size=batch_size, max_len=max_len, real_tokens=real, padded_tokens=padded,
-                global_batch=global_batch, loss_weight=loss_weight, micro=micro)
-
-
 class StepTracer:
     """Records every rank's steps and writes the trace ``ddpsim calibrate/replay/validate`` read.
 
@@ -165,6 +132,10 @@ class StepTracer:
     does (one GPU standing for G): a step is G calls of :meth:`step`, rank 0 first, with the
     optimizer timed as an "opt" phase in any of them; every rank's row then waits for the slowest
     rank's forward and backward plus ``allreduce_ms``, a modelled allreduce added after it.
+
+    ``attention="packed"`` traces samples packed end to end without padding: each step then
+    gives ``sq_tokens`` (Σ s²) beside ``real_tokens`` (Σ s), and the trace says so, for
+    ``ddpsim calibrate`` to fit a + β·Σs + γ·Σs² and ``replay`` to simulate packed steps.
     """
 
     def __init__(
@@ -184,7 +155,11 @@ class StepTracer:
         group: Any = None,
         emulate_ranks: int = 0,
         allreduce_ms: float = 0.0,
+        attention: str = "padded",
     ):
+        if attention not in ATTENTIONS:
+            raise ddpsim.InputError(f"attention {attention!r}: expected padded or packed")
+        self.attention = attention
         distributed = dist.is_available() and dist.is_initialized()
         self.emulated, self.allreduce_ms = _emulation(emulate_ranks, allreduce_ms, distributed, world_size, rank)
         group_size = dist.get_world_size(group) if distributed else 1
@@ -237,7 +212,7 @@ class StepTracer:
             ("backend", dist.get_backend(self.group) if distributed else "none"),
             ("torch", torch.__version__),
             ("ddpsim", ddpsim.__version__),
-            ("attention", "padded"),
+            ("attention", self.attention),
             ("precision", precision),
             ("policy", self.policy),
         ]
@@ -287,6 +262,7 @@ class StepTracer:
         global_batch: Optional[int] = None,
         loss_weight: Optional[float] = None,
         micro: Optional[list] = None,
+        sq_tokens: Optional[int] = None,
         **given,
     ):
         """One training step of this rank: time its phases inside with ``s.phase(...)`` and set
@@ -295,12 +271,13 @@ class StepTracer:
         unknown = sorted(set(given) - {"step", "rank"})
         if unknown:
             raise ddpsim.UsageError(f"step: {', '.join(unknown)}: not a column of the step (batch_size, max_len, "
-                                    "real_tokens, padded_tokens, global_batch, loss_weight, micro)")
+                                    "real_tokens, padded_tokens, global_batch, loss_weight, micro, sq_tokens)")
         if self._closed:
             raise ddpsim.UsageError("step: the tracer is closed (its trace is written); trace later steps with a new one")
         if self._open_step:
             raise ddpsim.UsageError("step inside a step: steps do not nest (end the last `with tracer.step(...)` first)")
-        shape = _shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_weight, micro)
+        shape = _shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_weight, micro, sq_tokens,
+                       self.attention == "packed")
         s = TracedStep(self, shape)
         if self._clock.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
