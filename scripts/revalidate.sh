@@ -64,8 +64,20 @@ for run in traces/{cpu,h100,h200}/prereg*/runs-*/; do
   [[ -d $P/runs-base-$k ]] || { echo "revalidate: $run has no $P/runs-base-$k to be scored against" >&2; exit 1; }
   measured=$(policy_trace "$run")  # alone, so that set -e stops at a run without a trace
   baseline=$(policy_trace "$P/runs-base-$k")
-  validate_into "$P/validation-$k/$c" --registered "$P/prediction.json" --column "$c" \
+  registered=$P/prediction.json  # prediction-COLUMN.json where prediction.json registers policies
+  [[ -f $P/prediction-$c.json ]] && registered=$P/prediction-$c.json
+  validate_into "$P/validation-$k/$c" --registered "$registered" --column "$c" \
     --measured "$measured" --baseline "$baseline"
+done
+# Policies trained in turn in a base column's runs, registered by prediction.json: each against
+# that run's static.
+for dir in traces/{cpu,h100,h200}/prereg*/runs-base-*/*/; do
+  [[ -f $dir/steps.csv ]] || continue
+  dir=${dir%/} p=$(basename "$dir") run=$(dirname "$dir")
+  [[ $p == static ]] && continue
+  P=$(dirname "$run") k=${run##*-}
+  validate_into "$P/validation-$k/${p//[:=]/-}" --registered "$P/prediction.json" \
+    --measured "$dir/steps.csv" --baseline "$run/static/steps.csv"
 done
 # The DDP run that followed prereg11's registered ZeRO-1 one, on its seed: the same model under ddp.
 P=traces/cpu/prereg11
