@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,7 +188,28 @@ T integer(const py::dict& d, const char* key) {
   return d[key].cast<T>();
 }
 
-RankStep to_row(const py::dict& d) {
+// Micro-batch k of a row's "micro": (size, longest, tokens), and Σ s² when packed.
+MicroBatchShape micro_batch(const py::handle& m, std::size_t k, bool packed) {
+  const std::size_t want = packed ? 4 : 3;
+  const std::string what = "micro[" + std::to_string(k) + "] " + py::repr(m).cast<std::string>() +
+                           ": expected (batch_size, max_len, real_tokens" + (packed ? ", sq_tokens" : "") + ")";
+  if (!py::isinstance<py::sequence>(m) || py::isinstance<py::str>(m) || py::len(m) != want)
+    throw InputError(what + (packed ? ", as packed sequences give it" : ""));
+  std::vector<std::int64_t> v;
+  for (const auto& x : m.cast<py::sequence>()) {
+    if (py::isinstance<py::bool_>(x) || py::isinstance<py::float_>(x)) throw InputError(what + " of integers");
+    try {
+      v.push_back(x.cast<std::int64_t>());  // Python's and NumPy's integers
+    } catch (const py::cast_error&) {
+      throw InputError(what + " of 64-bit integers");
+    }
+  }
+  if (v[0] > std::numeric_limits<int>::max() || v[1] > std::numeric_limits<int>::max())
+    throw InputError(what + ", each size within an int");
+  return {static_cast<int>(v[0]), static_cast<int>(v[1]), v[2], packed ? v[3] : 0};
+}
+
+RankStep to_row(const py::dict& d, bool packed) {
   RankStep r;
   r.step = integer<int>(d, "step");
   r.rank = integer<int>(d, "rank");
@@ -210,12 +232,7 @@ RankStep to_row(const py::dict& d) {
   r.concurrent_allreduce_bytes = number(d, "concurrent_allreduce_bytes");
   r.sq_tokens = integer<std::int64_t>(d, "sq_tokens");
   if (d.contains("micro") && !d["micro"].is_none() && py::len(d["micro"]) > 1)
-    for (const auto& m : d["micro"]) {  // (size, longest, tokens), and Σ s² when packed
-      const auto t = m.cast<std::vector<std::int64_t>>();
-      if (t.size() != 3 && t.size() != 4)
-        throw InputError("micro: expected (batch_size, max_len, real_tokens[, sq_tokens]) a micro-batch");
-      r.micro.push_back({static_cast<int>(t[0]), static_cast<int>(t[1]), t[2], t.size() == 4 ? t[3] : 0});
-    }
+    for (const auto& m : d["micro"]) r.micro.push_back(micro_batch(m, r.micro.size(), packed));
   return r;
 }
 
@@ -231,7 +248,7 @@ void write_trace(const std::string& path, const Metadata& metadata, const std::v
     r.packed = packed;
     r.label = run[0].cast<std::string>();
     r.G = run[1].cast<int>();
-    for (const auto& row : run[2]) r.rows.push_back(to_row(row.cast<py::dict>()));
+    for (const auto& row : run[2]) r.rows.push_back(to_row(row.cast<py::dict>(), packed));
     out.push_back(std::move(r));
   }
   publish({{path, trace_csv(out, metadata)}});

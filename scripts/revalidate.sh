@@ -76,7 +76,8 @@ for dir in traces/{cpu,h100,h200}/prereg*/runs-base-*/*/; do
   dir=${dir%/} p=$(basename "$dir") run=$(dirname "$dir")
   [[ $p == static ]] && continue
   P=$(dirname "$run") k=${run##*-}
-  validate_into "$P/validation-$k/${p//[:=]/-}" --registered "$P/prediction.json" \
+  [[ -f $P/prediction.json ]] || { echo "revalidate: $dir has no $P/prediction.json registering it" >&2; exit 1; }
+  validate_into "$P/validation-$k/${p//[:=,]/-}" --registered "$P/prediction.json" \
     --measured "$dir/steps.csv" --baseline "$run/static/steps.csv"
 done
 # The DDP run that followed prereg11's registered ZeRO-1 one, on its seed: the same model under ddp.

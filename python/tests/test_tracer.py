@@ -326,7 +326,15 @@ class TracerRoundTrip(unittest.TestCase):
         with self.assertRaisesRegex(ddpsim.UsageError, r'sq_tokens is Σ s² of packed sequences; trace them with'):
             with StepTracer("x.csv").step(batch_size=2, max_len=8, sq_tokens=80):
                 pass
-        with self.assertRaisesRegex(ddpsim.InputError, "attention 'varlen': expected padded or packed"):
+        for real, pairs in ((12, 100), (1, 1)):  # Σ s² above max_len·Σ s; fewer tokens than samples
+            with self.assertRaisesRegex(ddpsim.InputError, f"sq_tokens {pairs}: Σ s² is impossible for 2 samples"):
+                with tracer.step(batch_size=2, max_len=8, real_tokens=real, sq_tokens=pairs):
+                    pass
+        with self.assertRaisesRegex(ddpsim.InputError, r"micro\[0\] \(1, 8, 6\): expected \(batch_size, max_len, "
+                                                       r"real_tokens, sq_tokens\)"):
+            with tracer.step(batch_size=2, max_len=8, real_tokens=12, sq_tokens=72, micro=[(1, 8, 6), (1, 8, 6)]):
+                pass
+        with self.assertRaisesRegex(ddpsim.InputError, 'attention "varlen": expected padded or packed'):
             StepTracer("x.csv", attention="varlen")
         with self.assertRaisesRegex(ddpsim.InputError, 'attention "varlen": expected padded or packed'):
             BalancedBatchSampler(lengths, world_size=1, rank=0, global_batch=6, attention="varlen")

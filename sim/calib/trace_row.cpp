@@ -67,11 +67,11 @@ RankStep read_trace_row(const std::map<std::string, std::size_t>& col, const std
                        std::to_string(count));
     return values;
   };
-  // Σ s² of `tokens` tokens in `samples` samples of at most `longest`: between tokens²/samples
-  // (all equal) and samples·longest², and at least tokens (every sample has a token).
+  // Σ s² of `tokens` tokens in `samples` samples of 1 to `longest`: at least tokens²/samples (all
+  // equal) and tokens (every s ≥ 1), at most longest·tokens (every s ≤ longest).
   auto possible_pairs = [](long long pairs, long long tokens, long long samples, long long longest) {
     const long double p = pairs, t = tokens, b = samples, L = longest;
-    return samples == 0 ? pairs == 0 && tokens == 0 : p >= t && t * t <= b * p && p <= b * L * L;
+    return samples == 0 ? pairs == 0 && tokens == 0 : t >= b && p >= t && t * t <= b * p && p <= L * t;
   };
   // The micro-batch columns (outputs.hpp): each micro-batch possible, and together the row.
   auto read_micro_batches = [&](RankStep& r) {

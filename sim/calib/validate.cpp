@@ -318,6 +318,12 @@ void check_baseline(const Trace& measured, const Trace& baseline) {
                      ": a gain compares runs of one global batch (step times of other batches differ "
                      "for that alone; to score batch sizes against each other, register them with compare "
                      "--against and score with validate --registered --column)");
+  if (measured.runs.front().packed != baseline.runs[0].packed) {
+    const auto mode = [](const Trace& t) { return t.runs.front().packed ? " packed sequences" : " padded batches"; };
+    throw InputError(baseline.path + mode(baseline) + ", " + measured.path + mode(measured) +
+                     ": a gain compares runs of one attention (to score padded against packed, register them with "
+                     "compare --against and score with validate --registered --column)");
+  }
   const auto [base_first, base_end] = step_numbers(baseline.runs[0]);
   for (const auto& run : measured.runs)
     if (const auto [first, end] = step_numbers(run); std::max(first, base_first) >= std::min(end, base_end))

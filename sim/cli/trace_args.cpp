@@ -138,8 +138,8 @@ void recorded_sharding(nlohmann::json& training, const Trace& trace, const std::
   }
 }
 
-// A trace of packed sequences is replayed packed unless the config says otherwise (which the
-// trace's rows then refuse: padded steps cannot be told from them).
+// A trace of packed sequences is replayed packed unless the config says otherwise, which is then
+// refused: its rows record no padding to replay.
 void recorded_attention(nlohmann::json& training, const Trace& trace) {
   if (!training.contains("attention") && !trace.runs.empty() && trace.runs.front().packed)
     training["attention"] = "packed";

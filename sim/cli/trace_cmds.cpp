@@ -104,7 +104,8 @@ them: its sizes are left unused (a note says so), a micro_batches count other th
 trace's is refused, and simulation.sched_ms "measured" is refused (replay decides nothing).
 A trace that records its data_parallel (ddptrain's) or zero_partition (a StepTracer's given
 them) is simulated under it unless CONFIG or --set gives that training key, which a note then
-names. A trace of packed sequences (its sq_tokens column) is simulated packed.
+names. A trace of packed sequences (its sq_tokens column) is simulated packed, and refused
+under training.attention "padded" (its rows record no padding).
 
 examples:
   ddpsim replay runs/minmax/steps.csv --model models/my-3090.json --out runs/minmax-pred

@@ -82,6 +82,12 @@ awk -F, 'NR > 1 && $6 != $7 { bad++ } END { exit bad > 0 }' <(grep -v '^#' "$pac
 expect_ok "$DDPSIM" replay "$packed/steps.csv" --model rtx3090-distilbert --out "$WORK/packed-replay"
 cmp <(grep -v '^#' "$packed/steps.csv") <(grep -v '^#' "$WORK/packed-replay/steps.csv") ||
   fail "replaying a packed trace does not reproduce the run"
+for attention in packed padded; do
+  expect_ok "$DDPSIM" run --steps 3 --policies static --set training.attention=$attention --out "$WORK/static-$attention"
+done
+expect_exit 1 'static-padded/steps.csv padded batches, .*static-packed/steps.csv packed sequences: a gain compares runs of one attention' \
+  "$DDPSIM" validate --measured "$WORK/static-packed/steps.csv" --baseline "$WORK/static-padded/steps.csv" \
+  --model rtx3090-distilbert
 sed '0,/^0,0,static,16,/s/,\([0-9]*\);\([0-9]*\)$/,1;\2/' "$packed/steps.csv" >"$WORK/pairs.csv"
 expect_exit 1 'pairs.csv:[0-9]+: column micro_sq_tokens: micro-batch 1 of 2: Σ s² = 1 is impossible' \
   "$DDPSIM" replay "$WORK/pairs.csv" --model rtx3090-distilbert --set training.attention=packed

@@ -12,8 +12,9 @@ spec-derived model predicts. Weights are freshly initialised: it is for timing, 
 Packed sequences are remove-padding training, as VeRL's ``use_remove_padding`` runs it: the
 samples lie end to end in one row, the linear layers see only real tokens, and each sample
 attends to itself alone with positions from 0, so a step costs per token and per attention pair
-(ddpsim's ``training.attention: "packed"``). Each sample's attention is its own SDPA call: a
-varlen kernel does the same work in one launch.
+(ddpsim's ``training.attention: "packed"``). Each sample's attention is its own SDPA call, a cost
+per sample that ddpsim's packed form does not hold (small on a CPU); a varlen kernel does the
+same work in one launch.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class DecoderForCausalLM(nn.Module):
 def _packed_lengths(ids: torch.Tensor, lengths) -> list[int]:
     """``lengths`` as ints that tile the packed row ``ids`` exactly."""
     lengths = [int(n) for n in lengths]
-    if ids.dim() != 2 or ids.shape[0] != 1 or any(n < 1 for n in lengths) or sum(lengths) != ids.shape[1]:
+    if not lengths or ids.dim() != 2 or ids.shape[0] != 1 or min(lengths) < 1 or sum(lengths) != ids.shape[1]:
         raise ddpsim.InputError(f"lengths {lengths}: a packed batch is one row (1 × Σ lengths) of samples of at least "
                                 f"one token; ids is {tuple(ids.shape)}")
     return lengths
@@ -219,6 +220,8 @@ def packed_batch(lengths, indices, vocab_size: int) -> tuple[torch.Tensor, list[
     """The samples ``indices`` of ``lengths`` packed end to end into one row (1 × Σ s), and their
     lengths: :func:`random_batch`'s samples without padding."""
     sizes = [int(lengths[i]) for i in indices]
+    if not sizes:
+        raise ddpsim.InputError("packed_batch: no samples (indices is empty)")
     return torch.cat([_sample_ids(i, n, vocab_size) for i, n in zip(indices, sizes)])[None, :], sizes
 
 

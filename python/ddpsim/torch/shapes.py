@@ -38,12 +38,24 @@ def _packed_shape(batch_size: int, max_len: int, real_tokens, padded_tokens, sq_
     real, pairs = count("real_tokens", real_tokens, 0), count("sq_tokens", sq_tokens, 0)
     if padded_tokens is not None and count("padded_tokens", padded_tokens, 0) != real:
         raise ddpsim.InputError(f"padded_tokens {padded_tokens}: packed sequences have no padding (real_tokens {real})")
-    possible = pairs == real == 0 if batch_size == 0 else (
-        pairs >= real and real * real <= batch_size * pairs and pairs <= batch_size * max_len * max_len)
+    possible = pairs == real == 0 if batch_size == 0 else (  # the trace reader's bounds: each s from 1 to max_len
+        real >= batch_size and pairs >= real and real * real <= batch_size * pairs and pairs <= max_len * real)
     if not possible:
         raise ddpsim.InputError(f"sq_tokens {pairs}: Σ s² is impossible for {batch_size} samples of {real} tokens, at "
                                 f"most {max_len} long")
     return real, pairs
+
+
+def _check_micro(micro, packed: bool) -> None:
+    """Each micro-batch as (batch_size, max_len, real_tokens), with sq_tokens when packed."""
+    if micro is None:
+        return
+    fields = "(batch_size, max_len, real_tokens, sq_tokens)" if packed else "(batch_size, max_len, real_tokens)"
+    for k, m in enumerate(micro):
+        if not isinstance(m, (tuple, list)) or len(m) != fields.count(",") + 1:
+            raise ddpsim.InputError(f"micro[{k}] {m!r}: expected {fields}")
+        for name, value in zip(fields.strip("()").split(", "), m):
+            count(f"micro[{k}] {name}", value, 0)
 
 
 def step_shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, loss_weight, micro, sq_tokens=None,
@@ -63,6 +75,7 @@ def step_shape(batch_size, max_len, real_tokens, padded_tokens, global_batch, lo
     if not real <= padded <= full:
         raise ddpsim.InputError(f"real_tokens {real}, padded_tokens {padded}: expected real ≤ padded ≤ batch_size × "
                                 f"max_len = {full}")
+    _check_micro(micro, packed)
     if global_batch is not None:
         global_batch = count("global_batch", global_batch, 1)
     if loss_weight is not None:

@@ -158,7 +158,7 @@ class StepTracer:
         attention: str = "padded",
     ):
         if attention not in ATTENTIONS:
-            raise ddpsim.InputError(f"attention {attention!r}: expected padded or packed")
+            raise ddpsim.InputError(f'attention "{attention}": expected padded or packed')
         self.attention = attention
         distributed = dist.is_available() and dist.is_initialized()
         self.emulated, self.allreduce_ms = _emulation(emulate_ranks, allreduce_ms, distributed, world_size, rank)
