@@ -303,6 +303,8 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "policy_label", [](const std::string& text) { return parse_policy_spec(text).label(); }, py::arg("text"));
   m.def("policy_names", &policy_names);
+  m.def("possible_sq_tokens", &possible_sq_tokens, py::arg("pairs"), py::arg("tokens"), py::arg("samples"),
+        py::arg("longest"));
 
   py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
       .def_readonly("step", &Plan::step)

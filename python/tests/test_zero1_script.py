@@ -17,14 +17,19 @@ SCRIPT = os.path.join(SOURCE, "scripts", "zero1_pytorch.py")
 MODEL = os.path.join(SOURCE, "traces", "cpu", "prereg18", "model-2ranks-training.json")
 
 
+def train_three_steps(out: str, policy: str, *options: str) -> tuple[str, str]:
+    """Three steps of `policy` on two Gloo ranks at B = 4: the trace's path and text."""
+    common.run([sys.executable, SCRIPT, "--tie-embeddings", "train", *options, "--steps", "3", "--policies", policy,
+                "--global-batch", "4", "--out", out])
+    trace = os.path.join(out, policy, "steps.csv")
+    with open(trace) as f:
+        return trace, f.read()
+
+
 class Zero1Script(unittest.TestCase):
     def test_a_traced_zero1_run_replays_as_zero1_by_parameters(self):
         with tempfile.TemporaryDirectory() as out:
-            common.run([sys.executable, SCRIPT, "--tie-embeddings", "train", "--optimizer", "zero1", "--steps", "3",
-                        "--policies", "static", "--global-batch", "4", "--out", out])
-            trace = os.path.join(out, "static", "steps.csv")
-            with open(trace) as f:
-                text = f.read()
+            trace, text = train_three_steps(out, "static", "--optimizer", "zero1")
             for line in ("# data_parallel=zero1\n", "# zero_partition=parameters\n", "# model=llama-11m-tied\n",
                          "# world_size=2\n", "# backend=gloo\n"):
                 self.assertIn(line, text)
@@ -34,11 +39,8 @@ class Zero1Script(unittest.TestCase):
 
     def test_a_packed_run_traces_sq_tokens_and_replays_packed(self):
         with tempfile.TemporaryDirectory() as out:
-            common.run([sys.executable, SCRIPT, "--tie-embeddings", "train", "--attention", "packed", "--steps", "3",
-                        "--policies", "minmax:cost=workload", "--global-batch", "4", "--out", out])
-            trace = os.path.join(out, "minmax:cost=workload", "steps.csv")
-            with open(trace) as f:
-                lines = f.read().splitlines()
+            trace, text = train_three_steps(out, "minmax:cost=workload", "--attention", "packed")
+            lines = text.splitlines()
             self.assertIn("# attention=packed", lines)
             header = next(line.split(",") for line in lines if line.startswith("step,"))
             rows = [dict(zip(header, line.split(","))) for line in lines if line[:1].isdigit()]

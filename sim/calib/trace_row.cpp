@@ -67,12 +67,6 @@ RankStep read_trace_row(const std::map<std::string, std::size_t>& col, const std
                        std::to_string(count));
     return values;
   };
-  // Σ s² of `tokens` tokens in `samples` samples of 1 to `longest`: at least tokens²/samples (all
-  // equal) and tokens (every s ≥ 1), at most longest·tokens (every s ≤ longest).
-  auto possible_pairs = [](long long pairs, long long tokens, long long samples, long long longest) {
-    const long double p = pairs, t = tokens, b = samples, L = longest;
-    return samples == 0 ? pairs == 0 && tokens == 0 : t >= b && p >= t && t * t <= b * p && p <= L * t;
-  };
   // The micro-batch columns (outputs.hpp): each micro-batch possible, and together the row.
   auto read_micro_batches = [&](RankStep& r) {
     const long long count = integer("micro_batches");
@@ -88,7 +82,7 @@ RankStep read_trace_row(const std::map<std::string, std::size_t>& col, const std
       if (sizes[k] > 0 && (lens[k] < 1 || tokens[k] < sizes[k] || tokens[k] > sizes[k] * lens[k]))
         throw InputError(where("micro_tokens") + which + std::to_string(tokens[k]) + " tokens cannot be " +
                          std::to_string(sizes[k]) + " samples of 1 to " + std::to_string(lens[k]) + " tokens");
-      if (col.count("micro_sq_tokens") && !possible_pairs(pairs[k], tokens[k], sizes[k], lens[k]))
+      if (col.count("micro_sq_tokens") && !possible_sq_tokens(pairs[k], tokens[k], sizes[k], lens[k]))
         throw InputError(where("micro_sq_tokens") + which + "Σ s² = " + std::to_string(pairs[k]) +
                          " is impossible for " + std::to_string(sizes[k]) + " samples of " + std::to_string(tokens[k]) +
                          " tokens, at most " + std::to_string(lens[k]) + " long");
@@ -159,7 +153,7 @@ RankStep read_trace_row(const std::map<std::string, std::size_t>& col, const std
       throw InputError(where("sq_tokens") + "expected Σ s² as an integer ≥ 0, got \"" + fields[col.at("sq_tokens")] +
                        "\"");
     r.sq_tokens = static_cast<std::int64_t>(pairs);
-    if (r.real_tokens > 0 && !possible_pairs(r.sq_tokens, r.real_tokens, r.batch_size, r.max_len))
+    if (r.real_tokens > 0 && !possible_sq_tokens(r.sq_tokens, r.real_tokens, r.batch_size, r.max_len))
       throw InputError(where("sq_tokens") + "Σ s² = " + fields[col.at("sq_tokens")] + " is impossible for " +
                        std::to_string(r.batch_size) + " samples of " + std::to_string(r.real_tokens) +
                        " tokens, at most " + std::to_string(r.max_len) + " long");

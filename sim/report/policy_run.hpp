@@ -25,6 +25,14 @@ struct MicroBatchShape {
   bool operator==(const MicroBatchShape&) const = default;
 };
 
+// Whether Σ s² = `pairs` is possible for `samples` samples of 1 to `longest` tokens, `tokens` in
+// all: at least tokens²/samples (all equal) and tokens (every s ≥ 1), at most longest·tokens
+// (every s ≤ longest). The trace reader and the Python tracer check packed rows by it alike.
+inline bool possible_sq_tokens(long long pairs, long long tokens, long long samples, long long longest) {
+  const long double p = pairs, t = tokens, b = samples, L = longest;
+  return samples == 0 ? pairs == 0 && tokens == 0 : t >= b && p >= t && t * t <= b * p && p <= L * t;
+}
+
 // One rank in one step: the columns of the trace schema (docs/method.md, "The trace").
 struct RankStep {
   int step = 0;

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import ddpsim
+from ddpsim._core import possible_sq_tokens
 
 
 def count(name: str, value: Any, minimum: int) -> int:
@@ -38,9 +39,8 @@ def _packed_shape(batch_size: int, max_len: int, real_tokens, padded_tokens, sq_
     real, pairs = count("real_tokens", real_tokens, 0), count("sq_tokens", sq_tokens, 0)
     if padded_tokens is not None and count("padded_tokens", padded_tokens, 0) != real:
         raise ddpsim.InputError(f"padded_tokens {padded_tokens}: packed sequences have no padding (real_tokens {real})")
-    possible = pairs == real == 0 if batch_size == 0 else (  # the trace reader's bounds: each s from 1 to max_len
-        real >= batch_size and pairs >= real and real * real <= batch_size * pairs and pairs <= max_len * real)
-    if not possible:
+    within = all(v < 1 << 63 for v in (pairs, real, batch_size, max_len))  # the C++ check's integers
+    if not (within and possible_sq_tokens(pairs, real, batch_size, max_len)):
         raise ddpsim.InputError(f"sq_tokens {pairs}: Σ s² is impossible for {batch_size} samples of {real} tokens, at "
                                 f"most {max_len} long")
     return real, pairs
