@@ -127,6 +127,11 @@ def optimizer_for(model, kind):
                                    parameters_as_bucket_view=True)
 
 
+def policy_folder(label):
+    """A policy's folder name as ddptrain writes it: no ':' or '=' (a Windows checkout refuses ':')."""
+    return label.replace(":", "-").replace("=", "-")
+
+
 def run_policy(rank, a, lengths, policy):
     model = fresh_model(a)
     optimizer = optimizer_for(model, a.optimizer)
@@ -138,7 +143,7 @@ def run_policy(rank, a, lengths, policy):
                           else "AdamW"),
             "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids"}
     start = time.monotonic()
-    with StepTracer(os.path.join(a.out, sampler.policy, "steps.csv"), policy=sampler.policy,
+    with StepTracer(os.path.join(a.out, policy_folder(sampler.policy), "steps.csv"), policy=sampler.policy,
                     global_batch=a.global_batch, model=a.name, seed=a.seed, metadata=meta,
                     attention=a.attention) as tracer:
         tracer.attach(model)

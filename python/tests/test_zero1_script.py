@@ -18,10 +18,11 @@ MODEL = os.path.join(SOURCE, "traces", "cpu", "prereg18", "model-2ranks-training
 
 
 def train_three_steps(out: str, policy: str, *options: str) -> tuple[str, str]:
-    """Three steps of `policy` on two Gloo ranks at B = 4: the trace's path and text."""
+    """Three steps of `policy` on two Gloo ranks at B = 4: the trace's path and text. The folder is
+    named as ddptrain names it, ':' and '=' as '-'."""
     common.run([sys.executable, SCRIPT, "--tie-embeddings", "train", *options, "--steps", "3", "--policies", policy,
                 "--global-batch", "4", "--out", out])
-    trace = os.path.join(out, policy, "steps.csv")
+    trace = os.path.join(out, policy.replace(":", "-").replace("=", "-"), "steps.csv")
     with open(trace) as f:
         return trace, f.read()
 

@@ -293,6 +293,16 @@ void samples_range(const std::vector<Step>& steps, TrainingFit& fit) {
   for (const SampleLevels& table : fit.samples_levels) add(table.samples, table.samples);
 }
 
+// The tokens of the steady rank-steps the levels were fitted to: the levels stand for those only.
+void tokens_range(const std::vector<SteadyStep>& steady, TrainingFit& fit) {
+  if (fit.step_levels.empty() && fit.samples_levels.empty()) return;
+  for (const SteadyStep& s : steady)
+    if (s.tokens >= 1 && s.ratio > 0 && std::isfinite(s.ratio)) {
+      fit.tokens_min = fit.tokens_min == 0 ? s.tokens : std::min(fit.tokens_min, s.tokens);
+      fit.tokens_max = std::max(fit.tokens_max, s.tokens);
+    }
+}
+
 }  // namespace
 
 TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens,
@@ -312,6 +322,7 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   if (levels_by_tokens && fit.samples_levels.empty())
     fit.step_levels = fit_step_levels(read.steady, read.runs.size(), fit.level_bin_steps);
   if (levels_by_tokens) fit.lone_sizes = lone_sizes(read.steady);
+  tokens_range(read.steady, fit);
   fit.levels_asked = levels_by_tokens;
   const double typical = fit_first_use(read.steps, width, fit);
   fit_step_factors(read.steps, width, fit);

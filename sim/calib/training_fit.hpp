@@ -43,6 +43,7 @@ struct TrainingFit {
   double first_use_ms = 0;
   long first_uses = 0;
   int samples_min = 0, samples_max = 0;  // samples a (micro-)batch held (PerfModel::steps_samples)
+  long long tokens_min = 0, tokens_max = 0;  // the levels' rank-steps' tokens (PerfModel::steps_tokens)
   double optimizer_ms = -1;              // < 0: the traces time no optimizer
   // The profile's knee (0: one regime), the share of the run's rank-steps from it, and the σ
   // ratio of its regimes (above / below) that scales a factor drawn across the knee.

@@ -74,6 +74,7 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
     auto& levels = model["noise"]["steps_levels"] = nlohmann::ordered_json::array();
     for (const auto& [tokens, factor] : t.step_levels) levels.push_back({tokens, factor});
   }
+  if (t.tokens_min > 0) model["noise"]["steps_tokens"] = {t.tokens_min, t.tokens_max};
   if (t.knee_tokens > 0) {
     model["noise"]["steps_regime"] = t.above_share > 0.5 ? "above" : "below";
     model["noise"]["above"] = {

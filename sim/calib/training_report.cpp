@@ -167,6 +167,9 @@ std::string training_report(const TrainingFit& t) {
     out += "            samples a (micro-)batch: " + held +
            "; a config of another size is told that the runs' level there is not measured\n";
   }
+  if (t.tokens_min > 0)
+    out += "            tokens a rank-step: " + std::to_string(t.tokens_min) + " to " + std::to_string(t.tokens_max) +
+           "; a prediction whose rank-steps go beyond carries an \"untrained tokens\" term\n";
   if (t.first_uses >= kMinFirstUses)
     std::snprintf(line, sizeof line,
                   "            first use of a shape in a process: +%.4g ms (median over %ld first uses after step 0)\n",

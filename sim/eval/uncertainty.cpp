@@ -89,6 +89,11 @@ std::vector<ConfigVariant> model_variants(const Config& config) {
     with_model(kUntrainedBelow, [](PerfModel& v) { v.untrained_size_slowdown.below = v.untrained_size_steps().below; });
     with_model(kUntrainedAbove, [](PerfModel& v) { v.untrained_size_slowdown.above = v.untrained_size_steps().above; });
   }
+  // Tokens the training runs' levels were not measured at: those rank-steps on the profile's surface
+  // in place of the level held from the table's end (padded rank-steps of 280 tokens, from levels
+  // measured packed at 81-119, ran within 5% of the surface and 13-24% under the held level).
+  if (m.steps_tokens.first > 0 && !config.parallel)
+    with_model(kUntrainedTokens, [](PerfModel& v) { v.untrained_tokens_on_surface = true; });
   if (!m.spec_derived()) return out;
   for (double k : {kSpecEfficiencyRange, 1 / kSpecEfficiencyRange})
     with_model("spec-derived compute", [k](PerfModel& v) {
@@ -137,7 +142,8 @@ std::vector<UncertaintyTerm> variant_terms(double gain_pct, std::span<const Vari
     it->half_width_pp = std::max(it->half_width_pp, std::abs(v.gain_pct - gain_pct));
   }
   std::erase_if(terms, [](const UncertaintyTerm& t) {
-    return (t.name == kUntrainedBelow || t.name == kUntrainedAbove) && t.half_width_pp < kNoWidthPp;
+    return (t.name == kUntrainedBelow || t.name == kUntrainedAbove || t.name == kUntrainedTokens) &&
+           t.half_width_pp < kNoWidthPp;
   });
   return terms;
 }

@@ -33,12 +33,14 @@ std::vector<ConfigVariant> model_variants(const Config& config);
 // The terms of batch sizes a model's training runs never held (PerfModel::steps_samples).
 inline constexpr const char* kUntrainedBelow = "untrained batch size (below)";
 inline constexpr const char* kUntrainedAbove = "untrained batch size (above)";
+// The term of rank-steps outside the tokens a model's levels were measured at (PerfModel::steps_tokens).
+inline constexpr const char* kUntrainedTokens = "untrained tokens";
 // The config with its network at the share of its links' bandwidth that collectives reach at
 // worst: the "network" term of a network that was not measured.
 ConfigVariant network_variant(const Config& config);
 
 // The variants' terms for one policy: the largest |variant gain − gain| of each term (an
-// untrained-size term of no width left out: no rank-step strayed there).
+// untrained-size or -tokens term of no width left out: no rank-step strayed there).
 struct VariantGain {
   std::string term;
   double gain_pct = 0;

@@ -150,6 +150,20 @@ void check_tables_within(const PerfModel& m, const std::string& origin) {
                        "]: both describe the same training runs");
 }
 
+// noise.steps_tokens: the tokens range the levels by tokens were measured over.
+std::pair<long long, long long> parse_steps_tokens(const nlohmann::json& v, const PerfModel& m,
+                                                   const std::string& origin) {
+  const std::string at = origin + ": noise: steps_tokens";
+  if (m.step_levels.empty() && m.samples_levels.empty())
+    throw InputError(at + " without steps_levels or steps_levels_by_samples (the tokens are those the levels were "
+                          "measured at)");
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+      v[0].get<long long>() < 1 || v[1].get<long long>() < v[0].get<long long>() ||
+      v[1].get<long long>() > 1000000000)
+    throw wrong_type(v, at, "[fewest, most] tokens a rank-step, integers with 1 ≤ fewest ≤ most ≤ 1e9");
+  return {v[0].get<long long>(), v[1].get<long long>()};
+}
+
 }  // namespace
 
 double quantile_table_mean(std::span<const double> q) {
@@ -206,6 +220,7 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
                        ": noise: steps_levels_by_samples without steps_samples (the fewest and most samples "
                        "a (micro-)batch of the training runs held, which calibrate --training writes beside them)");
     }
+    if (n.has("steps_tokens")) m.steps_tokens = parse_steps_tokens(n.raw("steps_tokens"), m, origin);
     m.step_factors_source = n.get<std::string>("steps_source", "");
     const std::string regime = n.get<std::string>("steps_regime", "below");
     if (regime != "below" && regime != "above")

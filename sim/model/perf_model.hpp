@@ -120,8 +120,19 @@ struct PerfModel {
   std::vector<std::pair<double, double>> step_levels;
   // In place of step_levels where the training runs held several batch sizes: a table each.
   std::vector<SampleLevels> samples_levels;
+  // The fewest and most tokens of the rank-steps those levels were measured at ({0, 0}: not
+  // recorded). Beyond them a level is held from its end: prereg25's pre-runs ran ×1.23 the surface
+  // at 119 tokens, and padded rank-steps of ~280 tokens ran near the surface itself.
+  std::pair<long long, long long> steps_tokens{0, 0};
+  bool untrained_tokens(long long tokens) const {
+    return steps_tokens.first > 0 && (tokens < steps_tokens.first || tokens > steps_tokens.second);
+  }
+  // The interval's "untrained tokens" variant: rank-steps outside steps_tokens on the profile's
+  // surface (level 1), the one measurement of their tokens, in place of the level held from an end.
+  bool untrained_tokens_on_surface = false;
   double step_level(long long tokens, int samples) const {
-    return level_at(step_levels, samples_levels, samples, tokens) * untrained_level(samples);
+    const bool surface = untrained_tokens_on_surface && untrained_tokens(tokens);
+    return (surface ? 1.0 : level_at(step_levels, samples_levels, samples, tokens)) * untrained_level(samples);
   }
   // The fewest and most samples a (micro-)batch of the training runs held ({0, 0}: not recorded).
   // Their level at another batch size is not measured: from pre-runs all of 8 samples a
