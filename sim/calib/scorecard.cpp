@@ -32,7 +32,9 @@ struct Registered {
   std::string file, validation, policy;
   nlohmann::json score;
   std::string regime_now;  // the validation's reading of the gain's regime, where it has one
+  bool column = false;     // configs against each other (compare --against): no replay, so not in the table above
 };
+
 
 struct Found {
   std::vector<std::pair<std::string, std::string>> validations;  // (path, campaign)
@@ -72,6 +74,21 @@ std::string count(int k, int n) {
   return n == 0 ? "—" : std::to_string(k) + " of " + std::to_string(n);
 }
 
+// The registered gains' coverage in one line: the table by campaign above counts only gains a
+// validation replayed, which leaves out every config scored against another.
+std::string registered_count(const std::vector<Registered>& rows) {
+  int inside = 0, columns = 0, columns_inside = 0;
+  for (const Registered& r : rows) {
+    const bool in = r.score["measured_in_prediction_interval"].get<bool>();
+    inside += in;
+    columns += r.column;
+    columns_inside += r.column && in;
+  }
+  return "Measured inside the registered prediction interval: " + count(inside, int(rows.size())) +
+         " (configs against each other, which the table above leaves out: " + count(columns_inside, columns) +
+         ").\n\n";
+}
+
 std::string group_row(const std::string& campaign, const std::string& regime, const std::vector<Gain>& gains) {
   int with_interval = 0, inside = 0, with_ci = 0, predicted_inside = 0;
   std::vector<double> widths, errors;
@@ -102,7 +119,8 @@ std::string registered_table(const std::vector<Registered>& rows) {
       "read a model calibrated with `--training` runs as two regimes: a compute-bound or mixed row took the "
       "compute-bound session figure for rank-steps now read as one regime (whose figure is the launch-bound one), "
       "a launch-bound row kept its figure and is only relabelled. Configs against each other are scored from their "
-      "runs alone, without the model, so their regime is not read again.\n\n"
+      "runs alone, without the model, so their regime is not read again.\n\n" +
+      registered_count(rows) +
       "| validation | policy | regime | registered gain [seeds] [prediction] | measured [95%] | measured inside "
       "prediction | registered inside measured |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Registered& r : rows) {
@@ -164,7 +182,7 @@ std::string scorecard(const std::vector<std::string>& roots) {
         std::string now;
         if (const auto& read = doc["policies"]; read.contains(policy))
           now = read[policy].value("predicted_gain_regime", std::string());
-        registered.push_back({r["file"].get<std::string>(), campaign, policy, score, now});
+        registered.push_back({r["file"].get<std::string>(), campaign, policy, score, now, r.contains("column")});
       }
     }
   }

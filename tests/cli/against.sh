@@ -84,6 +84,8 @@ PY
 done
 "$DDPSIM" scorecard "$WORK" >"$WORK/card.md" 2>/dev/null || fail "scorecard does not read a column's validation"
 grep -qE '\| zero1 \| .* \| yes \|' "$WORK/card.md" || fail "the scorecard lacks the zero1 column's score"
+grep -q "^Measured inside the registered prediction interval: 2 of 2 (configs against each other, which the table above leaves out: 2 of 2)" \
+  "$WORK/card.md" || fail "the scorecard does not count the columns' scores: $(grep -i 'measured inside' "$WORK/card.md")"
 expect_exit 2 'registers configs against each other \(.*\): give --column LABEL' "$DDPSIM" validate \
   --registered "$WORK/reg.json" --measured "$WORK/runs/zero1/steps.csv" --baseline "$WORK/runs/base/steps.csv"
 expect_exit 1 'runs/base/steps.csv: training.data_parallel is ddp, column zero1.s in the registered prediction' \
