@@ -13,6 +13,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 extern char** environ;
@@ -20,6 +21,8 @@ extern char** environ;
 namespace ddptrain {
 
 namespace {
+
+bool flushed = false;  // apply_cpu_placement's setFlushDenormal took effect
 
 int free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -77,7 +80,10 @@ void apply_cpu_placement(int threads) {
                                ": cannot pin to these cores: " + std::strerror(errno));
   }
   if (threads > 0) at::set_num_threads(threads);
+  flushed = at::globalContext().setFlushDenormal(true);
 }
+
+bool subnormals_flushed() { return flushed; }
 
 std::string cpu_placement() {
   const auto cpus = allowed_cpus();

@@ -17,6 +17,11 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& args, int thre
 // intra-op threads when `threads` > 0. Call before any LibTorch work.
 void apply_cpu_placement(int threads);
 
+// Whether apply_cpu_placement got the CPU to flush subnormal floats to zero, for trace metadata.
+// Tiny gradients turning subnormal made a 2-core Xeon's backward up to 20x slower as training went
+// on (the twenty-fifth registered CPU prediction's first profile): a cost no shape explains.
+bool subnormals_flushed();
+
 // The cores this process may run on and whether the launcher pinned it, for trace metadata:
 // "0" or "0-1" or "0,2", then " (pinned)" or " (not pinned)".
 std::string cpu_placement();

@@ -267,6 +267,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
   if (!device_.is_cuda()) {
     m.emplace_back("threads", std::to_string(at::get_num_threads()));
     m.emplace_back("cpus", cpu_placement());
+    m.emplace_back("cpu_subnormals", subnormals_flushed() ? "flushed" : "kept");
   }
   if (opt_.emulate_ranks > 0)
     m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +

@@ -9,6 +9,7 @@ expect_ok "$DDPTRAIN" "${common[@]}" --policy minmax:buffer=16 --nproc-per-node 
 csv="$WORK/real/steps.csv"
 grep -q '^# world_size=2$' "$csv" || fail "trace metadata lacks world_size=2"
 grep -q '^# backend=gloo$' "$csv" || fail "trace metadata lacks backend=gloo"
+grep -q '^# cpu_subnormals=flushed$' "$csv" || fail "trace metadata lacks cpu_subnormals=flushed (each rank flushes them)"
 grep -q '^# allreduce=measured' "$csv" || fail "trace metadata does not say the allreduce was measured"
 [[ $(grep -vc '^#' "$csv") == $((1 + 6 * 2)) ]] || fail "steps.csv should hold 6 steps x 2 ranks"
 row=$(grep -v '^#' "$csv" | sed -n 2p)
