@@ -9,16 +9,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+# Each stage's start, in minutes since this script began: where a slow CI run spent its time.
+stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 
 for variant in release asan; do
   dir=build/$variant
   flags=(-DCMAKE_BUILD_TYPE=Release)
   [[ $variant == asan ]] && flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DDDPSIM_SANITIZE=ON -DDDPSIM_BUILD_TRAINER=OFF)
-  echo "== $variant: configure and build ($dir)"
+  stage "$variant: configure and build ($dir)"
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
   cmake --build "$dir" -j "$jobs"
-  echo "== $variant: ctest"
+  stage "$variant: ctest"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" | tee "$dir/ctest.txt"
   # A skipped test names its reason in its output: say each one here, where the run ends.
   sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$dir/ctest.txt" | while read -r name; do
@@ -29,10 +31,12 @@ for variant in release asan; do
 done
 
 # The GPU machine's build (no SimGrid) must configure, with the trainer's tests and none of ddpsim's.
-echo "== trainer-only configure (DDPSIM_BUILD_SIM=OFF)"
+stage "trainer-only configure (DDPSIM_BUILD_SIM=OFF)"
 cmake -S . -B build/trainer-only -DDDPSIM_BUILD_SIM=OFF >/dev/null
 tests=$(ctest --test-dir build/trainer-only -N | sed -n 's/^ *Test *#[0-9]*: //p')
 grep -qx ddptrain_train_test <<<"$tests" && ! grep -q '^cli_' <<<"$tests" ||
   { echo "trainer-only build: expected the trainer's tests and none of ddpsim's, got: $(echo $tests)" >&2; exit 1; }
 
+stage "fuzz"
 scripts/fuzz.sh "${FUZZ_SECONDS:-25}"
+stage "done"

@@ -90,6 +90,21 @@ TEST_CASE("overlap hides the early buckets behind backward but never the last on
   }
 }
 
+TEST_CASE("sync_ms: each rank waits it after the last collective, as comm wait, in both modes") {
+  const double floor = 10.0 + 30.0 + ring_ms(4, BUCKETS.back().bytes) + 2.0;
+  for (const char* mode : {"fast", "full"}) {
+    CAPTURE(mode);
+    EngineSetup s = pcie_setup(mode, true);
+    s.sync_ms = 7.5;
+    const auto result = simulate_steps(s, {equal_work(4, 3, WORK)});
+    for (const RankTiming& t : result.policies[0].timing) {
+      CHECK(t.step_ms == doctest::Approx(floor + 7.5).epsilon(1e-9));
+      CHECK(t.comm_wait_ms == doctest::Approx(ring_ms(4, BUCKETS.back().bytes) + 7.5).epsilon(1e-9));
+      CHECK(t.opt_ms == doctest::Approx(2.0));
+    }
+  }
+}
+
 TEST_CASE("accumulation: earlier micro-batches run before the last one, and only its backward hides buckets") {
   // Rank 1 accumulates two more micro-batches than the others (12 ms more): every rank's
   // allreduce waits for it, and the others' wait grows by as much.

@@ -35,7 +35,6 @@ struct Registered {
   bool column = false;     // configs against each other (compare --against): no replay, so not in the table above
 };
 
-
 struct Found {
   std::vector<std::pair<std::string, std::string>> validations;  // (path, campaign)
   std::vector<std::string> registrations;

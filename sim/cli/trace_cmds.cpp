@@ -15,6 +15,7 @@
 #include "calib/zero_fit.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_args.hpp"
+#include "cli/sync_fit.hpp"
 #include "cli/trace_args.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -352,6 +353,9 @@ int calibrate(const Args& args) {
     warn_levels_read_otherwise(t);
     add_training(model, t, training);
     report += training_report(t);
+    const SyncFit sync = fit_sync(model, training);
+    add_sync(model, sync);
+    report += sync_report(sync);
   }
   parse_perf_model(nlohmann::json::parse(model.dump()), "the calibrated model");  // what we write must load
   std::cout << "ddpsim calibrate: " << traces.size()

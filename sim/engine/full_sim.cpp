@@ -204,6 +204,7 @@ class DataParallelRun {
     const auto [fwd_s, bwd_s] = compute_and_ready(g, w, t0, span);
     const double bwd_end = sg4::Engine::get_clock();
     reduced_[static_cast<std::size_t>(g)]->acquire();
+    if (s_.sync_ms > 0) sg4::this_actor::sleep_for(s_.sync_ms * 1e-3);
     const double comm_end = sg4::Engine::get_clock();
     const double opt_ms = shards_ ? s_.shard_opt_ms(w.opt_ms, static_cast<std::size_t>(g)) : w.opt_ms;
     sg4::this_actor::sleep_for(opt_ms * 1e-3);

@@ -128,7 +128,7 @@ void FastEngine::advance(const PolicyWork& pw, PolicyTimes& out, const std::func
     auto work = [&](std::size_t g) -> const RankWork& { return pw.work[at(i, G, static_cast<int>(g))]; };
     const double sync = pw.synchronized ? *std::max_element(prev_end.begin(), prev_end.end()) : 0.0;
     std::fill(stretched.begin(), stretched.end(), 0.0);
-    const double end_of_comm = compute_and_reduce(work, sync, fwd_end, bwd_end, stretched, t, out);
+    const double end_of_comm = compute_and_reduce(work, sync, fwd_end, bwd_end, stretched, t, out) + s.sync_ms;
     const auto opt_ms = [&](std::size_t g) { return shards ? s.shard_opt_ms(work(g).opt_ms, g) : work(g).opt_ms; };
     double gathered = 0;  // ZeRO: the parameters' all-gather, once the last rank has stepped its shard
     if (shards) {

@@ -137,6 +137,9 @@ struct EngineSetup {
   double allreduce_slowdown = 1;
   // zero1, zero2: the parameters' all-gather takes this many times the ring's (PerfModel::allgather_factor).
   double allgather_factor = 1;
+  // DDP and ZeRO-1/2: each rank's wait after the step's last collective before its optimizer
+  // (PerfModel::sync_ms); fsdp and hybrid take none.
+  double sync_ms = 0;
   std::string mode = "fast";               // fast | full
   int timeline_from = 0, timeline_to = 0;  // steps [from, to) get spans
 };

@@ -192,6 +192,7 @@ EngineSetup engine_setup(const Config& config, std::pair<int, int> timeline) {
   setup.comm_slowdown = config.model->comm_slowdown;
   setup.allreduce_slowdown = config.model->allreduce_slowdown;
   setup.allgather_factor = config.model->allgather_factor;
+  if (!config.training.fully_sharded()) setup.sync_ms = config.model->sync_ms;
   setup.optimizer_update_share = config.model->optimizer_update_share;
   if (config.training.zero_partition != "even")
     setup.shard_shares = zero_shares(*config.model, config.training.world_size, config.training.zero_partition);

@@ -161,7 +161,18 @@ std::pair<long long, long long> parse_steps_tokens(const nlohmann::json& v, cons
       v[0].get<long long>() < 1 || v[1].get<long long>() < v[0].get<long long>() ||
       v[1].get<long long>() > 1000000000)
     throw wrong_type(v, at, "[fewest, most] tokens a rank-step, integers with 1 ≤ fewest ≤ most ≤ 1e9");
-  return {v[0].get<long long>(), v[1].get<long long>()};
+  const std::pair<long long, long long> range{v[0].get<long long>(), v[1].get<long long>()};
+  // A level sits at the median tokens of the rank-steps it was measured over: inside their range.
+  const auto check = [&](const std::vector<std::pair<double, double>>& levels) {
+    for (const auto& [tokens, factor] : levels)
+      if (tokens < double(range.first) || tokens > double(range.second))
+        throw InputError(at + " [" + std::to_string(range.first) + ", " + std::to_string(range.second) +
+                         "] does not hold a level measured at " + std::to_string(std::lround(tokens)) +
+                         " tokens: both describe the same training runs");
+  };
+  check(m.step_levels);
+  for (const SampleLevels& table : m.samples_levels) check(table.levels);
+  return range;
 }
 
 }  // namespace

@@ -199,6 +199,8 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   m.optimizer_ms = non_negative(f, "optimizer_ms", 0);
   m.optimizer_update_share = non_negative(f, "optimizer_update_share", 1, 1);
   m.first_use_ms = non_negative(f, "first_use_ms", 0);
+  m.sync_ms = non_negative(f, "sync_ms", 0, 1e5);
+  m.sync_source = f.get<std::string>("sync_source", "");
   m.precision = read_precision(f, origin);
   // Slow-down factors: one message for every value out of [1, 100], negative or not.
   const auto slowdown = [&](const char* key, const char* meaning) {

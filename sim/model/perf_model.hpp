@@ -121,8 +121,9 @@ struct PerfModel {
   // In place of step_levels where the training runs held several batch sizes: a table each.
   std::vector<SampleLevels> samples_levels;
   // The fewest and most tokens of the rank-steps those levels were measured at ({0, 0}: not
-  // recorded). Beyond them a level is held from its end: prereg25's pre-runs ran ×1.23 the surface
-  // at 119 tokens, and padded rank-steps of ~280 tokens ran near the surface itself.
+  // recorded). Beyond them a level is held from its end: the twenty-fifth registered CPU
+  // prediction's pre-runs ran ×1.23 the surface at 119 tokens, its padded rank-steps of ~280 tokens
+  // near the surface itself.
   std::pair<long long, long long> steps_tokens{0, 0};
   bool untrained_tokens(long long tokens) const {
     return steps_tokens.first > 0 && (tokens < steps_tokens.first || tokens > steps_tokens.second);
@@ -171,6 +172,12 @@ struct PerfModel {
   // A collective runs this many times slower while backward runs on its ranks (on a CPU,
   // Gloo's threads share the cores backward keeps busy); 1 = no interference.
   double allreduce_slowdown = 1;
+  // Each rank's wait after a step's last collective, before its optimizer, that no profile times:
+  // PyTorch DDP's finalisation of the gradients (on a 2-core Intel VM replays of its runs waited
+  // 16-31 ms a step too little); calibrate --training fits it from the runs' comm wait. DDP and
+  // ZeRO-1/2 steps; 0: none.
+  double sync_ms = 0;
+  std::string sync_source;
   // ZeRO's parameter all-gather takes this many times the simulated ring's time: the collective
   // library's own (ddptrain's over Gloo took 1.7 times it on a CPU; ddpsim calibrate fits it); 1 = the ring's.
   double allgather_factor = 1;

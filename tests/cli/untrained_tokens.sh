@@ -34,12 +34,16 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 m["noise"]["steps_tokens"] = [194, 58]
 json.dump(m, open(sys.argv[2] + "/reversed.json", "w"))
+m["noise"]["steps_tokens"] = [100, 110]
+json.dump(m, open(sys.argv[2] + "/narrow.json", "w"))
 m["noise"]["steps_tokens"] = [58, 194]
 del m["noise"]["steps_levels"]
 json.dump(m, open(sys.argv[2] + "/no-levels.json", "w"))
 PY
 expect_exit 1 "noise: steps_tokens is array \\[194,58\\]: expected \\[fewest, most\\] tokens a rank-step" \
   "$DDPSIM" run "$WORK/config.json" --set "model=$WORK/reversed.json" --set training.steps=5
+expect_exit 1 "noise: steps_tokens \\[100, 110\\] does not hold a level measured at 81 tokens: both describe the same training runs" \
+  "$DDPSIM" run "$WORK/config.json" --set "model=$WORK/narrow.json" --set training.steps=5
 expect_exit 1 "noise: steps_tokens without steps_levels or steps_levels_by_samples" \
   "$DDPSIM" run "$WORK/config.json" --set "model=$WORK/no-levels.json" --set training.steps=5
 finish
