@@ -68,10 +68,13 @@ are reduced to their median, and fits minimise relative error:
                       each step's per-rank factors about that level, drawn whole steps at a
                       time in place of the noise above (tail and spikes that strike a step's
                       ranks together); the first use of a shape in a process (median extra;
-                      emulated ranks share one process); the optimizer's time; and with
+                      emulated ranks share one process); the optimizer's time; with
                       several runs how far their levels differed (a term of every predicted
-                      gain's interval). DDP runs only (a ZeRO run's optimizer column is a
-                      shard's step)
+                      gain's interval); the tokens their levels cover (beyond them a gain
+                      carries an "untrained tokens" term); and, replaying them, how much
+                      longer their ranks waited for the gradients than the model says
+                      (sync_ms: DDP's finalisation, which no profile times). DDP runs only
+                      (a ZeRO run's optimizer column is a shard's step)
   --pool-run-levels MODEL...
                       earlier models of this machine fitted with --training: their runs'
                       levels, each about its session's mean within its model, pooled with
