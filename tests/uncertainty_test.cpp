@@ -12,6 +12,7 @@
 #include "eval/pipeline_uncertainty.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
+#include "gain_terms.hpp"
 
 using namespace ddpsim;
 
@@ -254,13 +255,6 @@ Columns simulate_columns(const std::vector<Config>& configs) {
     out.first.summaries.push_back(one.summaries.at(0));
   }
   return out;
-}
-
-// A gain's half-width of the term `name`; −1 where it has none.
-double term_of(const GainPrediction& g, const std::string& name) {
-  const auto it =
-      std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
-  return it == g.terms.end() ? -1.0 : it->half_width_pp;
 }
 
 }  // namespace

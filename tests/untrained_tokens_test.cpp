@@ -10,6 +10,7 @@
 #include "eval/config.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
+#include "gain_terms.hpp"
 #include "model/perf_model.hpp"
 
 using namespace ddpsim;
@@ -54,12 +55,6 @@ GainPrediction predicted(const Config& c) {
   const SimulationRun sim = simulate(c, dataset);
   const std::vector<double> gains = run_gains(sim);
   return gain_predictions(c, dataset, sim, nullptr, {{0}, {gains[1]}}).at(1);
-}
-
-double term_of(const GainPrediction& g, const std::string& name) {
-  const auto it =
-      std::find_if(g.terms.begin(), g.terms.end(), [&](const UncertaintyTerm& t) { return t.name == name; });
-  return it == g.terms.end() ? -1.0 : it->half_width_pp;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "calib/validate.hpp"
 #include "cli/trace_args.hpp"
@@ -51,9 +52,8 @@ class TemporaryModel {
 
 SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& training) {
   SyncFit fit;
-  const TemporaryModel file(model);
+  std::optional<TemporaryModel> file;  // written once a run is to be replayed: none may be
   po::variables_map vm;
-  vm.insert({"model", po::variable_value(file.path(), false)});
   double measured = 0, replayed = 0;
   for (const Trace& trace : training) {
     if (trace.runs.empty() || trace.runs.front().G < 2) continue;  // no gradients to wait for
@@ -61,6 +61,7 @@ SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& 
       fit.skipped.push_back(trace.path + ": emulated ranks, their allreduce modelled");
       continue;
     }
+    if (!file) vm.insert({"model", po::variable_value(file.emplace(model).path(), false)});
     SimulationRun sim;
     try {
       sim = replay(trace, config_for_trace(vm, trace));

@@ -5,6 +5,7 @@
 // little, in every phase but that one within 10%.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
