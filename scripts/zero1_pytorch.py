@@ -66,6 +66,10 @@ def parse_args():
     p.add_argument("--attention", choices=("padded", "packed"), default="padded",
                    help="batches padded to their longest sample (default), or samples packed end to end into one "
                         "row, each attending to itself (remove-padding training)")
+    p.add_argument("--broadcast-buffers", choices=("on", "off"), default="on",
+                   help="DDP's broadcast_buffers: on (its default) broadcasts the model's buffers (the rotary "
+                        "frequencies) from rank 0 at each forward, which makes every step start with the ranks "
+                        "together; off leaves them to each rank")
     p.add_argument("--tie-embeddings", action="store_true",
                    help="the head shares the embedding's weights (llama-11m-tied; default untied, llama-18m)")
     a = p.parse_args()
@@ -105,7 +109,8 @@ def loss_fn(a, model, batch):
 
 def fresh_model(a):
     torch.manual_seed(0)
-    return DDP(decoder_from_config(dict(CONFIG, tie_word_embeddings=a.tie_embeddings)))
+    return DDP(decoder_from_config(dict(CONFIG, tie_word_embeddings=a.tie_embeddings)),
+               broadcast_buffers=a.broadcast_buffers == "on")
 
 
 def run_profile(rank, a):

@@ -217,6 +217,10 @@ class TracerRoundTrip(unittest.TestCase):
             self.assertNotIn("allreduce_ms", text)
             self.assertNotIn("# allgather=", text)  # one rank gathers nothing
             self.assertIn("# optimizer_update_share=", text)
+            if os.uname().machine == "x86_64":
+                self.assertRegex(meta_line(text, "cpu"), r".+ \(family \d+, model \d+\)$")
+            # The setup installs OpenBLAS for PyTorch: which kernels it chose is what the line is for.
+            self.assertRegex(meta_line(text, "blas"), r"^OpenBLAS [\d.]+, \w+ kernels$")
             common.run([common.tool("ddpsim"), "calibrate", os.path.join(out, "profile.csv"), "--base",
                         os.path.join(out, "layout.json"), "--out", os.path.join(out, "model.json")])
             with self.assertRaises(ddpsim.UsageError):
@@ -225,6 +229,18 @@ class TracerRoundTrip(unittest.TestCase):
                 profile(model, torch.optim.SGD(model.parameters(), lr=0.01), full_batch, loss_of,
                         os.path.join(out, "p.csv"), batches=[1], lengths=[8], zero_gather="allgather")
             self.assertFalse(os.path.exists(os.path.join(out, "p.csv")))
+
+    def test_blas_kernels_chosen_by_hand(self):
+        """OPENBLAS_CORETYPE picks OpenBLAS's kernels in place of its own detection: the trace's
+        blas line names the ones that ran, and says they were chosen by hand."""
+        code = "import torch; from ddpsim.torch.machine import blas_kernels; print(blas_kernels())"
+        chosen = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, OPENBLAS_CORETYPE="Haswell"),
+                                check=True, capture_output=True, text=True).stdout.strip()
+        self.assertRegex(chosen, r"^OpenBLAS [\d.]+, Haswell kernels, set by OPENBLAS_CORETYPE$")
+        own = subprocess.run([sys.executable, "-c", code], env={k: v for k, v in os.environ.items()
+                                                                 if k != "OPENBLAS_CORETYPE"},
+                             check=True, capture_output=True, text=True).stdout.strip()
+        self.assertNotIn("OPENBLAS_CORETYPE", own)
 
     def test_refuses_a_sharded_optimizer(self):
         with tempfile.TemporaryDirectory() as out:

@@ -11,6 +11,7 @@
 #include "common/interrupt.hpp"
 #include "report/outputs.hpp"
 #include "train/launcher.hpp"
+#include "train/machine.hpp"
 #include "train/step_timer.hpp"
 #include "train/trainer.hpp"
 
@@ -268,6 +269,8 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
     m.emplace_back("threads", std::to_string(at::get_num_threads()));
     m.emplace_back("cpus", cpu_placement());
     m.emplace_back("cpu_subnormals", subnormals_flushed() ? "flushed" : "kept");
+    m.emplace_back("cpu", cpu_model());
+    m.emplace_back("blas", blas_kernels());
   }
   if (opt_.emulate_ranks > 0)
     m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +

@@ -311,4 +311,18 @@ std::string trained_other_model(const PerfModel& model, const Trace& trace) {
          " was calibrated on traces of " + others + ": its times are another model's";
 }
 
+std::string ran_on_other_machine(const PerfModel& model, const Trace& trace) {
+  std::string differs;
+  for (const auto& [key, calibrated] : {std::pair{"cpu", &model.calibrated_cpus}, {"blas", &model.calibrated_blas}}) {
+    const auto ran = trace.metadata.find(key);
+    if (ran == trace.metadata.end() || calibrated->empty() || calibrated->contains(ran->second)) continue;
+    std::string theirs;
+    for (const std::string& v : *calibrated) theirs += (theirs.empty() ? "\"" : "\", \"") + v;
+    differs += std::string(differs.empty() ? "" : "; ") + key + " \"" + ran->second + "\" against " + theirs + "\"";
+  }
+  return differs.empty() ? ""
+                         : trace.path + " ran on another machine than the traces model \"" + model.name +
+                               "\" was calibrated on (" + differs + "): its times are another machine's";
+}
+
 }  // namespace ddpsim::cli

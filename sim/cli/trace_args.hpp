@@ -39,4 +39,8 @@ std::string platform_line(const Config& config, const Trace& trace);
 // (a tiny model's run against a small model's surface is off by an order of magnitude); else "".
 std::string trained_other_model(const PerfModel& model, const Trace& trace);
 
+// Why `trace`'s times are another machine's than `model`'s, where its "# cpu=" or "# blas=" is
+// none of the model's calibration traces' (ddptrain and ddpsim.torch write both on a CPU); "" else.
+std::string ran_on_other_machine(const PerfModel& model, const Trace& trace);
+
 }  // namespace ddpsim::cli

@@ -158,6 +158,22 @@ int validate_column(const po::variables_map& vm, const Registration& r) {
   return 0;
 }
 
+// Why the runs' times may be another trained model's or another machine's than the performance
+// model's: the measured trace's reason, else its baseline's; "" where none.
+struct OtherSource {
+  std::string model, machine;
+  std::string warnings() const {
+    return (model.empty() ? "" : "warning: " + model + "\n") + (machine.empty() ? "" : "warning: " + machine + "\n");
+  }
+};
+
+OtherSource other_source(const PerfModel& model, const Trace& measured, const Trace* baseline) {
+  OtherSource other{trained_other_model(model, measured), ran_on_other_machine(model, measured)};
+  if (baseline && other.model.empty()) other.model = trained_other_model(model, *baseline);
+  if (baseline && other.machine.empty()) other.machine = ran_on_other_machine(model, *baseline);
+  return other;
+}
+
 }  // namespace
 
 int validate(const Args& given) {
@@ -198,11 +214,10 @@ int validate(const Args& given) {
                    std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
   const Validation v = ddpsim::validate(measured, config, baseline.get(), warmup);
   const Extrapolation beyond = extrapolation(*config.model, {&measured, baseline.get()});
-  std::string other_model = trained_other_model(*config.model, measured);
-  if (baseline && other_model.empty()) other_model = trained_other_model(*config.model, *baseline);
+  const OtherSource other = other_source(*config.model, measured, baseline.get());
   std::cout << "ddpsim validate: " << measured.path << " against " << config.model->origin << "\n"
             << platform_line(config, measured) << "\n"
-            << (other_model.empty() ? "" : "warning: " + other_model + "\n") << beyond.note() << validation_report(v);
+            << other.warnings() << beyond.note() << validation_report(v);
   nlohmann::ordered_json scored;
   if (registration) {
     scored = score_registered(*registration, v);
@@ -215,7 +230,8 @@ int validate(const Args& given) {
     doc["model_extrapolation"] = beyond.text;
   }
   if (!config.model->fit_warning.empty()) doc["model_fit_warning"] = config.model->fit_warning;
-  if (!other_model.empty()) doc["model_trained_other"] = other_model;
+  if (!other.model.empty()) doc["model_trained_other"] = other.model;
+  if (!other.machine.empty()) doc["model_other_machine"] = other.machine;
   if (registration) doc["registered"] = scored;
   const std::filesystem::path dir = vm["out"].as<std::string>();
   write_outputs(dir, {{"validation.json", doc.dump(2) + "\n"}, {"validation.csv", validation_csv(v)}});

@@ -155,16 +155,17 @@ void read_platform(const nlohmann::json& platform, const std::string& origin, Pe
 }
 
 // Provenance only: a calibration section that does not hold what calibrate writes names nothing.
-std::set<std::string> calibrated_models(const nlohmann::json& doc) {
-  std::set<std::string> models;
+// The values of one metadata key over the traces a model was calibrated on.
+std::set<std::string> calibrated_metadata(const nlohmann::json& doc, const char* key) {
+  std::set<std::string> values;
   const auto traces = doc.contains("calibration") && doc["calibration"].is_object()
                           ? doc["calibration"].value("traces", nlohmann::json::array())
                           : nlohmann::json::array();
   for (const auto& t : traces.is_array() ? traces : nlohmann::json::array())
-    if (t.is_object() && t.contains("metadata") && t["metadata"].is_object() && t["metadata"].contains("model") &&
-        t["metadata"]["model"].is_string())
-      models.insert(t["metadata"]["model"].get<std::string>());
-  return models;
+    if (t.is_object() && t.contains("metadata") && t["metadata"].is_object() && t["metadata"].contains(key) &&
+        t["metadata"][key].is_string())
+      values.insert(t["metadata"][key].get<std::string>());
+  return values;
 }
 
 std::string read_precision(const JsonFields& f, const std::string& origin) {
@@ -246,7 +247,9 @@ PerfModel parse_perf_model(const nlohmann::json& doc, const std::string& origin)
   for (auto& l : m.layers) l.bwd_fraction /= fraction_sum;  // relative weights; normalised here
   if (f.has("platform")) read_platform(f.raw("platform"), origin, m);
   f.reject_unknown({"$comment", "calibration"});  // calibration: provenance written by ddpsim calibrate
-  m.calibrated_on = calibrated_models(doc);
+  m.calibrated_on = calibrated_metadata(doc, "model");
+  m.calibrated_cpus = calibrated_metadata(doc, "cpu");
+  m.calibrated_blas = calibrated_metadata(doc, "blas");
   return m;
 }
 

@@ -194,6 +194,9 @@ struct PerfModel {
   // The trained models (a trace's "# model=") of the traces ddpsim calibrate fitted this model
   // to, from its calibration section; empty for a model not calibrated on traces that say.
   std::set<std::string> calibrated_on;
+  // Likewise the processors (a trace's "# cpu=") and BLAS kernels ("# blas=") they ran on: a CPU
+  // run's speed rests on both (OpenBLAS's kernels for an older CPU ran a third as fast).
+  std::set<std::string> calibrated_cpus, calibrated_blas;
 
   double fwd_ms(int b, int L) const { return forward.at(b, L); }
   double bwd_ms(int b, int L) const { return backward.at(b, L); }

@@ -10,6 +10,11 @@ csv="$WORK/real/steps.csv"
 grep -q '^# world_size=2$' "$csv" || fail "trace metadata lacks world_size=2"
 grep -q '^# backend=gloo$' "$csv" || fail "trace metadata lacks backend=gloo"
 grep -q '^# cpu_subnormals=flushed$' "$csv" || fail "trace metadata lacks cpu_subnormals=flushed (each rank flushes them)"
+if [[ $(uname -m) == x86_64 ]]; then
+  grep -Eq '^# cpu=.+ \(family [0-9]+, model [0-9]+\)$' "$csv" || fail "trace metadata lacks cpu=NAME (family F, model M)"
+fi
+# The setup installs OpenBLAS for LibTorch: which of its kernels ran is what the line is for.
+grep -Eq '^# blas=OpenBLAS [0-9.]+, [A-Za-z0-9]+ kernels$' "$csv" || fail "trace metadata lacks blas=OpenBLAS V, CORE kernels"
 grep -q '^# allreduce=measured' "$csv" || fail "trace metadata does not say the allreduce was measured"
 [[ $(grep -vc '^#' "$csv") == $((1 + 6 * 2)) ]] || fail "steps.csv should hold 6 steps x 2 ranks"
 row=$(grep -v '^#' "$csv" | sed -n 2p)

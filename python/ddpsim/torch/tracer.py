@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 import ddpsim
 from ddpsim._core import policy_label
+from ddpsim.torch.machine import blas_kernels, cpu_model
 from ddpsim.torch.shapes import ATTENTIONS, count as _count, non_negative as _non_negative, step_shape as _shape
 
 _PHASES = ("fwd", "bwd", "opt")
@@ -110,6 +111,18 @@ def _emulated(rows: list[dict], G: int, allreduce_ms: float) -> list[list[dict]]
             ranks[g].append(dict(r, step=first // G, rank=g, comm_wait_ms=wait, opt_ms=opt,
                                  step_ms=slowest + allreduce_ms + opt))
     return ranks
+
+
+def ddp_buffers(ddp_model: torch.nn.Module) -> str:
+    """What DDP does with the model's buffers at each forward, for trace metadata. Broadcast (its
+    default), they are a collective at every step's start: the ranks wait for each other there,
+    and the wait is timed as forward (prereg29 measured it on CPU)."""
+    nbytes = sum(b.numel() * b.element_size() for b in getattr(ddp_model, "module", ddp_model).buffers())
+    if not nbytes:
+        return "none"
+    if getattr(ddp_model, "broadcast_buffers", False):
+        return f"{nbytes} bytes broadcast from rank 0 at each forward (broadcast_buffers=True)"
+    return f"{nbytes} bytes, not broadcast (broadcast_buffers=False)"
 
 
 def grad_dtype(model: torch.nn.Module) -> str:
@@ -226,6 +239,7 @@ class StepTracer:
             meta.append(("data", data))
         if self.device.type == "cpu":
             meta.append(("threads", str(torch.get_num_threads())))
+            meta += [("cpu", cpu_model()), ("blas", blas_kernels())]
         if self.emulated:
             meta.append(("allreduce", f"modelled: {self.allreduce_ms:g} ms a step after the slowest rank (no overlap); "
                                       f"NOT a real {self.emulated}-GPU run"))
@@ -250,6 +264,8 @@ class StepTracer:
         dtype = grad_dtype(ddp_model)
         if dtype and not any(key == "grad_dtype" for key, _ in self._meta):  # DDP reduces gradients in this dtype
             self._meta.append(("grad_dtype", dtype))
+        if not any(key == "ddp_buffers" for key, _ in self._meta):
+            self._meta.append(("ddp_buffers", ddp_buffers(ddp_model)))
 
     @contextlib.contextmanager
     def step(

@@ -1,0 +1,48 @@
+#include "train/machine.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace ddptrain {
+
+namespace {
+
+// The value of the first "key\t: value" line of /proc/cpuinfo, or "".
+std::string cpuinfo(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
+    if (name == key) return line.substr(colon + 1 + (colon + 1 < line.size() && line[colon + 1] == ' '));
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string cpu_model() {
+  const std::string name = cpuinfo("model name"), family = cpuinfo("cpu family"), model = cpuinfo("model");
+  if (name.empty()) return "unknown";
+  return family.empty() || model.empty() ? name : name + " (family " + family + ", model " + model + ")";
+}
+
+std::string blas_kernels() {
+  // LibTorch links the system BLAS; OpenBLAS answers through its own C API, its configuration
+  // starting "OpenBLAS 0.3.21 ...".
+  using Text = const char* (*)();
+  const auto config = reinterpret_cast<Text>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  const auto core = reinterpret_cast<Text>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (!config || !core) return "not OpenBLAS";
+  std::istringstream words(config());
+  std::string name, version;
+  words >> name >> version;
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  return name + " " + version + ", " + core() + " kernels" + (forced && *forced ? ", set by OPENBLAS_CORETYPE" : "");
+}
+
+}  // namespace ddptrain
