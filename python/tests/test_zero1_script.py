@@ -30,19 +30,25 @@ def train_three_steps(out: str, policy: str, *options: str) -> tuple[str, str]:
 class Zero1Script(unittest.TestCase):
     def test_a_traced_zero1_run_replays_as_zero1_by_parameters(self):
         with tempfile.TemporaryDirectory() as out:
-            trace, text = train_three_steps(out, "static", "--optimizer", "zero1")
+            trace, text = train_three_steps(out, "static", "--optimizer", "zero1", "--broadcast-buffers", "off")
             for line in ("# data_parallel=zero1\n", "# zero_partition=parameters\n", "# model=llama-11m-tied\n",
-                         "# world_size=2\n", "# backend=gloo\n"):
+                         "# world_size=2\n", "# backend=gloo\n",
+                         "# ddp_buffers=128 bytes, not broadcast (broadcast_buffers=False)\n"):
                 self.assertIn(line, text)
             self.assertEqual(sum(1 for line in text.splitlines() if line[:1].isdigit()), 3 * 2)
             report = common.run([common.tool("ddpsim"), "replay", trace, "--model", MODEL])
             self.assertIn("optimizer state sharded by whole parameters, 27.1% to 72.9% of them a rank", report)
+            self.assertNotIn("# ddp_pre_forward=", text)  # nothing broadcast, nothing to time
 
     def test_a_packed_run_traces_sq_tokens_and_replays_packed(self):
         with tempfile.TemporaryDirectory() as out:
             trace, text = train_three_steps(out, "minmax:cost=workload", "--attention", "packed")
             lines = text.splitlines()
             self.assertIn("# attention=packed", lines)
+            # DDP's default: the rotary frequencies broadcast at each forward, that wait timed apart
+            self.assertIn("# ddp_buffers=128 bytes broadcast from rank 0 at each forward (broadcast_buffers=True)", lines)
+            self.assertRegex(text, r"\n# ddp_pre_forward=mean \d+\.\d\d ms a rank-step \(by rank: \d+\.\d\d, \d+\.\d\d\), "
+                                   r"inside fwd_ms: DDP's work before the module's forward")
             header = next(line.split(",") for line in lines if line.startswith("step,"))
             rows = [dict(zip(header, line.split(","))) for line in lines if line[:1].isdigit()]
             self.assertEqual(header[-1], "sq_tokens")

@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 import ddpsim
 from ddpsim._core import policy_label
+from ddpsim.torch.buffers import PreForwardTimer, broadcasts, ddp_buffers, pre_forward_line
 from ddpsim.torch.machine import blas_kernels, cpu_model
 from ddpsim.torch.shapes import ATTENTIONS, count as _count, non_negative as _non_negative, step_shape as _shape
 
@@ -56,6 +57,7 @@ class TracedStep:
         self.phases: list[tuple[str, Any, Any, Any]] = []  # (name, start, end, last bucket mark or None)
         self.start = self.end = None
         self.peak_mem_mib: Optional[float] = None
+        self.pre_forward: list = []  # DDP's pre-forward spans (start, end marks), where it broadcasts buffers
         self._open_phase: Optional[str] = None
 
     @contextlib.contextmanager
@@ -111,18 +113,6 @@ def _emulated(rows: list[dict], G: int, allreduce_ms: float) -> list[list[dict]]
             ranks[g].append(dict(r, step=first // G, rank=g, comm_wait_ms=wait, opt_ms=opt,
                                  step_ms=slowest + allreduce_ms + opt))
     return ranks
-
-
-def ddp_buffers(ddp_model: torch.nn.Module) -> str:
-    """What DDP does with the model's buffers at each forward, for trace metadata. Broadcast (its
-    default), they are a collective at every step's start: the ranks wait for each other there,
-    and the wait is timed as forward (prereg29 measured it on CPU)."""
-    nbytes = sum(b.numel() * b.element_size() for b in getattr(ddp_model, "module", ddp_model).buffers())
-    if not nbytes:
-        return "none"
-    if getattr(ddp_model, "broadcast_buffers", False):
-        return f"{nbytes} bytes broadcast from rank 0 at each forward (broadcast_buffers=True)"
-    return f"{nbytes} bytes, not broadcast (broadcast_buffers=False)"
 
 
 def grad_dtype(model: torch.nn.Module) -> str:
@@ -202,6 +192,7 @@ class StepTracer:
         self._steps: list[TracedStep] = []
         self._last_bucket: Any = None
         self._hooked = False
+        self._pre_forward: Optional[PreForwardTimer] = None
         self._closed = False
         self._open_step = False
         given = {str(k): str(v) for k, v in (metadata or {}).items()}  # a given key replaces the default's value
@@ -266,6 +257,8 @@ class StepTracer:
             self._meta.append(("grad_dtype", dtype))
         if not any(key == "ddp_buffers" for key, _ in self._meta):
             self._meta.append(("ddp_buffers", ddp_buffers(ddp_model)))
+        if broadcasts(ddp_model) and self._pre_forward is None:
+            self._pre_forward = PreForwardTimer(ddp_model, self._clock)
 
     @contextlib.contextmanager
     def step(
@@ -298,12 +291,16 @@ class StepTracer:
         if self._clock.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
         s.start = self._clock.mark()
+        if self._pre_forward:
+            self._pre_forward.take()  # a forward outside the traced steps is not this step's
         self._open_step = True
         try:
             yield s
         finally:
             self._open_step = False
         s.end = self._clock.mark()
+        if self._pre_forward:
+            s.pre_forward = self._pre_forward.take()
         if self._clock.cuda:
             s.peak_mem_mib = torch.cuda.max_memory_allocated(self.device) / 2**20
         if isinstance(s.loss, torch.Tensor):
@@ -349,6 +346,9 @@ class StepTracer:
             raise ddpsim.UsageError(f"close: {len(mine)} rank-steps traced, not a whole number of steps of "
                                     f"emulate_ranks {self.emulated}: each step is one `tracer.step(...)` a rank")
         self._closed = True
+        if self._pre_forward and not self.emulated:  # travels with the rows; rank 0 sums it up
+            for row, s in zip(mine, self._steps):
+                row["_pre_forward_ms"] = sum(self._clock.ms(a, z) for a, z in s.pre_forward)
         if self.emulated:
             gathered = _emulated(mine, self.emulated, self.allreduce_ms)
         elif self.world_size > 1:
@@ -370,6 +370,9 @@ class StepTracer:
                 if r["loss_weight"] is None:
                     r["loss_weight"] = ranks * r["batch_size"] / total if total else 0.0
                 rows.append(r)
+        if "_pre_forward_ms" in rows[0]:
+            waits = [[r.pop("_pre_forward_ms") for r in rank_rows if "_pre_forward_ms" in r] for rank_rows in gathered]
+            self._meta.append(("ddp_pre_forward", pre_forward_line([w for w in waits if w])))
         folder = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(folder, exist_ok=True)
         ddpsim.write_trace(self.path, self._meta, [(self.policy, ranks, rows)])
