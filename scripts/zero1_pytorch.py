@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
-from ddpsim.torch import BalancedBatchSampler, StepTracer, profile, write_layout
+from ddpsim.torch import BalancedBatchSampler, StepTracer, keep_freed_memory, profile, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss, random_batch
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -177,6 +177,7 @@ def worker(rank, a, init):
     # slower on some x86 cores: flushed to zero, a step's time depends on its shape, not on how far
     # training has gone.
     torch.set_flush_denormal(True)
+    keep_freed_memory()  # as ddptrain does: a step's time then follows its shape, not malloc's page faults
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=a.nproc)
     try:
         if a.mode == "profile":

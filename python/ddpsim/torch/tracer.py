@@ -21,7 +21,7 @@ import torch.distributed as dist
 import ddpsim
 from ddpsim._core import policy_label
 from ddpsim.torch.buffers import PreForwardTimer, broadcasts, ddp_buffers, pre_forward_line
-from ddpsim.torch.machine import blas_kernels, cpu_model
+from ddpsim.torch.machine import blas_kernels, cpu_model, malloc_setting
 from ddpsim.torch.shapes import ATTENTIONS, count as _count, non_negative as _non_negative, step_shape as _shape
 
 _PHASES = ("fwd", "bwd", "opt")
@@ -230,7 +230,7 @@ class StepTracer:
             meta.append(("data", data))
         if self.device.type == "cpu":
             meta.append(("threads", str(torch.get_num_threads())))
-            meta += [("cpu", cpu_model()), ("blas", blas_kernels())]
+            meta += [("cpu", cpu_model()), ("blas", blas_kernels()), ("malloc", malloc_setting())]
         if self.emulated:
             meta.append(("allreduce", f"modelled: {self.allreduce_ms:g} ms a step after the slowest rank (no overlap); "
                                       f"NOT a real {self.emulated}-GPU run"))
