@@ -221,6 +221,7 @@ class TracerRoundTrip(unittest.TestCase):
                 self.assertRegex(meta_line(text, "cpu"), r".+ \(family \d+, model \d+\)$")
             # The setup installs OpenBLAS for PyTorch: which kernels it chose is what the line is for.
             self.assertRegex(meta_line(text, "blas"), r"^OpenBLAS [\d.]+, \w+ kernels$")
+            self.assertTrue(meta_line(text, "malloc").startswith("glibc's defaults"))  # keep_freed_memory not called
             common.run([common.tool("ddpsim"), "calibrate", os.path.join(out, "profile.csv"), "--base",
                         os.path.join(out, "layout.json"), "--out", os.path.join(out, "model.json")])
             with self.assertRaises(ddpsim.UsageError):
@@ -241,6 +242,16 @@ class TracerRoundTrip(unittest.TestCase):
                                                                  if k != "OPENBLAS_CORETYPE"},
                              check=True, capture_output=True, text=True).stdout.strip()
         self.assertNotIn("OPENBLAS_CORETYPE", own)
+
+    def test_keep_freed_memory(self):
+        """keep_freed_memory sets glibc's malloc as ddptrain does, and the trace's malloc line says so."""
+        code = ("from ddpsim.torch import keep_freed_memory; from ddpsim.torch.machine import malloc_setting; "
+                "print(malloc_setting()); print(keep_freed_memory()); print(malloc_setting())")
+        said = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+        before, kept, after = said.splitlines()
+        self.assertTrue(before.startswith("glibc's defaults"), before)
+        self.assertEqual(kept, "True")
+        self.assertEqual(after, "freed memory kept (mmap threshold 32 MiB, trim threshold 1 GiB, top pad 256 MiB)")
 
     def test_refuses_a_sharded_optimizer(self):
         with tempfile.TemporaryDirectory() as out:

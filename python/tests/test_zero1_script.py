@@ -47,6 +47,9 @@ class Zero1Script(unittest.TestCase):
             self.assertIn("# attention=packed", lines)
             # DDP's default: the rotary frequencies broadcast at each forward, that wait timed apart
             self.assertIn("# ddp_buffers=128 bytes broadcast from rank 0 at each forward (broadcast_buffers=True)", lines)
+            # each rank keeps freed memory, as ddptrain does (keep_freed_memory)
+            self.assertIn("# malloc=freed memory kept (mmap threshold 32 MiB, trim threshold 1 GiB, top pad 256 MiB)",
+                          lines)
             self.assertRegex(text, r"\n# ddp_pre_forward=mean \d+\.\d\d ms a rank-step \(by rank: \d+\.\d\d, \d+\.\d\d\), "
                                    r"inside fwd_ms: DDP's work before the module's forward")
             header = next(line.split(",") for line in lines if line.startswith("step,"))

@@ -1,6 +1,7 @@
 #include "train/machine.hpp"
 
 #include <dlfcn.h>
+#include <malloc.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -43,6 +44,22 @@ std::string blas_kernels() {
   words >> name >> version;
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   return name + " " + version + ", " + core() + " kernels" + (forced && *forced ? ", set by OPENBLAS_CORETYPE" : "");
+}
+
+namespace {
+bool kept = false;
+}  // namespace
+
+void keep_freed_memory() {
+#ifdef __GLIBC__
+  kept = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 &&  // glibc's ceiling on 64-bit; larger blocks are still mapped
+         mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 && mallopt(M_TOP_PAD, 256 << 20) == 1;
+#endif
+}
+
+std::string malloc_setting() {
+  return kept ? "freed memory kept (mmap threshold 32 MiB, trim threshold 1 GiB, top pad 256 MiB)"
+              : "the C library's defaults (freed memory given back, its pages faulted in again on the next step)";
 }
 
 }  // namespace ddptrain

@@ -5,8 +5,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include <malloc.h>
-
 #include <c10/macros/Macros.h>
 #include <boost/program_options/errors.hpp>
 #ifdef C10_USE_GLOG
@@ -20,23 +18,11 @@
 #include "model/layout.hpp"
 #include "train/command_line.hpp"
 #include "train/launcher.hpp"
+#include "train/machine.hpp"
 #include "train/optimizer_control.hpp"
 #include "train/trainer.hpp"
 
 namespace {
-
-// CPU tensors come from glibc's malloc, which by default gives large freed blocks back to the
-// kernel and faults fresh pages in on the next use. Batch shapes change every step, so that
-// cost landed on training steps and not on the fixed-shape profile: a 4-rank emulated step of
-// the small model on one core took 383 ms instead of 172 ms, its optimizer 165 ms instead of
-// 29 ms. Freed memory is kept for reuse instead, as CUDA's caching allocator does on GPUs.
-void keep_freed_memory() {
-#ifdef __GLIBC__
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's ceiling on 64-bit; larger blocks are still mapped
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 256 << 20);
-#endif
-}
 
 // The policies of a --policy list trained in turn, one step each, and the --profile-alongside
 // grid timed after each turn.
@@ -158,7 +144,7 @@ int main(int argc, char** argv) {
 #ifdef C10_USE_GLOG
   FLAGS_minloglevel = 3;  // c10d also logs the errors ddptrain reports in one line itself
 #endif
-  keep_freed_memory();
+  ddptrain::keep_freed_memory();
   ddpsim::install_interrupt_handler("ddptrain");
   try {
     return run(argc, argv);

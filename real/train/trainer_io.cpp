@@ -271,6 +271,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::metadata() const {
     m.emplace_back("cpu_subnormals", subnormals_flushed() ? "flushed" : "kept");
     m.emplace_back("cpu", cpu_model());
     m.emplace_back("blas", blas_kernels());
+    m.emplace_back("malloc", malloc_setting());
   }
   if (opt_.emulate_ranks > 0)
     m.emplace_back("allreduce", "modelled: ring alpha-beta over " + std::to_string(opt_.emulate_link_GBps) + " GB/s, " +

@@ -157,7 +157,7 @@ std::vector<Trace> read_training(const po::variables_map& vm, const std::vector<
                        "all-gather: --training fits a DDP model's spread, optimizer and first use from DDP runs "
                        "(simulate " +
                        dp + " with training.data_parallel)");
-    for (const char* key : {"device", "model", "cpu", "blas"})
+    for (const char* key : {"device", "model", "cpu", "blas", "malloc"})
       if (const std::string mine = meta(run, key), theirs = meta(profile, key);
           !mine.empty() && !theirs.empty() && mine != theirs)
         throw InputError(path + ": " + key + "=" + mine + ", and the profile " + profile.path + " has " + key + "=" +

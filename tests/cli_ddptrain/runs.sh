@@ -15,6 +15,8 @@ if [[ $(uname -m) == x86_64 ]]; then
 fi
 # The setup installs OpenBLAS for LibTorch: which of its kernels ran is what the line is for.
 grep -Eq '^# blas=OpenBLAS [0-9.]+, [A-Za-z0-9]+ kernels$' "$csv" || fail "trace metadata lacks blas=OpenBLAS V, CORE kernels"
+grep -q '^# malloc=freed memory kept (mmap threshold 32 MiB, trim threshold 1 GiB, top pad 256 MiB)$' "$csv" ||
+  fail "trace metadata lacks malloc=freed memory kept (...)"
 grep -q '^# allreduce=measured' "$csv" || fail "trace metadata does not say the allreduce was measured"
 [[ $(grep -vc '^#' "$csv") == $((1 + 6 * 2)) ]] || fail "steps.csv should hold 6 steps x 2 ranks"
 row=$(grep -v '^#' "$csv" | sed -n 2p)

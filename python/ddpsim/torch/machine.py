@@ -69,8 +69,9 @@ def keep_freed_memory() -> bool:
     """Has glibc's malloc keep freed memory for reuse, as ddptrain does and CUDA's caching
     allocator does on GPUs; call it first thing in each rank. By default glibc gives large freed
     blocks back to the kernel and faults fresh pages in on their next use; batch shapes change
-    every step, so training pays that where a profile's shapes pay it less: packed training's
-    backward and optimizer ran 20-30% slower for it on a 2-core Xeon (traces/cpu/prereg32).
+    every step, and the pages come back at each step's cost: kept, a small decoder's backward and
+    optimizer ran a fifth to a quarter faster on a 2-core Xeon, profile and training alike
+    (traces/cpu/prereg32 against prereg30).
     False where the C library is not glibc (nothing changed)."""
     global _kept
     try:
