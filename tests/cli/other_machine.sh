@@ -1,8 +1,8 @@
-# A CPU run's speed rests on its processor and on the BLAS kernels LibTorch runs (OpenBLAS 0.3.21
-# chose its Prescott kernels on a Xeon newer than itself, a third as fast as its AVX-512 ones):
-# calibrate refuses a training run of another machine than its profile, and validate warns when
-# the run it scores ran on another machine than the model's traces. prereg26's committed traces,
-# given the cpu and blas lines ddptrain and ddpsim.torch now write.
+# A CPU run's speed rests on its processor, on the BLAS kernels LibTorch runs (OpenBLAS 0.3.21
+# chose its Prescott kernels on a Xeon newer than itself, a third as fast as its AVX-512 ones) and on
+# what malloc does with freed memory: calibrate refuses a training run of another machine than its
+# profile, and validate warns when the run it scores ran on another cpu or blas than the model's
+# traces. prereg26's committed traces, given the lines ddptrain and ddpsim.torch now write.
 source "$(dirname "$0")/lib.sh"
 P=$SRC/traces/cpu/prereg26
 CPU="Intel(R) Xeon(R) Processor (family 6, model 207)"
@@ -17,6 +17,15 @@ expect_exit 1 "pre-slow.csv: blas=OpenBLAS 0.3.21, Prescott kernels, and the pro
   "$DDPSIM" calibrate "$WORK/profile.csv" --base "$P/profile/layout.json" --training "$WORK/pre-fast.csv" \
   "$WORK/pre-slow.csv" --out "$WORK/refused.json"
 [[ -e $WORK/refused.json ]] && fail "a refused calibration left its model behind"
+# malloc's setting, a third line of the machine: freed memory given back costs a step its page faults.
+{ echo "# malloc=glibc's defaults (freed memory given back, its pages faulted in again on the next step)"
+  cat "$WORK/pre-fast.csv"; } >"$WORK/pre-defaults.csv"
+sed -i "1i # malloc=freed memory kept (mmap threshold 32 MiB, trim threshold 1 GiB, top pad 256 MiB)" "$WORK/profile.csv"
+expect_exit 1 "pre-defaults.csv: malloc=glibc's defaults .*, and the profile .*profile.csv has malloc=freed memory kept" \
+  "$DDPSIM" calibrate "$WORK/profile.csv" --base "$P/profile/layout.json" --training "$WORK/pre-defaults.csv" \
+  --out "$WORK/refused.json"
+{ echo "# malloc=freed memory kept (mmap threshold 32 MiB, trim threshold 1 GiB, top pad 256 MiB)"
+  cat "$WORK/pre-fast.csv"; } >"$WORK/pre-kept.csv" && mv "$WORK/pre-kept.csv" "$WORK/pre-fast.csv"
 expect_ok "$DDPSIM" calibrate "$WORK/profile.csv" --base "$P/profile/layout.json" --training "$WORK/pre-fast.csv" \
   --out "$WORK/model.json"
 
