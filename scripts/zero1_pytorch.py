@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
-from ddpsim.torch import BalancedBatchSampler, StepTracer, keep_freed_memory, profile, write_layout
+from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, keep_freed_memory, profile, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss, random_batch
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,6 +63,10 @@ def parse_args():
     p.add_argument("--profile-lengths", default="8,12,16,24,32,48,66",
                    help="profile: sample lengths (a point is b samples of L tokens, padded or packed)")
     p.add_argument("--reps", type=int, default=5, help="profile: timed repetitions a point")
+    p.add_argument("--profile-alongside", action="store_true",
+                   help="train: after each training step, one step of the profile grid (--batches, "
+                        "--profile-lengths, --reps) in the same processes, written to OUT/profile/: a profile of "
+                        "the runs' own minutes and process state")
     p.add_argument("--attention", choices=("padded", "packed"), default="padded",
                    help="batches padded to their longest sample (default), or samples packed end to end into one "
                         "row, each attending to itself (remove-padding training)")
@@ -113,15 +117,31 @@ def fresh_model(a):
                broadcast_buffers=a.broadcast_buffers == "on")
 
 
-def run_profile(rank, a):
+def profiled_model(rank, a, folder):
+    """A fresh model and its optimizer to profile, its layout written to ``folder`` (rank 0)."""
     model = fresh_model(a)
     if rank == 0:
-        write_layout(model, os.path.join(a.out, "layout.json"), name=a.name)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    profile(model, optimizer, lambda b, L: make_batch(a, [L] * b, range(b)), lambda m, x: loss_fn(a, m, x),
-            os.path.join(a.out, "profile.csv"), batches=integers(a.batches), lengths=integers(a.profile_lengths),
-            reps=a.reps, seed=a.seed, model_name=a.name, allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20],
-            attention=a.attention)
+        os.makedirs(folder, exist_ok=True)
+        write_layout(model, os.path.join(folder, "layout.json"), name=a.name)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def profile_arguments(a, folder):
+    """What profile() and Profiler take beyond the model and its optimizer: the grid of b samples of L tokens."""
+    return dict(make_batch=lambda b, L: make_batch(a, [L] * b, range(b)), loss_fn=lambda m, x: loss_fn(a, m, x),
+                path=os.path.join(folder, "profile.csv"), batches=integers(a.batches),
+                lengths=integers(a.profile_lengths), reps=a.reps, seed=a.seed, model_name=a.name,
+                allreduce_bytes=[1 << 20, 4 << 20, 16 << 20, 64 << 20], attention=a.attention)
+
+
+def run_profile(rank, a):
+    profile(*profiled_model(rank, a, a.out), **profile_arguments(a, a.out))
+
+
+def alongside_profiler(rank, a):
+    """--profile-alongside: a Profiler stepped after each training step, into OUT/profile/."""
+    folder = os.path.join(a.out, "profile")
+    return Profiler(*profiled_model(rank, a, folder), **profile_arguments(a, folder))
 
 
 def optimizer_for(model, kind):
@@ -137,7 +157,7 @@ def policy_folder(label):
     return label.replace(":", "-").replace("=", "-")
 
 
-def run_policy(rank, a, lengths, policy):
+def run_policy(rank, a, lengths, policy, alongside=None):
     model = fresh_model(a)
     optimizer = optimizer_for(model, a.optimizer)
     sampler = BalancedBatchSampler(lengths, global_batch=a.global_batch, policy=policy, seed=a.seed,
@@ -165,6 +185,8 @@ def run_policy(rank, a, lengths, policy):
                     optimizer.step()
                     optimizer.zero_grad()
                 s.loss = loss
+            if alongside:
+                alongside.step()
             if rank == 0 and (step + 1) % 50 == 0:
                 print(f"{sampler.policy}: step {step + 1}/{a.steps}, {time.monotonic() - start:.0f} s", flush=True)
 
@@ -184,8 +206,11 @@ def worker(rank, a, init):
             run_profile(rank, a)
         else:
             lengths = sample_lengths(a.lengths, a.max_length)
+            alongside = alongside_profiler(rank, a) if a.profile_alongside else None
             for policy in a.policies.split(","):
-                run_policy(rank, a, lengths, policy)
+                run_policy(rank, a, lengths, policy, alongside)
+            if alongside:
+                alongside.close()
     finally:
         dist.destroy_process_group()
     # Its traces written, a rank leaves without finalizing the interpreter: torch 1.13 aborts a

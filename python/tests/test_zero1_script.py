@@ -1,7 +1,7 @@
 """scripts/zero1_pytorch.py, the registered ZeRO-1 runs' trainer: a few traced steps under
 PyTorch's ZeroRedundancyOptimizer over 2 Gloo ranks record zero1 and its partition by whole
-parameters, which ddpsim replays as such; packed runs record Σ s² and replay packed; bad options
-exit 2 naming the option."""
+parameters, which ddpsim replays as such; packed runs record Σ s² and replay packed, and profile
+a grid alongside; bad options exit 2 naming the option."""
 
 import os
 import sys
@@ -42,7 +42,8 @@ class Zero1Script(unittest.TestCase):
 
     def test_a_packed_run_traces_sq_tokens_and_replays_packed(self):
         with tempfile.TemporaryDirectory() as out:
-            trace, text = train_three_steps(out, "minmax:cost=workload", "--attention", "packed")
+            trace, text = train_three_steps(out, "minmax:cost=workload", "--attention", "packed", "--profile-alongside",
+                                            "--batches", "2", "--profile-lengths", "8,12", "--reps", "1")
             lines = text.splitlines()
             self.assertIn("# attention=packed", lines)
             # DDP's default: the rotary frequencies broadcast at each forward, that wait timed apart
@@ -64,6 +65,13 @@ class Zero1Script(unittest.TestCase):
             self.assertIn("minmax:cost=workload", report)
             said = common.run([common.tool("ddpsim"), "replay", trace, "--model", MODEL], expect=1)
             self.assertIn("uses a measured grid", said)
+            # --profile-alongside: a grid step after each training step, in the same processes
+            with open(os.path.join(out, "profile", "profile.csv")) as f:
+                profiled = f.read()
+            self.assertIn("# profile=alongside training, one profiled step at a time: 3 steps over 2 points", profiled)
+            self.assertIn("# attention=packed\n", profiled)
+            self.assertEqual(profiled.count(",profile,"), 3 * 2)
+            self.assertTrue(os.path.isfile(os.path.join(out, "profile", "layout.json")))
 
     def test_bad_options_exit_2_naming_them(self):
         with tempfile.TemporaryDirectory() as out:
