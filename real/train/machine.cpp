@@ -5,29 +5,32 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace ddptrain {
 
 namespace {
 
-// The value of the first "key\t: value" line of /proc/cpuinfo, or "".
-std::string cpuinfo(const std::string& key) {
+// The first processor's "key\t: value" lines of /proc/cpuinfo, by key (empty where there is none).
+std::map<std::string, std::string> cpuinfo() {
+  std::map<std::string, std::string> found;
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     std::string name = line.substr(0, colon);
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
-    if (name == key) return line.substr(colon + 1 + (colon + 1 < line.size() && line[colon + 1] == ' '));
+    found.try_emplace(name, line.substr(colon + 1 + (colon + 1 < line.size() && line[colon + 1] == ' ')));
   }
-  return "";
+  return found;
 }
 
 }  // namespace
 
 std::string cpu_model() {
-  const std::string name = cpuinfo("model name"), family = cpuinfo("cpu family"), model = cpuinfo("model");
+  auto info = cpuinfo();
+  const std::string name = info["model name"], family = info["cpu family"], model = info["model"];
   if (name.empty()) return "unknown";
   return family.empty() || model.empty() ? name : name + " (family " + family + ", model " + model + ")";
 }

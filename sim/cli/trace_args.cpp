@@ -301,14 +301,23 @@ std::string platform_line(const Config& config, const Trace& trace) {
                                                  : data_parallel_line(config, config_buckets(config).size()) + "\n");
 }
 
+namespace {
+
+// The calibration traces' values of a metadata key, each quoted: "a", "b".
+std::string quoted(const std::set<std::string>& values) {
+  std::string text;
+  for (const std::string& v : values) text += (text.empty() ? "\"" : ", \"") + v + "\"";
+  return text;
+}
+
+}  // namespace
+
 std::string trained_other_model(const PerfModel& model, const Trace& trace) {
   const auto trained = trace.metadata.find("model");
   if (trained == trace.metadata.end() || model.calibrated_on.empty() || model.calibrated_on.contains(trained->second))
     return "";
-  std::string others;
-  for (const std::string& m : model.calibrated_on) others += (others.empty() ? "\"" : ", \"") + m + "\"";
   return trace.path + " trained model \"" + trained->second + "\", but " + model.name +
-         " was calibrated on traces of " + others + ": its times are another model's";
+         " was calibrated on traces of " + quoted(model.calibrated_on) + ": its times are another model's";
 }
 
 std::string ran_on_other_machine(const PerfModel& model, const Trace& trace) {
@@ -316,9 +325,8 @@ std::string ran_on_other_machine(const PerfModel& model, const Trace& trace) {
   for (const auto& [key, calibrated] : {std::pair{"cpu", &model.calibrated_cpus}, {"blas", &model.calibrated_blas}}) {
     const auto ran = trace.metadata.find(key);
     if (ran == trace.metadata.end() || calibrated->empty() || calibrated->contains(ran->second)) continue;
-    std::string theirs;
-    for (const std::string& v : *calibrated) theirs += (theirs.empty() ? "\"" : "\", \"") + v;
-    differs += std::string(differs.empty() ? "" : "; ") + key + " \"" + ran->second + "\" against " + theirs + "\"";
+    differs +=
+        std::string(differs.empty() ? "" : "; ") + key + " \"" + ran->second + "\" against " + quoted(*calibrated);
   }
   return differs.empty() ? ""
                          : trace.path + " ran on another machine than the traces model \"" + model.name +
