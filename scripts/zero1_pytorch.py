@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +28,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
+from ddpsim._core import OWN_LEVEL_APART, levels_apart
 from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, keep_freed_memory, profile, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss, random_batch
 
@@ -56,7 +58,12 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0, help="the sampler's seed (train) or the profile's order (profile)")
     p.add_argument("--optimizer", choices=("adamw", "zero1"), default="adamw",
                    help="train: AdamW on every rank (DDP), or ZeroRedundancyOptimizer over AdamW (ZeRO-1)")
-    p.add_argument("--policies", default="static,sorted", help="train: batch policies, trained in turn")
+    p.add_argument("--policies", default="static,sorted",
+                   help="train: batch policies, trained one after another (or a step each in turn: --interleaved)")
+    p.add_argument("--interleaved", action="store_true",
+                   help="train: one step of each policy in turn, each with its own model, optimizer and sampler "
+                        "(as `ddptrain --policy A,B` trains), so that a machine drifting over minutes drifts under "
+                        "every policy alike; the traces say `interleaved=` with the list")
     p.add_argument("--global-batch", type=int, default=24, help="train: samples a step over all ranks")
     p.add_argument("--steps", type=int, default=150, help="train: steps a policy")
     p.add_argument("--batches", default="1,2,3,4,6,8,12,16", help="profile: a rank's batch sizes")
@@ -157,7 +164,10 @@ def policy_folder(label):
     return label.replace(":", "-").replace("=", "-")
 
 
-def run_policy(rank, a, lengths, policy, alongside=None):
+def policy_steps(rank, a, lengths, policy, optimizer_medians):
+    """One policy's traced training, a step each time it is advanced (a generator), so that the
+    policies can be trained one after another or a step each in turn. At its end, rank 0's
+    optimizer median after step 0 goes into ``optimizer_medians``: the same work in every policy."""
     model = fresh_model(a)
     optimizer = optimizer_for(model, a.optimizer)
     sampler = BalancedBatchSampler(lengths, global_batch=a.global_batch, policy=policy, seed=a.seed,
@@ -166,7 +176,8 @@ def run_policy(rank, a, lengths, policy, alongside=None):
             **({"zero_partition": "parameters"} if a.optimizer == "zero1" else {}),
             "optimizer": ("ZeroRedundancyOptimizer over AdamW, parameters as a bucket view" if a.optimizer == "zero1"
                           else "AdamW"),
-            "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids"}
+            "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids",
+            **({"interleaved": a.policies} if a.interleaved else {})}
     start = time.monotonic()
     with StepTracer(os.path.join(a.out, policy_folder(sampler.policy), "steps.csv"), policy=sampler.policy,
                     global_batch=a.global_batch, model=a.name, seed=a.seed, metadata=meta,
@@ -185,10 +196,43 @@ def run_policy(rank, a, lengths, policy, alongside=None):
                     optimizer.step()
                     optimizer.zero_grad()
                 s.loss = loss
-            if alongside:
-                alongside.step()
             if rank == 0 and (step + 1) % 50 == 0:
                 print(f"{sampler.policy}: step {step + 1}/{a.steps}, {time.monotonic() - start:.0f} s", flush=True)
+            yield
+        opt = [row["opt_ms"] for row in tracer.rows()[1:]]
+        if opt:
+            optimizer_medians[sampler.policy] = statistics.median(opt)
+
+
+def train(rank, a, lengths, alongside):
+    """Every policy of --policies, one after another or (--interleaved) a step each in turn; the
+    alongside profile, where asked, steps after each training step (after each turn, interleaved)."""
+    medians = {}
+    runs = [policy_steps(rank, a, lengths, policy, medians) for policy in a.policies.split(",")]
+    if a.interleaved:
+        while runs:
+            runs = [run for run in runs if next(run, StopIteration) is not StopIteration]
+            if runs and alongside:
+                alongside.step()
+    else:
+        for run in runs:
+            for _ in run:
+                if alongside:
+                    alongside.step()
+    if rank == 0 and len(medians) > 1:
+        print(optimizer_control_text(medians), end="", flush=True)
+
+
+def optimizer_control_text(medians):
+    """Each policy's optimizer median and how far apart they lie (ddptrain prints the same line):
+    a machine that runs each model of a process at a level of its own puts that level into every gain."""
+    apart = levels_apart(list(medians.values()))
+    each = ", ".join(f"{policy} {ms:.1f}" for policy, ms in medians.items())
+    text = f"optimizer, the same work in every policy's model, median after step 0: {each} ms ({100 * apart:.1f}% apart)\n"
+    if apart > OWN_LEVEL_APART:
+        text += ("warning: this machine ran each policy's model at a level of its own; a gain between these runs "
+                 "carries it (ddpsim calibrate --training and validate say so too)\n")
+    return text
 
 
 def worker(rank, a, init):
@@ -207,8 +251,7 @@ def worker(rank, a, init):
         else:
             lengths = sample_lengths(a.lengths, a.max_length)
             alongside = alongside_profiler(rank, a) if a.profile_alongside else None
-            for policy in a.policies.split(","):
-                run_policy(rank, a, lengths, policy, alongside)
+            train(rank, a, lengths, alongside)
             if alongside:
                 alongside.close()
     finally:

@@ -1,7 +1,8 @@
 """scripts/zero1_pytorch.py, the registered ZeRO-1 runs' trainer: a few traced steps under
 PyTorch's ZeroRedundancyOptimizer over 2 Gloo ranks record zero1 and its partition by whole
 parameters, which ddpsim replays as such; packed runs record Σ s² and replay packed, and profile
-a grid alongside; bad options exit 2 naming the option."""
+a grid alongside; policies trained a step each in turn train as alone and validate as one
+process's; bad options exit 2 naming the option."""
 
 import os
 import sys
@@ -25,6 +26,13 @@ def train_three_steps(out: str, policy: str, *options: str) -> tuple[str, str]:
     trace = os.path.join(out, policy.replace(":", "-").replace("=", "-"), "steps.csv")
     with open(trace) as f:
         return trace, f.read()
+
+
+def losses(text: str) -> list[str]:
+    """A trace's loss column, as written."""
+    lines = text.splitlines()
+    header = next(line.split(",") for line in lines if line.startswith("step,"))
+    return [line.split(",")[header.index("loss")] for line in lines if line[:1].isdigit()]
 
 
 class Zero1Script(unittest.TestCase):
@@ -72,6 +80,34 @@ class Zero1Script(unittest.TestCase):
             self.assertIn("# attention=packed\n", profiled)
             self.assertEqual(profiled.count(",profile,"), 3 * 2)
             self.assertTrue(os.path.isfile(os.path.join(out, "profile", "layout.json")))
+
+    def test_interleaved_policies_train_as_alone_and_validate_in_turn(self):
+        with tempfile.TemporaryDirectory() as out:
+            run = [sys.executable, SCRIPT, "--tie-embeddings", "train", "--steps", "3", "--global-batch", "4",
+                   "--policies", "static,minmax:cost=workload"]
+            said = common.run(run + ["--interleaved", "--out", os.path.join(out, "turns")])
+            self.assertRegex(said, r"optimizer, the same work in every policy's model, median after step 0: "
+                                   r"static \d+\.\d, minmax:cost=workload \d+\.\d ms \(\d+\.\d% apart\)")
+            common.run(run + ["--out", os.path.join(out, "alone")])
+            traces = {}
+            for mode in ("turns", "alone"):
+                for folder in ("static", "minmax-cost-workload"):
+                    path = os.path.join(out, mode, folder, "steps.csv")
+                    with open(path) as f:
+                        traces[mode, folder] = path, f.read()
+            for folder in ("static", "minmax-cost-workload"):  # a step each in turn changes no sample, no loss
+                self.assertEqual(losses(traces["turns", folder][1]), losses(traces["alone", folder][1]))
+                self.assertIn("# interleaved=static,minmax:cost=workload\n", traces["turns", folder][1])
+                self.assertNotIn("# interleaved=", traces["alone", folder][1])
+            # each trace times its own wait at DDP's buffer broadcast, and still counts as one process's
+            measured, baseline = traces["turns", "minmax-cost-workload"][0], traces["turns", "static"][0]
+            report = common.run([common.tool("ddpsim"), "validate", "--measured", measured, "--baseline", baseline,
+                                 "--model", MODEL])
+            self.assertIn("policies trained in turn, all from step", report)
+            measured, baseline = traces["alone", "minmax-cost-workload"][0], traces["alone", "static"][0]
+            report = common.run([common.tool("ddpsim"), "validate", "--measured", measured, "--baseline", baseline,
+                                 "--model", MODEL])
+            self.assertNotIn("policies trained in turn", report)
 
     def test_bad_options_exit_2_naming_them(self):
         with tempfile.TemporaryDirectory() as out:

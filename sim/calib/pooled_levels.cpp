@@ -122,9 +122,12 @@ std::vector<PooledRunLevels> read_pooled_run_levels(const std::vector<std::strin
 std::string session_key(const std::string& path, const std::map<std::string, std::string>& metadata,
                         bool several_policies) {
   if (several_policies) return path;
+  // Lines that say which policy a trace holds or what its run measured (the tracer's wait at DDP's
+  // buffer broadcast), not how the process was set up.
+  static const std::set<std::string> own_to_each_run = {"policy", "ddp_pre_forward"};
   std::string key;
   for (const auto& [name, value] : metadata)
-    if (name != "policy") key += name + "=" + value + "\n";
+    if (!own_to_each_run.count(name)) key += name + "=" + value + "\n";
   return key;
 }
 

@@ -27,7 +27,8 @@ struct PooledRunLevels {
 
 // The process a training run trained in, so that runs trained in turn in it are compared about
 // their own mean: a trace holding several policies is one process; else every metadata line but
-// the policy (ddptrain writes each policy's trace of a process with the same lines).
+// the policy and what the run measured (ddptrain and zero1_pytorch.py write each policy's trace
+// of a process with the same lines).
 std::string session_key(const std::string& path, const std::map<std::string, std::string>& metadata,
                         bool several_policies);
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "calib/pooled_levels.hpp"
 #include "common/error.hpp"
 #include "common/stats.hpp"
 
@@ -195,15 +196,11 @@ std::pair<PolicyValidation, PolicyValidation> compare_both(const PolicyRun& meas
   return {compare(measured, predicted, path, first), compare(measured, predicted, path, 0)};
 }
 
-// Traces of one ddptrain run that trained its policies in turn: the same metadata but `policy`,
-// with `interleaved`.
+// Traces of one process that trained its policies in turn (ddptrain, zero1_pytorch.py --interleaved):
+// the same session, with `interleaved`.
 bool trained_in_turn(const Trace& a, const Trace& b) {
-  if (!a.metadata.count("interleaved")) return false;
-  auto others = [](std::map<std::string, std::string> m) {
-    m.erase("policy");
-    return m;
-  };
-  return others(a.metadata) == others(b.metadata);
+  return a.metadata.count("interleaved") &&
+         session_key(a.path, a.metadata, false) == session_key(b.path, b.metadata, false);
 }
 
 // The replays a validation sets against the measured runs: under the config, and with its
