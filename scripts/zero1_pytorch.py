@@ -28,7 +28,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
-from ddpsim._core import OWN_LEVEL_APART, levels_apart
+from ddpsim._core import OWN_LEVEL_APART, levels_apart, parse_policy
 from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, keep_freed_memory, profile, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss, random_batch
 
@@ -90,6 +90,17 @@ def parse_args():
         p.error(f"--nproc {a.nproc}: from 1 to this machine's {cores} cores (a rank a core)")
     if a.global_batch < a.nproc or a.steps < 1 or a.reps < 1:
         p.error("--global-batch must be at least --nproc, --steps and --reps at least 1")
+    a.policy_list = a.policies.split(",")
+    folders = {}
+    for policy in a.policy_list:
+        try:
+            folder = policy_folder(parse_policy(policy).label)
+        except (ddpsim.UsageError, ddpsim.InputError) as e:
+            p.error(f"--policies {a.policies}: {e}")
+        if folder in folders:
+            p.error(f"--policies {a.policies}: {policy} would write {folder}/, as {folders[folder]} does: "
+                    "give each policy once")
+        folders[folder] = policy
     if not os.path.isfile(a.lengths):
         p.error(f"--lengths {a.lengths}: no such file (write one with `ddpsim lengths TSV --vocab V --out HIST.json`)")
     return a
@@ -177,7 +188,7 @@ def policy_steps(rank, a, lengths, policy, optimizer_medians):
             "optimizer": ("ZeroRedundancyOptimizer over AdamW, parameters as a bucket view" if a.optimizer == "zero1"
                           else "AdamW"),
             "data": f"{os.path.basename(a.lengths)}: every sample once in a seeded order; random token ids",
-            **({"interleaved": a.policies} if a.interleaved else {})}
+            **({"interleaved": a.policies} if a.interleaved and len(a.policy_list) > 1 else {})}
     start = time.monotonic()
     with StepTracer(os.path.join(a.out, policy_folder(sampler.policy), "steps.csv"), policy=sampler.policy,
                     global_batch=a.global_batch, model=a.name, seed=a.seed, metadata=meta,
@@ -208,7 +219,7 @@ def train(rank, a, lengths, alongside):
     """Every policy of --policies, one after another or (--interleaved) a step each in turn; the
     alongside profile, where asked, steps after each training step (after each turn, interleaved)."""
     medians = {}
-    runs = [policy_steps(rank, a, lengths, policy, medians) for policy in a.policies.split(",")]
+    runs = [policy_steps(rank, a, lengths, policy, medians) for policy in a.policy_list]
     if a.interleaved:
         while runs:
             runs = [run for run in runs if next(run, StopIteration) is not StopIteration]
@@ -220,18 +231,22 @@ def train(rank, a, lengths, alongside):
                 if alongside:
                     alongside.step()
     if rank == 0 and len(medians) > 1:
-        print(optimizer_control_text(medians), end="", flush=True)
+        print(optimizer_control_text(medians, a.interleaved), end="", flush=True)
 
 
-def optimizer_control_text(medians):
+def optimizer_control_text(medians, interleaved):
     """Each policy's optimizer median and how far apart they lie (ddptrain prints the same line):
-    a machine that runs each model of a process at a level of its own puts that level into every gain."""
+    the same work in every model, so a level apart is the machine's, and every gain between the
+    runs carries it."""
     apart = levels_apart(list(medians.values()))
     each = ", ".join(f"{policy} {ms:.1f}" for policy, ms in medians.items())
     text = f"optimizer, the same work in every policy's model, median after step 0: {each} ms ({100 * apart:.1f}% apart)\n"
-    if apart > OWN_LEVEL_APART:
+    if apart > OWN_LEVEL_APART and interleaved:
         text += ("warning: this machine ran each policy's model at a level of its own; a gain between these runs "
                  "carries it (ddpsim calibrate --training and validate say so too)\n")
+    elif apart > OWN_LEVEL_APART:
+        text += ("warning: the policies, trained one after another, met the machine at levels of their own; a gain "
+                 "between these runs carries it (--interleaved trains them a step each in turn)\n")
     return text
 
 

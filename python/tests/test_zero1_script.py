@@ -116,6 +116,10 @@ class Zero1Script(unittest.TestCase):
             said = common.run([sys.executable, SCRIPT, "train", "--lengths", os.path.join(out, "none.json"),
                                "--out", out], expect=2)
             self.assertIn("none.json: no such file", said)
+            said = common.run([sys.executable, SCRIPT, "train", "--policies", "static,kk,static", "--out", out], expect=2)
+            self.assertIn("--policies static,kk,static: static would write static/, as static does", said)
+            said = common.run([sys.executable, SCRIPT, "train", "--policies", "static,nope", "--out", out], expect=2)
+            self.assertIn('unknown policy "nope"', said)
             self.assertEqual(os.listdir(out), [])
 
 
