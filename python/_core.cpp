@@ -305,10 +305,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("policy_names", &policy_names);
   m.def("possible_sq_tokens", &possible_sq_tokens, py::arg("pairs"), py::arg("tokens"), py::arg("samples"),
         py::arg("longest"));
-  // Policies trained in turn judged as ddptrain judges them: the optimizer's medians apart.
-  m.def(
-      "levels_apart", [](const std::vector<double>& medians) { return levels_apart(medians); }, py::arg("medians"));
-  m.attr("OWN_LEVEL_APART") = kOwnLevelApart;
+  // Policies' optimizer medians judged and worded as ddptrain does, for the Python trainer.
+  m.def("optimizer_levels_text", &optimizer_levels_text, py::arg("medians"), py::arg("interleaved"));
 
   py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
       .def_readonly("step", &Plan::step)

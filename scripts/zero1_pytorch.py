@@ -28,7 +28,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddpsim
-from ddpsim._core import OWN_LEVEL_APART, levels_apart, parse_policy
+from ddpsim._core import optimizer_levels_text, parse_policy
 from ddpsim.torch import BalancedBatchSampler, Profiler, StepTracer, keep_freed_memory, profile, write_layout
 from ddpsim.torch.decoder import causal_lm_loss, decoder_from_config, packed_batch, packed_lm_loss, random_batch
 
@@ -231,23 +231,7 @@ def train(rank, a, lengths, alongside):
                 if alongside:
                     alongside.step()
     if rank == 0 and len(medians) > 1:
-        print(optimizer_control_text(medians, a.interleaved), end="", flush=True)
-
-
-def optimizer_control_text(medians, interleaved):
-    """Each policy's optimizer median and how far apart they lie (ddptrain prints the same line):
-    the same work in every model, so a level apart is the machine's, and every gain between the
-    runs carries it."""
-    apart = levels_apart(list(medians.values()))
-    each = ", ".join(f"{policy} {ms:.1f}" for policy, ms in medians.items())
-    text = f"optimizer, the same work in every policy's model, median after step 0: {each} ms ({100 * apart:.1f}% apart)\n"
-    if apart > OWN_LEVEL_APART and interleaved:
-        text += ("warning: this machine ran each policy's model at a level of its own; a gain between these runs "
-                 "carries it (ddpsim calibrate --training and validate say so too)\n")
-    elif apart > OWN_LEVEL_APART:
-        text += ("warning: the policies, trained one after another, met the machine at levels of their own; a gain "
-                 "between these runs carries it (--interleaved trains them a step each in turn)\n")
-    return text
+        print(optimizer_levels_text(list(medians.items()), a.interleaved), end="", flush=True)
 
 
 def worker(rank, a, init):

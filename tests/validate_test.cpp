@@ -11,6 +11,7 @@
 #include "common/rng.hpp"
 #include "eval/config.hpp"
 #include "report/outputs.hpp"
+#include "report/policy_run.hpp"
 #include "simulated_trace.hpp"
 #include "test_data.hpp"
 
@@ -208,4 +209,15 @@ TEST_CASE("validate --warmup auto finds where an injected slow start settles") {
   std::vector<double> drift;  // speeding up to the end: never settles, so half the run is left out
   for (int t = 0; t < 300; ++t) drift.push_back(3.0 - 2.0 * t / 300.0);
   CHECK(settled_step(drift) == 150);
+}
+
+TEST_CASE("the optimizer line warns past 10% apart, worded for runs in turn or one after another") {
+  const std::vector<std::pair<std::string, double>> near{{"static", 20}, {"kk", 21}}, far{{"static", 20}, {"kk", 25}};
+  CHECK(optimizer_levels_text(near, false) ==
+        "optimizer, the same work in every policy's model, median after step 0: static 20.0, kk 21.0 ms (5.0% apart)\n");
+  CHECK(optimizer_levels_text(far, true).find("(25.0% apart)\nwarning: this machine ran each policy's model at a "
+                                              "level of its own") != std::string::npos);
+  CHECK(optimizer_levels_text(far, false).find("(25.0% apart)\nwarning: the policies, trained one after another, met "
+                                               "the machine at levels of their own") != std::string::npos);
+  CHECK(optimizer_levels_text({{"static", 20}}, true).empty());
 }

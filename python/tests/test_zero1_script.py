@@ -28,11 +28,15 @@ def train_three_steps(out: str, policy: str, *options: str) -> tuple[str, str]:
         return trace, f.read()
 
 
-def losses(text: str) -> list[str]:
-    """A trace's loss column, as written."""
+def trace_rows(text: str) -> tuple[list[str], list[dict[str, str]]]:
+    """A trace's header and its rows, each a column-to-text map as written."""
     lines = text.splitlines()
     header = next(line.split(",") for line in lines if line.startswith("step,"))
-    return [line.split(",")[header.index("loss")] for line in lines if line[:1].isdigit()]
+    return header, [dict(zip(header, line.split(","))) for line in lines if line[:1].isdigit()]
+
+
+def losses(text: str) -> list[str]:
+    return [row["loss"] for row in trace_rows(text)[1]]
 
 
 class Zero1Script(unittest.TestCase):
@@ -43,7 +47,7 @@ class Zero1Script(unittest.TestCase):
                          "# world_size=2\n", "# backend=gloo\n",
                          "# ddp_buffers=128 bytes, not broadcast (broadcast_buffers=False)\n"):
                 self.assertIn(line, text)
-            self.assertEqual(sum(1 for line in text.splitlines() if line[:1].isdigit()), 3 * 2)
+            self.assertEqual(len(trace_rows(text)[1]), 3 * 2)
             report = common.run([common.tool("ddpsim"), "replay", trace, "--model", MODEL])
             self.assertIn("optimizer state sharded by whole parameters, 27.1% to 72.9% of them a rank", report)
             self.assertNotIn("# ddp_pre_forward=", text)  # nothing broadcast, nothing to time
@@ -61,8 +65,7 @@ class Zero1Script(unittest.TestCase):
                           lines)
             self.assertRegex(text, r"\n# ddp_pre_forward=mean \d+\.\d\d ms a rank-step \(by rank: \d+\.\d\d, \d+\.\d\d\), "
                                    r"inside fwd_ms: DDP's work before the module's forward")
-            header = next(line.split(",") for line in lines if line.startswith("step,"))
-            rows = [dict(zip(header, line.split(","))) for line in lines if line[:1].isdigit()]
+            header, rows = trace_rows(text)
             self.assertEqual(header[-1], "sq_tokens")
             self.assertEqual(len(rows), 3 * 2)
             for row in rows:  # no padding, and Σ s² between (Σ s)²/b and (Σ s)·longest

@@ -13,9 +13,9 @@
 
 namespace ddptrain {
 
-// One line of each policy's optimizer median (rank 0's rows, which time the process's own
-// optimizer, after step 0, which pays the first step's warm-up) and how far apart they
-// lie, and a second, a warning, past ddpsim::kOwnLevelApart; "" with fewer than two timed runs.
+// ddpsim::optimizer_levels_text for ddptrain's policies, which it trains in turn: their medians
+// from rank 0's rows (which time the process's own optimizer) after step 0 (which pays the first
+// step's warm-up); "" with fewer than two timed runs.
 std::string optimizer_control_text(
     const std::vector<std::pair<std::string, const std::vector<ddpsim::RankStep>*>>& runs);
 

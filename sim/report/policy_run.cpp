@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "common/stats.hpp"
 
@@ -222,6 +223,27 @@ double levels_apart(std::span<const double> medians) {
   if (medians.size() < 2) return -1;
   const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
   return *low > 0 ? *high / *low - 1 : -1;
+}
+
+std::string optimizer_levels_text(const std::vector<std::pair<std::string, double>>& medians, bool interleaved) {
+  std::vector<double> values;
+  std::string each;
+  char text[64];
+  for (const auto& [policy, ms] : medians) {
+    values.push_back(ms);
+    std::snprintf(text, sizeof text, " %.1f", ms);
+    each += (each.empty() ? "" : ", ") + policy + text;
+  }
+  const double apart = levels_apart(values);
+  if (apart < 0) return "";
+  std::snprintf(text, sizeof text, " ms (%.1f%% apart)\n", 100 * apart);
+  std::string out = "optimizer, the same work in every policy's model, median after step 0: " + each + text;
+  if (apart <= kOwnLevelApart) return out;
+  return out + (interleaved ? "warning: this machine ran each policy's model at a level of its own; a gain between "
+                              "these runs carries it (ddpsim calibrate --training and validate say so too)\n"
+                            : "warning: the policies, trained one after another, met the machine at levels of their "
+                              "own; a gain between these runs carries it (trained a step each in turn, they would "
+                              "share one)\n");
 }
 
 }  // namespace ddpsim

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sched/scheduler.hpp"
@@ -70,6 +71,12 @@ inline constexpr double kOwnLevelApart = 0.10;
 // How far apart such medians lie: the largest over the smallest, less 1; < 0 with fewer than
 // two, or a smallest ≤ 0 (nothing timed).
 double levels_apart(std::span<const double> medians);
+
+// The line a trainer prints after policies' runs in one process: each policy's optimizer median
+// (ms) and how far apart they lie, then, past kOwnLevelApart, a warning that the gains between
+// the runs carry the machine's levels, worded for runs trained in turn or one after another.
+// "" with fewer than two medians. ddptrain and scripts/zero1_pytorch.py print the same text.
+std::string optimizer_levels_text(const std::vector<std::pair<std::string, double>>& medians, bool interleaved);
 
 struct PolicyRun {
   std::string label;   // PolicySpec::label()
