@@ -49,7 +49,8 @@ TEST_CASE("the built-ins bucket their gradients as PyTorch's reducer does: the H
     const PerfModel m = load_perf_model(name);
     REQUIRE(m.layers.size() == spec.layers.size());
     for (std::size_t i = 0; i < m.layers.size(); ++i) CHECK(m.layers[i].name == spec.layers[i].name);
-    for (const auto& [cap, first] : {std::pair{25.0, 1.0}, {10.0, 0.5}, {4.0, 4.0}}) {
+    for (const auto& caps : {std::pair{25.0, 1.0}, {10.0, 0.5}, {4.0, 4.0}}) {
+      const double cap = caps.first, first = caps.second;  // named, not bound: clang 14 captures no binding
       CAPTURE(cap);
       const auto a = make_buckets(m, cap * 1024 * 1024, first * 1024 * 1024);
       const auto b = make_buckets(spec, cap * 1024 * 1024, first * 1024 * 1024);
@@ -180,7 +181,8 @@ TEST_CASE("slow spells: a quantile table scaled to median one on load, drawn lin
             "m.json: noise: spells[1] is number 0.5: expected a number in (0, 1e6], at least the one before"},
            {{0.0, 1.0}, "m.json: noise: spells[0] is number 0.0: expected a number in (0, 1e6]"},
            {{1.0, "x"}, "m.json: noise: spells[1]"}}) {
-    CAPTURE(spells);
+    const nlohmann::json& given = spells;  // named, not bound: clang 14 captures no binding
+    CAPTURE(given);
     doc["noise"]["spells"] = spells;
     CHECK_THROWS_WITH_AS(parse_perf_model(doc, "m.json"), doctest::Contains(message.c_str()), InputError);
   }

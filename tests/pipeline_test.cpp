@@ -302,11 +302,13 @@ TEST_CASE("FSDP's keys in a pipeline job are refused as its parallel section's b
     doc["training"].update(training);
     return parse_config(doc, "c.json", "");
   };
-  for (const auto& [key, value] : {std::pair<const char*, nlohmann::json>{"shard_group", 2},
+  for (const auto& item : {std::pair<const char*, nlohmann::json>{"shard_group", 2},
                                    {"wrap", "root"},
                                    {"forward_prefetch", 2},
                                    {"reshard_after_forward", false},
                                    {"no_sync", true}}) {
+    const auto& key = item.first;  // named, not bound: clang 14 captures no binding
+    const auto& value = item.second;
     CAPTURE(key);
     const std::string says = "c.json: training: " + std::string(key) +
                              " is sharded data parallelism's (data_parallel \"fsdp\" or \"hybrid\"); a pipeline "

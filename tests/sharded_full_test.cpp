@@ -4,6 +4,7 @@
 // allreduces cross the same NICs they slow each other, which fast mode cannot see.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 
 #include "alpha_beta.hpp"
@@ -46,6 +47,10 @@ std::vector<PolicyTimes> run(EngineSetup s, const std::string& mode, double scal
   return simulate_steps(s, work(s.G, scale, micro)).policies;
 }
 
+// SimGrid ends each activity to its timing precision, 1 ns: in a clang build full mode ended a
+// step 2 ns after fast mode's closed form, where GCC's matched it to the last bit.
+constexpr double kTimingSlackMs = 1e-5;
+
 void check_same(const std::vector<PolicyTimes>& a, const std::vector<PolicyTimes>& b) {
   REQUIRE(a.size() == b.size());
   for (std::size_t p = 0; p < a.size(); ++p) {
@@ -53,8 +58,8 @@ void check_same(const std::vector<PolicyTimes>& a, const std::vector<PolicyTimes
     for (std::size_t i = 0; i < a[p].timing.size(); ++i) {
       CAPTURE(p);
       CAPTURE(i);
-      CHECK(a[p].timing[i].step_ms == doctest::Approx(b[p].timing[i].step_ms).epsilon(1e-9));
-      CHECK(a[p].timing[i].comm_wait_ms == doctest::Approx(b[p].timing[i].comm_wait_ms).epsilon(1e-9));
+      CHECK(std::abs(a[p].timing[i].step_ms - b[p].timing[i].step_ms) <= kTimingSlackMs);
+      CHECK(std::abs(a[p].timing[i].comm_wait_ms - b[p].timing[i].comm_wait_ms) <= kTimingSlackMs);
     }
   }
 }

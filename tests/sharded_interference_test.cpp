@@ -108,7 +108,9 @@ TEST_CASE("both factors against a step ticked through independently from their d
   const double dt = 1e-4;
   double plain = 0;
   for (const int prefetch : {1, 2})  // with 2, a collective has two units' compute beside it
-    for (const auto& [comm, collective] : {std::pair{1.0, 1.0}, {1.5, 1.0}, {1.0, 1.8}, {1.5, 1.8}}) {
+    for (const auto& item : {std::pair{1.0, 1.0}, {1.5, 1.0}, {1.0, 1.8}, {1.5, 1.8}}) {
+      const auto& comm = item.first;  // named, not bound: clang 14 captures no binding
+      const auto& collective = item.second;
       CAPTURE(prefetch);
       CAPTURE(comm);
       CAPTURE(collective);

@@ -234,7 +234,9 @@ TEST_CASE("an allreduce beside backward runs allreduce_slowdown times slower, in
 TEST_CASE("interference agrees between fast and full mode with unequal ranks") {
   PolicyWork work = equal_work(4, 20, WORK);
   for (std::size_t i = 0; i < work.work.size(); ++i) work.work[i].bwd_ms *= 1.0 + 0.05 * double(i % 7);
-  for (const auto& [compute, comm] : {std::pair{1.3, 1.0}, {1.0, 1.7}, {1.3, 1.7}}) {
+  for (const auto& item : {std::pair{1.3, 1.0}, {1.0, 1.7}, {1.3, 1.7}}) {
+    const auto& compute = item.first;  // named, not bound: clang 14 captures no binding
+    const auto& comm = item.second;
     CAPTURE(compute);
     CAPTURE(comm);
     std::vector<double> steps[2];

@@ -63,7 +63,9 @@ TEST_CASE("runs at known levels by tokens calibrate back to them, and runs of ot
   const TrainingFit t = fit_training(runs, leveled_surface());
   MESSAGE(training_report(t));
   REQUIRE(t.step_levels.size() >= 4);
-  for (const auto& [tokens, factor] : t.step_levels) {
+  for (const auto& item : t.step_levels) {
+    const auto& tokens = item.first;  // named, not bound: clang 14 captures no binding
+    const auto& factor = item.second;
     CAPTURE(tokens);
     CHECK(factor == doctest::Approx(level_at(kTrue, static_cast<long long>(tokens))).epsilon(0.02));
   }
@@ -97,7 +99,9 @@ TEST_CASE("a run of other shapes at a level of its own keeps its level: it does 
   // The levels are the true ones times the runs' pooled level, the same at every size.
   REQUIRE(t.step_levels.size() >= 2);
   const double pooled = t.step_levels.front().second / level_at(kTrue, std::llround(t.step_levels.front().first));
-  for (const auto& [tokens, factor] : t.step_levels) {
+  for (const auto& item : t.step_levels) {
+    const auto& tokens = item.first;  // named, not bound: clang 14 captures no binding
+    const auto& factor = item.second;
     CAPTURE(tokens);
     CHECK(factor / level_at(kTrue, std::llround(tokens)) == doctest::Approx(pooled).epsilon(0.02));
   }
@@ -122,7 +126,9 @@ TEST_CASE("runs that share no shapes keep the pooled level: their offsets are no
   const TrainingFit t = fit_training(runs, leveled_surface());
   REQUIRE(t.run_levels.size() == 2);
   CHECK(t.run_levels[0].level / t.run_levels[1].level == doctest::Approx(1.0).epsilon(0.02));
-  for (const auto& [tokens, factor] : t.step_levels) {
+  for (const auto& item : t.step_levels) {
+    const auto& tokens = item.first;  // named, not bound: clang 14 captures no binding
+    const auto& factor = item.second;
     CAPTURE(tokens);
     CHECK(factor == doctest::Approx(level_at(kTrue, std::llround(tokens))).epsilon(0.03));
   }
@@ -187,7 +193,9 @@ TEST_CASE("a model's steps_levels are checked") {
       {nlohmann::json{{100, 0.0}}, "steps_levels[0]: factor 0.0 not in (0, 1e6]"},
       {nlohmann::json{{0, 1.0}}, "steps_levels[0]: tokens 0.0 not in [1, 1e12]"},
       {nlohmann::json{{100}}, "steps_levels[0]: expected a [tokens, factor] pair of numbers, got [100]"}};
-  for (const auto& [bad, message] : cases) {
+  for (const auto& item : cases) {
+    const auto& bad = item.first;  // named, not bound: clang 14 captures no binding
+    const auto& message = item.second;
     CAPTURE(bad.dump());
     CHECK(refused(bad).find("m.json: noise: " + message) != std::string::npos);
   }
