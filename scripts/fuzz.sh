@@ -3,13 +3,21 @@
 # SECONDS (default 25) from its committed seed corpus, after replaying its regression inputs.
 # Fails on any crash, leak, timeout or untyped exception; prints executions per harness.
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]
+# FUZZ_BUILD names a tree configured with -DDDPSIM_FUZZ=ON to build them in (scripts/test.sh's
+# sanitized tree); without it, build/fuzz holds the harnesses alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-25}
 shift || true
-dir=build/fuzz
-echo "== fuzz: configure and build ($dir, clang)"
-CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPSIM_FUZZ=ON >/dev/null
+dir=${FUZZ_BUILD:-build/fuzz}
+if [[ -z ${FUZZ_BUILD:-} ]]; then
+  echo "== fuzz: configure ($dir, clang)"
+  CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPSIM_FUZZ=ON -DDDPSIM_BUILD_TESTS=OFF >/dev/null
+elif ! grep -q '^DDPSIM_FUZZ:BOOL=ON$' "$dir/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz: FUZZ_BUILD=$dir is not a tree configured with -DDDPSIM_FUZZ=ON" >&2
+  exit 2
+fi
+echo "== fuzz: build ($dir)"
 cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" --target fuzzers
 
 harnesses=("$@")

@@ -13,7 +13,7 @@ packages=(
   libtorch-dev libgloo-dev                   # ddptrain: LibTorch 1.13 (CPU) with c10d's Gloo backend
   libopenblas0-openmp                        # an optimised BLAS for LibTorch (the reference one is ~20x slower)
   libeigen3-dev                              # least squares for ddpsim calibrate
-  clang libclang-rt-14-dev                   # libFuzzer harnesses of the parsers (scripts/fuzz.sh)
+  clang libclang-rt-14-dev                   # the sanitized build and the parsers' libFuzzer harnesses (scripts/test.sh)
   slurmctld slurmd slurm-client munge        # real Slurm for sweep arrays (scripts/slurm_sweep.sh) and its test
   python3-matplotlib                         # figures (plots/, ddpsim.plots)
   python3-pandas                             # results as DataFrames (ddpsim.run(...).to_pandas())
