@@ -54,7 +54,7 @@ GainPrediction predicted(const Config& c) {
   const auto dataset = make_length_source(c.data, c.training.max_length)->dataset(c.training.seed);
   const SimulationRun sim = simulate(c, dataset);
   const std::vector<double> gains = run_gains(sim);
-  return gain_predictions(c, dataset, sim, nullptr, {{0}, {gains[1]}}).at(1);
+  return gain_predictions(c, simulate_variants(c, dataset), sim, nullptr, {{0}, {gains[1]}}).at(1);
 }
 
 }  // namespace

@@ -204,7 +204,16 @@ nlohmann::ordered_json gain_score(const nlohmann::json& registered, const Measur
 
 namespace {
 
-// One validation set's measured gains against the registered ones.
+// A registered mean step's prediction interval against the measured mean, into `score`; nothing
+// where the registration has none (registered before step times carried one).
+void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms) {
+  if (!registered.contains("step")) return;
+  const auto pi = registered["step"].at("prediction_interval_ms").get<std::vector<double>>();
+  score["registered_mean_pi95"] = pi;
+  score["measured_mean_in_prediction_interval"] = pi.at(0) <= measured_ms && measured_ms <= pi.at(1);
+}
+
+// One validation set's measured gains and mean steps against the registered ones.
 nlohmann::ordered_json score_set(const nlohmann::json& predicted, const ValidationSet& set) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < set.policies.size(); ++i) {
@@ -212,13 +221,14 @@ nlohmann::ordered_json score_set(const nlohmann::json& predicted, const Validati
     policies[label] = gain_score(predicted.at(label), {set.measured_gain_pct[i], set.measured_gain_ci[i],
                                                        set.gain_per_sample[i], set.policies[i].measured_mean_ms,
                                                        set.gain_from_step[i]});
+    add_step_score(policies[label], predicted.at(label), set.policies[i].measured_mean_ms);
   }
   const std::string base = set.baseline.policy;
-  return {{"baseline",
-           {{"policy", base},
-            {"registered_mean_ms", predicted.at(base).at("mean_max_step_ms").at("mean")},
-            {"measured_mean_ms", set.baseline.measured_mean_ms}}},
-          {"policies", std::move(policies)}};
+  nlohmann::ordered_json baseline{{"policy", base},
+                                  {"registered_mean_ms", predicted.at(base).at("mean_max_step_ms").at("mean")},
+                                  {"measured_mean_ms", set.baseline.measured_mean_ms}};
+  add_step_score(baseline, predicted.at(base), set.baseline.measured_mean_ms);
+  return {{"baseline", std::move(baseline)}, {"policies", std::move(policies)}};
 }
 
 }  // namespace
@@ -234,15 +244,29 @@ nlohmann::ordered_json score_registered(const Registration& r, const Validation&
 
 namespace {
 
+// "mean 420.43 ms registered [343.9, 497.0], 407.23 measured (+3.2%): inside the prediction interval"
+std::string step_score_text(const nlohmann::ordered_json& s) {
+  char line[256];
+  const double registered = s["registered_mean_ms"].get<double>(), measured = s["measured_mean_ms"].get<double>();
+  std::string pi;
+  if (s.contains("registered_mean_pi95")) {
+    std::snprintf(line, sizeof line, " [%.1f, %.1f]", s["registered_mean_pi95"][0].get<double>(),
+                  s["registered_mean_pi95"][1].get<double>());
+    pi = line;
+  }
+  std::snprintf(line, sizeof line, "mean %.2f ms registered%s, %.2f measured (%+.1f%%)", registered, pi.c_str(),
+                measured, shown(100 * (registered / measured - 1), 1));
+  if (!s.contains("measured_mean_in_prediction_interval")) return line;
+  return std::string(line) + (s["measured_mean_in_prediction_interval"].get<bool>()
+                                  ? ": inside the prediction interval"
+                                  : ": OUTSIDE the prediction interval");
+}
+
 std::string set_report(const nlohmann::ordered_json& score) {
   std::string out;
   char line[640];
   const auto& b = score["baseline"];
-  std::snprintf(line, sizeof line, "  %s (baseline): mean %.2f ms registered, %.2f measured (%+.1f%%)\n",
-                b["policy"].get<std::string>().c_str(), b["registered_mean_ms"].get<double>(),
-                b["measured_mean_ms"].get<double>(),
-                shown(100 * (b["registered_mean_ms"].get<double>() / b["measured_mean_ms"].get<double>() - 1), 1));
-  out += line;
+  out += "  " + b["policy"].get<std::string>() + " (baseline): " + step_score_text(b) + "\n";
   for (const auto& [label, p] : score["policies"].items()) {
     const auto seeds = p["registered_seeds_interval"], pi = p["registered_prediction_interval"],
                ci = p["measured_gain_ci95"];
@@ -265,6 +289,7 @@ std::string set_report(const nlohmann::ordered_json& score) {
                   shown(p["measured_gain_pct"].get<double>(), 2), shown(ci[0].get<double>(), 2),
                   shown(ci[1].get<double>(), 2), shown(p["gain_error_pp"].get<double>(), 2), verdict.c_str());
     out += line;
+    if (p.contains("registered_mean_pi95")) out += "    its " + step_score_text(p) + "\n";
   }
   return out;
 }

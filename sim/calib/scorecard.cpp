@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,13 @@ struct Gain {
   double predicted = 0, measured = 0;
   std::optional<std::pair<double, double>> measured_ci;  // validations before the bootstrap have none
   std::optional<std::pair<double, double>> interval;     // the prediction interval, where recorded
+};
+
+// A run's mean max step against its replay (steady state), and the prediction interval where recorded.
+struct Step {
+  double error_pct = 0, p95_error_pct = 0;
+  std::optional<std::pair<double, double>> interval;  // ms
+  double measured_ms = 0, predicted_ms = 0;
 };
 
 struct Registered {
@@ -108,7 +116,41 @@ std::string group_row(const std::string& campaign, const std::string& regime, co
          cell("%.2f", percentile(errors, 95)) + " |\n";
 }
 
-std::string registered_table(const std::vector<Registered>& rows) {
+std::string step_row(const std::string& campaign, const std::vector<Step>& steps) {
+  int with_interval = 0, inside = 0;
+  std::vector<double> errors, p95_errors, widths;
+  for (const Step& st : steps) {
+    errors.push_back(std::abs(st.error_pct));
+    p95_errors.push_back(std::abs(st.p95_error_pct));
+    if (!st.interval) continue;
+    ++with_interval;
+    inside += st.interval->first <= st.measured_ms && st.measured_ms <= st.interval->second;
+    widths.push_back(100 * (st.interval->second - st.interval->first) / 2 / st.predicted_ms);
+  }
+  return "| " + campaign + " | " + std::to_string(steps.size()) + " | " + count(inside, with_interval) + " | " +
+         (widths.empty() ? "—" : "±" + cell("%.1f", percentile(widths, 50))) + " | " +
+         cell("%.1f", percentile(errors, 50)) + " | " + cell("%.1f", *std::max_element(errors.begin(), errors.end())) +
+         " | " + cell("%.1f", percentile(p95_errors, 50)) + " |\n";
+}
+
+// Step times by campaign: each run once (a baseline validated beside several policies, once).
+std::string steps_table(const std::vector<std::pair<std::string, std::vector<Step>>>& campaigns) {
+  std::string out =
+      "\n## Step times\n\nEach run's mean max step in its steady state against the model's replay of its batches "
+      "(`validate`), once per run. The prediction interval is the replay's steps interval widened by what the model "
+      "does not know, the process's level with it ([intervals](intervals.md#a-step-times-interval)); validations "
+      "written before it existed have none (—). Errors are |predicted − measured| in % of the measured.\n\n"
+      "| campaign | runs | measured mean inside prediction interval | median half-width (%) | median error of the "
+      "mean (%) | largest (%) | median error of the P95 (%) |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+  std::vector<Step> all;
+  for (const auto& [campaign, steps] : campaigns) {
+    out += step_row(campaign, steps);
+    all.insert(all.end(), steps.begin(), steps.end());
+  }
+  return out + step_row("**all**", all);
+}
+
+std::string registered_table(const std::vector<Registered>& rows, std::pair<int, int> steps) {
   std::string out =
       "\n## Registered predictions, scored\n\n"
       "Each made before its run (`ddpsim compare --register`), scored by `ddpsim validate --registered`; where the "
@@ -120,6 +162,9 @@ std::string registered_table(const std::vector<Registered>& rows) {
       "a launch-bound row kept its figure and is only relabelled. Configs against each other are scored from their "
       "runs alone, without the model, so their regime is not read again.\n\n" +
       registered_count(rows) +
+      (steps.second ? "Registered mean steps measured inside their prediction interval: " +
+                          count(steps.first, steps.second) + " (registrations whose step times carry one).\n\n"
+                    : std::string()) +
       "| validation | policy | regime | registered gain [seeds] [prediction] | measured [95%] | measured inside "
       "prediction | registered inside measured |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Registered& r : rows) {
@@ -158,10 +203,27 @@ std::string scorecard(const std::vector<std::string>& roots) {
   std::vector<Gain> all;
   std::vector<Registered> registered;
   std::set<std::string> scored;  // registrations a validation scored
+  std::pair<int, int> registered_steps{0, 0};                               // mean steps inside, of those registered with an interval
+  std::set<std::tuple<std::string, std::string, double>> registered_runs;  // (registration, policy, measured mean)
+  std::vector<std::pair<std::string, std::vector<Step>>> steps;  // by campaign, in the order met
+  std::set<std::pair<std::string, std::string>> runs;             // (campaign, policy): each run once
+  const auto add_step = [&](const std::string& campaign, const std::string& policy, const nlohmann::json& f) {
+    const double measured = f.value("measured_mean_max_step_ms", 0.0);
+    if (!f.contains("mean_error_pct") || !runs.insert({campaign, policy}).second) return;
+    Step st{f["mean_error_pct"].get<double>(), f.value("p95_error_pct", 0.0), std::nullopt, measured,
+            f.value("predicted_mean_max_step_ms", 0.0)};
+    if (f.contains("predicted_mean_pi95"))
+      st.interval = {f["predicted_mean_pi95"][0].get<double>(), f["predicted_mean_pi95"][1].get<double>()};
+    if (steps.empty() || steps.back().first != campaign) steps.push_back({campaign, {}});
+    steps.back().second.push_back(st);
+  };
   for (const auto& [path, campaign] : found.validations) {
     const nlohmann::json doc = read_json_file(path);
     if (!doc.contains("policies") || !doc["policies"].is_object())
       throw InputError(path + ": a validation.json without \"policies\" (ddpsim validate writes them)");
+    for (const auto& [policy, p] : doc["policies"].items()) add_step(campaign, policy, p);
+    if (doc.contains("baseline") && doc["baseline"].is_object() && doc["baseline"].contains("figures"))
+      add_step(campaign, doc["baseline"].value("policy", std::string()), doc["baseline"]["figures"]);
     for (const auto& [policy, p] : doc["policies"].items()) {
       if (!p.contains("measured_gain_pct")) continue;  // validated without a baseline: no gain
       Gain g{p["predicted_gain_pct"].get<double>(), p["measured_gain_pct"].get<double>(), std::nullopt, std::nullopt};
@@ -176,6 +238,13 @@ std::string scorecard(const std::vector<std::string>& roots) {
     }
     if (doc.contains("registered")) {
       const auto& r = doc["registered"];
+      const auto count_step = [&](const std::string& policy, const nlohmann::json& score) {
+        if (score.contains("measured_mean_in_prediction_interval") &&
+            registered_runs.insert({r["file"].get<std::string>(), policy, score.value("measured_mean_ms", 0.0)}).second)
+          ++registered_steps.second, registered_steps.first += score["measured_mean_in_prediction_interval"].get<bool>();
+      };
+      count_step(r["baseline"].value("policy", std::string()), r["baseline"]);
+      for (const auto& [policy, score] : r["policies"].items()) count_step(policy, score);
       scored.insert(fs::weakly_canonical(r["file"].get<std::string>()).generic_string());
       for (const auto& [policy, score] : r["policies"].items()) {
         std::string now;
@@ -196,7 +265,8 @@ std::string scorecard(const std::vector<std::string>& roots) {
       "| --- |\n";
   for (const auto& key : order) out += group_row(key.first, key.second, groups[key]);
   if (!all.empty()) out += group_row("**all**", "", all);
-  if (!registered.empty()) out += registered_table(registered);
+  if (!steps.empty()) out += steps_table(steps);
+  if (!registered.empty()) out += registered_table(registered, registered_steps);
   std::string awaiting;
   for (const std::string& file : found.registrations)
     if (!scored.count(fs::weakly_canonical(file).generic_string())) awaiting += "- " + file + "\n";

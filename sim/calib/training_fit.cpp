@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/stats.hpp"
 #include "eval/simulate.hpp"
+#include "eval/step_interval.hpp"
 
 namespace ddpsim {
 
@@ -40,6 +41,26 @@ struct RunTimes {
 double level_spread(double squares, double df) {
   // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
   return std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / df)));
+}
+
+// How far one process's level lands from the model's, which a step time carries whole (a gain
+// between runs of one process does not): 1.96 × the standard deviation of the processes' mean
+// log levels, × √(1 + 1/P) for the error of the model's own mean over P processes. A figure from
+// fewer than four processes says little (two of the thirty-fourth registration's pre-runs came
+// 10% apart): below that it is never less than the project's (eval/step_interval.hpp).
+void process_levels(const std::vector<RunTimes>& runs, TrainingFit& fit) {
+  std::map<std::string, std::vector<double>> processes;
+  for (std::size_t i = 0, k = 0; i < runs.size() && k < fit.run_levels.size(); ++i)
+    if (runs[i].name == fit.run_levels[k].name) processes[runs[i].session].push_back(std::log(fit.run_levels[k++].level));
+  fit.processes = static_cast<int>(processes.size());
+  if (processes.size() < 2) return;
+  std::vector<double> means;
+  for (const auto& [session, logs] : processes) means.push_back(mean(logs));
+  const double P = double(means.size()), centre = mean(means);
+  double squares = 0;
+  for (double x : means) squares += (x - centre) * (x - centre);
+  const double spread = std::expm1(1.96 * std::sqrt(squares / (P - 1) * (1 + 1 / P)));
+  fit.process_spread = std::min(kMaxRunLevelSpread, P < 4 ? std::max(spread, kStepProcessLevelPct / 100) : spread);
 }
 
 // Each run's level: its own shapes at its median factor and its mean optimizer, over the same
@@ -91,6 +112,7 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
   const LevelSquares earlier = pooled_squares(fit.pooled);
   fit.pooled_df = earlier.df;
   if (df + earlier.df >= 1) fit.run_level_spread = level_spread(squares + earlier.squares, df + earlier.df);
+  process_levels(runs, fit);
 }
 
 // Within a session only: a level the whole process shares cancels out of a gain between its

@@ -63,6 +63,10 @@ struct TrainingFit {
   int sessions = 1;              // sessions these runs' spread was taken within (1: one for all)
   bool sessions_pooled = false;  // trained in turn, but no process trained two of the runs
   bool runs_in_turn = true;      // every trace says it was trained in turn with the same policies
+  // One process's level against the model's, a 95% half-width (PerfModel::process_level_spread;
+  // 0: the runs came from one process), and the processes it was taken over.
+  double process_spread = 0;
+  int processes = 0;
   // The optimizer as a control: the same work in every run, so its medians within a session
   // show what the machine does to each run's model apart from any policy. Per session of two
   // timed runs or more, each run's policy (its trace where two share one) and median; the

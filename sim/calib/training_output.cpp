@@ -35,6 +35,14 @@ void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
       {"source", "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation of " + from +
                      "), by ddpsim calibrate --training" +
                      (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
+  if (t.process_spread > 0) {
+    out["process_spread"] = std::round(t.process_spread * 1e4) / 1e4;
+    out["process_source"] = "the 95% half-width of one process's level against the model's (1.96 × the standard "
+                            "deviation of the " + std::to_string(t.processes) +
+                            " processes' mean log levels × √(1 + 1/" + std::to_string(t.processes) + ")" +
+                            (t.processes < 4 ? ", held to 15% or more below four processes" : "") +
+                            "), by ddpsim calibrate --training";
+  }
   if (t.pooled.empty()) return;
   if (t.own_spread >= 0) out["alone"] = std::round(t.own_spread * 1e4) / 1e4;
   out["df"] = static_cast<long>(t.own_df + t.pooled_df);
@@ -80,7 +88,7 @@ void add_training(nlohmann::ordered_json& model, const TrainingFit& t, const std
     model["noise"]["above"] = {
         {"tokens", t.knee_tokens}, {"sigma", 0}, {"shared_sigma", 0}, {"steps_scale", t.steps_scale}};
   }
-  if (t.run_level_spread > 0) add_run_level(model, t);
+  if (t.run_level_spread > 0 || t.process_spread > 0) add_run_level(model, t);
   model["calibration"]["fit"]["training"] = {
       {"rank_steps", t.rank_steps},
       {"factor", {{"median", t.factor_p50}, {"mean", t.factor_mean}, {"p95", t.factor_p95}, {"p99", t.factor_p99}}},

@@ -53,6 +53,14 @@ std::string run_level_report(const TrainingFit& t) {
                     " may differ by " + percent(t.run_level_spread) + " (95%; " +
                     (sessions ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
                     "levels " + each + pooled_report(t, percent) + "): a term of every gain's prediction interval\n";
+  if (t.process_spread > 0) {
+    std::snprintf(line, sizeof line,
+                  "            process level: one process's level may land %s from the model's (95%%; over %d "
+                  "processes' mean levels%s): a term of every step time's prediction interval\n",
+                  percent(t.process_spread).c_str(), t.processes,
+                  t.processes < 4 ? ", held to the project's 15% or more below four" : "");
+    out += line;
+  }
   if (t.sessions_pooled)
     out +=
         "            no process trained two of the runs: their levels were pooled, the drift between processes "

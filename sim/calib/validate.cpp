@@ -246,6 +246,31 @@ GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::si
   return g;
 }
 
+// The replayed mean's prediction interval over the steps `v` covers, for run `p` of replays
+// `of` picks (the measured trace's or the baseline's) under the config, its variants and quiet.
+void add_step_prediction(PolicyValidation& v, const PerfModel& model, const Replays& r, std::size_t p,
+                         const SimulationRun& (*of)(const Replays::Variant&), bool baseline) {
+  const auto at = [&](const SimulationRun& run) { return replayed_mean_ms(run.runs[p], v.first_step, v.steps); };
+  std::vector<VariantStep> variants;
+  for (const Replays::Variant& variant : r.variants) variants.push_back({variant.term, at(of(variant))});
+  std::vector<UncertaintyTerm> terms = step_variant_terms(v.predicted_mean_ms, variants);
+  if (const SimulationRun& quiet = baseline ? r.quiet_baseline : r.quiet_measured; !quiet.runs.empty())
+    terms.push_back({"noise model", 100 * std::abs(at(quiet) / v.predicted_mean_ms - 1)});
+  for (UncertaintyTerm& t : step_fixed_terms(model)) terms.push_back(std::move(t));
+  const Interval steps = mean_interval(v.predicted_steps_ms);
+  v.predicted_mean_pi = predict_step(v.predicted_mean_ms, steps.low, steps.high, std::move(terms));
+}
+
+void add_step_predictions(Validation& v, const PerfModel& model, const Replays& r) {
+  const auto measured = [](const Replays::Variant& x) -> const SimulationRun& { return x.measured; };
+  const auto baseline = [](const Replays::Variant& x) -> const SimulationRun& { return x.baseline; };
+  for (ValidationSet* set : {&v.steady, &v.all}) {
+    for (std::size_t p = 0; p < set->policies.size(); ++p)
+      add_step_prediction(set->policies[p], model, r, p, measured, false);
+    if (v.has_baseline) add_step_prediction(set->baseline, model, r, 0, baseline, true);
+  }
+}
+
 void add_gains(ValidationSet& set, const Trace& measured, const Trace& baseline, const Replays& r, bool paired,
                const PerfModel& model) {
   set.paired = paired;
@@ -353,19 +378,24 @@ Validation validate(const Trace& measured, const Config& config, const Trace* ba
     v.steady.policies.push_back(std::move(steady));
     v.all.policies.push_back(std::move(all));
   }
-  if (!baseline) return v;
-  r.baseline = replay(*baseline, config);
+  if (baseline) r.baseline = replay(*baseline, config);
   if (draws_compute_noise(config) && can_simulate_again(config)) {
     r.quiet_measured = replay(measured, without_compute_noise(config));
-    r.quiet_baseline = replay(*baseline, without_compute_noise(config));
+    if (baseline) r.quiet_baseline = replay(*baseline, without_compute_noise(config));
   }
   for (const ConfigVariant& variant : model_variants(config))
-    r.variants.push_back({variant.term, replay(measured, variant.config), replay(*baseline, variant.config)});
-  v.has_baseline = true;
+    r.variants.push_back({variant.term, replay(measured, variant.config),
+                          baseline ? replay(*baseline, variant.config) : SimulationRun{}});
+  v.has_baseline = baseline != nullptr;
+  if (!baseline) {
+    add_step_predictions(v, *config.model, r);
+    return v;
+  }
   std::tie(v.steady.baseline, v.all.baseline) =
       compare_both(baseline->runs[0], r.baseline.runs[0], baseline->path, warmup);
   for (ValidationSet* set : {&v.steady, &v.all})
     add_gains(*set, measured, *baseline, r, trained_in_turn(measured, *baseline), *config.model);
+  add_step_predictions(v, *config.model, r);
   return v;
 }
 

@@ -11,6 +11,7 @@
 #include "calib/trace_reader.hpp"
 #include "common/bootstrap.hpp"
 #include "eval/simulate.hpp"
+#include "eval/step_interval.hpp"
 #include "eval/uncertainty.hpp"
 
 namespace ddpsim {
@@ -48,6 +49,9 @@ struct PolicyValidation {
   double measured_optimizer_median_ms = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> measured_steps_ms, predicted_steps_ms;
   std::vector<double> step_samples;  // the samples each step trained (a replay trains the same)
+  // The predicted mean's 95% prediction interval (eval/step_interval.hpp): its interval over the
+  // steps widened by the model's variants replayed over the same steps and its fixed terms.
+  StepPrediction predicted_mean_pi;
 };
 
 // Every run's figures over one range of steps, and the gains over the baseline there.

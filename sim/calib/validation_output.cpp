@@ -44,8 +44,18 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
     out += line;
   };
   for (const auto& p : policies) intervals(p, p.policy);
+  if (has_baseline) intervals(set.baseline, set.baseline.policy + " (baseline)");
+  out += "predicted, 95% prediction intervals (the replay's steps widened by what the model does not know):\n";
+  auto predicted = [&](const PolicyValidation& p, const std::string& label) {
+    const StepPrediction& s = p.predicted_mean_pi;
+    std::snprintf(line, sizeof line, "  %-26s mean %.2f .. %.2f ms, mostly: %s; the measured mean %s\n    %s\n",
+                  label.c_str(), s.lo_ms, s.hi_ms, s.mostly == "seeds" ? "steps" : s.mostly.c_str(),
+                  s.holds(p.measured_mean_ms) ? "inside" : "outside", step_terms_text(s).c_str());
+    out += line;
+  };
+  for (const auto& p : policies) predicted(p, p.policy);
   if (!has_baseline) return out;
-  intervals(set.baseline, set.baseline.policy + " (baseline)");
+  predicted(set.baseline, set.baseline.policy + " (baseline)");
   for (std::size_t i = 0; i < policies.size(); ++i) {
     const Interval &m = set.measured_gain_ci[i], &p = set.predicted_gain_ci[i];
     const std::string verdict = m.contains(0) ? "the measured gain cannot be told from noise (its interval holds 0)"
@@ -162,6 +172,10 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
                                 {"step_p95_abs_error_ms", p.step_p95_abs_error_ms},
                                 {"measured_mean_ci95", {p.measured_mean_ci.low, p.measured_mean_ci.high}},
                                 {"measured_p95_ci95", {p.measured_p95_ci.low, p.measured_p95_ci.high}},
+                                {"predicted_mean_pi95", {p.predicted_mean_pi.lo_ms, p.predicted_mean_pi.hi_ms}},
+                                {"predicted_mean_pi_terms_pct", step_prediction_json(p.predicted_mean_pi)["terms_half_width_pct"]},
+                                {"predicted_mean_pi_mostly", p.predicted_mean_pi.mostly},
+                                {"measured_mean_in_prediction_interval", p.predicted_mean_pi.holds(p.measured_mean_ms)},
                                 {"phases", phases_json(p)}};
 }
 

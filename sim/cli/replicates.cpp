@@ -69,8 +69,24 @@ std::string predictions_report(const Config& config, const std::vector<std::stri
   return out;
 }
 
+// Where a run's mean step may land: every policy, the first too, which a gain takes as given.
+std::string step_predictions_report(const PerfModel& model, const std::vector<std::string>& labels,
+                                    const std::vector<StepPrediction>& steps) {
+  std::string out =
+      "\neach mean max step's 95% prediction interval: the seeds' range widened, in quadrature, by what the model "
+      "does not know, the process's level with it (half-widths in % of the step)\n";
+  std::size_t width = 0;
+  for (const std::string& label : labels) width = std::max(width, label.size());
+  for (std::size_t p = 0; p < steps.size(); ++p)
+    out += "  " + labels[p] + std::string(width - labels[p].size(), ' ') + "  " + step_prediction_text(steps[p]) +
+           "\n  " + std::string(width, ' ') + "  " + step_terms_text(steps[p]) + "\n";
+  out += "  " + step_level_source(model) + "\n";
+  return out;
+}
+
 nlohmann::ordered_json replicates_json(const Config& config, const SeedFigures& f, int replicates,
-                                       const std::vector<GainPrediction>& gains) {
+                                       const std::vector<GainPrediction>& gains,
+                                       const std::vector<StepPrediction>& steps) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   const auto figure = [](const std::vector<double>& x) {
     return nlohmann::ordered_json{{"mean", mean(x)}, {"interval95", {percentile(x, 2.5), percentile(x, 97.5)}}};
@@ -78,6 +94,7 @@ nlohmann::ordered_json replicates_json(const Config& config, const SeedFigures& 
   for (std::size_t p = 0; p < f.labels.size(); ++p) {
     const std::string key = f.figure == "step time" ? "step_ms" : "max_step_ms";
     nlohmann::ordered_json j{{"mean_" + key, figure(f.means[p])}, {"p95_" + key, figure(f.p95s[p])}};
+    if (!steps.empty()) j["step"] = step_prediction_json(steps[p]);
     if (p > 0) j["gain"] = gain_prediction_json(gains[p]);
     policies[f.labels[p]] = std::move(j);
   }
@@ -90,7 +107,7 @@ nlohmann::ordered_json replicates_json(const Config& config, const SeedFigures& 
 }  // namespace
 
 Replicates replicates_result(const Config& config, const SeedFigures& f, int replicates,
-                             const std::vector<GainPrediction>& predicted) {
+                             const std::vector<GainPrediction>& predicted, const std::vector<StepPrediction>& steps) {
   const std::size_t P = f.labels.size();
   const bool quiet = !f.quiet_gains.empty();
   const auto cell = [](const std::vector<double>& x, const char* format) {
@@ -127,8 +144,9 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
+  if (!steps.empty()) out += step_predictions_report(*config.model, f.labels, steps);
   if (P > 1) out += predictions_report(config, f.labels, predicted);
-  return {out, replicates_json(config, f, replicates, predicted)};
+  return {out, replicates_json(config, f, replicates, predicted, steps)};
 }
 
 SeedFigures::SeedFigures(std::vector<std::string> labels_, bool quiet) : labels(std::move(labels_)) {
@@ -166,9 +184,9 @@ Replicates replicates_report(const Config& config, const LengthSource& source, c
     });
     if (progress) progress(r + 1, replicates);
   }
-  const std::vector<GainPrediction> predicted =
-      gain_predictions(config, config_dataset(config, source), first, first_quiet, f.gains);
-  return replicates_result(config, f, replicates, predicted);
+  const std::vector<VariantRun> variants = simulate_variants(config, config_dataset(config, source));
+  return replicates_result(config, f, replicates, gain_predictions(config, variants, first, first_quiet, f.gains),
+                           step_predictions(config, variants, first, first_quiet, f.means));
 }
 
 Replicates pipeline_replicates(const Config& config, const std::vector<PipelineFigures>& first, int replicates,

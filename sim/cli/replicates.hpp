@@ -14,6 +14,7 @@
 #include "eval/config.hpp"
 #include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
+#include "eval/step_interval.hpp"
 #include "eval/uncertainty.hpp"
 
 namespace ddpsim::cli {
@@ -73,9 +74,11 @@ void as_replicate(long long seed, int r, int replicates, Body&& body) {
                      std::to_string(seed) + "): " + e.what());
   }
 }
-// The report and JSON that replicates_report gives, for figures gathered by any engine.
+// The report and JSON that replicates_report gives, for figures gathered by any engine; each
+// policy's mean step's prediction interval where `steps` holds one per policy.
 Replicates replicates_result(const Config& config, const SeedFigures& figures, int replicates,
-                             const std::vector<GainPrediction>& predicted);
+                             const std::vector<GainPrediction>& predicted,
+                             const std::vector<StepPrediction>& steps = {});
 
 // replicates_report for a model-mode pipeline job (`first`: its columns at the config's seed):
 // the gains in mean pipeline step time, their intervals from eval/pipeline_uncertainty.hpp.

@@ -92,7 +92,10 @@ run meets (by compute regime), the first-use cost, a poor fit's held-out error, 
 trained in turn differed in level (a model calibrated with several --training runs), batch
 sizes its training runs never held, and for a model derived from specs its efficiency, launch
 floor and network (with --against, any network it did not measure) — and the source that
-dominates it (docs/intervals.md). summary.json carries both ranges under "replicates". A
+dominates it (docs/intervals.md). Each policy's mean max step gets one too, in % of the step,
+which also carries the level of the process a run meets (the model's, from calibrate
+--training over several processes, or this project's figures; a model from a profile alone
+carries the training loop it never timed). summary.json carries them under "replicates". A
 model-mode pipeline job takes --replicates too: its gains are in mean pipeline step time, and
 carry the wider, launch-bound session spread (a pipeline step is no one rank-step to place in a
 regime).

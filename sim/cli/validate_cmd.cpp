@@ -38,11 +38,13 @@ A trace of emulated ranks (ddptrain --emulate-ranks) is replayed on the allreduc
 records, unless CONFIG or --set gives platform keys or training.overlap.
 Where the model draws compute noise, each predicted gain is printed beside the same replay's
 gain with that noise off, and with its 95% prediction interval: the steps' interval widened by
-what the model does not know (docs/intervals.md).
+what the model does not know (docs/intervals.md). Each predicted mean step is set in its
+prediction interval too, the process's level with it, and the measured mean said inside or not.
 --registered FILE scores a prediction registered before the run (ddpsim compare --register):
 the config, its --set and the model come from FILE (their files must hold the bytes they held
 then), a trace of another setting is refused naming the key, and each gain is printed against
-the registered one, its seeds' range and its prediction interval (validation.json: "registered").
+the registered one, its seeds' range and its prediction interval, each mean step against its
+registered interval where it has one (validation.json: "registered").
 A registration of configs against each other (compare --against --register) is scored one
 column at a time: --column LABEL names the column --measured ran, --baseline is the base
 column's run, and the gain is measured from the two traces over every step, each run resampled

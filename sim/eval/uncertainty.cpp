@@ -226,17 +226,23 @@ std::vector<double> run_gains(const SimulationRun& sim, std::vector<bool>* per_s
   return gains;
 }
 
-std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const int> dataset,
+std::vector<VariantRun> simulate_variants(const Config& config, std::span<const int> dataset) {
+  std::vector<VariantRun> out;
+  for (const ConfigVariant& v : model_variants(config))
+    out.push_back({v.term, simulate_streamed(v.config, dataset, {0, 0}, {}, {}).summaries});
+  return out;
+}
+
+std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const VariantRun> variant_runs,
                                              const SimulationRun& first, const SimulationRun* quiet,
                                              const std::vector<std::vector<double>>& gains) {
   std::vector<bool> per_sample;
   const std::vector<double> at_seed = run_gains(first, &per_sample);
   const std::vector<double> off = quiet ? run_gains(*quiet) : std::vector<double>(at_seed.size(), NAN);
   std::vector<std::vector<VariantGain>> variants(at_seed.size());
-  for (const ConfigVariant& v : model_variants(config)) {
-    const std::vector<double> g = run_gains(simulate_streamed(v.config, dataset, {0, 0}, {}, {}));
-    for (std::size_t p = 1; p < at_seed.size(); ++p) variants[p].push_back({v.term, g[p]});
-  }
+  for (const VariantRun& v : variant_runs)
+    for (std::size_t p = 1; p < at_seed.size(); ++p)
+      variants[p].push_back({v.term, summary_gain(v.summaries[p], v.summaries[0])});
   std::vector<GainPrediction> out(at_seed.size());
   for (std::size_t p = 1; p < at_seed.size(); ++p) {
     std::vector<UncertaintyTerm> terms = variant_terms(at_seed[p], variants[p]);

@@ -96,10 +96,18 @@ std::vector<double> run_gains(const SimulationRun& sim, std::vector<bool>* per_s
 // samples a step (`per_sample`, when given, says whether).
 double summary_gain(const TokenSummary& s, const TokenSummary& base, bool* per_sample = nullptr);
 
+// The model's variants (model_variants) simulated at the config's seed on `dataset`: each
+// policy's summary under each, simulated once for a gain's interval and a step's.
+struct VariantRun {
+  std::string term;
+  std::vector<TokenSummary> summaries;
+};
+std::vector<VariantRun> simulate_variants(const Config& config, std::span<const int> dataset);
+
 // Each policy's gain prediction (none for the first): `gains[p]` over the seeds, the first at the
-// config's seed, whose run is `first` (its noise-off run `quiet`, null: none); the model's
-// variants simulated at that seed on `dataset`. One seed gives a seeds' range of the gain alone.
-std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const int> dataset,
+// config's seed, whose run is `first` (its noise-off run `quiet`, null: none), beside the
+// model's variants at that seed. One seed gives a seeds' range of the gain alone.
+std::vector<GainPrediction> gain_predictions(const Config& config, std::span<const VariantRun> variants,
                                              const SimulationRun& first, const SimulationRun* quiet,
                                              const std::vector<std::vector<double>>& gains);
 

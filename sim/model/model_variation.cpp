@@ -258,6 +258,12 @@ void parse_variation(const JsonFields& f, PerfModel& m, const std::string& origi
         if (!level.is_number() || !(level.get<double>() > 0 && level.get<double>() <= 100))
           throw wrong_type(level, r.where() + ": levels: " + run, "a level in (0, 100]");
     }
+    if (r.has("process_spread")) {
+      m.process_level_spread = non_negative(r, "process_spread", 0, 1);
+      m.process_level_source = r.get<std::string>("process_source", "");
+      if (m.process_level_source.empty())
+        throw InputError(r.where() + ": process_spread without process_source: say where it was measured");
+    }
     if (r.has("alone")) non_negative(r, "alone", 0, 1);  // the spread the model's own runs gave
     if (r.has("df") && !(r.raw("df").is_number_integer() && r.raw("df").get<long long>() >= 1))
       throw wrong_type(r.raw("df"), r.where() + ": df", "the spread's degrees of freedom, an integer ≥ 1");

@@ -78,6 +78,11 @@ struct PerfModel {
   // A gain compares two such runs, so it carries that much of a term; 0: not measured.
   double run_level_spread = 0;
   std::string run_level_source;
+  // How far one process's level lands from the model's, which a step time carries whole and a
+  // gain between runs of one process does not: a 95% half-width, a fraction (calibrate --training
+  // over runs of two processes or more); 0: not measured (eval/step_interval.hpp).
+  double process_level_spread = 0;
+  std::string process_level_source;
   double noise_sigma = 0;  // log-normal σ of the per-step, per-rank multiplicative compute noise
   // Log-normal σ of a factor drawn once per step for all ranks: slow spells of a machine the
   // ranks share (emulated ranks in one process, cores of one host), which independent per-rank

@@ -42,7 +42,7 @@ nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<
   std::vector<std::vector<double>> gains;
   for (double g : run_gains(sim)) gains.push_back({g});
   const std::vector<GainPrediction> predicted =
-      gain_predictions(config, dataset, sim, quiet ? &*quiet : nullptr, gains);
+      gain_predictions(config, simulate_variants(config, dataset), sim, quiet ? &*quiet : nullptr, gains);
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (std::size_t p = 1; p < predicted.size(); ++p) out[sim.runs[p].label] = gain_prediction_json(predicted[p]);
   return out;

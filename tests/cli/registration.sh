@@ -26,6 +26,11 @@ grep -q "^the registered prediction" "$WORK/out" || fail "validate --registered 
 grep -Eq '^  minmax:cost=tokens: gain registered [-+][0-9.]+% \(seeds \[.*prediction \[' "$WORK/out" ||
   fail "the registered gain line lacks its intervals: $(grep 'gain registered' "$WORK/out")"
 grep -q '"measured_in_prediction_interval"' "$WORK/val/validation.json" || fail "validation.json has no score"
+# Each mean step is registered with its interval and scored against it.
+grep -q '"prediction_interval_ms"' "$WORK/reg/p.json" || fail "no step time's interval registered"
+grep -Eq '^  static \(baseline\): mean [0-9.]+ ms registered \[[0-9.]+, [0-9.]+\], [0-9.]+ measured \([-+][0-9.]+%\): (inside|OUTSIDE) the prediction interval$' "$WORK/out" ||
+  fail "the registered mean step is not scored against its interval: $(grep 'baseline): mean' "$WORK/out")"
+grep -q '"registered_mean_pi95"' "$WORK/val/validation.json" || fail "validation.json has no step score"
 
 # Another setting, changed inputs, or the user's own model beside a registration: refused.
 expect_ok "$DDPSIM" compare "$WORK/reg/config.json" --set training.global_batch=48 --replicates 3 \

@@ -1,0 +1,112 @@
+#include "eval/step_interval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/stats.hpp"
+
+namespace ddpsim {
+
+namespace {
+
+// Calibrate --training measured the rank-steps over the profile: the training loop is in the model.
+bool trained(const PerfModel& m) {
+  return !m.step_factors.empty() || !m.step_levels.empty() || !m.samples_levels.empty();
+}
+
+}  // namespace
+
+std::vector<UncertaintyTerm> step_fixed_terms(const PerfModel& model) {
+  std::vector<UncertaintyTerm> terms;
+  if (model.spec_derived()) return terms;
+  // A model with training runs holds their level at their own rank-steps' tokens, which takes in
+  // the surface's error there (beyond them the "untrained tokens" variant); one from a profile
+  // alone carries the surface's held-out error as it is.
+  if (!trained(model)) {
+    if (model.fit_heldout_mape > 0) terms.push_back({"fit", 100 * model.fit_heldout_mape});
+    terms.push_back({"training loop", kStepTrainingLoopPct});
+  } else
+    terms.push_back({"process level", model.process_level_spread > 0 ? 100 * model.process_level_spread
+                                                                      : kStepProcessLevelPct});
+  return terms;
+}
+
+std::string step_level_source(const PerfModel& model) {
+  if (model.spec_derived())
+    return "level: a model derived from specs has no measured level; its spec-derived compute term stands for it";
+  if (!trained(model))
+    return "training loop: a model from a profile alone times no training loop (this project's CPU training ran "
+           "12-29% over its profile's replay, the H100's registered runs 16%); calibrate --training measures it";
+  if (model.process_level_spread > 0) return "process level: " + model.process_level_source;
+  return "process level: the model holds no level between processes of its own, so this project's figure: its CPU "
+         "runs landed up to 15% from the replays of models with training runs (calibrate --training over runs of two "
+         "processes or more measures the model's own)";
+}
+
+std::vector<UncertaintyTerm> step_variant_terms(double mean_ms, std::span<const VariantStep> variants) {
+  std::vector<VariantGain> as_pct;  // variant_terms' widest |change| a term, the change in % of the step
+  for (const VariantStep& v : variants) as_pct.push_back({v.term, 100 * (v.mean_ms / mean_ms - 1)});
+  return variant_terms(0, as_pct);
+}
+
+StepPrediction predict_step(double mean_ms, double seeds_lo_ms, double seeds_hi_ms, std::vector<UncertaintyTerm> terms) {
+  // predict_gain's arithmetic in % of the step: seeds' sides and terms in quadrature, a term twice counted once.
+  const auto pct = [&](double ms) { return 100 * (ms / mean_ms - 1); };
+  const GainPrediction g = predict_gain(0, pct(seeds_lo_ms), pct(seeds_hi_ms), std::move(terms));
+  StepPrediction s;
+  s.mean_ms = mean_ms;
+  s.seeds_lo_ms = std::min(seeds_lo_ms, mean_ms);
+  s.seeds_hi_ms = std::max(seeds_hi_ms, mean_ms);
+  s.lo_ms = std::max(0.0, mean_ms * (1 + g.lo / 100));
+  s.hi_ms = mean_ms * (1 + g.hi / 100);
+  s.mostly = g.mostly;
+  s.terms = g.terms;
+  return s;
+}
+
+std::string step_prediction_text(const StepPrediction& s, const char* seeds_name) {
+  char text[256];
+  std::snprintf(text, sizeof text, "%.2f ms (%s [%.2f, %.2f]; prediction [%.1f, %.1f] ms, mostly: %s)", s.mean_ms,
+                seeds_name, s.seeds_lo_ms, s.seeds_hi_ms, s.lo_ms, s.hi_ms,
+                s.mostly == "seeds" ? seeds_name : s.mostly.c_str());
+  return text;
+}
+
+std::string step_terms_text(const StepPrediction& s) {
+  std::string out;
+  for (const UncertaintyTerm& t : s.terms) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%s%s ±%.2f", out.empty() ? "" : ", ", t.name.c_str(), t.half_width_pp);
+    out += text;
+  }
+  return out.empty() ? "none" : out + " %";
+}
+
+nlohmann::ordered_json step_prediction_json(const StepPrediction& s) {
+  nlohmann::ordered_json terms = nlohmann::ordered_json::object();
+  for (const UncertaintyTerm& t : s.terms) terms[t.name] = t.half_width_pp;
+  return {{"mean_ms", s.mean_ms},
+          {"seeds_interval_ms", {s.seeds_lo_ms, s.seeds_hi_ms}},
+          {"prediction_interval_ms", {s.lo_ms, s.hi_ms}},
+          {"mostly", s.mostly},
+          {"terms_half_width_pct", terms}};
+}
+
+std::vector<StepPrediction> step_predictions(const Config& config, std::span<const VariantRun> variants,
+                                             const SimulationRun& first, const SimulationRun* quiet,
+                                             const std::vector<std::vector<double>>& means) {
+  std::vector<StepPrediction> out;
+  for (std::size_t p = 0; p < first.summaries.size(); ++p) {
+    const double at_seed = first.summaries[p].mean_max_step_ms;
+    std::vector<VariantStep> steps;
+    for (const VariantRun& v : variants) steps.push_back({v.term, v.summaries[p].mean_max_step_ms});
+    std::vector<UncertaintyTerm> terms = step_variant_terms(at_seed, steps);
+    if (quiet) terms.push_back({"noise model", 100 * std::abs(quiet->summaries[p].mean_max_step_ms / at_seed - 1)});
+    for (UncertaintyTerm& t : step_fixed_terms(*config.model)) terms.push_back(std::move(t));
+    out.push_back(predict_step(mean(means[p]), percentile(means[p], 2.5), percentile(means[p], 97.5), std::move(terms)));
+  }
+  return out;
+}
+
+}  // namespace ddpsim
