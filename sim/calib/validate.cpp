@@ -246,13 +246,12 @@ GainPrediction gain_prediction(const PerfModel& model, const Replays& r, std::si
   return g;
 }
 
-// The replayed mean's prediction interval over the steps `v` covers, for run `p` of replays
-// `of` picks (the measured trace's or the baseline's) under the config, its variants and quiet.
-void add_step_prediction(PolicyValidation& v, const PerfModel& model, const Replays& r, std::size_t p,
-                         const SimulationRun& (*of)(const Replays::Variant&), bool baseline) {
+// The replayed mean's prediction interval over the steps `v` covers, for run `p` of the measured
+// trace's replays (or the baseline's): its steps' interval, the variants and the quiet replay.
+void add_step_prediction(PolicyValidation& v, const PerfModel& model, const Replays& r, std::size_t p, bool baseline) {
   const auto at = [&](const SimulationRun& run) { return replayed_mean_ms(run.runs[p], v.first_step, v.steps); };
   std::vector<VariantStep> variants;
-  for (const Replays::Variant& variant : r.variants) variants.push_back({variant.term, at(of(variant))});
+  for (const Replays::Variant& x : r.variants) variants.push_back({x.term, at(baseline ? x.baseline : x.measured)});
   std::vector<UncertaintyTerm> terms = step_variant_terms(v.predicted_mean_ms, variants);
   if (const SimulationRun& quiet = baseline ? r.quiet_baseline : r.quiet_measured; !quiet.runs.empty())
     terms.push_back({"noise model", 100 * std::abs(at(quiet) / v.predicted_mean_ms - 1)});
@@ -262,12 +261,9 @@ void add_step_prediction(PolicyValidation& v, const PerfModel& model, const Repl
 }
 
 void add_step_predictions(Validation& v, const PerfModel& model, const Replays& r) {
-  const auto measured = [](const Replays::Variant& x) -> const SimulationRun& { return x.measured; };
-  const auto baseline = [](const Replays::Variant& x) -> const SimulationRun& { return x.baseline; };
   for (ValidationSet* set : {&v.steady, &v.all}) {
-    for (std::size_t p = 0; p < set->policies.size(); ++p)
-      add_step_prediction(set->policies[p], model, r, p, measured, false);
-    if (v.has_baseline) add_step_prediction(set->baseline, model, r, 0, baseline, true);
+    for (std::size_t p = 0; p < set->policies.size(); ++p) add_step_prediction(set->policies[p], model, r, p, false);
+    if (v.has_baseline) add_step_prediction(set->baseline, model, r, 0, true);
   }
 }
 
