@@ -271,7 +271,8 @@ TEST_CASE("a gain between configs sets each model variant on both sides; its ses
   const auto [datasets, first] = simulate_columns(configs);
   const std::vector<double> at_seed = run_gains(first);
   const std::vector<std::vector<double>> gains = {{0}, {at_seed[1]}, {at_seed[2]}};
-  const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, gains);
+  const std::vector<GainPrediction> p =
+      config_gain_predictions(configs, config_variant_runs(configs, datasets), first, nullptr, gains);
   // The model form: both sides under the roofline, not one side alone.
   const double roofline_gain = summary_gain(run(with_model(configs[1], between(m, 1)), datasets[1]),
                                             run(with_model(configs[0], between(m, 1)), datasets[0]));
@@ -295,7 +296,8 @@ TEST_CASE("a variant one config has and the other has not is set on its side alo
   configs[1].simulation.first_use = "off";  // no first-use variant on this side
   const auto [datasets, first] = simulate_columns(configs);
   const double gain = run_gains(first)[1];
-  const std::vector<GainPrediction> p = config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gain}});
+  const std::vector<GainPrediction> p =
+      config_gain_predictions(configs, config_variant_runs(configs, datasets), first, nullptr, {{0}, {gain}});
   double want = 0;
   for (double k : {0.8, 1.2}) {
     PerfModel scaled = m;
@@ -356,8 +358,8 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
   CHECK(variants[1].term == std::string(kUntrainedAbove));
   const auto [datasets, first] = simulate_columns(configs);
   const std::vector<double> gains = run_gains(first);
-  const std::vector<GainPrediction> p =
-      config_gain_predictions(configs, datasets, first, nullptr, {{0}, {gains[1]}, {gains[2]}});
+  const std::vector<GainPrediction> p = config_gain_predictions(configs, config_variant_runs(configs, datasets), first,
+                                                                nullptr, {{0}, {gains[1]}, {gains[2]}});
   // The stray side's compute slowed (×1.51 a halving below, ×1.15² two doublings above), the
   // base's as it was; the direction no rank-step strayed into gives no term.
   for (int c : {1, 2}) {
@@ -375,7 +377,7 @@ TEST_CASE("a batch size the training runs never held adds a term on its side alo
   const std::vector<Config> apart = {configs[1], configs[2]};
   const auto [apart_data, both] = simulate_columns(apart);
   const double gain = run_gains(both)[1];
-  const auto q = config_gain_predictions(apart, apart_data, both, nullptr, {{0}, {gain}});
+  const auto q = config_gain_predictions(apart, config_variant_runs(apart, apart_data), both, nullptr, {{0}, {gain}});
   const TokenSummary base_below = simulate(model_variants(apart[0])[0].config, apart_data[0]).summaries.at(0),
                      column_above = simulate(model_variants(apart[1])[1].config, apart_data[1]).summaries.at(0);
   CHECK(term_of(q[1], kUntrainedBelow) ==

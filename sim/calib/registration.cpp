@@ -202,16 +202,14 @@ nlohmann::ordered_json gain_score(const nlohmann::json& registered, const Measur
           {"measured_mean_ms", m.mean_ms}};
 }
 
-namespace {
-
-// A registered mean step's prediction interval against the measured mean, into `score`; nothing
-// where the registration has none (registered before step times carried one).
 void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms) {
   if (!registered.contains("step")) return;
   const auto pi = registered["step"].at("prediction_interval_ms").get<std::vector<double>>();
   score["registered_mean_pi95"] = pi;
   score["measured_mean_in_prediction_interval"] = pi.at(0) <= measured_ms && measured_ms <= pi.at(1);
 }
+
+namespace {
 
 // One validation set's measured gains and mean steps against the registered ones.
 nlohmann::ordered_json score_set(const nlohmann::json& predicted, const ValidationSet& set) {

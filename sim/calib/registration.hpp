@@ -63,6 +63,9 @@ struct MeasuredGain {
 };
 // One registered gain (a policy's or a column's figures, with its "gain") against its measured one.
 nlohmann::ordered_json gain_score(const nlohmann::json& registered, const MeasuredGain& measured);
+// A registered mean step's prediction interval (its "step") against the measured mean, into
+// `score`; nothing where the registration holds none (registered before step times had one).
+void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms);
 
 // The report of a score; one without "steady_state" (a column's) reports every step alone.
 std::string registered_report(const nlohmann::ordered_json& score);

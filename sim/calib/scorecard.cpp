@@ -203,10 +203,10 @@ std::string scorecard(const std::vector<std::string>& roots) {
   std::vector<Gain> all;
   std::vector<Registered> registered;
   std::set<std::string> scored;  // registrations a validation scored
-  std::pair<int, int> registered_steps{0, 0};                               // mean steps inside, of those registered with an interval
+  std::pair<int, int> registered_steps{0, 0};  // mean steps inside, of those registered with an interval
   std::set<std::tuple<std::string, std::string, double>> registered_runs;  // (registration, policy, measured mean)
-  std::vector<std::pair<std::string, std::vector<Step>>> steps;  // by campaign, in the order met
-  std::set<std::pair<std::string, std::string>> runs;             // (campaign, policy): each run once
+  std::vector<std::pair<std::string, std::vector<Step>>> steps;            // by campaign, in the order met
+  std::set<std::pair<std::string, std::string>> runs;                      // (campaign, policy): each run once
   const auto add_step = [&](const std::string& campaign, const std::string& policy, const nlohmann::json& f) {
     const double measured = f.value("measured_mean_max_step_ms", 0.0);
     if (!f.contains("mean_error_pct") || !runs.insert({campaign, policy}).second) return;
@@ -239,9 +239,10 @@ std::string scorecard(const std::vector<std::string>& roots) {
     if (doc.contains("registered")) {
       const auto& r = doc["registered"];
       const auto count_step = [&](const std::string& policy, const nlohmann::json& score) {
-        if (score.contains("measured_mean_in_prediction_interval") &&
-            registered_runs.insert({r["file"].get<std::string>(), policy, score.value("measured_mean_ms", 0.0)}).second)
-          ++registered_steps.second, registered_steps.first += score["measured_mean_in_prediction_interval"].get<bool>();
+        const std::tuple run{r["file"].get<std::string>(), policy, score.value("measured_mean_ms", 0.0)};
+        if (!score.contains("measured_mean_in_prediction_interval") || !registered_runs.insert(run).second) return;
+        ++registered_steps.second;
+        registered_steps.first += score["measured_mean_in_prediction_interval"].get<bool>();
       };
       count_step(r["baseline"].value("policy", std::string()), r["baseline"]);
       for (const auto& [policy, score] : r["policies"].items()) count_step(policy, score);

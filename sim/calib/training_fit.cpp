@@ -51,7 +51,8 @@ double level_spread(double squares, double df) {
 void process_levels(const std::vector<RunTimes>& runs, TrainingFit& fit) {
   std::map<std::string, std::vector<double>> processes;
   for (std::size_t i = 0, k = 0; i < runs.size() && k < fit.run_levels.size(); ++i)
-    if (runs[i].name == fit.run_levels[k].name) processes[runs[i].session].push_back(std::log(fit.run_levels[k++].level));
+    if (runs[i].name == fit.run_levels[k].name)
+      processes[runs[i].session].push_back(std::log(fit.run_levels[k++].level));
   fit.processes = static_cast<int>(processes.size());
   if (processes.size() < 2) return;
   std::vector<double> means;

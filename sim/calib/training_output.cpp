@@ -37,11 +37,11 @@ void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
                      (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
   if (t.process_spread > 0) {
     out["process_spread"] = std::round(t.process_spread * 1e4) / 1e4;
-    out["process_source"] = "the 95% half-width of one process's level against the model's (1.96 × the standard "
-                            "deviation of the " + std::to_string(t.processes) +
-                            " processes' mean log levels × √(1 + 1/" + std::to_string(t.processes) + ")" +
-                            (t.processes < 4 ? ", held to 15% or more below four processes" : "") +
-                            "), by ddpsim calibrate --training";
+    out["process_source"] =
+        "the 95% half-width of one process's level against the model's (1.96 × the standard "
+        "deviation of the " +
+        std::to_string(t.processes) + " processes' mean log levels × √(1 + 1/" + std::to_string(t.processes) + ")" +
+        (t.processes < 4 ? ", held to 15% or more below four processes" : "") + "), by ddpsim calibrate --training";
   }
   if (t.pooled.empty()) return;
   if (t.own_spread >= 0) out["alone"] = std::round(t.own_spread * 1e4) / 1e4;

@@ -173,7 +173,7 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
                                 {"measured_mean_ci95", {p.measured_mean_ci.low, p.measured_mean_ci.high}},
                                 {"measured_p95_ci95", {p.measured_p95_ci.low, p.measured_p95_ci.high}},
                                 {"predicted_mean_pi95", {p.predicted_mean_pi.lo_ms, p.predicted_mean_pi.hi_ms}},
-                                {"predicted_mean_pi_terms_pct", step_prediction_json(p.predicted_mean_pi)["terms_half_width_pct"]},
+                                {"predicted_mean_pi_terms_pct", step_terms_json(p.predicted_mean_pi)},
                                 {"predicted_mean_pi_mostly", p.predicted_mean_pi.mostly},
                                 {"measured_mean_in_prediction_interval", p.predicted_mean_pi.holds(p.measured_mean_ms)},
                                 {"phases", phases_json(p)}};

@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/stats.hpp"
 #include "eval/simulate.hpp"
+#include "eval/step_interval.hpp"
 #include "eval/uncertainty.hpp"
 #include "report/outputs.hpp"
 
@@ -219,8 +220,10 @@ Replicates seeds_report(const std::vector<Side>& sides, const SimulationRun& fir
   std::vector<Config> configs;
   std::vector<std::vector<int>> datasets;
   for (const Side& side : sides) configs.push_back(side.config), datasets.push_back(side.dataset);
-  const std::vector<GainPrediction> predicted = config_gain_predictions(configs, datasets, first, quiet, f.gains);
-  Replicates out = replicates_result(sides[0].config, f, replicates, predicted);
+  const std::vector<std::vector<VariantRun>> variants = config_variant_runs(configs, datasets);
+  Replicates out = replicates_result(sides[0].config, f, replicates,
+                                     config_gain_predictions(configs, variants, first, quiet, f.gains),
+                                     config_step_predictions(configs, variants, first, quiet, f.means));
   out.report += "  configs: each column is a run of its own, so the session term is that of runs apart (×" +
                 format("%g", kRunsApartFactor) + "), and the model's variants are set on both sides of a gain\n";
   out.json["columns"] = std::move(out.json["policies"]);

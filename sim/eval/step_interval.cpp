@@ -27,8 +27,8 @@ std::vector<UncertaintyTerm> step_fixed_terms(const PerfModel& model) {
     if (model.fit_heldout_mape > 0) terms.push_back({"fit", 100 * model.fit_heldout_mape});
     terms.push_back({"training loop", kStepTrainingLoopPct});
   } else
-    terms.push_back({"process level", model.process_level_spread > 0 ? 100 * model.process_level_spread
-                                                                      : kStepProcessLevelPct});
+    terms.push_back(
+        {"process level", model.process_level_spread > 0 ? 100 * model.process_level_spread : kStepProcessLevelPct});
   return terms;
 }
 
@@ -50,7 +50,8 @@ std::vector<UncertaintyTerm> step_variant_terms(double mean_ms, std::span<const 
   return variant_terms(0, as_pct);
 }
 
-StepPrediction predict_step(double mean_ms, double seeds_lo_ms, double seeds_hi_ms, std::vector<UncertaintyTerm> terms) {
+StepPrediction predict_step(double mean_ms, double seeds_lo_ms, double seeds_hi_ms,
+                            std::vector<UncertaintyTerm> terms) {
   // predict_gain's arithmetic in % of the step: seeds' sides and terms in quadrature, a term twice counted once.
   const auto pct = [&](double ms) { return 100 * (ms / mean_ms - 1); };
   const GainPrediction g = predict_gain(0, pct(seeds_lo_ms), pct(seeds_hi_ms), std::move(terms));
@@ -83,28 +84,57 @@ std::string step_terms_text(const StepPrediction& s) {
   return out.empty() ? "none" : out + " %";
 }
 
-nlohmann::ordered_json step_prediction_json(const StepPrediction& s) {
+nlohmann::ordered_json step_terms_json(const StepPrediction& s) {
   nlohmann::ordered_json terms = nlohmann::ordered_json::object();
   for (const UncertaintyTerm& t : s.terms) terms[t.name] = t.half_width_pp;
+  return terms;
+}
+
+nlohmann::ordered_json step_prediction_json(const StepPrediction& s) {
   return {{"mean_ms", s.mean_ms},
           {"seeds_interval_ms", {s.seeds_lo_ms, s.seeds_hi_ms}},
           {"prediction_interval_ms", {s.lo_ms, s.hi_ms}},
           {"mostly", s.mostly},
-          {"terms_half_width_pct", terms}};
+          {"terms_half_width_pct", step_terms_json(s)}};
 }
+
+namespace {
+
+// One run's mean step: at the config's seed `at_seed`, over the seeds `means`, beside its
+// variants and its noise-off mean (NaN: none).
+StepPrediction predict_one(const PerfModel& model, double at_seed, std::span<const VariantStep> variants,
+                           double quiet_ms, const std::vector<double>& means) {
+  std::vector<UncertaintyTerm> terms = step_variant_terms(at_seed, variants);
+  if (!std::isnan(quiet_ms)) terms.push_back({"noise model", 100 * std::abs(quiet_ms / at_seed - 1)});
+  for (UncertaintyTerm& t : step_fixed_terms(model)) terms.push_back(std::move(t));
+  return predict_step(mean(means), percentile(means, 2.5), percentile(means, 97.5), std::move(terms));
+}
+
+}  // namespace
 
 std::vector<StepPrediction> step_predictions(const Config& config, std::span<const VariantRun> variants,
                                              const SimulationRun& first, const SimulationRun* quiet,
                                              const std::vector<std::vector<double>>& means) {
   std::vector<StepPrediction> out;
   for (std::size_t p = 0; p < first.summaries.size(); ++p) {
-    const double at_seed = first.summaries[p].mean_max_step_ms;
     std::vector<VariantStep> steps;
     for (const VariantRun& v : variants) steps.push_back({v.term, v.summaries[p].mean_max_step_ms});
-    std::vector<UncertaintyTerm> terms = step_variant_terms(at_seed, steps);
-    if (quiet) terms.push_back({"noise model", 100 * std::abs(quiet->summaries[p].mean_max_step_ms / at_seed - 1)});
-    for (UncertaintyTerm& t : step_fixed_terms(*config.model)) terms.push_back(std::move(t));
-    out.push_back(predict_step(mean(means[p]), percentile(means[p], 2.5), percentile(means[p], 97.5), std::move(terms)));
+    out.push_back(predict_one(*config.model, first.summaries[p].mean_max_step_ms, steps,
+                              quiet ? quiet->summaries[p].mean_max_step_ms : NAN, means[p]));
+  }
+  return out;
+}
+
+std::vector<StepPrediction> config_step_predictions(std::span<const Config> configs,
+                                                    std::span<const std::vector<VariantRun>> variants,
+                                                    const SimulationRun& first, const SimulationRun* quiet,
+                                                    const std::vector<std::vector<double>>& means) {
+  std::vector<StepPrediction> out;
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    std::vector<VariantStep> steps;
+    for (const VariantRun& v : variants[c]) steps.push_back({v.term, v.summaries.at(0).mean_max_step_ms});
+    out.push_back(predict_one(*configs[c].model, first.summaries[c].mean_max_step_ms, steps,
+                              quiet ? quiet->summaries[c].mean_max_step_ms : NAN, means[c]));
   }
   return out;
 }

@@ -55,6 +55,8 @@ std::string step_prediction_text(const StepPrediction& s, const char* seeds_name
 // "fit ±10.9, process level ±15.0 %"
 std::string step_terms_text(const StepPrediction& s);
 nlohmann::ordered_json step_prediction_json(const StepPrediction& s);
+// Its terms alone: {"process level": 15.0, ...}.
+nlohmann::ordered_json step_terms_json(const StepPrediction& s);
 
 // Each policy's mean max step prediction: `means[p]` over the seeds, the first at the config's
 // seed, whose run is `first` (its noise-off run `quiet`, null: none), beside the model's
@@ -62,5 +64,11 @@ nlohmann::ordered_json step_prediction_json(const StepPrediction& s);
 std::vector<StepPrediction> step_predictions(const Config& config, std::span<const VariantRun> variants,
                                              const SimulationRun& first, const SimulationRun* quiet,
                                              const std::vector<std::vector<double>>& means);
+// The same for configs against each other (`compare --against`): column c's own model, its
+// config's variants `variants[c]` (config_variant_runs), its one policy's mean.
+std::vector<StepPrediction> config_step_predictions(std::span<const Config> configs,
+                                                    std::span<const std::vector<VariantRun>> variants,
+                                                    const SimulationRun& first, const SimulationRun* quiet,
+                                                    const std::vector<std::vector<double>>& means);
 
 }  // namespace ddpsim

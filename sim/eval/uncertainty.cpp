@@ -259,15 +259,11 @@ std::vector<GainPrediction> gain_predictions(const Config& config, std::span<con
 
 namespace {
 
-TokenSummary simulated_summary(const Config& config, std::span<const int> dataset) {
-  return simulate_streamed(config, dataset, {0, 0}, {}, {}).summaries.at(0);
-}
-
 // Each variant with the occurrence of its term it is: the k-th "first use" is paired with the
 // other config's k-th.
-std::vector<std::pair<std::string, int>> occurrences(const std::vector<ConfigVariant>& variants) {
+std::vector<std::pair<std::string, int>> occurrences(std::span<const VariantRun> variants) {
   std::vector<std::pair<std::string, int>> out;
-  for (const ConfigVariant& v : variants)
+  for (const VariantRun& v : variants)
     out.emplace_back(v.term, std::count_if(out.begin(), out.end(), [&](const auto& o) { return o.first == v.term; }));
   return out;
 }
@@ -286,19 +282,14 @@ std::vector<ConfigVariant> config_variants(const Config& config) {
 // One config's run beside another's under a model variant: the variant of the same occurrence
 // where that config has one, else the config's own run.
 struct VariantSide {
-  const std::vector<ConfigVariant>& variants;
+  std::span<const VariantRun> variants;
   std::vector<std::pair<std::string, int>> keys;
-  std::span<const int> data;
   const TokenSummary& unvaried;
-  std::vector<TokenSummary> summaries;  // of `variants`, simulated once
 
-  VariantSide(const std::vector<ConfigVariant>& v, std::span<const int> d, const TokenSummary& s)
-      : variants(v), keys(occurrences(v)), data(d), unvaried(s) {
-    for (const ConfigVariant& variant : variants) summaries.push_back(simulated_summary(variant.config, data));
-  }
+  VariantSide(std::span<const VariantRun> v, const TokenSummary& s) : variants(v), keys(occurrences(v)), unvaried(s) {}
   const TokenSummary& under(const std::pair<std::string, int>& key) const {
     const auto it = std::find(keys.begin(), keys.end(), key);
-    return it == keys.end() ? unvaried : summaries[it - keys.begin()];
+    return it == keys.end() ? unvaried : variants[static_cast<std::size_t>(it - keys.begin())].summaries.at(0);
   }
 };
 
@@ -314,21 +305,29 @@ std::vector<VariantGain> paired_variant_gains(const VariantSide& base, const Var
 
 }  // namespace
 
+std::vector<std::vector<VariantRun>> config_variant_runs(std::span<const Config> configs,
+                                                         std::span<const std::vector<int>> datasets) {
+  std::vector<std::vector<VariantRun>> out;
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    auto& own = out.emplace_back();
+    for (const ConfigVariant& v : config_variants(configs[c]))
+      own.push_back({v.term, simulate_streamed(v.config, datasets[c], {0, 0}, {}, {}).summaries});
+  }
+  return out;
+}
+
 std::vector<GainPrediction> config_gain_predictions(std::span<const Config> configs,
-                                                    std::span<const std::vector<int>> datasets,
+                                                    std::span<const std::vector<VariantRun>> variants,
                                                     const SimulationRun& first, const SimulationRun* quiet,
                                                     const std::vector<std::vector<double>>& gains) {
   std::vector<bool> per_sample;
   const std::vector<double> at_seed = run_gains(first, &per_sample);
   const std::vector<double> off = quiet ? run_gains(*quiet) : std::vector<double>(at_seed.size(), NAN);
-  const std::vector<ConfigVariant> base_variants = config_variants(configs[0]);
-  const VariantSide base_side(base_variants, datasets[0], first.summaries[0]);
+  const VariantSide base_side(variants[0], first.summaries[0]);
   std::vector<GainPrediction> out(at_seed.size());
   for (std::size_t c = 1; c < at_seed.size(); ++c) {
-    const std::vector<ConfigVariant> own = config_variants(configs[c]);
-    const std::vector<VariantGain> variants =
-        paired_variant_gains(base_side, VariantSide(own, datasets[c], first.summaries[c]));
-    std::vector<UncertaintyTerm> terms = variant_terms(at_seed[c], variants);
+    std::vector<UncertaintyTerm> terms =
+        variant_terms(at_seed[c], paired_variant_gains(base_side, VariantSide(variants[c], first.summaries[c])));
     for (UncertaintyTerm& t : noise_term(at_seed[c], off[c])) terms.push_back(std::move(t));
     const double center = mean(gains[c]);
     const TokenSummary &s = first.summaries[c], &base = first.summaries[0];

@@ -112,14 +112,19 @@ std::vector<GainPrediction> gain_predictions(const Config& config, std::span<con
                                              const std::vector<std::vector<double>>& gains);
 
 // The same for configs rather than policies (`ddpsim compare --against`): each column's config,
-// one policy each, against the first's, every column run on its own `datasets[c]`. Each model
-// variant is applied to both sides of a gain (its k-th occurrence of a term in one config paired
-// with the k-th in the other; a side without it runs unvaried), and the fixed terms are those of
-// runs apart, from both models where they differ: two configs never train in one process in turn.
+// one policy each, against the first's. `variants[c]`: column c's config's variants on its own
+// dataset (config_variant_runs). Each variant is applied to both sides of a gain (its k-th
+// occurrence of a term in one config paired with the k-th in the other; a side without it runs
+// unvaried), and the fixed terms are those of runs apart, from both models where they differ:
+// two configs never train in one process in turn.
 std::vector<GainPrediction> config_gain_predictions(std::span<const Config> configs,
-                                                    std::span<const std::vector<int>> datasets,
+                                                    std::span<const std::vector<VariantRun>> variants,
                                                     const SimulationRun& first, const SimulationRun* quiet,
                                                     const std::vector<std::vector<double>>& gains);
+// Each column's config's variants: the model's, and the network at half its links' bandwidth
+// where it is not the model's measured one, simulated on `datasets[c]` under its one policy.
+std::vector<std::vector<VariantRun>> config_variant_runs(std::span<const Config> configs,
+                                                         std::span<const std::vector<int>> datasets);
 
 // "+21.30% (seeds [+20.30, +22.20]; prediction [+9.0, +31.0], mostly: spec-derived compute)"
 std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name = "seeds");

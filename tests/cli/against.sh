@@ -80,8 +80,15 @@ assert s["measured_in_prediction_interval"], s
 assert s["per_sample"] == (c == "b96") == s["registered_per_sample"], s
 lo, hi = r["predicted"]["columns"][c]["gain"]["seeds_interval"]  # the run is one of the seeds (traces keep 3 decimals)
 assert lo - 0.01 <= s["measured_gain_pct"] <= hi + 0.01, (lo, s["measured_gain_pct"], hi)
+# Each column's mean step, and the base's, registered with its interval and scored against it.
+for score, col in ((s, c), (v["registered"]["baseline"], "base")):
+    step = r["predicted"]["columns"][col]["step"]
+    assert score["registered_mean_pi95"] == step["prediction_interval_ms"], (col, score)
+    assert score["measured_mean_in_prediction_interval"], (col, score)
 PY
 done
+grep -Eq '^  base \(baseline\): mean [0-9.]+ ms registered \[[0-9.]+, [0-9.]+\], .*: inside the prediction interval$' \
+  "$WORK/out" || fail "the base column's step is not scored: $(grep 'baseline): mean' "$WORK/out")"
 "$DDPSIM" scorecard "$WORK" >"$WORK/card.md" 2>/dev/null || fail "scorecard does not read a column's validation"
 grep -qE '\| zero1 \| .* \| yes \|' "$WORK/card.md" || fail "the scorecard lacks the zero1 column's score"
 grep -q "^Measured inside the registered prediction interval: 2 of 2 (configs against each other, which the table above leaves out: 2 of 2)" \
