@@ -104,6 +104,33 @@ class Result(Outputs):
         steps = self._frame(name) if name else None  # compare with against writes no steps
         return Frames(steps=steps, policies=pandas.DataFrame(self._policy_rows()))
 
+    def predictions(self):
+        """Each policy's (each column's under ``against``) predicted mean step and gain with their
+        95% prediction intervals, one row each, as a DataFrame: what ``replicates=R`` printed
+        (summary["replicates"]). Step figures in ms, gains in %; a gain's columns are empty for
+        the first policy, a step's where none was predicted (a pipeline job)."""
+        import pandas
+
+        replicates = self.summary.get("replicates")
+        if not isinstance(replicates, dict):
+            raise _core.UsageError("this result has no prediction intervals: simulate with replicates=R (R >= 2)")
+        rows = []
+        by = "column" if "columns" in replicates else "policy"
+        for label, figures in replicates["columns" if by == "column" else "policies"].items():
+            step, gain = figures.get("step", {}), figures.get("gain", {})
+            row = {by: label}
+            row["mean_step_ms"] = step.get("mean_ms")
+            row["step_seeds_low"], row["step_seeds_high"] = step.get("seeds_interval_ms", (None, None))
+            row["step_pi_low"], row["step_pi_high"] = step.get("prediction_interval_ms", (None, None))
+            row["step_mostly"] = step.get("mostly")
+            row["gain_pct"] = gain.get("gain_pct")
+            row["gain_seeds_low"], row["gain_seeds_high"] = gain.get("seeds_interval", (None, None))
+            row["gain_pi_low"], row["gain_pi_high"] = gain.get("prediction_interval", (None, None))
+            row["gain_mostly"] = gain.get("mostly")
+            row["gain_told_from_noise"] = gain.get("told_from_noise")
+            rows.append(row)
+        return pandas.DataFrame(rows)
+
     @staticmethod
     def _label(row: dict) -> str:
         return row["column"] if "column" in row else row["policy"]

@@ -111,6 +111,19 @@ class SameAsTheBinary(unittest.TestCase):
         self.assertEqual(result.summary["replicates"]["seeds"], [0, 2])
         self.assertLess(gain["prediction_interval"][0], gain["gain_pct"])
         self.assertLess(gain["gain_pct"], gain["prediction_interval"][1])
+        # The same as a DataFrame, each mean step inside its interval, the first policy without a gain.
+        table = result.predictions()
+        self.assertEqual(list(table["policy"]), ["static", "minmax"])
+        for _, row in table.iterrows():
+            self.assertLess(row["step_pi_low"], row["mean_step_ms"])
+            self.assertLess(row["mean_step_ms"], row["step_pi_high"])
+            self.assertLessEqual(row["step_pi_low"], row["step_seeds_low"])
+        self.assertTrue(table["gain_pct"].isna()[0])
+        self.assertAlmostEqual(table["gain_pct"][1], gain["gain_pct"])
+        self.assertAlmostEqual(table["step_pi_high"][1],
+                               result.summary["replicates"]["policies"]["minmax"]["step"]["prediction_interval_ms"][1])
+        with self.assertRaisesRegex(ddpsim.UsageError, "replicates=R"):
+            ddpsim.compare(steps=5, policies=["static", "minmax"], progress=False).predictions()
 
 
 class TheOtherVerbs(unittest.TestCase):
