@@ -83,19 +83,24 @@ TEST_CASE("results.csv: values as text (lists quoted), empty fields for missing 
   const std::string csv = results_csv(grid, {doc});
   const auto first_line = csv.substr(0, csv.find('\n'));
   CHECK(first_line.rfind("cell,simulation.rank_speed,label.name,policy,steps,mean_max_step_ms,", 0) == 0);
-  CHECK(first_line.find(",gain_pct,p95_gain_pct,gain_per,gain_lo95,gain_hi95,gain_mostly") == first_line.size() - 63);
+  CHECK(first_line.find(",gain_pct,p95_gain_pct,gain_per,gain_lo95,gain_hi95,gain_mostly,step_lo95,step_hi95,step_mostly") ==
+        first_line.size() - 95);
   CHECK(csv.find("\n00000000000000aa,\"[1.5,1]\",\"two \"\"quoted\"\"\",static,3,200,250,") != std::string::npos);
   CHECK(csv.find(",minmax:buffer=64,3,150,300,") != std::string::npos);
-  CHECK(csv.find(",25,-20,step,,,\n") != std::string::npos);  // 1 - 150/200, 1 - 300/250; no interval
-  CHECK(csv.find(",0,0,step,,,\n") != std::string::npos);
+  CHECK(csv.find(",25,-20,step,,,,,,\n") != std::string::npos);  // 1 - 150/200, 1 - 300/250; no interval
+  CHECK(csv.find(",0,0,step,,,,,,\n") != std::string::npos);
   // A policy taking 60 samples a step against 48 gains on time per sample: 1 - (150/60)/(200/48).
   doc["policies"]["static"]["mean_global_batch"] = 48;
   doc["policies"]["minmax:buffer=64"]["mean_global_batch"] = 60;
   const std::string per_sample = results_csv(grid, {doc});
-  CHECK(per_sample.find(",40,4,sample,,,\n") != std::string::npos);  // and 1 - (300/60)/(250/48)
+  CHECK(per_sample.find(",40,4,sample,,,,,,\n") != std::string::npos);  // and 1 - (300/60)/(250/48)
   // A cell that recorded each gain's prediction interval gives its bounds and its widest source.
   doc["gain_predictions"] = {{"minmax:buffer=64", {{"prediction_interval", {36.5, 43.5}}, {"mostly", "session"}}}};
-  CHECK(results_csv(grid, {doc}).find(",40,4,sample,36.5,43.5,session\n") != std::string::npos);
+  CHECK(results_csv(grid, {doc}).find(",40,4,sample,36.5,43.5,session,,,\n") != std::string::npos);
+  // And each mean step's, the first policy's too.
+  doc["step_predictions"] = {{"static", {{"prediction_interval_ms", {150, 250}}, {"mostly", "training loop"}}}};
+  CHECK(results_csv(grid, {doc}).find(",static,3,200,250,") != std::string::npos);
+  CHECK(results_csv(grid, {doc}).find(",0,0,step,,,,150,250,training loop\n") != std::string::npos);
 }
 
 TEST_CASE("bad sweeps name the file and the key") {

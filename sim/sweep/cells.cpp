@@ -147,7 +147,7 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
   for (const auto& key : grid.keys) add(csv_field(key));
   add("policy");
   for (const auto& metric : metrics) add(metric);
-  out += ",gain_pct,p95_gain_pct,gain_per,gain_lo95,gain_hi95,gain_mostly\n";
+  out += ",gain_pct,p95_gain_pct,gain_per,gain_lo95,gain_hi95,gain_mostly,step_lo95,step_hi95,step_mostly\n";
   for (std::size_t i = 0; i < grid.cells.size(); ++i) {
     const auto& policies = cells[i]["policies"];
     const auto& first = policies.begin().value();
@@ -162,15 +162,16 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
                 ? gain_field(p[metric], first[metric], per_sample, p["mean_global_batch"], first["mean_global_batch"])
                 : "");
       add(per_sample ? "sample" : "step");
-      const auto& predicted = cells[i].value("gain_predictions", nlohmann::ordered_json::object());
-      if (predicted.contains(label)) {
-        const auto& interval = predicted[label]["prediction_interval"];
-        add(number_field(interval[0]));
-        add(number_field(interval[1]));
+      // A prediction interval's bounds and widest source, where the cell recorded one.
+      const auto interval = [&](const char* key, const char* bounds) {
+        const auto& predicted = cells[i].value(key, nlohmann::ordered_json::object());
+        if (!predicted.contains(label)) return void(out += ",,,");
+        add(number_field(predicted[label][bounds][0]));
+        add(number_field(predicted[label][bounds][1]));
         add(csv_field(predicted[label]["mostly"].get<std::string>()));
-      } else {
-        out += ",,,";
-      }
+      };
+      interval("gain_predictions", "prediction_interval");
+      interval("step_predictions", "prediction_interval_ms");
       out += '\n';
     }
   }

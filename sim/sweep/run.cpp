@@ -23,6 +23,7 @@
 #include "data/sampler.hpp"
 #include "eval/pipeline_eval.hpp"
 #include "eval/simulate.hpp"
+#include "eval/step_interval.hpp"
 #include "eval/uncertainty.hpp"
 #include "report/outputs.hpp"
 
@@ -32,19 +33,27 @@ namespace ddpsim {
 
 namespace {
 
-// Each policy's gain prediction at the cell's seed (eval/uncertainty.hpp): its seeds' range is
-// the gain alone, widened by the model's terms (variants and noise-off simulated here).
+// Each policy's gain and mean step prediction at the cell's seed (eval/uncertainty.hpp,
+// eval/step_interval.hpp): its seeds' range is the cell's figure alone, widened by the model's
+// terms (variants and noise-off simulated here, once for both), as the cell's extra keys.
 nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<int>& dataset,
                                         const SimulationRun& sim) {
   std::optional<SimulationRun> quiet;
-  if (sim.runs.size() > 1 && draws_compute_noise(config) && can_simulate_again(config))
+  if (draws_compute_noise(config) && can_simulate_again(config))
     quiet = simulate_streamed(without_compute_noise(config), dataset, {0, 0}, {}, {});
-  std::vector<std::vector<double>> gains;
+  std::vector<std::vector<double>> gains, means;
   for (double g : run_gains(sim)) gains.push_back({g});
-  const std::vector<GainPrediction> predicted =
-      gain_predictions(config, simulate_variants(config, dataset), sim, quiet ? &*quiet : nullptr, gains);
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (std::size_t p = 1; p < predicted.size(); ++p) out[sim.runs[p].label] = gain_prediction_json(predicted[p]);
+  for (const TokenSummary& s : sim.summaries) means.push_back({s.mean_max_step_ms});
+  const std::vector<VariantRun> variants = simulate_variants(config, dataset);
+  const SimulationRun* off = quiet ? &*quiet : nullptr;
+  const std::vector<GainPrediction> predicted = gain_predictions(config, variants, sim, off, gains);
+  const std::vector<StepPrediction> steps = step_predictions(config, variants, sim, off, means);
+  nlohmann::ordered_json out = {{"gain_predictions", nlohmann::ordered_json::object()},
+                                {"step_predictions", nlohmann::ordered_json::object()}};
+  for (std::size_t p = 0; p < sim.runs.size(); ++p) {
+    if (p > 0) out["gain_predictions"][sim.runs[p].label] = gain_prediction_json(predicted[p]);
+    out["step_predictions"][sim.runs[p].label] = step_prediction_json(steps[p]);
+  }
   return out;
 }
 
@@ -72,7 +81,7 @@ nlohmann::ordered_json cell_predictions(const Config& config, const std::vector<
         const SimulationRun sim = simulate_streamed(config, dataset, {0, 0}, {}, {});  // a cell keeps no rows
         // The config with absolute paths: what the cell's name hashes (grid.cpp), from any folder.
         write_file_atomically(target, summary_json(config.printable(), sim.runs, sim.summaries, config.provenance(),
-                                                   {{"gain_predictions", cell_predictions(config, dataset, sim)}}));
+                                                   cell_predictions(config, dataset, sim)));
       }
     } catch (const std::exception& e) {
       const std::string what = std::string(e.what()).substr(0, 4000);  // below a pipe's buffer: never blocks

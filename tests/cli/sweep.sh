@@ -16,14 +16,16 @@ header='cell,training.world_size,training.global_batch,label.noise,simulation.no
 [[ $(wc -l <"$WORK/a/results.csv") == 25 ]] || fail "results.csv has $(wc -l <"$WORK/a/results.csv") lines, expected 1 + 8 cells x 3 policies"
 [[ $(ls "$WORK/a/cells" | wc -l) == 8 ]] || fail "expected 8 cell files: $(ls "$WORK/a/cells")"
 # Rows in grid order (last key fastest), policies in the config's order, the first policy's gain 0.
-awk -F, 'NR==2 && !($2==2 && $3==16 && $4=="low" && $6=="static" && $(NF-4)==0 && $(NF-5)==0 && $NF=="") {exit 1}
+awk -F, 'NR==2 && !($2==2 && $3==16 && $4=="low" && $6=="static" && $(NF-7)==0 && $(NF-8)==0 && $(NF-3)=="") {exit 1}
          NR==3 && $6!="minmax" {exit 1} NR==5 && $4!="high" {exit 1}' "$WORK/a/results.csv" ||
   fail "results.csv rows out of order: $(head -5 "$WORK/a/results.csv")"
 # gain_pct = 100 (1 - mean_max_step_ms / the cell's first policy's).
-# Each gain lies inside its prediction interval, whose widest source is named.
-awk -F, 'NR>1 { if ($6=="static") base=$8; else { g = 100*(1-$8/base); d = g-$(NF-5); if ($(NF-3)!="step" || d>1e-6 || d<-1e-6) exit 1
-                 if (!($(NF-2) <= g && g <= $(NF-1)) || $NF=="") exit 1 } }' \
-  "$WORK/a/results.csv" || fail "gain_pct is not 100 (1 - mean / first policy's mean) inside gain_lo95 .. gain_hi95"
+# Each gain lies inside its prediction interval, whose widest source is named; each mean step
+# (the first policy's too) inside its own.
+awk -F, 'NR>1 { if ($6=="static") base=$8; else { g = 100*(1-$8/base); d = g-$(NF-8); if ($(NF-6)!="step" || d>1e-6 || d<-1e-6) exit 1
+                 if (!($(NF-5) <= g && g <= $(NF-4)) || $(NF-3)=="") exit 1 }
+                if (!($(NF-2) < $8 && $8 < $(NF-1)) || $NF=="") exit 1 }' \
+  "$WORK/a/results.csv" || fail "gain_pct is not 100 (1 - mean / first policy's mean) inside gain_lo95 .. gain_hi95, or a mean step outside step_lo95 .. step_hi95"
 grep -q '^static ' "$WORK/out" || fail "no per-policy digest printed: $(cat "$WORK/out")"
 
 # One job, and three shards merged: byte-identical results.
