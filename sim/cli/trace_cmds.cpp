@@ -70,7 +70,9 @@ are reduced to their median, and fits minimise relative error:
                       ranks together); the first use of a shape in a process (median extra;
                       emulated ranks share one process); the optimizer's time; with
                       several runs how far their levels differed (a term of every predicted
-                      gain's interval); the tokens their levels cover (beyond them a gain
+                      gain's interval), and with runs of two processes or more how far one
+                      process's level lands from theirs (a term of every predicted step
+                      time's interval); the tokens their levels cover (beyond them a gain
                       carries an "untrained tokens" term); and, replaying them, how much
                       longer their ranks waited for the gradients than the model says
                       (sync_ms: DDP's finalisation, which no profile times). DDP runs only
