@@ -150,6 +150,46 @@ std::string steps_table(const std::vector<std::pair<std::string, std::vector<Ste
   return out + step_row("**all**", all);
 }
 
+// The scorecard's step times: each run's steady-state mean once per campaign (a baseline
+// validated beside several policies, once), and the mean steps registered with an interval.
+class StepTally {
+ public:
+  void add(const std::string& campaign, const nlohmann::json& doc) {
+    for (const auto& [policy, p] : doc["policies"].items()) add_run(campaign, policy, p);
+    if (doc.contains("baseline") && doc["baseline"].is_object() && doc["baseline"].contains("figures"))
+      add_run(campaign, doc["baseline"].value("policy", std::string()), doc["baseline"]["figures"]);
+    if (!doc.contains("registered")) return;
+    const auto& r = doc["registered"];
+    const std::string file = r["file"].get<std::string>();
+    add_registered(file, r["baseline"].value("policy", std::string()), r["baseline"]);
+    for (const auto& [policy, score] : r["policies"].items()) add_registered(file, policy, score);
+  }
+  std::string table() const { return campaigns_.empty() ? "" : steps_table(campaigns_); }
+  std::pair<int, int> registered() const { return registered_; }  // inside, of those with an interval
+
+ private:
+  void add_run(const std::string& campaign, const std::string& policy, const nlohmann::json& f) {
+    if (!f.contains("mean_error_pct") || !runs_.insert({campaign, policy}).second) return;
+    Step st{f["mean_error_pct"].get<double>(), f.value("p95_error_pct", 0.0), std::nullopt,
+            f.value("measured_mean_max_step_ms", 0.0), f.value("predicted_mean_max_step_ms", 0.0)};
+    if (f.contains("predicted_mean_pi95"))
+      st.interval = {f["predicted_mean_pi95"][0].get<double>(), f["predicted_mean_pi95"][1].get<double>()};
+    if (campaigns_.empty() || campaigns_.back().first != campaign) campaigns_.push_back({campaign, {}});
+    campaigns_.back().second.push_back(st);
+  }
+  void add_registered(const std::string& file, const std::string& policy, const nlohmann::json& score) {
+    const std::tuple run{file, policy, score.value("measured_mean_ms", 0.0)};
+    if (!score.contains("measured_mean_in_prediction_interval") || !registered_runs_.insert(run).second) return;
+    ++registered_.second;
+    registered_.first += score["measured_mean_in_prediction_interval"].get<bool>();
+  }
+
+  std::vector<std::pair<std::string, std::vector<Step>>> campaigns_;  // in the order met
+  std::set<std::pair<std::string, std::string>> runs_;                // (campaign, policy)
+  std::pair<int, int> registered_{0, 0};
+  std::set<std::tuple<std::string, std::string, double>> registered_runs_;  // (registration, policy, measured mean)
+};
+
 std::string registered_table(const std::vector<Registered>& rows, std::pair<int, int> steps) {
   std::string out =
       "\n## Registered predictions, scored\n\n"
@@ -203,27 +243,12 @@ std::string scorecard(const std::vector<std::string>& roots) {
   std::vector<Gain> all;
   std::vector<Registered> registered;
   std::set<std::string> scored;  // registrations a validation scored
-  std::pair<int, int> registered_steps{0, 0};  // mean steps inside, of those registered with an interval
-  std::set<std::tuple<std::string, std::string, double>> registered_runs;  // (registration, policy, measured mean)
-  std::vector<std::pair<std::string, std::vector<Step>>> steps;            // by campaign, in the order met
-  std::set<std::pair<std::string, std::string>> runs;                      // (campaign, policy): each run once
-  const auto add_step = [&](const std::string& campaign, const std::string& policy, const nlohmann::json& f) {
-    const double measured = f.value("measured_mean_max_step_ms", 0.0);
-    if (!f.contains("mean_error_pct") || !runs.insert({campaign, policy}).second) return;
-    Step st{f["mean_error_pct"].get<double>(), f.value("p95_error_pct", 0.0), std::nullopt, measured,
-            f.value("predicted_mean_max_step_ms", 0.0)};
-    if (f.contains("predicted_mean_pi95"))
-      st.interval = {f["predicted_mean_pi95"][0].get<double>(), f["predicted_mean_pi95"][1].get<double>()};
-    if (steps.empty() || steps.back().first != campaign) steps.push_back({campaign, {}});
-    steps.back().second.push_back(st);
-  };
+  StepTally steps;
   for (const auto& [path, campaign] : found.validations) {
     const nlohmann::json doc = read_json_file(path);
     if (!doc.contains("policies") || !doc["policies"].is_object())
       throw InputError(path + ": a validation.json without \"policies\" (ddpsim validate writes them)");
-    for (const auto& [policy, p] : doc["policies"].items()) add_step(campaign, policy, p);
-    if (doc.contains("baseline") && doc["baseline"].is_object() && doc["baseline"].contains("figures"))
-      add_step(campaign, doc["baseline"].value("policy", std::string()), doc["baseline"]["figures"]);
+    steps.add(campaign, doc);
     for (const auto& [policy, p] : doc["policies"].items()) {
       if (!p.contains("measured_gain_pct")) continue;  // validated without a baseline: no gain
       Gain g{p["predicted_gain_pct"].get<double>(), p["measured_gain_pct"].get<double>(), std::nullopt, std::nullopt};
@@ -238,14 +263,6 @@ std::string scorecard(const std::vector<std::string>& roots) {
     }
     if (doc.contains("registered")) {
       const auto& r = doc["registered"];
-      const auto count_step = [&](const std::string& policy, const nlohmann::json& score) {
-        const std::tuple run{r["file"].get<std::string>(), policy, score.value("measured_mean_ms", 0.0)};
-        if (!score.contains("measured_mean_in_prediction_interval") || !registered_runs.insert(run).second) return;
-        ++registered_steps.second;
-        registered_steps.first += score["measured_mean_in_prediction_interval"].get<bool>();
-      };
-      count_step(r["baseline"].value("policy", std::string()), r["baseline"]);
-      for (const auto& [policy, score] : r["policies"].items()) count_step(policy, score);
       scored.insert(fs::weakly_canonical(r["file"].get<std::string>()).generic_string());
       for (const auto& [policy, score] : r["policies"].items()) {
         std::string now;
@@ -266,8 +283,8 @@ std::string scorecard(const std::vector<std::string>& roots) {
       "| --- |\n";
   for (const auto& key : order) out += group_row(key.first, key.second, groups[key]);
   if (!all.empty()) out += group_row("**all**", "", all);
-  if (!steps.empty()) out += steps_table(steps);
-  if (!registered.empty()) out += registered_table(registered, registered_steps);
+  out += steps.table();
+  if (!registered.empty()) out += registered_table(registered, steps.registered());
   std::string awaiting;
   for (const std::string& file : found.registrations)
     if (!scored.count(fs::weakly_canonical(file).generic_string())) awaiting += "- " + file + "\n";
