@@ -163,12 +163,12 @@ std::string results_csv(const SweepGrid& grid, const std::vector<nlohmann::order
                 : "");
       add(per_sample ? "sample" : "step");
       // A prediction interval's bounds and widest source, where the cell recorded one.
-      const auto interval = [&](const char* key, const char* bounds) {
+      const auto interval = [&, &policy = label](const char* key, const char* bounds) {
         const auto& predicted = cells[i].value(key, nlohmann::ordered_json::object());
-        if (!predicted.contains(label)) return void(out += ",,,");
-        add(number_field(predicted[label][bounds][0]));
-        add(number_field(predicted[label][bounds][1]));
-        add(csv_field(predicted[label]["mostly"].get<std::string>()));
+        if (!predicted.contains(policy)) return void(out += ",,,");
+        add(number_field(predicted[policy][bounds][0]));
+        add(number_field(predicted[policy][bounds][1]));
+        add(csv_field(predicted[policy]["mostly"].get<std::string>()));
       };
       interval("gain_predictions", "prediction_interval");
       interval("step_predictions", "prediction_interval_ms");
