@@ -78,7 +78,7 @@ TEST_CASE("a step's interval adds its seeds' sides and its terms in quadrature, 
   CHECK(step_prediction_text(s) ==
         "200.00 ms (seeds [196.00, 206.00]; prediction [189.2, 211.7] ms, mostly: "
         "process level)");
-  CHECK(step_terms_text(s) == "noise model ±3.00, process level ±4.00 %");
+  CHECK(terms_text(s.terms, "%") == "noise model ±3.00, process level ±4.00 %");
   // Terms that would take the step below 0 stop at 0.
   CHECK(predict_step(10, 10, 10, {{"training loop", 150}}).lo_ms == 0);
 }

@@ -252,12 +252,10 @@ void add_step_prediction(PolicyValidation& v, const PerfModel& model, const Repl
   const auto at = [&](const SimulationRun& run) { return replayed_mean_ms(run.runs[p], v.first_step, v.steps); };
   std::vector<VariantStep> variants;
   for (const Replays::Variant& x : r.variants) variants.push_back({x.term, at(baseline ? x.baseline : x.measured)});
-  std::vector<UncertaintyTerm> terms = step_variant_terms(v.predicted_mean_ms, variants);
-  if (const SimulationRun& quiet = baseline ? r.quiet_baseline : r.quiet_measured; !quiet.runs.empty())
-    terms.push_back({"noise model", 100 * std::abs(at(quiet) / v.predicted_mean_ms - 1)});
-  for (UncertaintyTerm& t : step_fixed_terms(model)) terms.push_back(std::move(t));
+  const SimulationRun& quiet = baseline ? r.quiet_baseline : r.quiet_measured;
   const Interval steps = mean_interval(v.predicted_steps_ms);
-  v.predicted_mean_pi = predict_step(v.predicted_mean_ms, steps.low, steps.high, std::move(terms));
+  v.predicted_mean_pi = mean_step_prediction(model, v.predicted_mean_ms, variants, quiet.runs.empty() ? NAN : at(quiet),
+                                             v.predicted_mean_ms, steps.low, steps.high);
 }
 
 void add_step_predictions(Validation& v, const PerfModel& model, const Replays& r) {

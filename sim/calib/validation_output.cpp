@@ -50,7 +50,7 @@ std::string report_table(const ValidationSet& set, bool has_baseline) {
     const StepPrediction& s = p.predicted_mean_pi;
     std::snprintf(line, sizeof line, "  %-26s mean %.2f .. %.2f ms, mostly: %s; the measured mean %s\n    %s\n",
                   label.c_str(), s.lo_ms, s.hi_ms, s.mostly == "seeds" ? "steps" : s.mostly.c_str(),
-                  s.holds(p.measured_mean_ms) ? "inside" : "outside", step_terms_text(s).c_str());
+                  s.holds(p.measured_mean_ms) ? "inside" : "outside", terms_text(s.terms, "%").c_str());
     out += line;
   };
   for (const auto& p : policies) predicted(p, p.policy);
@@ -173,7 +173,7 @@ nlohmann::ordered_json figures(const PolicyValidation& p) {
                                 {"measured_mean_ci95", {p.measured_mean_ci.low, p.measured_mean_ci.high}},
                                 {"measured_p95_ci95", {p.measured_p95_ci.low, p.measured_p95_ci.high}},
                                 {"predicted_mean_pi95", {p.predicted_mean_pi.lo_ms, p.predicted_mean_pi.hi_ms}},
-                                {"predicted_mean_pi_terms_pct", step_terms_json(p.predicted_mean_pi)},
+                                {"predicted_mean_pi_terms_pct", terms_json(p.predicted_mean_pi.terms)},
                                 {"predicted_mean_pi_mostly", p.predicted_mean_pi.mostly},
                                 {"measured_mean_in_prediction_interval", p.predicted_mean_pi.holds(p.measured_mean_ms)},
                                 {"phases", phases_json(p)}};

@@ -79,7 +79,7 @@ std::string step_predictions_report(const PerfModel& model, const std::vector<st
   for (const std::string& label : labels) width = std::max(width, label.size());
   for (std::size_t p = 0; p < steps.size(); ++p)
     out += "  " + labels[p] + std::string(width - labels[p].size(), ' ') + "  " + step_prediction_text(steps[p]) +
-           "\n  " + std::string(width, ' ') + "  " + step_terms_text(steps[p]) + "\n";
+           "\n  " + std::string(width, ' ') + "  " + terms_text(steps[p].terms, "%") + "\n";
   out += "  " + step_level_source(model) + "\n";
   return out;
 }

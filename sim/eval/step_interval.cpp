@@ -74,40 +74,29 @@ std::string step_prediction_text(const StepPrediction& s, const char* seeds_name
   return text;
 }
 
-std::string step_terms_text(const StepPrediction& s) {
-  std::string out;
-  for (const UncertaintyTerm& t : s.terms) {
-    char text[96];
-    std::snprintf(text, sizeof text, "%s%s ±%.2f", out.empty() ? "" : ", ", t.name.c_str(), t.half_width_pp);
-    out += text;
-  }
-  return out.empty() ? "none" : out + " %";
-}
-
-nlohmann::ordered_json step_terms_json(const StepPrediction& s) {
-  nlohmann::ordered_json terms = nlohmann::ordered_json::object();
-  for (const UncertaintyTerm& t : s.terms) terms[t.name] = t.half_width_pp;
-  return terms;
-}
-
 nlohmann::ordered_json step_prediction_json(const StepPrediction& s) {
   return {{"mean_ms", s.mean_ms},
           {"seeds_interval_ms", {s.seeds_lo_ms, s.seeds_hi_ms}},
           {"prediction_interval_ms", {s.lo_ms, s.hi_ms}},
           {"mostly", s.mostly},
-          {"terms_half_width_pct", step_terms_json(s)}};
+          {"terms_half_width_pct", terms_json(s.terms)}};
+}
+
+StepPrediction mean_step_prediction(const PerfModel& model, double at_ms, std::span<const VariantStep> variants,
+                                    double quiet_ms, double mean_ms, double lo_ms, double hi_ms) {
+  std::vector<UncertaintyTerm> terms = step_variant_terms(at_ms, variants);
+  if (!std::isnan(quiet_ms)) terms.push_back({"noise model", 100 * std::abs(quiet_ms / at_ms - 1)});
+  for (UncertaintyTerm& t : step_fixed_terms(model)) terms.push_back(std::move(t));
+  return predict_step(mean_ms, lo_ms, hi_ms, std::move(terms));
 }
 
 namespace {
 
-// One run's mean step: at the config's seed `at_seed`, over the seeds `means`, beside its
-// variants and its noise-off mean (NaN: none).
+// One run's mean step over the seeds `means`, the first at the config's seed `at_seed`.
 StepPrediction predict_one(const PerfModel& model, double at_seed, std::span<const VariantStep> variants,
                            double quiet_ms, const std::vector<double>& means) {
-  std::vector<UncertaintyTerm> terms = step_variant_terms(at_seed, variants);
-  if (!std::isnan(quiet_ms)) terms.push_back({"noise model", 100 * std::abs(quiet_ms / at_seed - 1)});
-  for (UncertaintyTerm& t : step_fixed_terms(model)) terms.push_back(std::move(t));
-  return predict_step(mean(means), percentile(means, 2.5), percentile(means, 97.5), std::move(terms));
+  return mean_step_prediction(model, at_seed, variants, quiet_ms, mean(means), percentile(means, 2.5),
+                              percentile(means, 97.5));
 }
 
 }  // namespace

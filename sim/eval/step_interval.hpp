@@ -52,11 +52,13 @@ StepPrediction predict_step(double mean_ms, double seeds_lo_ms, double seeds_hi_
 
 // "422.86 ms (seeds [413.65, 426.15]; prediction [340.2, 505.5] ms, mostly: process level)"
 std::string step_prediction_text(const StepPrediction& s, const char* seeds_name = "seeds");
-// "fit ±10.9, process level ±15.0 %"
-std::string step_terms_text(const StepPrediction& s);
 nlohmann::ordered_json step_prediction_json(const StepPrediction& s);
-// Its terms alone: {"process level": 15.0, ...}.
-nlohmann::ordered_json step_terms_json(const StepPrediction& s);
+
+// A mean step's prediction: its terms beside the run at `at_ms` (its variants, its noise-off mean
+// `quiet_ms`, NaN: none, and the model's fixed terms) around `mean_ms` and its range [lo, hi]
+// (the seeds', or a replay's steps').
+StepPrediction mean_step_prediction(const PerfModel& model, double at_ms, std::span<const VariantStep> variants,
+                                    double quiet_ms, double mean_ms, double lo_ms, double hi_ms);
 
 // Each policy's mean max step prediction: `means[p]` over the seeds, the first at the config's
 // seed, whose run is `first` (its noise-off run `quiet`, null: none), beside the model's

@@ -350,25 +350,33 @@ std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name
          (g.told_from_noise() ? ")" : "; cannot be told from no gain)");
 }
 
-std::string terms_text(const GainPrediction& g) {
+std::string terms_text(std::span<const UncertaintyTerm> terms, const char* unit) {
   std::string out;
-  for (const UncertaintyTerm& t : g.terms) {
+  for (const UncertaintyTerm& t : terms) {
     char text[96];
     std::snprintf(text, sizeof text, "%s%s ±%.2f", out.empty() ? "" : ", ", t.name.c_str(), t.half_width_pp);
     out += text;
   }
-  return out.empty() ? "none" : out + " pp";
+  return out.empty() ? "none" : out + " " + unit;
+}
+
+std::string terms_text(const GainPrediction& g) {
+  return terms_text(g.terms, "pp");
+}
+
+nlohmann::ordered_json terms_json(std::span<const UncertaintyTerm> terms) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const UncertaintyTerm& t : terms) out[t.name] = t.half_width_pp;
+  return out;
 }
 
 nlohmann::ordered_json gain_prediction_json(const GainPrediction& g) {
-  nlohmann::ordered_json terms = nlohmann::ordered_json::object();
-  for (const UncertaintyTerm& t : g.terms) terms[t.name] = t.half_width_pp;
   return {{"gain_pct", g.gain_pct},
           {"seeds_interval", {g.seeds_lo, g.seeds_hi}},
           {"prediction_interval", {g.lo, g.hi}},
           {"mostly", g.mostly},
           {"regime", g.regime},
-          {"terms_half_width_pp", terms},
+          {"terms_half_width_pp", terms_json(g.terms)},
           {"told_from_noise", g.told_from_noise()},
           {"per_sample", g.per_sample}};
 }

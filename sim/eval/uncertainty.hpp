@@ -129,7 +129,10 @@ std::vector<std::vector<VariantRun>> config_variant_runs(std::span<const Config>
 // "+21.30% (seeds [+20.30, +22.20]; prediction [+9.0, +31.0], mostly: spec-derived compute)"
 std::string gain_prediction_text(const GainPrediction& g, const char* seeds_name = "seeds");
 nlohmann::ordered_json gain_prediction_json(const GainPrediction& g);
-// The terms' half-widths in one line: "model form ±1.6, session ±0.5, first use ±0.2 pp".
+// The terms' half-widths in one line: "model form ±1.6, session ±0.5, first use ±0.2 pp" (a gain's
+// in pp, a step time's in %), and as a JSON object of name: half-width.
+std::string terms_text(std::span<const UncertaintyTerm> terms, const char* unit);
 std::string terms_text(const GainPrediction& g);
+nlohmann::ordered_json terms_json(std::span<const UncertaintyTerm> terms);
 
 }  // namespace ddpsim
