@@ -75,7 +75,8 @@ TEST_CASE("runs at known levels by tokens calibrate back to them, and runs of ot
   CHECK(t.run_levels[1].level / t.run_levels[0].level == doctest::Approx(1.0).epsilon(0.02));
 
   // With one level, the sorted run's small shapes read as a faster run, and its spread as noise.
-  const TrainingFit one = fit_training(runs, leveled_surface(), false);
+  const TrainingFit one =
+      fit_training(runs, leveled_surface(), {.levels_by_tokens = false, .warmup = AUTO_WARMUP, .pooled = {}});
   CHECK(one.step_levels.empty());
   REQUIRE(one.run_levels.size() == 2);
   CHECK(std::abs(one.run_levels[1].level / one.run_levels[0].level - 1) > 0.05);

@@ -115,6 +115,41 @@ TEST_CASE("a shape's first use is charged once per process: per rank, once for a
   CHECK(per_rank > static_cast<long>(all.size()));
 }
 
+// A process's slow start (DDP's bucket rebuild after step 0, allocators filling) is no noise to
+// draw for any step: its slow leading steps leave the fit, where slow steps later on stay.
+TEST_CASE("a process's slow leading steps are left out of the fit, slow steps later on are not") {
+  const Config config = spiky_config("static", "shared", 120);
+  const auto dataset = make_length_source(config.data, 256)->dataset(5);
+  const Trace run = as_trace(simulate(config, dataset), "4");
+  const auto slowed = [&](int from, int to) {
+    Trace t = run;
+    for (RankStep& r : t.runs[0].rows)
+      if (r.step >= from && r.step <= to) r.fwd_ms *= 5, r.bwd_ms *= 5;
+    return fit_training({t}, known_surface(*config.model));
+  };
+  const TrainingFit quiet = fit_training({run}, known_surface(*config.model));
+  REQUIRE(quiet.first_uses >= kMinFirstUses);
+  REQUIRE(quiet.warmups.size() == 1);
+  CHECK(quiet.warmups[0].left_out == 0);
+
+  const TrainingFit slow_start = slowed(1, 2);
+  MESSAGE(training_report(slow_start));
+  REQUIRE(slow_start.warmups.size() == 1);
+  CHECK(slow_start.warmups[0].left_out == 2);
+  CHECK(slow_start.warmups[0].first_kept == 3);
+  CHECK(slow_start.warmups[0].slowest > 4);
+  CHECK(slow_start.step_factors.size() == quiet.step_factors.size() - 2);
+  CHECK(slow_start.factor_mean == doctest::Approx(quiet.factor_mean).epsilon(0.02));
+  CHECK(slow_start.factor_p99 == doctest::Approx(quiet.factor_p99).epsilon(0.02));
+  CHECK(training_report(slow_start).find("warm-up: left out steps 1 to 2 of simulated.csv") != std::string::npos);
+  CHECK(training_report(quiet).find("warm-up") == std::string::npos);
+
+  const TrainingFit slow_later = slowed(40, 41);
+  CHECK(slow_later.warmups[0].left_out == 0);
+  CHECK(slow_later.step_factors.size() == quiet.step_factors.size());
+  CHECK(slow_later.factor_mean > 1.02 * quiet.factor_mean);
+}
+
 TEST_CASE("--training needs timed steps after step 0") {
   const Config config = spiky_config("static", "own", 1);
   const auto dataset = make_length_source(config.data, 256)->dataset(5);

@@ -274,7 +274,8 @@ def calibrate(profiles, out: Optional[str] = None, *, progress: Union[None, bool
               **options) -> Outputs:
     """``ddpsim calibrate PROFILE... --out OUT``: a performance model fitted to profiled traces;
     ``options`` are calibrate's own (``base="layout.json"``, ``training=["run.csv"]``,
-    ``training_levels="one"``, ``pool_run_levels=["earlier.json"]``, ``form="roofline"``, ``gpu="..."``). Returns the outputs, the model as ``.model`` (a dict);
+    ``training_levels="one"``, ``training_warmup=0``, ``pool_run_levels=["earlier.json"]``, ``form="roofline"``,
+    ``gpu="..."``). Returns the outputs, the model as ``.model`` (a dict);
     with ``out``, the model file is written there too."""
     profiles = [profiles] if isinstance(profiles, (str, os.PathLike)) else list(profiles)
     with tempfile.TemporaryDirectory(prefix="ddpsim-") as folder:

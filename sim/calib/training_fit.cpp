@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <set>
-#include <tuple>
 
 #include "common/error.hpp"
 #include "common/stats.hpp"
@@ -15,17 +13,6 @@
 namespace ddpsim {
 
 namespace {
-
-struct Timed {
-  int step, run, rank;
-  const RankStep* row;
-};
-
-// One process for all ranks where ddptrain played them in turn (--emulate-ranks), else one each.
-bool one_process(const Trace& t) {
-  const auto said = t.metadata.find("emulated_ranks");
-  return said != t.metadata.end() && said->second != "0" && said->second != "1";
-}
 
 // One training run's rank-steps: compute over the surface, the surface's sum, optimizer times.
 struct RunTimes {
@@ -144,19 +131,6 @@ void optimizer_control(const std::vector<RunTimes>& runs, TrainingFit& fit) {
   }
 }
 
-// A rank-step's forward and backward on the profile's surface, over its micro-batches.
-double surface_ms(const Calibration& c, const RankStep& r) {
-  if (c.packed)
-    return c.forward.model.packed(double(r.real_tokens), double(r.sq_tokens)) +
-           c.backward.model.packed(double(r.real_tokens), double(r.sq_tokens));
-  if (r.micro.empty())
-    return c.forward.model.at(r.batch_size, r.max_len) + c.backward.model.at(r.batch_size, r.max_len);
-  double sum = 0;
-  for (const auto& mb : r.micro)
-    sum += c.forward.model.at(mb.batch_size, mb.max_len) + c.backward.model.at(mb.batch_size, mb.max_len);
-  return sum;
-}
-
 // One step of one run: each rank's compute measured and on the surface, and whether it met a shape first.
 struct Step {
   std::vector<double> measured, predicted;
@@ -166,7 +140,8 @@ struct Step {
   std::vector<int> level_b;                  // level_samples
 };
 
-// Every timed rank-step after step 0 of the traces, in the order they ran.
+// Every timed rank-step after its process's warm-up (step 0 and any slow leading steps), in the
+// order they ran.
 struct TimedSteps {
   std::vector<Step> steps;
   std::vector<RunTimes> runs;
@@ -175,17 +150,6 @@ struct TimedSteps {
   std::vector<SteadyStep> steady;
   std::string files;
 };
-
-// A trace's runs in the order their rows ran: step by step, the policies in turn, then ranks.
-std::vector<Timed> run_order(const Trace& t) {
-  std::vector<Timed> order;
-  for (std::size_t k = 0; k < t.runs.size(); ++k)
-    for (const RankStep& r : t.runs[k].rows) order.push_back({r.step, static_cast<int>(k), r.rank, &r});
-  std::stable_sort(order.begin(), order.end(), [](const Timed& a, const Timed& b) {
-    return std::tie(a.step, a.run, a.rank) < std::tie(b.step, b.run, b.rank);
-  });
-  return order;
-}
 
 // A trace's `interleaved` metadata line (ddptrain --policy A,B,...: a step of each in turn), or "".
 std::string turns_of(const Trace& t) {
@@ -209,18 +173,12 @@ TimedSteps read_steps(const std::vector<Trace>& training, const Calibration& c, 
           {t.runs.size() > 1 ? t.path + " (" + run.label + ")" : t.path, run.label, session_of(t), {}, {}, {}, {}, {}});
     // Trained in turn: every trace says so, naming the same policies.
     fit.runs_in_turn = fit.runs_in_turn && !turns_of(t).empty() && turns_of(t) == turns_of(training.front());
-    const bool shared = one_process(t);
-    std::map<int, std::set<std::pair<int, int>>> met;    // per process
+    const int first_kept = first_kept_step(fit.warmups, t.path);
     std::map<std::pair<int, int>, std::size_t> step_of;  // (run, step) -> index in steps
-    for (const Timed& x : run_order(t)) {
+    for (const RanRankStep& x : in_run_order(t)) {
       const RankStep& r = *x.row;
-      bool first = false;
-      auto& seen = met[shared ? 0 : r.rank];
-      if (r.micro.empty())
-        first = seen.emplace(r.batch_size, r.max_len).second;
-      else
-        for (const auto& mb : r.micro) first = seen.emplace(mb.batch_size, mb.max_len).second || first;
-      if (r.step < 1 || std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms)) continue;
+      const bool first = x.first;
+      if (r.step < first_kept || std::isnan(r.fwd_ms) || std::isnan(r.bwd_ms)) continue;
       const double predicted = surface_ms(c, r);
       if (!(predicted > 0)) continue;
       ++all.timed;
@@ -328,15 +286,20 @@ void tokens_range(const std::vector<SteadyStep>& steady, TrainingFit& fit) {
 
 }  // namespace
 
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens,
-                         std::vector<PooledRunLevels> pooled) {
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, TrainingFitOptions options) {
   TrainingFit fit;
-  fit.pooled = std::move(pooled);
+  const bool levels_by_tokens = options.levels_by_tokens;
+  fit.pooled = std::move(options.pooled);
+  fit.warmup_asked = options.warmup;
+  fit.warmups = leading_steps(training, c, options.warmup);
   TimedSteps read = read_steps(training, c, fit);
   // Whole steps only, all of one world: a step's ranks are drawn together.
   std::size_t width = 0;
   for (const Step& s : read.steps) width = std::max(width, s.measured.size());
   std::erase_if(read.steps, [&](const Step& s) { return s.measured.size() != width; });
+  if (read.steps.empty() && options.warmup > 0)
+    throw InputError(read.files + ": no step after step 0 and the " + std::to_string(options.warmup) +
+                     " --training-warmup leaves out with every rank's fwd_ms and bwd_ms timed: give a smaller one");
   if (read.steps.empty())
     throw InputError(read.files +
                      ": no step after step 0 with every rank's fwd_ms and bwd_ms timed: --training takes "
@@ -361,7 +324,12 @@ TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& 
   optimizer_control(read.runs, fit);
   samples_range(read.steps, fit);
   char line[256];
-  std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1) of ", fit.step_factors.size(), width);
+  int left_out = 0;
+  for (const LeadingSteps& w : fit.warmups) left_out += w.left_out;
+  std::snprintf(line, sizeof line, "%zu steps × %zu ranks (from step 1%s) of ", fit.step_factors.size(), width,
+                left_out == 0                     ? ""
+                : fit.warmup_asked == AUTO_WARMUP ? ", each process's slow leading steps left out"
+                                                  : ", each process's warm-up left out");
   fit.source = line + read.files;
   return fit;
 }

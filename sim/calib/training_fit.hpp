@@ -15,6 +15,7 @@
 #include "calib/pooled_levels.hpp"
 #include "calib/step_levels.hpp"
 #include "calib/trace_reader.hpp"
+#include "calib/warmup.hpp"
 
 namespace ddpsim {
 
@@ -51,6 +52,8 @@ struct TrainingFit {
   double above_share = 0, steps_scale = 1;
   RegimeSpread below, above;
   std::string source;  // one line: which traces, how many steps and ranks
+  std::vector<LeadingSteps> warmups;  // each process's leading steps left out of every figure
+  int warmup_asked = AUTO_WARMUP;     // the steps each process leaves out where the user said
   // Each run's level, its rank-steps' compute and optimizer over the pooled runs' (its own
   // shapes at the pooled factor and optimizer), and the 95% half-width of the ratio of two
   // levels of one session's runs (PerfModel::run_level_spread; 0 with one run and none pooled).
@@ -84,11 +87,15 @@ inline double fit_level(const TrainingFit& fit, int samples, long long tokens) {
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.
 inline constexpr long kMinFirstUses = 5;
 
-// Throws InputError naming the trace when it holds no timed rank-step after step 0, or ranks
-// of unequal counts across its runs.
-// `pooled`: earlier models' run levels, pooled into the run-level spread.
-TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, bool levels_by_tokens = true,
-                         std::vector<PooledRunLevels> pooled = {});
+struct TrainingFitOptions {
+  bool levels_by_tokens = true;         // false: one level for every shape (--training-levels one)
+  int warmup = AUTO_WARMUP;             // steps after step 0 each process leaves out (leading_steps)
+  std::vector<PooledRunLevels> pooled;  // earlier models' run levels, pooled into the run-level spread
+};
+
+// Throws InputError naming the trace when it holds no timed rank-step after its warm-up, or
+// ranks of unequal counts across its runs.
+TrainingFit fit_training(const std::vector<Trace>& training, const Calibration& c, TrainingFitOptions options = {});
 
 // Amends a calibrated model (calibrated_model's document) with the fit: the measured steps in
 // place of the profile's noise (keeping its knee, across which a factor is scaled), the

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "calib/training_fit.hpp"
+#include "calib/validate.hpp"
 
 namespace ddpsim {
 
@@ -147,6 +148,27 @@ std::string step_levels_report(const TrainingFit& t) {
          "factor about it\n";
 }
 
+// Which processes' slow leading steps the fit left out, so that a reader can check them.
+std::string warmup_report(const TrainingFit& t) {
+  std::string each;
+  char line[128];
+  for (const LeadingSteps& w : t.warmups) {
+    if (w.left_out == 0) continue;
+    const int first = w.first_kept - w.left_out;
+    std::string paths;
+    for (const std::string& p : w.paths) paths += (paths.empty() ? "" : ", ") + p;
+    std::snprintf(line, sizeof line, " (the slowest ×%.2f the process's settled median)", w.slowest);
+    each += (each.empty() ? "" : "; ") + steps_text(first, w.first_kept) + " of " + paths + line;
+  }
+  if (each.empty()) return "";
+  if (t.warmup_asked != AUTO_WARMUP)
+    return "            warm-up: left out " + std::to_string(t.warmup_asked) +
+           " step(s) after step 0 of every process, as --training-warmup asked\n";
+  return "            warm-up: left out " + each +
+         ": a process's leading steps far slower than its second half (above its P99 and 1.5× its median), "
+         "which drawn as noise would strike any simulated step\n";
+}
+
 }  // namespace
 
 std::string training_report(const TrainingFit& t) {
@@ -160,6 +182,7 @@ std::string training_report(const TrainingFit& t) {
                 t.step_levels.empty() && t.samples_levels.empty() ? "" : " and the level at its shape", t.factor_p50,
                 t.factor_mean, t.factor_p95, t.factor_p99, t.spike_pct);
   out += line;
+  out += warmup_report(t);
   out += step_levels_report(t);
   if (!t.lone_sizes.empty()) {
     std::string sizes;

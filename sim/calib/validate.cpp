@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "calib/pooled_levels.hpp"
+#include "calib/warmup.hpp"
 #include "common/error.hpp"
 #include "common/stats.hpp"
 
@@ -88,9 +89,8 @@ int settled_step(const std::vector<double>& max_step_ms) {
   }
   if (start + window > n / 2) return static_cast<int>(n / 2);  // never settled: half the run
   // A window's median passes over a lone slow first step (the process's start, a first CUDA
-  // use): one far slower than the settled half is warm-up too. P99, not the maximum, so that a
-  // late outlier does not keep it; 1.5×, so that a quiet run's slightly slower start stays.
-  const double far = std::max(percentile(second_half, 99), 1.5 * steady);
+  // use): one far slower than the settled half is warm-up too.
+  const double far = far_slower(second_half);
   while (start < n / 2 && max_step_ms[start] > far) ++start;
   return static_cast<int>(start);
 }

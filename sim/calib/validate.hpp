@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/trace_reader.hpp"
+#include "calib/warmup.hpp"
 #include "common/bootstrap.hpp"
 #include "eval/simulate.hpp"
 #include "eval/step_interval.hpp"
@@ -95,7 +96,6 @@ int settled_step(const std::vector<double>& max_step_ms);
 // `warmup` steps of every run are left out of the steady-state figures; AUTO_WARMUP finds
 // each run's own with settled_step(), or, for a baseline trained in turn with the measured
 // policies by one ddptrain run, the latest of theirs for all.
-constexpr int AUTO_WARMUP = -1;
 Validation validate(const Trace& measured, const Config& config, const Trace* baseline, int warmup = AUTO_WARMUP);
 
 // "step N" or "steps N to M", of the step numbers [first, end).

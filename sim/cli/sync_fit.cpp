@@ -50,7 +50,8 @@ class TemporaryModel {
 
 }  // namespace
 
-SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& training) {
+SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& training,
+                 const std::vector<LeadingSteps>& warmups) {
   SyncFit fit;
   std::optional<TemporaryModel> file;  // written once a run is to be replayed: none may be
   po::variables_map vm;
@@ -70,17 +71,19 @@ SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& 
       continue;
     }
     long counted = 0;
+    const int first_kept = first_kept_step(warmups, trace.path);
     for (std::size_t p = 0; p < trace.runs.size() && p < sim.runs.size(); ++p) {
       const auto &rows = trace.runs[p].rows, &simulated = sim.runs[p].rows;
       if (rows.size() != simulated.size()) continue;
-      for (std::size_t i = 0; i < rows.size(); ++i) {  // from step 1: step 0 also warms the process up
-        if (rows[i].step == 0 || !std::isfinite(rows[i].comm_wait_ms) || !std::isfinite(simulated[i].comm_wait_ms))
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].step < first_kept || !std::isfinite(rows[i].comm_wait_ms) ||
+            !std::isfinite(simulated[i].comm_wait_ms))
           continue;
         measured += rows[i].comm_wait_ms, replayed += simulated[i].comm_wait_ms, ++counted;
       }
     }
     if (counted == 0) {
-      fit.skipped.push_back(trace.path + ": no comm_wait_ms from step 1 on");
+      fit.skipped.push_back(trace.path + ": no comm_wait_ms after the warm-up");
       continue;
     }
     fit.rank_steps += counted, ++fit.runs;

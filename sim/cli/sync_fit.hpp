@@ -12,11 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/trace_reader.hpp"
+#include "calib/warmup.hpp"
 
 namespace ddpsim::cli {
 
 struct SyncFit {
-  long rank_steps = 0;  // the steps from 1 on of the runs that measured their own comm wait
+  long rank_steps = 0;  // the steps after each process's warm-up of the runs that measured their own comm wait
   int runs = 0;
   double measured_ms = 0, replayed_ms = 0;  // mean comm wait a rank-step
   std::vector<std::string> skipped;         // "RUN: why", each a run not compared
@@ -25,8 +26,10 @@ struct SyncFit {
 
 // Replays each training run under `model` (its JSON as calibrate will write it) and compares the
 // ranks' comm wait with the run's; runs with emulated ranks (their allreduce modelled, not
-// measured) or a single rank are skipped.
-SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& training);
+// measured) or a single rank are skipped. Each process's warm-up (step 0 and `warmups`' slow
+// leading steps) is left out, as the training fit leaves it.
+SyncFit fit_sync(const nlohmann::ordered_json& model, const std::vector<Trace>& training,
+                 const std::vector<LeadingSteps>& warmups);
 // The model's sync_ms and sync_source from the fit (none where it found nothing to add).
 void add_sync(nlohmann::ordered_json& model, const SyncFit& fit);
 // calibrate's report line ("" where no run could be compared and none was skipped).

@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 
+#include "calib/warmup.hpp"
 #include "cli/config_args.hpp"
 #include "cli/run_report.hpp"
 #include "common/error.hpp"
@@ -236,6 +237,20 @@ bool fit_to_trace(nlohmann::json& doc, const po::variables_map& vm, const Trace&
 }
 
 }  // namespace
+
+int parse_warmup(const std::string& option, const std::string& text) {
+  if (text == "auto") return AUTO_WARMUP;
+  std::size_t used = 0;
+  int warmup = -1;
+  try {
+    warmup = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || warmup < 0)
+    throw UsageError(option + " is a number of steps ≥ 0 or auto, got \"" + text + "\"");
+  return warmup;
+}
 
 Config config_for_trace(const po::variables_map& vm, const Trace& trace) {
   const int G = trace.runs.front().G;

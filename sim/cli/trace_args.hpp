@@ -15,6 +15,9 @@ namespace ddpsim::cli {
 // folder, not the config's) and the trace's world size and step count, so that rank_speed and
 // stragglers are checked against its ranks and steps. What the trace fixes itself (steps,
 // batches, micro-batches, lengths, policies, data) cannot be set: replay would ignore it.
+// A --warmup or --training-warmup value: a number of steps ≥ 0, or auto (AUTO_WARMUP).
+int parse_warmup(const std::string& option, const std::string& text);
+
 Config config_for_trace(const po::variables_map& vm, const Trace& trace);
 
 void add_replay_options(po::options_description& visible, po::options_description& hidden,

@@ -59,7 +59,9 @@ are reduced to their median, and fits minimise relative error:
                       the update's share of the optimizer, which ZeRO divides over the ranks
                       (# optimizer_update_share=: ddptrain --profile, ddpsim.torch.profile())
   --training RUN...   training runs of the setting, kept out of the surface. From their
-                      rank-steps (from step 1): their level by padded tokens a rank-step
+                      rank-steps after each process's warm-up (step 0, and leading steps
+                      far slower than the process's second half, which the report names):
+                      their level by padded tokens a rank-step
                       (the medians of up to six bins in token order, each run's own level
                       taken out where runs share shapes), so that a policy or batch size of
                       other shapes takes its own level (--training-levels one: one level);
@@ -196,6 +198,9 @@ po::options_description calibrate_options() {
       "training-levels", po::value<std::string>()->default_value("tokens"),
       "tokens (the runs' level by padded tokens a rank-step, where their steady rank-steps fill two bins of at "
       "least 40 at different token counts) or one (a single level for every shape)")(
+      "training-warmup", po::value<std::string>()->default_value("auto"),
+      "steps after step 0 that each process's runs leave out: auto (its leading steps far slower than its "
+      "second half, first uses' cost aside; at most a quarter of its steps) or a number, 0 for every step")(
       "pool-run-levels", po::value<std::vector<std::string>>()->multitoken(),
       "MODEL.json...: earlier models calibrated with --training on this machine; their runs' levels, each about "
       "its session's mean within its model, are pooled with these runs' into the run-level spread (a few pre-runs "
@@ -204,8 +209,8 @@ po::options_description calibrate_options() {
   return visible;
 }
 
-// The options that need others, before any file is read; whether the levels are by tokens.
-bool check_calibrate_args(const po::variables_map& vm) {
+// The options that need others, before any file is read; the training fit's options they give.
+TrainingFitOptions check_calibrate_args(const po::variables_map& vm) {
   if (vm.count("pool-run-levels"))  // a profile after the list is taken into it
     for (const std::string& path : vm["pool-run-levels"].as<std::vector<std::string>>())
       if (path.ends_with(".csv"))
@@ -220,7 +225,12 @@ bool check_calibrate_args(const po::variables_map& vm) {
     throw UsageError("--training-levels describes the --training runs' fit: give --training RUN...");
   if (vm.count("pool-run-levels") && !vm.count("training"))
     throw UsageError("--pool-run-levels adds to the --training runs' run-level spread: give --training RUN...");
-  return levels == "tokens";
+  if (!vm["training-warmup"].defaulted() && !vm.count("training"))
+    throw UsageError("--training-warmup describes the --training runs' fit: give --training RUN...");
+  TrainingFitOptions options;
+  options.levels_by_tokens = levels == "tokens";
+  options.warmup = parse_warmup("--training-warmup", vm["training-warmup"].as<std::string>());
+  return options;
 }
 
 // A pooled model whose levels were fitted about levels by tokens where this one's are about one
@@ -328,7 +338,7 @@ int calibrate(const Args& args) {
                          (i + 1 < args.size() ? ", got " + args[i + 1] : std::string()));
   po::variables_map vm;
   if (!parse(args, CALIBRATE_USAGE, visible, hidden, positional, vm)) return 0;
-  const bool levels_by_tokens = check_calibrate_args(vm);
+  TrainingFitOptions fit_options = check_calibrate_args(vm);
   std::set<std::filesystem::path> named;
   const std::vector<Trace> traces = read_profiles(vm, named);
   const PerfModel base = load_perf_model(vm["base"].as<std::string>());
@@ -340,7 +350,7 @@ int calibrate(const Args& args) {
   std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>() : "";
   if (gpu.empty() && traces.front().metadata.count("device")) gpu = traces.front().metadata.at("device");
   const std::vector<Trace> training = read_training(vm, traces, named);
-  std::vector<PooledRunLevels> pooled = pooled_levels(vm, training, gpu);
+  fit_options.pooled = pooled_levels(vm, training, gpu);
   std::vector<std::filesystem::path> outputs{vm["out"].as<std::string>()};
   if (vm.count("residuals")) outputs.emplace_back(vm["residuals"].as<std::string>());
   check_outputs(outputs);  // after every input is read (none overwritten), before the long fit
@@ -354,11 +364,11 @@ int calibrate(const Args& args) {
   add_update_share(model, update_share);
   std::string report = fit_report(c) + allgather_report(allgather) + update_share_report(update_share);
   if (!training.empty()) {
-    const TrainingFit t = fit_training(training, c, levels_by_tokens, std::move(pooled));
+    const TrainingFit t = fit_training(training, c, std::move(fit_options));
     warn_levels_read_otherwise(t);
     add_training(model, t, training);
     report += training_report(t);
-    const SyncFit sync = fit_sync(model, training);
+    const SyncFit sync = fit_sync(model, training, t.warmups);
     add_sync(model, sync);
     report += sync_report(sync);
   }

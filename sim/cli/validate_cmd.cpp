@@ -109,20 +109,6 @@ std::unique_ptr<Trace> read_baseline(const po::variables_map& vm, const Trace& m
   return baseline;
 }
 
-int parse_warmup(const std::string& text) {
-  if (text == "auto") return AUTO_WARMUP;
-  std::size_t used = 0;
-  int warmup = -1;
-  try {
-    warmup = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || warmup < 0)
-    throw UsageError("--warmup is a number of steps ≥ 0 or auto, got \"" + text + "\"");
-  return warmup;
-}
-
 // A registration of configs against each other: one column's run scored against the base's, over
 // every step, from the two traces alone (each is a run of its own setting; no replay).
 int validate_column(const po::variables_map& vm, const Registration& r) {
@@ -210,7 +196,7 @@ int validate(const Args& given) {
   const std::unique_ptr<Trace> baseline = read_baseline(vm, measured);
   if (registration) check_registered_setting(*registration, measured, baseline.get());
   const Config config = config_for_trace(vm, measured);
-  const int warmup = parse_warmup(vm["warmup"].as<std::string>());
+  const int warmup = parse_warmup("--warmup", vm["warmup"].as<std::string>());
   if (vm.count("out"))
     check_outputs({std::filesystem::path(vm["out"].as<std::string>()) / "validation.json",
                    std::filesystem::path(vm["out"].as<std::string>()) / "validation.csv"});
