@@ -220,7 +220,9 @@ TEST_CASE("a pipeline job's network variant slows the links it copied from the p
   CHECK(slow.fabric.leaf_bytes_per_s == doctest::Approx(given.fabric.leaf_bytes_per_s / 2));
   const auto first = simulate_parallel(c), slower = simulate_parallel(network->config);
   CHECK(slower[0].step_mean > first[0].step_mean);
-  const auto predicted = pipeline_gain_predictions(c, first, nullptr, {{0.0}, pipeline_gains(first)});
+  const auto both = pipeline_predictions(c, first, nullptr, {{0.0}, pipeline_gains(first)},
+                                         {{first[0].step_mean}, {first[1].step_mean}});
+  const auto& predicted = both.gains;
   REQUIRE(predicted.size() == 2);
   CHECK(predicted[1].lo <= predicted[1].gain_pct);
   CHECK(predicted[1].hi >= predicted[1].gain_pct);
@@ -228,6 +230,21 @@ TEST_CASE("a pipeline job's network variant slows the links it copied from the p
                                     [](const UncertaintyTerm& t) { return t.name == "session"; });
   REQUIRE(session != predicted[1].terms.end());
   CHECK(session->half_width_pp == doctest::Approx(kCampaignSessionBelowPp));  // a pipeline takes the wider one
+  // Each mean step carries the same variants, as its own change; a spec-derived model no level.
+  REQUIRE(both.steps.size() == 2);
+  for (std::size_t p = 0; p < 2; ++p) {
+    const auto& terms = both.steps[p].terms;
+    const auto net =
+        std::find_if(terms.begin(), terms.end(), [](const UncertaintyTerm& t) { return t.name == "network"; });
+    REQUIRE(net != terms.end());
+    const double slowed = 100 * (simulate_parallel(network->config)[p].step_mean / first[p].step_mean - 1);
+    CHECK(net->half_width_pp == doctest::Approx(slowed));
+    CHECK(std::none_of(terms.begin(), terms.end(), [](const UncertaintyTerm& t) {
+      return t.name == "process level" || t.name == "training loop";
+    }));
+    CHECK(both.steps[p].lo_ms < first[p].step_mean * (1 - slowed / 100 + 1e-9));
+    CHECK(both.steps[p].hi_ms > first[p].step_mean * (1 + slowed / 100 - 1e-9));
+  }
 }
 
 namespace {

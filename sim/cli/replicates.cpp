@@ -70,11 +70,12 @@ std::string predictions_report(const Config& config, const std::vector<std::stri
 }
 
 // Where a run's mean step may land: every policy, the first too, which a gain takes as given.
-std::string step_predictions_report(const PerfModel& model, const std::vector<std::string>& labels,
+std::string step_predictions_report(const PerfModel& model, const SeedFigures& f,
                                     const std::vector<StepPrediction>& steps) {
-  std::string out =
-      "\neach mean max step's 95% prediction interval: the seeds' range widened, in quadrature, by what the model "
-      "does not know, the process's level with it (half-widths in % of the step)\n";
+  const std::vector<std::string>& labels = f.labels;
+  std::string out = "\neach mean " + std::string(f.figure == "step time" ? "step time" : "max step") +
+                    "'s 95% prediction interval: the seeds' range widened, in quadrature, by what the model does not "
+                    "know, the process's level with it (half-widths in % of the step)\n";
   std::size_t width = 0;
   for (const std::string& label : labels) width = std::max(width, label.size());
   for (std::size_t p = 0; p < steps.size(); ++p)
@@ -144,7 +145,7 @@ Replicates replicates_result(const Config& config, const SeedFigures& f, int rep
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
-  if (!steps.empty()) out += step_predictions_report(*config.model, f.labels, steps);
+  if (!steps.empty()) out += step_predictions_report(*config.model, f, steps);
   if (P > 1) out += predictions_report(config, f.labels, predicted);
   return {out, replicates_json(config, f, replicates, predicted, steps)};
 }
@@ -204,11 +205,10 @@ Replicates pipeline_replicates(const Config& config, const std::vector<PipelineF
       into[p].push_back(g[p]);
     }
   };
-  std::optional<std::vector<PipelineFigures>> quiet;
-  if (P > 1 && draws_compute_noise(config)) {
+  std::optional<std::vector<PipelineFigures>> quiet;  // a step's noise term, and with policies to compare their gains
+  if (draws_compute_noise(config)) {
     quiet = simulate_parallel(without_compute_noise(config));
-    f.quiet_gains.resize(P);
-    add(*quiet, f.quiet_gains, false);
+    if (P > 1) f.quiet_gains.resize(P), add(*quiet, f.quiet_gains, false);
   }
   add(first, f.gains, true);
   for (int r = 1; r < replicates; ++r) {
@@ -216,12 +216,13 @@ Replicates pipeline_replicates(const Config& config, const std::vector<PipelineF
     seeded.training.seed = config.training.seed + r;
     as_replicate(seeded.training.seed, r, replicates, [&] {
       add(simulate_parallel(seeded), f.gains, true);
-      if (quiet) add(simulate_parallel(without_compute_noise(seeded)), f.quiet_gains, false);
+      if (!f.quiet_gains.empty()) add(simulate_parallel(without_compute_noise(seeded)), f.quiet_gains, false);
     });
     if (progress) progress(r + 1, replicates);
   }
-  return replicates_result(config, f, replicates,
-                           pipeline_gain_predictions(config, first, quiet ? &*quiet : nullptr, f.gains));
+  const PipelinePredictions predicted =
+      pipeline_predictions(config, first, quiet ? &*quiet : nullptr, f.gains, f.means);
+  return replicates_result(config, f, replicates, predicted.gains, predicted.steps);
 }
 
 }  // namespace ddpsim::cli

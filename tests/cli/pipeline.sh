@@ -137,7 +137,13 @@ kk = r["policies"]["kk"]
 lo, hi = kk["gain"]["prediction_interval"]
 assert lo <= kk["gain"]["gain_pct"] <= hi and "session" in kk["gain"]["terms_half_width_pp"], kk
 assert len(kk["mean_step_ms"]["interval95"]) == 2, kk
+for name, p in r["policies"].items():  # each mean step's own interval, as a DDP job's
+    lo, hi = p["step"]["prediction_interval_ms"]
+    assert lo < p["step"]["mean_ms"] < hi and p["step"]["mean_ms"] == p["mean_step_ms"]["mean"], (name, p)
 PY
+grep -qE '^  static +[0-9.]+ ms \(seeds \[.*\]; prediction \[.*\] ms, mostly: ' "$WORK/out" ||
+  fail "no step interval for static: $(cat "$WORK/out")"
+grep -q "^each mean step time's 95% prediction interval" "$WORK/out" || fail "the step block names no pipeline step"
 expect_exit 2 'an abstract pipeline job has no sample stream to redraw' "$DDPSIM" compare "$study" --replicates 3
 expect_exit 2 'register .*no trainer here runs a pipeline job' "$DDPSIM" compare "${small[@]}" --replicates 2 \
   --register "$WORK/reg.json"
