@@ -114,6 +114,24 @@ TEST_CASE("calibrate measures one process's level from runs of several processes
   CHECK(four.process_spread == doctest::Approx(std::expm1(1.96 * std::sqrt(squares / 3 * 1.25))).epsilon(1e-3));
   CHECK(training_report(four).find("process level: one process's level may land") != std::string::npos);
 
+  // An earlier model's processes (levels ×1.2 and ×0.85, a run each and two of one) add their
+  // deviations about their own mean and a degree of freedom; one process alone then has a figure.
+  PooledRunLevels earlier;
+  earlier.model = "earlier.json", earlier.levels = {1.2, 1.2, 0.85}, earlier.sessions = {"x", "x", "y"};
+  const double apart = std::log(1.2 / 0.85) / 2, pooled_squares = 2 * apart * apart;
+  const TrainingFit pooled =
+      fit_training(runs, surface, {.levels_by_tokens = true, .warmup = AUTO_WARMUP, .pooled = {earlier}});
+  CHECK(pooled.process_df == 4);
+  CHECK(pooled.process_spread ==
+        doctest::Approx(std::expm1(1.96 * std::sqrt((squares + pooled_squares) / 4 * 1.25))).epsilon(1e-3));
+  CHECK(training_report(pooled).find("pooled with 1 degrees of freedom of earlier models' processes, 4 in all") !=
+        std::string::npos);
+  const TrainingFit alone =
+      fit_training({runs[0]}, surface, {.levels_by_tokens = true, .warmup = AUTO_WARMUP, .pooled = {earlier}});
+  CHECK(alone.processes == 1);
+  CHECK(alone.process_df == 1);  // below three: the floor
+  CHECK(alone.process_spread == doctest::Approx(std::max(0.15, std::expm1(1.96 * std::sqrt(pooled_squares * 2)))));
+
   // The model keeps it, with where it came from, and a step's interval carries it.
   auto doc = nlohmann::ordered_json::parse(known_model(0.0).dump());
   add_training(doc, four, runs);

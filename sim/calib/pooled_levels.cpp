@@ -151,4 +151,24 @@ LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled) {
   return out;
 }
 
+LevelSquares pooled_process_squares(const std::vector<PooledRunLevels>& pooled) {
+  LevelSquares out;
+  for (const PooledRunLevels& p : pooled) {
+    std::map<std::string, std::vector<double>> sessions;
+    for (std::size_t i = 0; i < p.levels.size(); ++i) sessions[p.sessions[i]].push_back(std::log(p.levels[i]));
+    if (sessions.size() < 2) continue;
+    std::vector<double> means;
+    for (const auto& [key, logs] : sessions) {
+      double m = 0;
+      for (double x : logs) m += x / double(logs.size());
+      means.push_back(m);
+    }
+    double centre = 0;
+    for (double m : means) centre += m / double(means.size());
+    for (double m : means) out.squares += (m - centre) * (m - centre);
+    out.df += double(means.size() - 1);
+  }
+  return out;
+}
+
 }  // namespace ddpsim

@@ -47,4 +47,8 @@ struct LevelSquares {
 };
 LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled);
 
+// The same for processes: each session's mean log level (a process's) about the mean of its
+// model's sessions, over sessions − 1 degrees of freedom a model (none from a model of one).
+LevelSquares pooled_process_squares(const std::vector<PooledRunLevels>& pooled);
+
 }  // namespace ddpsim

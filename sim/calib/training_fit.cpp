@@ -32,23 +32,32 @@ double level_spread(double squares, double df) {
 
 // How far one process's level lands from the model's, which a step time carries whole (a gain
 // between runs of one process does not): 1.96 × the standard deviation of the processes' mean
-// log levels, × √(1 + 1/P) for the error of the model's own mean over P processes. A figure from
-// fewer than four processes says little (two of the thirty-fourth registration's pre-runs came
-// 10% apart): below that it is never less than the project's (eval/step_interval.hpp).
+// log levels, × √(1 + 1/P) for the error of the model's own mean over its P processes. Earlier
+// models' processes (fit.pooled) add their deviations, each about their own model's mean, and
+// their degrees of freedom: four processes' spread is a figure of three, and two sessions of
+// four on one VM gave 21.2% and 3.2% (the thirty-fifth and thirty-seventh registrations). Below
+// three degrees of freedom in all it is never less than the project's (eval/step_interval.hpp).
 void process_levels(const std::vector<RunTimes>& runs, TrainingFit& fit) {
   std::map<std::string, std::vector<double>> processes;
   for (std::size_t i = 0, k = 0; i < runs.size() && k < fit.run_levels.size(); ++i)
     if (runs[i].name == fit.run_levels[k].name)
       processes[runs[i].session].push_back(std::log(fit.run_levels[k++].level));
   fit.processes = static_cast<int>(processes.size());
-  if (processes.size() < 2) return;
-  std::vector<double> means;
-  for (const auto& [session, logs] : processes) means.push_back(mean(logs));
-  const double P = double(means.size()), centre = mean(means);
   double squares = 0;
-  for (double x : means) squares += (x - centre) * (x - centre);
-  const double spread = std::expm1(1.96 * std::sqrt(squares / (P - 1) * (1 + 1 / P)));
-  fit.process_spread = std::min(kMaxRunLevelSpread, P < 4 ? std::max(spread, kStepProcessLevelPct / 100) : spread);
+  if (processes.size() >= 2) {
+    std::vector<double> means;
+    for (const auto& [session, logs] : processes) means.push_back(mean(logs));
+    const double centre = mean(means);
+    for (double x : means) squares += (x - centre) * (x - centre);
+  }
+  const LevelSquares earlier = pooled_process_squares(fit.pooled);
+  fit.process_pooled_df = earlier.df;
+  fit.process_df = std::max(0, fit.processes - 1) + earlier.df;
+  if (fit.process_df < 1 || fit.processes < 1) return;
+  const double P = double(fit.processes);
+  const double spread = std::expm1(1.96 * std::sqrt((squares + earlier.squares) / fit.process_df * (1 + 1 / P)));
+  fit.process_spread = std::min(kMaxRunLevelSpread,
+                                fit.process_df < kMinProcessDf ? std::max(spread, kStepProcessLevelPct / 100) : spread);
 }
 
 // Each run's level: its own shapes at its median factor and its mean optimizer, over the same

@@ -67,9 +67,10 @@ struct TrainingFit {
   bool sessions_pooled = false;  // trained in turn, but no process trained two of the runs
   bool runs_in_turn = true;      // every trace says it was trained in turn with the same policies
   // One process's level against the model's, a 95% half-width (PerfModel::process_level_spread;
-  // 0: the runs came from one process), and the processes it was taken over.
+  // 0: one process and none pooled), and the processes it was taken over.
   double process_spread = 0;
   int processes = 0;
+  double process_df = 0, process_pooled_df = 0;  // its degrees of freedom in all, and the pooled models'
   // The optimizer as a control: the same work in every run, so its medians within a session
   // show what the machine does to each run's model apart from any policy. Per session of two
   // timed runs or more, each run's policy (its trace where two share one) and median; the
@@ -83,6 +84,10 @@ struct TrainingFit {
 inline double fit_level(const TrainingFit& fit, int samples, long long tokens) {
   return level_at(fit.step_levels, fit.samples_levels, samples, tokens);
 }
+
+// Below this many degrees of freedom (four processes' worth), TrainingFit::process_spread is held
+// to the project's figure or more.
+inline constexpr double kMinProcessDf = 3;
 
 // Fewer first uses than this leave the first-use cost at 0, said so in the report.
 inline constexpr long kMinFirstUses = 5;

@@ -40,8 +40,13 @@ void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
     out["process_source"] =
         "the 95% half-width of one process's level against the model's (1.96 × the standard "
         "deviation of the " +
-        std::to_string(t.processes) + " processes' mean log levels × √(1 + 1/" + std::to_string(t.processes) + ")" +
-        (t.processes < 4 ? ", held to 15% or more below four processes" : "") + "), by ddpsim calibrate --training";
+        std::to_string(t.processes) + (t.processes == 1 ? " process's" : " processes'") + " mean log levels" +
+        (t.process_pooled_df > 0 ? " and " + std::to_string(static_cast<long>(t.process_pooled_df)) +
+                                       " degrees of freedom of earlier models' processes, each about its model's mean,"
+                                 : std::string()) +
+        " × √(1 + 1/" + std::to_string(t.processes) + ")" +
+        (t.process_df < kMinProcessDf ? ", held to 15% or more below three degrees of freedom" : "") +
+        "), by ddpsim calibrate --training";
   }
   if (t.pooled.empty()) return;
   if (t.own_spread >= 0) out["alone"] = std::round(t.own_spread * 1e4) / 1e4;

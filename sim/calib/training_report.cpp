@@ -31,6 +31,18 @@ std::string pooled_report(const TrainingFit& t, const Percent& percent) {
                             : std::string("these runs alone give no spread"));
 }
 
+// What the process level was taken over: "over 4 processes' mean levels, pooled with ...".
+std::string process_level_basis(const TrainingFit& t) {
+  std::string out =
+      "over " + std::to_string(t.processes) + (t.processes == 1 ? " process's" : " processes'") + " mean levels";
+  if (t.process_pooled_df > 0)
+    out += ", pooled with " + std::to_string(static_cast<long>(t.process_pooled_df)) +
+           " degrees of freedom of earlier models' processes, " + std::to_string(static_cast<long>(t.process_df)) +
+           " in all";
+  if (t.process_df < kMinProcessDf) out += ", held to the project's 15% or more below three degrees of freedom";
+  return out;
+}
+
 // The report's run-level line: each run by its policy (by its trace where two share one).
 std::string run_level_report(const TrainingFit& t) {
   std::map<std::string, int> uses;
@@ -54,14 +66,9 @@ std::string run_level_report(const TrainingFit& t) {
                     " may differ by " + percent(t.run_level_spread) + " (95%; " +
                     (sessions ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
                     "levels " + each + pooled_report(t, percent) + "): a term of every gain's prediction interval\n";
-  if (t.process_spread > 0) {
-    std::snprintf(line, sizeof line,
-                  "            process level: one process's level may land %s from the model's (95%%; over %d "
-                  "processes' mean levels%s): a term of every step time's prediction interval\n",
-                  percent(t.process_spread).c_str(), t.processes,
-                  t.processes < 4 ? ", held to the project's 15% or more below four" : "");
-    out += line;
-  }
+  if (t.process_spread > 0)
+    out += "            process level: one process's level may land " + percent(t.process_spread) +
+           " from the model's (95%; " + process_level_basis(t) + "): a term of every step time's prediction interval\n";
   if (t.sessions_pooled)
     out +=
         "            no process trained two of the runs: their levels were pooled, the drift between processes "
