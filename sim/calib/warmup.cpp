@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "calib/pooled_levels.hpp"
+#include "calib/training_fit.hpp"
 #include "common/stats.hpp"
 
 namespace ddpsim {
@@ -60,9 +61,10 @@ double first_use_extra(const std::map<std::string, ProcessSteps>& processes) {
   for (const auto& [key, p] : processes)
     for (const Timed& t : p.timed)
       if (t.first) extra.push_back(t.measured - typical * t.surface);
-  return extra.size() < 5 ? 0 : std::max(0.0, percentile(extra, 50));
+  return static_cast<long>(extra.size()) < kMinFirstUses ? 0 : std::max(0.0, percentile(extra, 50));
 }
 
+// Leaves out the process's leading steps far_slower() than its second half, up to a quarter.
 void find_warmup(ProcessSteps& p, double first_use_ms) {
   std::map<int, double> slowest;  // by step: its slowest rank-step's compute over the surface
   for (const Timed& t : p.timed) {
@@ -107,7 +109,7 @@ std::vector<LeadingSteps> leading_steps(const std::vector<Trace>& training, cons
   for (const Trace& t : training) {
     const std::string key = session_key(t.path, t.metadata, t.runs.size() > 1);
     auto [at, fresh] = processes.try_emplace(key);
-    if (fresh) order.push_back(key), at->second.own.session = key;
+    if (fresh) order.push_back(key);
     at->second.own.paths.push_back(t.path);
     for (const RanRankStep& x : in_run_order(t)) {
       const RankStep& r = *x.row;

@@ -37,7 +37,6 @@ std::vector<RanRankStep> in_run_order(const Trace& t);
 // One process's slow leading steps: the traces of its runs, the first step kept, how many were
 // left out, and the slowest of them's compute over the settled median (0: none left out).
 struct LeadingSteps {
-  std::string session;
   std::vector<std::string> paths;
   int first_kept = 1, left_out = 0;
   double slowest = 0;

@@ -59,9 +59,9 @@ are reduced to their median, and fits minimise relative error:
                       (# optimizer_update_share=: ddptrain --profile, ddpsim.torch.profile())
   --training RUN...   training runs of the setting, kept out of the surface. From their
                       rank-steps after each process's warm-up (step 0, and leading steps
-                      far slower than the process's second half, which the report names):
-                      their level by padded tokens a rank-step
-                      (the medians of up to six bins in token order, each run's own level
+                      far slower than the process's second half, which the report names;
+                      --training-warmup): their level by padded tokens a rank-step (the
+                      medians of up to six bins in token order, each run's own level
                       taken out where runs share shapes), so that a policy or batch size of
                       other shapes takes its own level (--training-levels one: one level);
                       where two runs or more trained each of several batch sizes, a table
@@ -81,8 +81,8 @@ are reduced to their median, and fits minimise relative error:
   --pool-run-levels MODEL...
                       earlier models of this machine fitted with --training: their runs'
                       levels, each about its session's mean within its model, pooled with
-                      these runs' into that
-                      spread (four pre-runs give it three degrees of freedom)
+                      these runs' into that spread, and their processes' into the process
+                      level (four pre-run processes give it three degrees of freedom)
 Prints a fit report and writes MODEL.json, recording each source trace (file, FNV-1a hash,
 metadata). The parameter layout and memory capacity come from --base (and the memory model
 too when the traces have no peak memory).
