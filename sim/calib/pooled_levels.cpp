@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/stats.hpp"
 
 namespace ddpsim {
 
@@ -151,22 +152,26 @@ LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled) {
   return out;
 }
 
+LevelSquares session_mean_squares(const std::vector<double>& logs, const std::vector<std::string>& sessions) {
+  std::map<std::string, std::vector<double>> by_session;
+  for (std::size_t i = 0; i < logs.size(); ++i) by_session[sessions[i]].push_back(logs[i]);
+  LevelSquares out;
+  if (by_session.size() < 2) return out;
+  std::vector<double> means;
+  for (const auto& [key, own] : by_session) means.push_back(mean(own));
+  const double centre = mean(means);
+  for (double m : means) out.squares += (m - centre) * (m - centre);
+  out.df = double(means.size() - 1);
+  return out;
+}
+
 LevelSquares pooled_process_squares(const std::vector<PooledRunLevels>& pooled) {
   LevelSquares out;
   for (const PooledRunLevels& p : pooled) {
-    std::map<std::string, std::vector<double>> sessions;
-    for (std::size_t i = 0; i < p.levels.size(); ++i) sessions[p.sessions[i]].push_back(std::log(p.levels[i]));
-    if (sessions.size() < 2) continue;
-    std::vector<double> means;
-    for (const auto& [key, logs] : sessions) {
-      double m = 0;
-      for (double x : logs) m += x / double(logs.size());
-      means.push_back(m);
-    }
-    double centre = 0;
-    for (double m : means) centre += m / double(means.size());
-    for (double m : means) out.squares += (m - centre) * (m - centre);
-    out.df += double(means.size() - 1);
+    std::vector<double> logs;
+    for (double level : p.levels) logs.push_back(std::log(level));
+    const LevelSquares model = session_mean_squares(logs, p.sessions);
+    out.squares += model.squares, out.df += model.df;
   }
   return out;
 }

@@ -47,8 +47,11 @@ struct LevelSquares {
 };
 LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled);
 
-// The same for processes: each session's mean log level (a process's) about the mean of its
-// model's sessions, over sessions − 1 degrees of freedom a model (none from a model of one).
+// Each session's mean log level (a process's) about the mean of the sessions, over sessions − 1
+// degrees of freedom (none from one session): `logs[i]` is a run's, `sessions[i]` its session.
+LevelSquares session_mean_squares(const std::vector<double>& logs, const std::vector<std::string>& sessions);
+
+// session_mean_squares of each earlier model's runs, about its own model's mean, summed.
 LevelSquares pooled_process_squares(const std::vector<PooledRunLevels>& pooled);
 
 }  // namespace ddpsim

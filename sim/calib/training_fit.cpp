@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/stats.hpp"
@@ -38,18 +39,13 @@ double level_spread(double squares, double df) {
 // four on one VM gave 21.2% and 3.2% (the thirty-fifth and thirty-seventh registrations). Below
 // three degrees of freedom in all it is never less than the project's (eval/step_interval.hpp).
 void process_levels(const std::vector<RunTimes>& runs, TrainingFit& fit) {
-  std::map<std::string, std::vector<double>> processes;
+  std::vector<double> logs;
+  std::vector<std::string> sessions;
   for (std::size_t i = 0, k = 0; i < runs.size() && k < fit.run_levels.size(); ++i)
     if (runs[i].name == fit.run_levels[k].name)
-      processes[runs[i].session].push_back(std::log(fit.run_levels[k++].level));
-  fit.processes = static_cast<int>(processes.size());
-  double squares = 0;
-  if (processes.size() >= 2) {
-    std::vector<double> means;
-    for (const auto& [session, logs] : processes) means.push_back(mean(logs));
-    const double centre = mean(means);
-    for (double x : means) squares += (x - centre) * (x - centre);
-  }
+      logs.push_back(std::log(fit.run_levels[k++].level)), sessions.push_back(runs[i].session);
+  fit.processes = static_cast<int>(std::set<std::string>(sessions.begin(), sessions.end()).size());
+  const double squares = session_mean_squares(logs, sessions).squares;
   const LevelSquares earlier = pooled_process_squares(fit.pooled);
   fit.process_pooled_df = earlier.df;
   fit.process_df = std::max(0, fit.processes - 1) + earlier.df;
