@@ -9,6 +9,7 @@
 #include "calib/trace_reader.hpp"
 #include "calib/training_fit.hpp"
 #include "calib/validate.hpp"
+#include "common/stats.hpp"
 #include "eval/config.hpp"
 #include "eval/step_interval.hpp"
 #include "known_surface.hpp"
@@ -101,17 +102,20 @@ TEST_CASE("calibrate measures one process's level from runs of several processes
   CHECK(one.process_spread == 0);
   const TrainingFit two = fit_training({runs[0], runs[1]}, surface);
   CHECK(two.processes == 2);
-  // ln 1.1 apart: 1.96 × its standard deviation × √1.5 is 19.2%, above the floor of 15%.
+  // ln 1.1 apart over one degree of freedom: Student's t (12.71) × its standard deviation × √1.5
+  // is past the term's cap.
   const double sd2 = std::log(1.1) / std::sqrt(2.0);
-  CHECK(two.process_spread == doctest::Approx(std::expm1(1.96 * sd2 * std::sqrt(1.5))).epsilon(1e-3));
-  const TrainingFit close = fit_training({runs[0], scaled(runs[1], 1 / 1.08)}, surface);
-  CHECK(close.process_spread == doctest::Approx(0.15));  // 1.02 apart: below four processes, the floor
+  CHECK(std::expm1(t95(1) * sd2 * std::sqrt(1.5)) > 1);
+  CHECK(two.process_spread == 1);
+  // 1.005 apart: 12.71 × its standard deviation × √1.5 is 5.6%, below the floor of 15%.
+  const TrainingFit close = fit_training({runs[0], scaled(runs[1], 1.005 / 1.1)}, surface);
+  CHECK(close.process_spread == doctest::Approx(0.15));
   const TrainingFit four = fit_training(runs, surface);
   CHECK(four.processes == 4);
   double centre = 0, squares = 0;
   for (double l : levels) centre += std::log(l) / 4;
   for (double l : levels) squares += (std::log(l) - centre) * (std::log(l) - centre);
-  CHECK(four.process_spread == doctest::Approx(std::expm1(1.96 * std::sqrt(squares / 3 * 1.25))).epsilon(1e-3));
+  CHECK(four.process_spread == doctest::Approx(std::expm1(t95(3) * std::sqrt(squares / 3 * 1.25))).epsilon(1e-3));
   CHECK(training_report(four).find("process level: one process's level may land") != std::string::npos);
 
   // An earlier model's processes (levels ×1.2 and ×0.85, a run each and two of one) add their
@@ -123,14 +127,15 @@ TEST_CASE("calibrate measures one process's level from runs of several processes
       fit_training(runs, surface, {.levels_by_tokens = true, .warmup = AUTO_WARMUP, .pooled = {earlier}});
   CHECK(pooled.process_df == 4);
   CHECK(pooled.process_spread ==
-        doctest::Approx(std::expm1(1.96 * std::sqrt((squares + pooled_squares) / 4 * 1.25))).epsilon(1e-3));
+        doctest::Approx(std::expm1(t95(4) * std::sqrt((squares + pooled_squares) / 4 * 1.25))).epsilon(1e-3));
   CHECK(training_report(pooled).find("pooled with 1 degrees of freedom of earlier models' processes, 4 in all") !=
         std::string::npos);
   const TrainingFit alone =
       fit_training({runs[0]}, surface, {.levels_by_tokens = true, .warmup = AUTO_WARMUP, .pooled = {earlier}});
   CHECK(alone.processes == 1);
   CHECK(alone.process_df == 1);  // below three: the floor
-  CHECK(alone.process_spread == doctest::Approx(std::max(0.15, std::expm1(1.96 * std::sqrt(pooled_squares * 2)))));
+  CHECK(alone.process_spread ==
+        doctest::Approx(std::min(1.0, std::max(0.15, std::expm1(t95(1) * std::sqrt(pooled_squares * 2))))));
 
   // The model keeps it, with where it came from, and a step's interval carries it.
   auto doc = nlohmann::ordered_json::parse(known_model(0.0).dump());

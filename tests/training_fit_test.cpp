@@ -9,6 +9,7 @@
 #include "calib/training_fit.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/stats.hpp"
 #include "eval/simulate.hpp"
 #include "eval/uncertainty.hpp"
 #include "known_surface.hpp"
@@ -202,17 +203,19 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   slow.path = "runs/sorted/steps.csv";
   slow.runs[0].label = "sorted";
   for (Trace* t : {&fast, &slow}) t->metadata["interleaved"] = "one step of each policy in turn: static,sorted";
-  scale_times(slow, 1.1);
+  scale_times(slow, 1.02);
   const Calibration surface = known_surface(*config.model);
   CHECK(fit_training({fast}, surface).run_level_spread == 0);
   const TrainingFit t = fit_training({fast, slow}, surface);
   REQUIRE(t.run_levels.size() == 2);
-  CHECK(t.run_levels[1].level / t.run_levels[0].level == doctest::Approx(1.1).epsilon(1e-6));
-  // Two draws 10% apart: the standard deviation of their logs is ln 1.1 / √2.
-  const double spread = std::pow(1.1, 1.96) - 1;
+  CHECK(t.run_levels[1].level / t.run_levels[0].level == doctest::Approx(1.02).epsilon(1e-6));
+  // Two draws 2% apart: the standard deviation of their logs is ln 1.02 / √2, over one degree of
+  // freedom, where Student's t is 12.71 (the normal's 1.96 would say 4.0%).
+  const double spread = std::pow(1.02, t95(1)) - 1;
+  CHECK(t95(1) == doctest::Approx(12.706).epsilon(1e-4));
   CHECK(t.run_level_spread == doctest::Approx(spread).epsilon(1e-6));
   const std::string report = training_report(t);
-  CHECK(report.find("run level: two runs' levels may differ by 20.5% (95%; levels static ×") != std::string::npos);
+  CHECK(report.find("run level: two runs' levels may differ by 28.6% (95%; levels static ×") != std::string::npos);
   CHECK(report.find("not all trained in turn") == std::string::npos);
 
   // The model keeps it, and every gain predicted with it carries it, scaled by 1 − gain.
@@ -246,7 +249,8 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   add_training(quiet, alike, {fast, same});
   CHECK_FALSE(quiet.contains("run_level"));
   // A second session (another process: its metadata differs), 20% faster throughout, its runs
-  // 10% apart as in the first: a gain within a session sees only that, not the 20%.
+  // 2% apart as in the first: a gain within a session sees only that, not the 20%; two degrees
+  // of freedom (four runs, two sessions), where Student's t is 4.30.
   Trace fast2 = fast, slow2 = slow;
   for (Trace* t : {&fast2, &slow2}) {
     t->metadata["seed"] = "2";
@@ -254,8 +258,8 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   }
   const TrainingFit two = fit_training({fast, slow, fast2, slow2}, surface);
   CHECK(two.sessions == 2);
-  CHECK(two.run_level_spread == doctest::Approx(spread).epsilon(1e-6));
-  CHECK(training_report(two).find("two runs of one session may differ by 20.5% (95%; each against its session's "
+  CHECK(two.run_level_spread == doctest::Approx(std::pow(1.02, t95(2)) - 1).epsilon(1e-6));
+  CHECK(training_report(two).find("two runs of one session may differ by 8.9% (95%; each against its session's "
                                   "mean, 2 sessions; levels") != std::string::npos);
   for (Trace* t : {&fast2, &slow2}) t->metadata.erase("seed");  // one session of four: the 20% counts
   CHECK(fit_training({fast, slow, fast2, slow2}, surface).run_level_spread > 2 * spread);

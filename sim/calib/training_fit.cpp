@@ -28,12 +28,12 @@ struct RunTimes {
 // The 95% half-width of two runs' level ratio, from their logs' squared deviations over `df`.
 double level_spread(double squares, double df) {
   // Levels 2× apart already leave no gain told from noise; past that the term says nothing more.
-  return std::min(kMaxRunLevelSpread, std::expm1(1.96 * std::sqrt(2.0) * std::sqrt(squares / df)));
+  return std::min(kMaxRunLevelSpread, std::expm1(t95(df) * std::sqrt(2.0) * std::sqrt(squares / df)));
 }
 
 // How far one process's level lands from the model's, which a step time carries whole (a gain
-// between runs of one process does not): 1.96 × the standard deviation of the processes' mean
-// log levels, × √(1 + 1/P) for the error of the model's own mean over its P processes. Earlier
+// between runs of one process does not): Student's t × the standard deviation of the processes'
+// mean log levels, × √(1 + 1/P) for the error of the model's own mean over its P processes. Earlier
 // models' processes (fit.pooled) add their deviations, each about their own model's mean, and
 // their degrees of freedom: four processes' spread is a figure of three, and two sessions of
 // four on one VM gave 21.2% and 3.2% (the thirty-fifth and thirty-seventh registrations). Below
@@ -51,7 +51,8 @@ void process_levels(const std::vector<RunTimes>& runs, TrainingFit& fit) {
   fit.process_df = std::max(0, fit.processes - 1) + earlier.df;
   if (fit.process_df < 1 || fit.processes < 1) return;
   const double P = double(fit.processes);
-  const double spread = std::expm1(1.96 * std::sqrt((squares + earlier.squares) / fit.process_df * (1 + 1 / P)));
+  const double spread =
+      std::expm1(t95(fit.process_df) * std::sqrt((squares + earlier.squares) / fit.process_df * (1 + 1 / P)));
   fit.process_spread = std::min(kMaxRunLevelSpread,
                                 fit.process_df < kMinProcessDf ? std::max(spread, kStepProcessLevelPct / 100) : spread);
 }

@@ -1,13 +1,23 @@
 // calibrate --training's fit written into the model: the measured steps, their levels, the
 // first-use cost, the optimizer, the run level, and the training traces' provenance.
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "calib/training_fit.hpp"
+#include "common/stats.hpp"
 
 namespace ddpsim {
 
 namespace {
+
+// "; t = 2.776, Student's t over 4 degrees of freedom": the quantile a level spread was taken at.
+std::string t_text(double df) {
+  if (df < 1) return "; no degrees of freedom";
+  char line[96];
+  std::snprintf(line, sizeof line, "; t = %.3f, Student's t over %ld degrees of freedom", t95(df), std::lround(df));
+  return line;
+}
 
 // The model's run_level: the spread, each run's level, and where they came from.
 void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
@@ -32,19 +42,18 @@ void add_run_level(nlohmann::ordered_json& model, const TrainingFit& t) {
   auto& out = model["run_level"] = {
       {"spread", std::round(t.run_level_spread * 1e4) / 1e4},
       {"levels", levels},
-      {"source", "the 95% half-width of the ratio of two runs' levels (1.96·√2 × the standard deviation of " + from +
-                     "), by ddpsim calibrate --training" +
+      {"source", "the 95% half-width of the ratio of two runs' levels (t·√2 × the standard deviation of " + from +
+                     t_text(t.own_df + t.pooled_df) + "), by ddpsim calibrate --training" +
                      (t.runs_in_turn ? "" : "; the runs were not all trained in turn")}};
   if (t.process_spread > 0) {
     out["process_spread"] = std::round(t.process_spread * 1e4) / 1e4;
     out["process_source"] =
-        "the 95% half-width of one process's level against the model's (1.96 × the standard "
-        "deviation of the " +
+        "the 95% half-width of one process's level against the model's (t × the standard deviation of the " +
         std::to_string(t.processes) + (t.processes == 1 ? " process's" : " processes'") + " mean log levels" +
         (t.process_pooled_df > 0 ? " and " + std::to_string(static_cast<long>(t.process_pooled_df)) +
                                        " degrees of freedom of earlier models' processes, each about its model's mean,"
                                  : std::string()) +
-        " × √(1 + 1/" + std::to_string(t.processes) + ")" +
+        " × √(1 + 1/" + std::to_string(t.processes) + ")" + t_text(t.process_df) +
         (t.process_df < kMinProcessDf ? ", held to 15% or more below three degrees of freedom" : "") +
         "), by ddpsim calibrate --training";
   }

@@ -66,6 +66,10 @@ std::string run_level_report(const TrainingFit& t) {
                     " may differ by " + percent(t.run_level_spread) + " (95%; " +
                     (sessions ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
                     "levels " + each + pooled_report(t, percent) + "): a term of every gain's prediction interval\n";
+  if (t.own_df + t.pooled_df < kMinProcessDf)
+    out += "            only " + std::to_string(static_cast<long>(t.own_df + t.pooled_df)) +
+           " degree(s) of freedom: Student's t widens the spread (12.7 over one, 4.3 over two, against the normal's "
+           "1.96); more pre-run processes or --pool-run-levels narrow it\n";
   if (t.process_spread > 0)
     out += "            process level: one process's level may land " + percent(t.process_spread) +
            " from the model's (95%; " + process_level_basis(t) + "): a term of every step time's prediction interval\n";

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <boost/math/distributions/students_t.hpp>
+
 namespace ddpsim {
 
 double mean(std::span<const double> values) {
@@ -37,6 +39,10 @@ double percentile_in_place(std::span<double> values, double q) {
   const double at_lo = values[lo];
   const double at_hi = hi == lo ? at_lo : *std::min_element(values.begin() + static_cast<long>(hi), values.end());
   return at_lo + (rank - static_cast<double>(lo)) * (at_hi - at_lo);
+}
+
+double t95(double df) {
+  return boost::math::quantile(boost::math::students_t(df), 0.975);
 }
 
 }  // namespace ddpsim
