@@ -111,11 +111,11 @@ nlohmann::ordered_json score_registered_column(const Registration& r, const std:
   m.mean_ms = mean(own);
   const nlohmann::json& predicted = r.doc["predicted"]["columns"];
   nlohmann::ordered_json score = gain_score(predicted.at(label), m);
-  add_step_score(score, predicted.at(label), m.mean_ms);
+  add_step_score(score, predicted.at(label), m.mean_ms, percentile(own, 95));
   nlohmann::ordered_json base_score{{"policy", base_label},
                                     {"registered_mean_ms", predicted.at(base_label).at("mean_max_step_ms").at("mean")},
                                     {"measured_mean_ms", mean(theirs)}};
-  add_step_score(base_score, predicted.at(base_label), mean(theirs));
+  add_step_score(base_score, predicted.at(base_label), mean(theirs), percentile(theirs, 95));
   return {{"file", r.path},
           {"steps", "every step, as registered (the prediction simulates no warm-up); each column a run of its own"},
           {"column", label},

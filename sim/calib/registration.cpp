@@ -202,11 +202,19 @@ nlohmann::ordered_json gain_score(const nlohmann::json& registered, const Measur
           {"measured_mean_ms", m.mean_ms}};
 }
 
-void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms) {
-  if (!registered.contains("step")) return;
-  const auto pi = registered["step"].at("prediction_interval_ms").get<std::vector<double>>();
-  score["registered_mean_pi95"] = pi;
-  score["measured_mean_in_prediction_interval"] = pi.at(0) <= measured_ms && measured_ms <= pi.at(1);
+void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms,
+                    double measured_p95_ms) {
+  if (registered.contains("step")) {
+    const auto pi = registered["step"].at("prediction_interval_ms").get<std::vector<double>>();
+    score["registered_mean_pi95"] = pi;
+    score["measured_mean_in_prediction_interval"] = pi.at(0) <= measured_ms && measured_ms <= pi.at(1);
+  }
+  const double mean_ms = registered.at("mean_max_step_ms").at("mean").get<double>();
+  if (!registered.contains("p95_max_step_ms") || !(mean_ms > 0 && measured_ms > 0 && measured_p95_ms > 0)) return;
+  const double ratio = registered["p95_max_step_ms"].at("mean").get<double>() / mean_ms;
+  score["registered_p95_over_mean"] = ratio;
+  score["measured_p95_over_mean"] = measured_p95_ms / measured_ms;
+  score["tail_error_pct"] = 100 * (ratio * measured_ms / measured_p95_ms - 1);
 }
 
 namespace {
@@ -219,13 +227,14 @@ nlohmann::ordered_json score_set(const nlohmann::json& predicted, const Validati
     policies[label] = gain_score(predicted.at(label), {set.measured_gain_pct[i], set.measured_gain_ci[i],
                                                        set.gain_per_sample[i], set.policies[i].measured_mean_ms,
                                                        set.gain_from_step[i]});
-    add_step_score(policies[label], predicted.at(label), set.policies[i].measured_mean_ms);
+    add_step_score(policies[label], predicted.at(label), set.policies[i].measured_mean_ms,
+                   set.policies[i].measured_p95_ms);
   }
   const std::string base = set.baseline.policy;
   nlohmann::ordered_json baseline{{"policy", base},
                                   {"registered_mean_ms", predicted.at(base).at("mean_max_step_ms").at("mean")},
                                   {"measured_mean_ms", set.baseline.measured_mean_ms}};
-  add_step_score(baseline, predicted.at(base), set.baseline.measured_mean_ms);
+  add_step_score(baseline, predicted.at(base), set.baseline.measured_mean_ms, set.baseline.measured_p95_ms);
   return {{"baseline", std::move(baseline)}, {"policies", std::move(policies)}};
 }
 
@@ -242,7 +251,8 @@ nlohmann::ordered_json score_registered(const Registration& r, const Validation&
 
 namespace {
 
-// "mean 420.43 ms registered [343.9, 497.0], 407.23 measured (+3.2%): inside the prediction interval"
+// "mean 420.43 ms registered [343.9, 497.0], 407.23 measured (+3.2%): inside the prediction interval;
+// P95 / mean 1.233 registered, 1.212 measured (+1.7%)"
 std::string step_score_text(const nlohmann::ordered_json& s) {
   char line[256];
   const double registered = s["registered_mean_ms"].get<double>(), measured = s["measured_mean_ms"].get<double>();
@@ -254,10 +264,15 @@ std::string step_score_text(const nlohmann::ordered_json& s) {
   }
   std::snprintf(line, sizeof line, "mean %.2f ms registered%s, %.2f measured (%+.1f%%)", registered, pi.c_str(),
                 measured, shown(100 * (registered / measured - 1), 1));
-  if (!s.contains("measured_mean_in_prediction_interval")) return line;
-  return std::string(line) + (s["measured_mean_in_prediction_interval"].get<bool>()
-                                  ? ": inside the prediction interval"
-                                  : ": OUTSIDE the prediction interval");
+  std::string out = line;
+  if (s.contains("measured_mean_in_prediction_interval"))
+    out += s["measured_mean_in_prediction_interval"].get<bool>() ? ": inside the prediction interval"
+                                                                 : ": OUTSIDE the prediction interval";
+  if (!s.contains("tail_error_pct")) return out;
+  std::snprintf(line, sizeof line, "; P95 / mean %.3f registered, %.3f measured (%+.1f%%)",
+                s["registered_p95_over_mean"].get<double>(), s["measured_p95_over_mean"].get<double>(),
+                shown(s["tail_error_pct"].get<double>(), 1));
+  return out + line;
 }
 
 std::string set_report(const nlohmann::ordered_json& score) {

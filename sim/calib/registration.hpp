@@ -65,7 +65,10 @@ struct MeasuredGain {
 nlohmann::ordered_json gain_score(const nlohmann::json& registered, const MeasuredGain& measured);
 // A registered mean step's prediction interval (its "step") against the measured mean, into
 // `score`; nothing where the registration holds none (registered before step times had one).
-void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms);
+// Beside it the tail: the registered P95 of the max step over its mean against the measured
+// run's, a figure the process's level cancels out of, so the noise model is scored alone.
+void add_step_score(nlohmann::ordered_json& score, const nlohmann::json& registered, double measured_ms,
+                    double measured_p95_ms);
 
 // The report of a score; one without "steady_state" (a column's) reports every step alone.
 std::string registered_report(const nlohmann::ordered_json& score);

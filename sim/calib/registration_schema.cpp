@@ -121,6 +121,9 @@ void check_registration_figures(const nlohmann::json& doc, const std::string& fi
     const Where p = each / labels[i];
     const auto& own = each.at(by_label, labels[i]);
     read<double>(p.at(own, "mean_max_step_ms"), p / "mean_max_step_ms", "mean");
+    // Registered before step times had an interval, or before the tail was scored: optional.
+    if (own.contains("step")) interval(own["step"], p / "step", "prediction_interval_ms");
+    if (own.contains("p95_max_step_ms")) read<double>(own["p95_max_step_ms"], p / "p95_max_step_ms", "mean");
     if (i > 0) check_gain(p.at(own, "gain"), p / "gain");
   }
 }

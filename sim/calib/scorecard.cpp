@@ -166,6 +166,7 @@ class StepTally {
   }
   std::string table() const { return campaigns_.empty() ? "" : steps_table(campaigns_); }
   std::pair<int, int> registered() const { return registered_; }  // inside, of those with an interval
+  const std::vector<double>& tail_errors() const { return tails_; }  // |registered − measured| P95/mean, %
 
  private:
   void add_run(const std::string& campaign, const std::string& policy, const nlohmann::json& f) {
@@ -179,7 +180,9 @@ class StepTally {
   }
   void add_registered(const std::string& file, const std::string& policy, const nlohmann::json& score) {
     const std::tuple run{file, policy, score.value("measured_mean_ms", 0.0)};
-    if (!score.contains("measured_mean_in_prediction_interval") || !registered_runs_.insert(run).second) return;
+    if (!registered_runs_.insert(run).second) return;
+    if (score.contains("tail_error_pct")) tails_.push_back(std::abs(score["tail_error_pct"].get<double>()));
+    if (!score.contains("measured_mean_in_prediction_interval")) return;
     ++registered_.second;
     registered_.first += score["measured_mean_in_prediction_interval"].get<bool>();
   }
@@ -188,9 +191,22 @@ class StepTally {
   std::set<std::pair<std::string, std::string>> runs_;                // (campaign, policy)
   std::pair<int, int> registered_{0, 0};
   std::set<std::tuple<std::string, std::string, double>> registered_runs_;  // (registration, policy, measured mean)
+  std::vector<double> tails_;
 };
 
-std::string registered_table(const std::vector<Registered>& rows, std::pair<int, int> steps) {
+// "Registered P95 / mean of the max step against the measured: ..." (none: "").
+std::string tail_line(const std::vector<double>& errors) {
+  if (errors.empty()) return "";
+  int within = 0;
+  for (double e : errors) within += e <= 5;
+  return "Registered P95 / mean of the max step against the measured (the noise model's tail, which the process's "
+         "level cancels out of): within 5% in " +
+         count(within, static_cast<int>(errors.size())) + ", median " + cell("%.1f", percentile(errors, 50)) +
+         "%, largest " + cell("%.1f", *std::max_element(errors.begin(), errors.end())) + "%.\n\n";
+}
+
+std::string registered_table(const std::vector<Registered>& rows, std::pair<int, int> steps,
+                             const std::vector<double>& tails) {
   std::string out =
       "\n## Registered predictions, scored\n\n"
       "Each made before its run (`ddpsim compare --register`), scored by `ddpsim validate --registered`; where the "
@@ -205,6 +221,7 @@ std::string registered_table(const std::vector<Registered>& rows, std::pair<int,
       (steps.second ? "Registered mean steps measured inside their prediction interval: " +
                           count(steps.first, steps.second) + " (registrations whose step times carry one).\n\n"
                     : std::string()) +
+      tail_line(tails) +
       "| validation | policy | regime | registered gain [seeds] [prediction] | measured [95%] | measured inside "
       "prediction | registered inside measured |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Registered& r : rows) {
@@ -284,7 +301,7 @@ std::string scorecard(const std::vector<std::string>& roots) {
   for (const auto& key : order) out += group_row(key.first, key.second, groups[key]);
   if (!all.empty()) out += group_row("**all**", "", all);
   out += steps.table();
-  if (!registered.empty()) out += registered_table(registered, steps.registered());
+  if (!registered.empty()) out += registered_table(registered, steps.registered(), steps.tail_errors());
   std::string awaiting;
   for (const std::string& file : found.registrations)
     if (!scored.count(fs::weakly_canonical(file).generic_string())) awaiting += "- " + file + "\n";

@@ -87,7 +87,7 @@ for score, col in ((s, c), (v["registered"]["baseline"], "base")):
     assert score["measured_mean_in_prediction_interval"], (col, score)
 PY
 done
-grep -Eq '^  base \(baseline\): mean [0-9.]+ ms registered \[[0-9.]+, [0-9.]+\], .*: inside the prediction interval$' \
+grep -Eq '^  base \(baseline\): mean [0-9.]+ ms registered \[[0-9.]+, [0-9.]+\], .*: inside the prediction interval; P95 / mean [0-9.]+ registered, [0-9.]+ measured \([-+][0-9.]+%\)$' \
   "$WORK/out" || fail "the base column's step is not scored: $(grep 'baseline): mean' "$WORK/out")"
 "$DDPSIM" scorecard "$WORK" >"$WORK/card.md" 2>/dev/null || fail "scorecard does not read a column's validation"
 grep -qE '\| zero1 \| .* \| yes \|' "$WORK/card.md" || fail "the scorecard lacks the zero1 column's score"

@@ -28,9 +28,21 @@ grep -Eq '^  minmax:cost=tokens: gain registered [-+][0-9.]+% \(seeds \[.*predic
 grep -q '"measured_in_prediction_interval"' "$WORK/val/validation.json" || fail "validation.json has no score"
 # Each mean step is registered with its interval and scored against it.
 grep -q '"prediction_interval_ms"' "$WORK/reg/p.json" || fail "no step time's interval registered"
-grep -Eq '^  static \(baseline\): mean [0-9.]+ ms registered \[[0-9.]+, [0-9.]+\], [0-9.]+ measured \([-+][0-9.]+%\): (inside|OUTSIDE) the prediction interval$' "$WORK/out" ||
+grep -Eq '^  static \(baseline\): mean [0-9.]+ ms registered \[[0-9.]+, [0-9.]+\], [0-9.]+ measured \([-+][0-9.]+%\): (inside|OUTSIDE) the prediction interval; P95 / mean [0-9.]+ registered, [0-9.]+ measured \([-+][0-9.]+%\)$' "$WORK/out" ||
   fail "the registered mean step is not scored against its interval: $(grep 'baseline): mean' "$WORK/out")"
 grep -q '"registered_mean_pi95"' "$WORK/val/validation.json" || fail "validation.json has no step score"
+# The tail, P95 over mean, scored level-free: the registered ratio against the run's over every step.
+python3 - "$WORK/reg/p.json" "$WORK/val/validation.json" <<'PY' || fail "the registered tail is not scored"
+import json, sys
+reg, val = (json.load(open(p)) for p in sys.argv[1:])
+for policy, score in [("static", val["registered"]["baseline"])] + list(val["registered"]["policies"].items()):
+    want = reg["predicted"]["policies"][policy]
+    ratio = want["p95_max_step_ms"]["mean"] / want["mean_max_step_ms"]["mean"]
+    assert abs(score["registered_p95_over_mean"] - ratio) < 1e-9, (policy, score)
+    measured = score["measured_p95_over_mean"]
+    assert 1 < measured < 3, (policy, measured)
+    assert abs(score["tail_error_pct"] - 100 * (ratio / measured - 1)) < 1e-9, (policy, score)
+PY
 
 # Another setting, changed inputs, or the user's own model beside a registration: refused.
 expect_ok "$DDPSIM" compare "$WORK/reg/config.json" --set training.global_batch=48 --replicates 3 \
@@ -60,6 +72,8 @@ edited no-static 'del d["predicted"]["policies"]["static"]'
 edited set-number 'd["config"]["set"] = [5]'
 edited other-base 'd["predicted"]["baseline"] = "kk"'
 edited per-sample "$gain[\"per_sample\"] = True"
+edited step-one 'd["predicted"]["policies"]["static"]["step"]["prediction_interval_ms"] = [1]'
+edited p95-text 'd["predicted"]["policies"]["kk"]["p95_max_step_ms"]["mean"] = "long"'
 expect_ok "$DDPSIM" validate --registered "$WORK/reg/per-sample.json" --measured "$runs/minmax-cost-tokens/steps.csv" \
   --baseline "$runs/static/steps.csv"
 grep -q 'minmax:cost=tokens: gain registered .*NOT the same quantity' "$WORK/out" ||
@@ -68,7 +82,9 @@ for case in 'no-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct i
   'text-gain:key predicted.policies."minmax:cost=tokens".gain.gain_pct is string: expected a finite number' \
   'far-gain:gain_pct is 50, outside its own prediction_interval: the file was edited since' \
   'no-static:key predicted.policies.static is missing' 'set-number:key config.set\[0\] is number 5: expected a string' \
-  'other-base:key predicted.baseline is "kk", not the first registered policy "static"'; do
+  'other-base:key predicted.baseline is "kk", not the first registered policy "static"' \
+  'step-one:key predicted.policies.static.step.prediction_interval_ms: expected \[low, high\]' \
+  'p95-text:key predicted.policies.kk.p95_max_step_ms.mean is string: expected a finite number'; do
   expect_exit 1 "${case#*:}" "$DDPSIM" validate --registered "$WORK/reg/${case%%:*}.json" \
     --measured "$runs/minmax-cost-tokens/steps.csv" --baseline "$runs/static/steps.csv"
   [[ ! -s $WORK/out ]] || fail "${case%%:*}: a report was printed before the refusal: $(head -2 "$WORK/out")"
@@ -87,6 +103,8 @@ expect_exit 1 "not a registered prediction" "$DDPSIM" validate --registered "$pr
 # The committed scorecard, regenerated from the committed traces.
 expect_ok "$DDPSIM" scorecard traces
 diff "$WORK/out" docs/scorecard.md >"$WORK/diff" || fail "docs/scorecard.md is not what ddpsim scorecard traces gives: $(head -20 "$WORK/diff")"
+grep -Eq "^Registered P95 / mean of the max step against the measured .*: within 5% in [0-9]+ of [0-9]+, median" "$WORK/out" ||
+  fail "the scorecard does not count the registered tails"
 # A registration read with the regime test since corrected says both readings.
 grep -q "^| cpu/prereg8/validation | verl:max_token_len=128 | compute-bound (now one regime) |" "$WORK/out" ||
   fail "the scorecard should show prereg8's registered regime beside today's reading"
