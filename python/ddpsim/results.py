@@ -181,3 +181,39 @@ class Validation(Outputs):
 
     def to_pandas(self):
         return self._frame("validation.csv")
+
+    def registered(self, steady: bool = False):
+        """A registered prediction's score (``validate(..., registered=...)``) as a DataFrame, one
+        row per policy, the baseline first: each mean max step against its registered prediction
+        interval, the tail (P95 over mean, which the process's level cancels out of), and each
+        gain against its interval. Over every step, as registered; ``steady=True``: after the
+        runs' warm-up."""
+        import pandas
+
+        score = self.validation.get("registered")
+        if score is None:
+            raise _core.UsageError("registered(): this validation scored no registered prediction (give "
+                                   "validate registered=\"prediction.json\")")
+        if steady:
+            score = score.get("steady_state", score)  # a column's score holds every step alone
+        rows = [dict(self._registered_row(score["baseline"]), policy=score["baseline"]["policy"])]
+        for policy, s in score["policies"].items():
+            row = dict(self._registered_row(s), policy=policy)
+            row.update(registered_gain_pct=s["registered_gain_pct"],
+                       gain_lo=s["registered_prediction_interval"][0], gain_hi=s["registered_prediction_interval"][1],
+                       measured_gain_pct=s["measured_gain_pct"], measured_gain_lo=s["measured_gain_ci95"][0],
+                       measured_gain_hi=s["measured_gain_ci95"][1], gain_inside=s["measured_in_prediction_interval"],
+                       gain_told_from_noise=s["measured_gain_resolved"])
+            rows.append(row)
+        return pandas.DataFrame(rows).set_index("policy")
+
+    @staticmethod
+    def _registered_row(s: dict) -> dict:
+        nan = float("nan")
+        interval = s.get("registered_mean_pi95", [nan, nan])
+        return {"registered_mean_ms": s["registered_mean_ms"], "mean_lo": interval[0], "mean_hi": interval[1],
+                "measured_mean_ms": s["measured_mean_ms"],
+                "mean_inside": s.get("measured_mean_in_prediction_interval"),
+                "registered_p95_over_mean": s.get("registered_p95_over_mean", nan),
+                "measured_p95_over_mean": s.get("measured_p95_over_mean", nan),
+                "tail_error_pct": s.get("tail_error_pct", nan)}

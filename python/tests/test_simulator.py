@@ -174,6 +174,18 @@ class TheOtherVerbs(unittest.TestCase):
         for key in ("measured_gain_pct", "registered_gain_pct", "registered_prediction_interval", "gain_error_pp"):
             self.assertEqual(score[key], committed[key], key)
         self.assertTrue(score["measured_in_prediction_interval"])
+        table = v.registered()
+        self.assertEqual(list(table.index), ["static", "verl:max_token_len=128"])
+        row = table.loc["verl:max_token_len=128"]
+        self.assertEqual(row["measured_gain_pct"], committed["measured_gain_pct"])
+        self.assertTrue(row["gain_inside"])
+        self.assertAlmostEqual(row["tail_error_pct"],
+                               100 * (row["registered_p95_over_mean"] / row["measured_p95_over_mean"] - 1))
+        steady = v.registered(steady=True)  # the runs' warm-up left out
+        self.assertNotEqual(steady.loc["static", "measured_mean_ms"], table.loc["static", "measured_mean_ms"])
+        with self.assertRaisesRegex(ddpsim.UsageError, "scored no registered prediction"):
+            ddpsim.validate(measured, os.path.join(folder, "model-1core-training.json"), baseline=baseline,
+                            progress=False).registered()
 
     def test_validate_and_calibrate_as_the_binary(self):
         runs = os.path.join(SOURCE, "traces", "cpu", "prereg2", "runs")
