@@ -261,6 +261,11 @@ TEST_CASE("runs trained in turn at different levels give the spread of a gain's 
   CHECK(two.run_level_spread == doctest::Approx(std::pow(1.02, t95(2)) - 1).epsilon(1e-6));
   CHECK(training_report(two).find("two runs of one session may differ by 8.9% (95%; each against its session's "
                                   "mean, 2 sessions; levels") != std::string::npos);
+  // The levels by process, each process's runs by their policies.
+  const std::string by_process = training_report(two);
+  CHECK(by_process.find("; levels static ×") != std::string::npos);
+  CHECK(by_process.find(", sorted ×") < by_process.find(" | static ×"));
+  CHECK(by_process.find("runs/static/steps.csv ×") == std::string::npos);
   for (Trace* t : {&fast2, &slow2}) t->metadata.erase("seed");  // one session of four: the 20% counts
   CHECK(fit_training({fast, slow, fast2, slow2}, surface).run_level_spread > 2 * spread);
   // One run a process: nothing to take within a session, so the levels pool, and it is said.

@@ -38,12 +38,10 @@ double level_spread(double squares, double df) {
 // their degrees of freedom: four processes' spread is a figure of three, and two sessions of
 // four on one VM gave 21.2% and 3.2% (the thirty-fifth and thirty-seventh registrations). Below
 // three degrees of freedom in all it is never less than the project's (eval/step_interval.hpp).
-void process_levels(const std::vector<RunTimes>& runs, TrainingFit& fit) {
+void process_levels(TrainingFit& fit) {
   std::vector<double> logs;
   std::vector<std::string> sessions;
-  for (std::size_t i = 0, k = 0; i < runs.size() && k < fit.run_levels.size(); ++i)
-    if (runs[i].name == fit.run_levels[k].name)
-      logs.push_back(std::log(fit.run_levels[k++].level)), sessions.push_back(runs[i].session);
+  for (const RunLevel& run : fit.run_levels) logs.push_back(std::log(run.level)), sessions.push_back(run.session);
   fit.processes = static_cast<int>(std::set<std::string>(sessions.begin(), sessions.end()).size());
   const double squares = session_mean_squares(logs, sessions).squares;
   const LevelSquares earlier = pooled_process_squares(fit.pooled);
@@ -83,7 +81,7 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     }
     const double level = (percentile(about, 50) * surface_ms + own_opt * n) / (typical * surface_ms + opt * n);
     if (!(level > 0 && std::isfinite(level))) continue;  // times of 0: no level to compare
-    fit.run_levels.push_back({run.name, run.label, level});
+    fit.run_levels.push_back({run.name, run.label, run.session, level});
     sessions[fit.runs_in_turn ? run.session : ""].push_back(std::log(level));
     logs.push_back(std::log(level));
   }
@@ -106,7 +104,7 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
   const LevelSquares earlier = pooled_squares(fit.pooled);
   fit.pooled_df = earlier.df;
   if (df + earlier.df >= 1) fit.run_level_spread = level_spread(squares + earlier.squares, df + earlier.df);
-  process_levels(runs, fit);
+  process_levels(fit);
 }
 
 // Within a session only: a level the whole process shares cancels out of a gain between its

@@ -19,9 +19,10 @@
 
 namespace ddpsim {
 
-// One training run's level (TrainingFit::run_levels): its trace, its policy, the level.
+// One training run's level (TrainingFit::run_levels): its trace, its policy, the process it ran
+// in (session_key), the level.
 struct RunLevel {
-  std::string name, label;
+  std::string name, label, session;
   double level = 1;
 };
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "calib/training_fit.hpp"
 #include "calib/validate.hpp"
@@ -43,17 +44,38 @@ std::string process_level_basis(const TrainingFit& t) {
   return out;
 }
 
-// The report's run-level line: each run by its policy (by its trace where two share one).
-std::string run_level_report(const TrainingFit& t) {
-  std::map<std::string, int> uses;
-  for (const RunLevel& run : t.run_levels) ++uses[run.label];
-  std::string each;
-  char line[512];
+// Each run's level, a process's runs together and the processes apart ("static ×1.017, kk ×0.990
+// | static ×1.004, kk ×1.037"), in the order given: each run by its policy, by its trace where
+// that alone would not tell it apart (a process of one run, two runs of one policy in a process).
+std::string levels_by_process(const TrainingFit& t) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const RunLevel*>> by_process;
   for (const RunLevel& run : t.run_levels) {
-    std::snprintf(line, sizeof line, "%s%s ×%.3f", each.empty() ? "" : ", ",
-                  (uses[run.label] > 1 ? run.name : run.label).c_str(), run.level);
-    each += line;
+    auto& own = by_process[run.session];
+    if (own.empty()) order.push_back(run.session);
+    own.push_back(&run);
   }
+  std::string out;
+  char line[512];
+  for (const std::string& process : order) {
+    std::map<std::string, int> uses;
+    for (const RunLevel* run : by_process[process]) ++uses[run->label];
+    out += out.empty() ? "" : " | ";
+    for (std::size_t i = 0; i < by_process[process].size(); ++i) {
+      const RunLevel& run = *by_process[process][i];
+      const bool by_trace = by_process[process].size() == 1 || uses[run.label] > 1;
+      std::snprintf(line, sizeof line, "%s%s ×%.3f", i ? ", " : "", (by_trace ? run.name : run.label).c_str(),
+                    run.level);
+      out += line;
+    }
+  }
+  return out;
+}
+
+// The report's run-level line.
+std::string run_level_report(const TrainingFit& t) {
+  const std::string each = levels_by_process(t);
+  char line[64];
   if (t.run_level_spread <= 0)
     return "            run level: the runs' levels agreed" +
            std::string(t.sessions > 1 ? " within each session" : "") + " (levels " + each + "): no term\n";
