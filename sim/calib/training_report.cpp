@@ -88,7 +88,7 @@ std::string run_level_report(const TrainingFit& t) {
                     " may differ by " + percent(t.run_level_spread) + " (95%; " +
                     (sessions ? "each against its session's mean, " + std::to_string(t.sessions) + " sessions; " : "") +
                     "levels " + each + pooled_report(t, percent) + "): a term of every gain's prediction interval\n";
-  if (t.own_df + t.pooled_df < kMinProcessDf)
+  if (t.own_df + t.pooled_df < kMinProcessDf)  // the process level's threshold, for the same reason
     out += "            only " + std::to_string(static_cast<long>(t.own_df + t.pooled_df)) +
            " degree(s) of freedom: Student's t widens the spread (12.7 over one, 4.3 over two, against the normal's "
            "1.96); more pre-run processes or --pool-run-levels narrow it\n";
