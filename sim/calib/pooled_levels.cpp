@@ -132,22 +132,28 @@ std::string session_key(const std::string& path, const std::map<std::string, std
   return key;
 }
 
+SessionSquares within_session_squares(const std::vector<double>& logs, const std::vector<std::string>& sessions) {
+  std::map<std::string, std::vector<double>> by_session;
+  for (std::size_t i = 0; i < logs.size(); ++i) by_session[sessions[i]].push_back(logs[i]);
+  SessionSquares out;
+  out.pooled = logs.size() - by_session.size() < 1;
+  if (out.pooled) by_session = {{"", logs}};
+  for (const auto& [key, own] : by_session) {
+    const double centre = mean(own);
+    for (double x : own) out.squares += (x - centre) * (x - centre);
+  }
+  out.sessions = static_cast<int>(by_session.size());
+  out.df = double(logs.size() - by_session.size());
+  return out;
+}
+
 LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled) {
   LevelSquares out;
   for (const PooledRunLevels& p : pooled) {
-    std::map<std::string, std::vector<double>> sessions;
-    for (std::size_t i = 0; i < p.levels.size(); ++i) sessions[p.sessions[i]].push_back(std::log(p.levels[i]));
-    if (p.levels.size() - sessions.size() < 1) {  // no session holds two runs: one session
-      std::vector<double> all;
-      for (double level : p.levels) all.push_back(std::log(level));
-      sessions = {{"", all}};
-    }
-    for (const auto& [key, logs] : sessions) {
-      double centre = 0;
-      for (double x : logs) centre += x / double(logs.size());
-      for (double x : logs) out.squares += (x - centre) * (x - centre);
-    }
-    out.df += double(p.levels.size() - sessions.size());
+    std::vector<double> logs;
+    for (double level : p.levels) logs.push_back(std::log(level));
+    const SessionSquares model = within_session_squares(logs, p.sessions);
+    out.squares += model.squares, out.df += model.df;
   }
   return out;
 }

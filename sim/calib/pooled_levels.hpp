@@ -47,6 +47,15 @@ struct LevelSquares {
 };
 LevelSquares pooled_squares(const std::vector<PooledRunLevels>& pooled);
 
+// Each log about its session's mean, over N − S degrees of freedom (N logs in S sessions), as
+// calibrate and pooled_squares read a model's runs: where no session holds two logs, all of them
+// are one session (`pooled`). `logs[i]` is a run's, `sessions[i]` its session.
+struct SessionSquares : LevelSquares {
+  int sessions = 0;
+  bool pooled = false;
+};
+SessionSquares within_session_squares(const std::vector<double>& logs, const std::vector<std::string>& sessions);
+
 // Each session's mean log level (a process's) about the mean of the sessions, over sessions − 1
 // degrees of freedom (none from one session): `logs[i]` is a run's, `sessions[i]` its session.
 LevelSquares session_mean_squares(const std::vector<double>& logs, const std::vector<std::string>& sessions);

@@ -65,8 +65,8 @@ void process_levels(TrainingFit& fit) {
 // runs in S sessions). Runs not trained in turn share no minutes: one session. Earlier models'
 // levels (fit.pooled) add their deviations and degrees of freedom.
 void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& fit) {
-  std::map<std::string, std::vector<double>> sessions;
   std::vector<double> logs;
+  std::vector<std::string> sessions;
   for (const RunTimes& run : runs) {
     if (run.ratios.empty()) continue;
     const double n = double(run.ratios.size()), opt = fit.optimizer_ms >= 0 ? fit.optimizer_ms : 0;
@@ -82,21 +82,17 @@ void run_levels(const std::vector<RunTimes>& runs, double typical, TrainingFit& 
     const double level = (percentile(about, 50) * surface_ms + own_opt * n) / (typical * surface_ms + opt * n);
     if (!(level > 0 && std::isfinite(level))) continue;  // times of 0: no level to compare
     fit.run_levels.push_back({run.name, run.label, run.session, level});
-    sessions[fit.runs_in_turn ? run.session : ""].push_back(std::log(level));
     logs.push_back(std::log(level));
+    sessions.push_back(fit.runs_in_turn ? run.session : "");
   }
-  const double n = double(fit.run_levels.size());
   double squares = 0, df = 0;
-  if (n >= 2) {
-    fit.sessions_pooled = n - double(sessions.size()) < 1;  // no session holds two runs
-    if (fit.sessions_pooled) sessions = {{"", logs}};
-    for (const auto& [key, own] : sessions) {
-      const double centre = mean(own);
-      for (double x : own) squares += (x - centre) * (x - centre);
-    }
-    fit.sessions = static_cast<int>(sessions.size());
+  if (logs.size() >= 2) {
+    const SessionSquares own = within_session_squares(logs, sessions);
+    fit.sessions_pooled = own.pooled;
+    fit.sessions = own.sessions;
+    squares = own.squares;
     // Each size's table took out part of its runs' mean level: a degree of freedom a size.
-    df = n - double(sessions.size()) - double(std::max<std::size_t>(fit.samples_levels.size(), 1) - 1);
+    df = own.df - double(std::max<std::size_t>(fit.samples_levels.size(), 1) - 1);
     if (df >= 1) fit.own_spread = level_spread(squares, df);
     df = std::max(df, 0.0);
   }
